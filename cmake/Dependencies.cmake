@@ -1,0 +1,45 @@
+# All third-party dependencies come from Debian packages (scripts/setup installs them).
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(absl REQUIRED CONFIG)
+find_package(nlohmann_json 3.10 REQUIRED CONFIG)
+find_package(CLI11 REQUIRED CONFIG)
+find_package(ZLIB REQUIRED)
+pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)
+pkg_check_modules(CAPSTONE REQUIRED IMPORTED_TARGET capstone)
+
+# libipt-dev ships no pkg-config or CMake file: find header and library by hand.
+find_path(LIBIPT_INCLUDE_DIR intel-pt.h REQUIRED)
+find_library(LIBIPT_LIBRARY ipt REQUIRED)
+add_library(ptd_libipt INTERFACE)
+target_include_directories(ptd_libipt INTERFACE ${LIBIPT_INCLUDE_DIR})
+target_link_libraries(ptd_libipt INTERFACE ${LIBIPT_LIBRARY})
+
+if(PTD_BUILD_TESTS)
+  find_package(GTest REQUIRED CONFIG)
+  include(GoogleTest)
+endif()
+if(PTD_BUILD_BENCH)
+  find_package(benchmark REQUIRED CONFIG)
+endif()
+
+# Helper: one static library per module folder; public headers live in the folder and
+# are included as "<folder>/<header>.h" from the project root.
+function(ptd_module name)
+  cmake_parse_arguments(M "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${M_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/generated)
+  target_link_libraries(${name} PUBLIC ${M_DEPS})
+endfunction()
+
+# Helper: one GoogleTest executable registered with CTest. LABELS lets scripts pick groups.
+function(ptd_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    PTD_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    PTD_BINARY_DIR="${CMAKE_BINARY_DIR}"
+    PTD_CLI_PATH="$<TARGET_FILE:ptrace-direct>")
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${T_LABELS}")
+endfunction()

@@ -1,0 +1,430 @@
+#include "common/trace_meta.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "nlohmann/json.hpp"
+
+namespace ptd {
+
+using Json = nlohmann::json;
+
+const char* TraceModeName(TraceMode mode) {
+  switch (mode) {
+    case TraceMode::kHardware:
+      return "hardware";
+    case TraceMode::kEmulated:
+      return "emulated";
+    case TraceMode::kImported:
+      return "imported";
+  }
+  return "unknown";
+}
+
+const char* ImageKindName(ImageKind kind) {
+  switch (kind) {
+    case ImageKind::kFile:
+      return "file";
+    case ImageKind::kVdso:
+      return "vdso";
+    case ImageKind::kMemoryDump:
+      return "memory_dump";
+  }
+  return "unknown";
+}
+
+uint64_t TimeConversion::TscToNs(uint64_t tsc) const {
+  if (time_shift == 0) return time_zero + tsc * time_mult;
+  uint64_t quot = tsc >> time_shift;
+  uint64_t rem = tsc & ((uint64_t{1} << time_shift) - 1);
+  return time_zero + quot * time_mult + ((rem * time_mult) >> time_shift);
+}
+
+namespace {
+
+// Addresses and config words are written as hex strings: JSON numbers above 2^53 lose
+// precision in many readers (jq, JavaScript).
+std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
+
+// Reads fields with error messages naming the JSON path, and keeps the first error.
+class FieldReader {
+ public:
+  FieldReader(const Json& obj, std::string path, std::string source, absl::Status* status)
+      : obj_(obj), path_(std::move(path)), source_(std::move(source)), status_(status) {}
+
+  bool Has(const char* key) const { return obj_.is_object() && obj_.contains(key); }
+
+  FieldReader Child(const char* key, bool required = true) const {
+    static const Json kEmptyObject = Json::object();
+    if (!Has(key)) {
+      if (required) Fail(key, "missing");
+      return FieldReader(kEmptyObject, Path(key), source_, status_);
+    }
+    return FieldReader(obj_.at(key), Path(key), source_, status_);
+  }
+
+  const Json& json() const { return obj_; }
+  const std::string& path() const { return path_; }
+
+  uint64_t U64(const char* key, uint64_t def = 0, bool required = false) const {
+    if (!Has(key)) {
+      if (required) Fail(key, "missing");
+      return def;
+    }
+    const Json& v = obj_.at(key);
+    if (v.is_number_unsigned()) return v.get<uint64_t>();
+    if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+    if (v.is_string()) {
+      const std::string& s = v.get_ref<const std::string&>();
+      uint64_t out = 0;
+      int used = 0;
+      if (std::sscanf(s.c_str(), "%" SCNi64 "%n", reinterpret_cast<int64_t*>(&out), &used) == 1 &&
+          static_cast<size_t>(used) == s.size() && !s.empty() && s[0] != '-') {
+        return out;
+      }
+    }
+    Fail(key, "expected a non-negative integer or a hex string");
+    return def;
+  }
+
+  int64_t I64(const char* key, int64_t def = 0, bool required = false) const {
+    if (!Has(key)) {
+      if (required) Fail(key, "missing");
+      return def;
+    }
+    const Json& v = obj_.at(key);
+    if (v.is_number_integer()) return v.get<int64_t>();
+    Fail(key, "expected an integer");
+    return def;
+  }
+
+  bool Bool(const char* key, bool def = false) const {
+    if (!Has(key)) return def;
+    const Json& v = obj_.at(key);
+    if (v.is_boolean()) return v.get<bool>();
+    Fail(key, "expected true or false");
+    return def;
+  }
+
+  std::string Str(const char* key, const std::string& def = "", bool required = false) const {
+    if (!Has(key)) {
+      if (required) Fail(key, "missing");
+      return def;
+    }
+    const Json& v = obj_.at(key);
+    if (v.is_string()) return v.get<std::string>();
+    Fail(key, "expected a string");
+    return def;
+  }
+
+  // Calls fn(FieldReader) for each element of an array field.
+  template <typename Fn>
+  void Array(const char* key, Fn fn) const {
+    if (!Has(key)) return;
+    const Json& v = obj_.at(key);
+    if (!v.is_array()) {
+      Fail(key, "expected an array");
+      return;
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      fn(FieldReader(v[i], absl::StrCat(Path(key), "[", i, "]"), source_, status_));
+    }
+  }
+
+  void Fail(const char* key, const char* problem) const {
+    if (status_->ok()) {
+      *status_ = absl::InvalidArgumentError(
+          absl::StrCat(source_, ": field '", Path(key), "': ", problem));
+    }
+  }
+
+ private:
+  std::string Path(const char* key) const {
+    return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
+  }
+
+  const Json& obj_;
+  std::string path_;
+  std::string source_;
+  absl::Status* status_;
+};
+
+TraceMode ParseMode(const FieldReader& r) {
+  std::string m = r.Str("mode", "", /*required=*/true);
+  if (m == "hardware") return TraceMode::kHardware;
+  if (m == "emulated") return TraceMode::kEmulated;
+  if (m == "imported") return TraceMode::kImported;
+  r.Fail("mode", "expected \"hardware\", \"emulated\" or \"imported\"");
+  return TraceMode::kHardware;
+}
+
+ImageKind ParseImageKind(const FieldReader& r) {
+  std::string k = r.Str("kind", "file");
+  if (k == "file") return ImageKind::kFile;
+  if (k == "vdso") return ImageKind::kVdso;
+  if (k == "memory_dump") return ImageKind::kMemoryDump;
+  r.Fail("kind", "expected \"file\", \"vdso\" or \"memory_dump\"");
+  return ImageKind::kFile;
+}
+
+// A relative path inside the trace directory must not escape it.
+void CheckRelativePath(const FieldReader& r, const char* key, const std::string& p) {
+  if (p.empty() || p[0] == '/' || p.find("..") != std::string::npos) {
+    r.Fail(key, "expected a relative path inside the trace directory");
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std::string& source) {
+  Json root = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON"));
+  }
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": top level is not a JSON object"));
+  }
+  absl::Status status;
+  FieldReader r(root, "", source, &status);
+  TraceMeta m;
+
+  FieldReader ver = r.Child("format_version");
+  if (!status.ok()) return status;
+  m.format_major = static_cast<int>(ver.I64("major", 0, true));
+  m.format_minor = static_cast<int>(ver.I64("minor", 0, true));
+  if (!status.ok()) return status;
+  if (m.format_major != kTraceFormatMajor) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: trace format version %d.%d is not supported (this build reads major version %d); "
+        "use a matching ptrace-direct",
+        source, m.format_major, m.format_minor, kTraceFormatMajor));
+  }
+
+  m.tool_version = r.Str("tool_version");
+  FieldReader host = r.Child("host", false);
+  m.host.cpu.vendor = host.Str("cpu_vendor", "unknown");
+  m.host.cpu.family = static_cast<uint32_t>(host.U64("cpu_family"));
+  m.host.cpu.model = static_cast<uint32_t>(host.U64("cpu_model"));
+  m.host.cpu.stepping = static_cast<uint32_t>(host.U64("cpu_stepping"));
+  m.host.kernel_release = host.Str("kernel_release");
+  m.host.hostname = host.Str("hostname");
+  m.mode = ParseMode(r);
+
+  FieldReader pt = r.Child("pt", false);
+  m.pt.pmu_type = static_cast<int>(pt.I64("pmu_type", -1));
+  m.pt.config = pt.U64("config");
+  if (pt.Has("fields")) {
+    FieldReader f = pt.Child("fields");
+    if (f.json().is_object()) {
+      for (auto it = f.json().begin(); it != f.json().end(); ++it) {
+        m.pt.fields[it.key()] = f.U64(it.key().c_str());
+      }
+    } else {
+      pt.Fail("fields", "expected an object");
+    }
+  }
+  if (pt.Has("caps")) {
+    FieldReader c = pt.Child("caps");
+    if (c.json().is_object()) {
+      for (auto it = c.json().begin(); it != c.json().end(); ++it) {
+        m.pt.caps[it.key()] = c.Str(it.key().c_str());
+      }
+    } else {
+      pt.Fail("caps", "expected an object");
+    }
+  }
+  m.pt.timing = pt.Str("timing");
+  m.pt.user_only = pt.Bool("user_only", true);
+  m.pt.ip_filter = pt.Str("ip_filter");
+  m.pt.cpuid_0x15_eax = static_cast<uint32_t>(pt.U64("cpuid_0x15_eax"));
+  m.pt.cpuid_0x15_ebx = static_cast<uint32_t>(pt.U64("cpuid_0x15_ebx"));
+  m.pt.nom_freq = static_cast<uint32_t>(pt.U64("nom_freq"));
+  m.pt.mtc_freq = static_cast<uint32_t>(pt.U64("mtc_freq"));
+  m.pt.tsc_art_ratio_num = static_cast<uint32_t>(pt.U64("tsc_art_ratio_num"));
+  m.pt.tsc_art_ratio_den = static_cast<uint32_t>(pt.U64("tsc_art_ratio_den"));
+  m.pt.psb_period_bytes = pt.U64("psb_period_bytes");
+
+  FieldReader tc = r.Child("time_conversion", false);
+  m.time.time_shift = static_cast<uint16_t>(tc.U64("time_shift", 0));
+  m.time.time_mult = static_cast<uint32_t>(tc.U64("time_mult", 1));
+  m.time.time_zero = tc.U64("time_zero", 0);
+  m.time.cap_user_time_zero = tc.Bool("cap_user_time_zero", false);
+  if (m.time.time_shift > 63) tc.Fail("time_shift", "must be below 64");
+
+  if (r.Has("command")) {
+    r.Array("command", [&](const FieldReader& e) {
+      if (e.json().is_string()) m.command.push_back(e.json().get<std::string>());
+      else e.Fail("", "expected a string");
+    });
+  }
+  r.Array("pids", [&](const FieldReader& e) {
+    if (e.json().is_number_integer()) m.pids.push_back(e.json().get<int>());
+    else e.Fail("", "expected an integer");
+  });
+  m.per = r.Str("per", "thread");
+  if (m.per != "thread" && m.per != "cpu") r.Fail("per", "expected \"thread\" or \"cpu\"");
+
+  r.Array("streams", [&](const FieldReader& s) {
+    PtStream st;
+    st.file = s.Str("file", "", true);
+    CheckRelativePath(s, "file", st.file);
+    st.cpu = static_cast<int>(s.I64("cpu", -1));
+    st.tid = static_cast<int>(s.I64("tid", -1));
+    s.Array("chunks", [&](const FieldReader& c) {
+      PtChunk ch;
+      ch.file_offset = c.U64("file_offset", 0, true);
+      ch.size = c.U64("size", 0, true);
+      ch.aux_offset = c.U64("aux_offset");
+      ch.time_ns = c.U64("time_ns");
+      ch.reason = c.Str("reason");
+      ch.truncated = c.Bool("truncated");
+      ch.partial = c.Bool("partial");
+      ch.collision = c.Bool("collision");
+      ch.overwrite = c.Bool("overwrite");
+      ch.lost_before = c.Bool("lost_before");
+      st.chunks.push_back(ch);
+    });
+    m.streams.push_back(std::move(st));
+  });
+  r.Array("sideband", [&](const FieldReader& s) {
+    SidebandFile sb;
+    sb.file = s.Str("file", "", true);
+    CheckRelativePath(s, "file", sb.file);
+    sb.cpu = static_cast<int>(s.I64("cpu", -1));
+    sb.tid = static_cast<int>(s.I64("tid", -1));
+    sb.origin = s.Str("origin", "kernel");
+    sb.sample_type = s.U64("sample_type");
+    sb.sample_id_all = s.Bool("sample_id_all", true);
+    sb.lost_records = s.U64("lost_records");
+    m.sideband.push_back(std::move(sb));
+  });
+  r.Array("images", [&](const FieldReader& s) {
+    ImageEntry im;
+    im.path = s.Str("path", "", true);
+    im.name = s.Str("name");
+    im.vaddr = s.U64("vaddr", 0, true);
+    im.file_offset = s.U64("file_offset");
+    im.size = s.U64("size", 0, true);
+    im.pid = static_cast<int>(s.I64("pid", -1));
+    im.kind = ParseImageKind(s);
+    im.build_id = s.Str("build_id");
+    if (im.kind != ImageKind::kFile) CheckRelativePath(s, "path", im.path);
+    m.images.push_back(std::move(im));
+  });
+  m.end_reason = r.Str("end_reason");
+  r.Array("notes", [&](const FieldReader& e) {
+    if (e.json().is_string()) m.notes.push_back(e.json().get<std::string>());
+    else e.Fail("", "expected a string");
+  });
+  m.start_ns = r.U64("start_ns");
+  m.end_ns = r.U64("end_ns");
+
+  if (!status.ok()) return status;
+  return m;
+}
+
+std::string SerializeTraceMeta(const TraceMeta& m) {
+  Json root = Json::object();
+  root["format_version"] = {{"major", m.format_major}, {"minor", m.format_minor}};
+  root["tool_version"] = m.tool_version;
+  root["host"] = {{"cpu_vendor", m.host.cpu.vendor},       {"cpu_family", m.host.cpu.family},
+                  {"cpu_model", m.host.cpu.model},         {"cpu_stepping", m.host.cpu.stepping},
+                  {"kernel_release", m.host.kernel_release}, {"hostname", m.host.hostname}};
+  root["mode"] = TraceModeName(m.mode);
+  Json fields = Json::object();
+  for (const auto& [k, v] : m.pt.fields) fields[k] = v;
+  Json caps = Json::object();
+  for (const auto& [k, v] : m.pt.caps) caps[k] = v;
+  root["pt"] = {{"pmu_type", m.pt.pmu_type},
+                {"config", Hex(m.pt.config)},
+                {"fields", fields},
+                {"timing", m.pt.timing},
+                {"user_only", m.pt.user_only},
+                {"ip_filter", m.pt.ip_filter},
+                {"caps", caps},
+                {"cpuid_0x15_eax", m.pt.cpuid_0x15_eax},
+                {"cpuid_0x15_ebx", m.pt.cpuid_0x15_ebx},
+                {"nom_freq", m.pt.nom_freq},
+                {"mtc_freq", m.pt.mtc_freq},
+                {"tsc_art_ratio_num", m.pt.tsc_art_ratio_num},
+                {"tsc_art_ratio_den", m.pt.tsc_art_ratio_den},
+                {"psb_period_bytes", m.pt.psb_period_bytes}};
+  root["time_conversion"] = {{"time_shift", m.time.time_shift},
+                             {"time_mult", m.time.time_mult},
+                             {"time_zero", m.time.time_zero},
+                             {"cap_user_time_zero", m.time.cap_user_time_zero}};
+  root["command"] = m.command;
+  root["pids"] = m.pids;
+  root["per"] = m.per;
+  Json streams = Json::array();
+  for (const PtStream& s : m.streams) {
+    Json chunks = Json::array();
+    for (const PtChunk& c : s.chunks) {
+      chunks.push_back({{"file_offset", c.file_offset},
+                        {"size", c.size},
+                        {"aux_offset", c.aux_offset},
+                        {"time_ns", c.time_ns},
+                        {"reason", c.reason},
+                        {"truncated", c.truncated},
+                        {"partial", c.partial},
+                        {"collision", c.collision},
+                        {"overwrite", c.overwrite},
+                        {"lost_before", c.lost_before}});
+    }
+    streams.push_back({{"file", s.file}, {"cpu", s.cpu}, {"tid", s.tid}, {"chunks", chunks}});
+  }
+  root["streams"] = streams;
+  Json sideband = Json::array();
+  for (const SidebandFile& s : m.sideband) {
+    sideband.push_back({{"file", s.file},
+                        {"cpu", s.cpu},
+                        {"tid", s.tid},
+                        {"origin", s.origin},
+                        {"sample_type", Hex(s.sample_type)},
+                        {"sample_id_all", s.sample_id_all},
+                        {"lost_records", s.lost_records}});
+  }
+  root["sideband"] = sideband;
+  Json images = Json::array();
+  for (const ImageEntry& im : m.images) {
+    images.push_back({{"path", im.path},
+                      {"name", im.name},
+                      {"vaddr", Hex(im.vaddr)},
+                      {"file_offset", Hex(im.file_offset)},
+                      {"size", Hex(im.size)},
+                      {"pid", im.pid},
+                      {"kind", ImageKindName(im.kind)},
+                      {"build_id", im.build_id}});
+  }
+  root["images"] = images;
+  root["end_reason"] = m.end_reason;
+  root["notes"] = m.notes;
+  root["start_ns"] = m.start_ns;
+  root["end_ns"] = m.end_ns;
+  return root.dump(2) + "\n";
+}
+
+absl::StatusOr<TraceMeta> ReadTraceMeta(const std::string& trace_dir) {
+  std::string path = absl::StrCat(trace_dir, "/", kMetaFileName);
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status()) && !IsDirectory(trace_dir)) {
+      return absl::NotFoundError(absl::StrCat(trace_dir, ": not a trace directory (does not exist)"));
+    }
+    if (absl::IsNotFound(text.status())) {
+      return absl::NotFoundError(
+          absl::StrCat(trace_dir, ": not a trace directory (no ", kMetaFileName, ")"));
+    }
+    return text.status();
+  }
+  return ParseTraceMeta(*text, path);
+}
+
+absl::Status WriteTraceMeta(const std::string& trace_dir, const TraceMeta& meta) {
+  return WriteFileAtomic(absl::StrCat(trace_dir, "/", kMetaFileName), SerializeTraceMeta(meta));
+}
+
+}  // namespace ptd

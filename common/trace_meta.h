@@ -1,0 +1,126 @@
+#pragma once
+// meta.json of a trace directory (docs/trace-dir.md): the one place that says how the
+// bytes under aux/, sideband/ and images/ are to be interpreted.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/host_info.h"
+
+namespace ptd {
+
+// Major changes break readers; minor changes only add fields that old readers ignore.
+inline constexpr int kTraceFormatMajor = 1;
+inline constexpr int kTraceFormatMinor = 0;
+inline constexpr char kMetaFileName[] = "meta.json";
+
+enum class TraceMode { kHardware, kEmulated, kImported };
+const char* TraceModeName(TraceMode mode);
+
+// Intel PT configuration as recorded. Everything the decoder needs for pt_config.
+struct PtSettings {
+  int pmu_type = -1;                       // perf PMU type of intel_pt, -1 when emulated
+  uint64_t config = 0;                     // perf_event_attr.config as opened
+  std::map<std::string, uint64_t> fields;  // named format fields, e.g. {"tsc":1,"mtc_period":3}
+  std::string timing;                      // preset: "low", "normal", "high" or "custom"
+  bool user_only = true;
+  std::string ip_filter;                   // as passed to PERF_EVENT_IOC_SET_FILTER
+  std::map<std::string, std::string> caps; // intel_pt/caps/* as read from sysfs
+  uint32_t cpuid_0x15_eax = 0;
+  uint32_t cpuid_0x15_ebx = 0;
+  uint32_t nom_freq = 0;    // max non-turbo ratio (CYC → time)
+  uint32_t mtc_freq = 0;    // mtc_period field (MTC → time)
+  uint32_t tsc_art_ratio_num = 0;
+  uint32_t tsc_art_ratio_den = 0;
+  uint64_t psb_period_bytes = 0;  // for the emulator, the PSB spacing it used
+};
+
+// perf's TSC → ns conversion (perf_event_mmap_page time_*), applied to PT TSC values.
+// ns = time_zero + (tsc >> shift) * mult + (((tsc & mask) * mult) >> shift)
+struct TimeConversion {
+  uint16_t time_shift = 0;
+  uint32_t time_mult = 1;
+  uint64_t time_zero = 0;
+  bool cap_user_time_zero = false;
+  uint64_t TscToNs(uint64_t tsc) const;
+};
+
+// One contiguous piece of PT bytes inside a stream file.
+struct PtChunk {
+  uint64_t file_offset = 0;  // where the bytes start in the stream file
+  uint64_t size = 0;
+  uint64_t aux_offset = 0;   // position in the AUX stream (monotonic aux_head space)
+  uint64_t time_ns = 0;      // when the chunk was taken (perf clock)
+  std::string reason;        // "linear", "sigint", "sigusr2", "control", "exit", "trigger", "import"
+  bool truncated = false;    // PERF_AUX_FLAG_TRUNCATED: data lost before this chunk ended
+  bool partial = false;      // PERF_AUX_FLAG_PARTIAL
+  bool collision = false;    // PERF_AUX_FLAG_COLLISION
+  bool overwrite = false;    // PERF_AUX_FLAG_OVERWRITE (snapshot ring)
+  bool lost_before = false;  // a gap precedes this chunk (non-contiguous with the previous)
+};
+
+struct PtStream {
+  std::string file;  // relative to the trace directory, e.g. "aux/cpu0.pt"
+  int cpu = -1;      // per-CPU stream, or -1
+  int tid = -1;      // per-thread stream, or -1
+  std::vector<PtChunk> chunks;
+};
+
+struct SidebandFile {
+  std::string file;        // relative, e.g. "sideband/cpu0.data"
+  int cpu = -1;
+  int tid = -1;
+  std::string origin = "kernel";  // "kernel" (DATA ring bytes) or "synthesized" (/proc)
+  uint64_t sample_type = 0;       // perf_event_attr.sample_type of the sideband event
+  bool sample_id_all = true;
+  uint64_t lost_records = 0;      // sum of PERF_RECORD_LOST counts
+};
+
+enum class ImageKind { kFile, kVdso, kMemoryDump };
+const char* ImageKindName(ImageKind kind);
+
+struct ImageEntry {
+  std::string path;  // relative to the trace directory for dumps, absolute for host files
+  std::string name;  // what the process saw, e.g. "[vdso]" or "/usr/lib/.../libc.so.6"
+  uint64_t vaddr = 0;
+  uint64_t file_offset = 0;
+  uint64_t size = 0;
+  int pid = -1;      // -1: every process
+  ImageKind kind = ImageKind::kFile;
+  std::string build_id;  // hex, empty when unknown
+};
+
+struct TraceMeta {
+  int format_major = kTraceFormatMajor;
+  int format_minor = kTraceFormatMinor;
+  std::string tool_version;
+  HostInfo host;
+  TraceMode mode = TraceMode::kHardware;
+  PtSettings pt;
+  TimeConversion time;
+  std::vector<std::string> command;
+  std::vector<int> pids;
+  std::string per = "thread";  // "thread" or "cpu": how streams are split
+  std::vector<PtStream> streams;
+  std::vector<SidebandFile> sideband;
+  std::vector<ImageEntry> images;
+  std::string end_reason;          // "exit", "sigint", "duration", "sigterm", "target_killed" ...
+  std::vector<std::string> notes;  // what happened while recording, for `info`
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+};
+
+// `source` names the file in error messages.
+absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text,
+                                         const std::string& source = kMetaFileName);
+std::string SerializeTraceMeta(const TraceMeta& meta);
+
+absl::StatusOr<TraceMeta> ReadTraceMeta(const std::string& trace_dir);
+absl::Status WriteTraceMeta(const std::string& trace_dir, const TraceMeta& meta);
+
+}  // namespace ptd

@@ -1,0 +1,51 @@
+#pragma once
+// What `ptrace-direct record` was asked to do. Shared by the hardware path and the
+// emulation backend so both accept the same options.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ptd {
+
+enum class TimingPreset { kLow, kNormal, kHigh };
+
+struct RecordOptions {
+  // Target: launch `command` (argv) or attach to `pid`.
+  std::vector<std::string> command;
+  int pid = -1;
+
+  std::string output_dir = "trace.dir";
+  bool force = false;  // replace an existing output directory
+
+  bool emulate = false;     // ptrace single-step emulation instead of Intel PT hardware
+  bool per_thread = false;  // one ring per thread instead of per-CPU rings
+
+  // AUX ring: overwrite (snapshot) mode keeps the newest `snapshot_size` bytes;
+  // otherwise full-trace (linear) mode drains `buffer_size`-byte rings to disk.
+  bool snapshot = false;
+  uint64_t snapshot_size = 4ull << 20;
+  uint64_t buffer_size = 16ull << 20;
+  uint64_t data_size = 512ull << 10;  // DATA (sideband) ring, power-of-two pages
+
+  TimingPreset timing = TimingPreset::kNormal;
+  std::string pt_config;  // expert "key=value,..." over the preset
+  bool kernel = false;    // also trace the kernel (root)
+  std::string filter;     // PERF_EVENT_IOC_SET_FILTER string
+
+  std::string trigger_symbol;  // snapshot when this symbol executes
+  bool multi_snapshot = false; // keep recording after each triggered snapshot
+  std::string control_fifo;    // commands: snapshot, stop; answered "ack"
+  double duration_s = 0;       // stop by itself after this many seconds (0: no limit)
+
+  // Emulation only.
+  std::string start_at_symbol;    // begin tracing when this function is reached
+  std::string ground_truth_path;  // write executed IPs and call/return events here
+  int virtual_cpus = 0;           // >0: per-CPU mode with this many virtual CPUs
+  uint64_t psb_period = 4096;     // bytes between PSB+ (hardware: psb_period field)
+  bool noretcomp = false;
+
+  bool quiet = false;  // no status line
+};
+
+}  // namespace ptd

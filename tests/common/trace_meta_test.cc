@@ -1,0 +1,158 @@
+#include "common/trace_meta.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_replace.h"
+#include "common/file_util.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd {
+namespace {
+
+using ::testing::HasSubstr;
+
+TraceMeta FullMeta() {
+  TraceMeta m;
+  m.tool_version = "0.1.0";
+  m.host.cpu = {"intel", 6, 85, 4};
+  m.host.kernel_release = "6.1.0-test";
+  m.host.hostname = "box";
+  m.mode = TraceMode::kEmulated;
+  m.pt.pmu_type = 8;
+  m.pt.config = 0x300e601;
+  m.pt.fields = {{"tsc", 1}, {"mtc_period", 3}, {"branch", 1}};
+  m.pt.caps = {{"psb_cyc", "1"}, {"mtc_periods", "249"}};
+  m.pt.timing = "normal";
+  m.pt.user_only = false;
+  m.pt.ip_filter = "filter main @ /bin/true";
+  m.pt.cpuid_0x15_eax = 2;
+  m.pt.cpuid_0x15_ebx = 168;
+  m.pt.nom_freq = 24;
+  m.pt.mtc_freq = 3;
+  m.pt.tsc_art_ratio_num = 168;
+  m.pt.tsc_art_ratio_den = 2;
+  m.pt.psb_period_bytes = 4096;
+  m.time = {31, 0x80000000u, 0xfffffffffff00000ull, true};
+  m.command = {"/bin/echo", "hello world"};
+  m.pids = {1234, 1240};
+  m.per = "cpu";
+  PtStream s;
+  s.file = "aux/cpu0.pt";
+  s.cpu = 0;
+  s.chunks.push_back({0, 4096, 8192, 77, "sigusr2", true, false, true, true, false});
+  s.chunks.push_back({4096, 100, 123456789012345ull, 99, "exit", false, true, false, true, true});
+  m.streams.push_back(s);
+  m.sideband.push_back({"sideband/cpu0.data", 0, -1, "kernel", 0x10086, true, 3});
+  m.sideband.push_back({"sideband/synth.data", -1, -1, "synthesized", 0x10086, true, 0});
+  m.images.push_back({"images/vdso.1234.so", "[vdso]", 0x7ffd12345000ull, 0, 8192, 1234,
+                      ImageKind::kVdso, "abcdef"});
+  m.images.push_back({"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                      0x7f0000028000ull, 0x28000, 0x155000, 1234, ImageKind::kFile, ""});
+  m.end_reason = "exit";
+  m.notes = {"target exited with status 0"};
+  m.start_ns = 1000;
+  m.end_ns = 0xfffffffffffffff0ull;
+  return m;
+}
+
+void ExpectSameMeta(const TraceMeta& a, const TraceMeta& b) {
+  // Serialization is canonical: equal metas serialize to equal text.
+  EXPECT_EQ(SerializeTraceMeta(a), SerializeTraceMeta(b));
+}
+
+TEST(TraceMetaTest, RoundTripKeepsEveryField) {
+  TraceMeta m = FullMeta();
+  std::string text = SerializeTraceMeta(m);
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameMeta(m, *back);
+  EXPECT_EQ(back->pt.config, 0x300e601u);
+  EXPECT_EQ(back->time.time_zero, 0xfffffffffff00000ull);
+  EXPECT_EQ(back->streams.at(0).chunks.at(1).aux_offset, 123456789012345ull);
+  EXPECT_TRUE(back->streams.at(0).chunks.at(0).truncated);
+  EXPECT_TRUE(back->streams.at(0).chunks.at(1).lost_before);
+  EXPECT_EQ(back->images.at(0).kind, ImageKind::kVdso);
+  EXPECT_EQ(back->images.at(0).vaddr, 0x7ffd12345000ull);
+  EXPECT_EQ(back->mode, TraceMode::kEmulated);
+  EXPECT_EQ(back->command.at(1), "hello world");
+  EXPECT_EQ(back->pt.fields.at("mtc_period"), 3u);
+  EXPECT_EQ(back->end_ns, 0xfffffffffffffff0ull);
+}
+
+TEST(TraceMetaTest, RoundTripThroughDirectory) {
+  testing::TempDir tmp;
+  TraceMeta m = FullMeta();
+  ASSERT_TRUE(WriteTraceMeta(tmp.path(), m).ok());
+  absl::StatusOr<TraceMeta> back = ReadTraceMeta(tmp.path());
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameMeta(m, *back);
+}
+
+TEST(TraceMetaTest, RejectsFutureMajorVersionWithClearMessage) {
+  std::string text = SerializeTraceMeta(FullMeta());
+  text = absl::StrReplaceAll(text, {{"\"major\": 1", "\"major\": 2"}});
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text, "dir/meta.json");
+  ASSERT_FALSE(back.ok());
+  EXPECT_THAT(back.status().message(), HasSubstr("dir/meta.json"));
+  EXPECT_THAT(back.status().message(), HasSubstr("version 2.0 is not supported"));
+}
+
+TEST(TraceMetaTest, AcceptsNewerMinorVersionAndIgnoresUnknownFields) {
+  std::string text = SerializeTraceMeta(FullMeta());
+  text = absl::StrReplaceAll(text, {{"\"minor\": 0", "\"minor\": 7, \"future_field\": [1,2]"}});
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->format_minor, 7);
+}
+
+TEST(TraceMetaTest, RejectsCorruptJson) {
+  std::string text = SerializeTraceMeta(FullMeta());
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text.substr(0, text.size() / 2), "x/meta.json");
+  ASSERT_FALSE(back.ok());
+  EXPECT_THAT(back.status().message(), HasSubstr("x/meta.json: not valid JSON"));
+}
+
+TEST(TraceMetaTest, NamesTheBadField) {
+  std::string text = SerializeTraceMeta(FullMeta());
+  text = absl::StrReplaceAll(text, {{"\"file\": \"aux/cpu0.pt\"", "\"file\": 17"}});
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text, "m.json");
+  ASSERT_FALSE(back.ok());
+  EXPECT_THAT(back.status().message(), HasSubstr("streams[0].file"));
+  EXPECT_THAT(back.status().message(), HasSubstr("expected a string"));
+}
+
+TEST(TraceMetaTest, RejectsPathsEscapingTheDirectory) {
+  std::string text = SerializeTraceMeta(FullMeta());
+  text = absl::StrReplaceAll(text, {{"\"aux/cpu0.pt\"", "\"../../etc/passwd\""}});
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
+  ASSERT_FALSE(back.ok());
+  EXPECT_THAT(back.status().message(), HasSubstr("relative path inside the trace directory"));
+}
+
+TEST(TraceMetaTest, RejectsUnknownMode) {
+  std::string text = SerializeTraceMeta(FullMeta());
+  text = absl::StrReplaceAll(text, {{"\"emulated\"", "\"quantum\""}});
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
+  ASSERT_FALSE(back.ok());
+  EXPECT_THAT(back.status().message(), HasSubstr("field 'mode'"));
+}
+
+TEST(TraceMetaTest, MissingDirectoryIsNotFound) {
+  absl::StatusOr<TraceMeta> back = ReadTraceMeta("/nonexistent/trace.dir");
+  ASSERT_FALSE(back.ok());
+  EXPECT_TRUE(absl::IsNotFound(back.status()));
+  EXPECT_THAT(back.status().message(), HasSubstr("/nonexistent/trace.dir"));
+}
+
+TEST(TimeConversionTest, MatchesPerfFormula) {
+  TimeConversion tc{10, 3000, 500, true};
+  uint64_t tsc = 123456789;
+  uint64_t quot = tsc >> 10, rem = tsc & 1023;
+  EXPECT_EQ(tc.TscToNs(tsc), 500 + quot * 3000 + ((rem * 3000) >> 10));
+  TimeConversion identity;
+  EXPECT_EQ(identity.TscToNs(42), 42u);
+}
+
+}  // namespace
+}  // namespace ptd
