@@ -5,10 +5,8 @@ namespace ptd::cli {
 void RegisterImportCommand(CLI::App& app, CliContext& ctx) {
   CLI::App* cmd = app.add_subcommand("import", "Build a trace directory from another tool's trace");
   cmd->require_subcommand(1);
-  CLI::App* raw = cmd->add_subcommand("raw", "Raw PT bytes plus memory images");
-  raw->callback([&ctx]() {
-    ctx.exit_code = ReportError(absl::UnimplementedError("import raw: not built yet"));
-  });
+  RegisterImportRawCommand(*cmd, ctx);
+  RegisterImportPerfCommand(*cmd, ctx);
 }
 
 }  // namespace ptd::cli

@@ -24,6 +24,8 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx);
 void RegisterDecodeCommand(CLI::App& app, CliContext& ctx);
 void RegisterInfoCommand(CLI::App& app, CliContext& ctx);
 void RegisterImportCommand(CLI::App& app, CliContext& ctx);
+void RegisterImportRawCommand(CLI::App& import_cmd, CliContext& ctx);
+void RegisterImportPerfCommand(CLI::App& import_cmd, CliContext& ctx);
 void RegisterExportCommand(CLI::App& app, CliContext& ctx);
 void RegisterFtfDumpCommand(CLI::App& app, CliContext& ctx);
 
