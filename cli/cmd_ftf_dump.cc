@@ -1,14 +1,90 @@
+// `ptrace-direct ftf-dump FILE`: an FTF file's records as text, a summary (threads,
+// slices, top functions) and, with --check, the structural checks the project's own
+// output must pass.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "cli/command.h"
+#include "ftf/ftf_checker.h"
+#include "ftf/ftf_reader.h"
+#include "ftf/ftf_summary.h"
+#include "ftf/ftf_text.h"
 
 namespace ptd::cli {
+namespace {
+
+struct FtfDumpOptions {
+  std::string file;
+  bool summary_only = false;
+  bool check = false;
+  size_t top = 20;
+};
+
+void Print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+int RunFtfDump(const FtfDumpOptions& options) {
+  absl::StatusOr<std::unique_ptr<ftf::FtfReader>> reader = ftf::FtfReader::Open(options.file);
+  if (!reader.ok()) return ReportError(reader.status());
+  const bool print_records = !options.summary_only && !options.check;
+  const bool print_summary = options.summary_only || !options.check;
+  ftf::FtfSummarizer summarizer;
+  ftf::FtfChecker checker;
+  ftf::FtfRecord record;
+  absl::Status read_error;
+  for (;;) {
+    absl::StatusOr<bool> more = (*reader)->Next(&record);
+    if (!more.ok()) {
+      read_error = more.status();
+      break;
+    }
+    if (!*more) break;
+    if (print_records) {
+      std::string line = ftf::FormatRecord(record);
+      line.push_back('\n');
+      Print(line);
+    }
+    if (print_summary) summarizer.Add(record);
+    if (options.check) checker.Add(record);
+  }
+  if (print_summary) {
+    if (print_records) Print("\n");
+    Print(ftf::FormatFtfSummary(summarizer.Finish(), options.top));
+  }
+  std::fflush(stdout);
+  if (options.check) {
+    if (!read_error.ok()) checker.AddReadError(std::string(read_error.message()));
+    std::vector<std::string> problems = checker.Finish();
+    if (problems.empty()) {
+      std::printf("%s: structure OK (%llu records)\n", options.file.c_str(),
+                  static_cast<unsigned long long>((*reader)->stats().records));
+      return kExitOk;
+    }
+    std::printf("%s: %zu structural problem(s):\n", options.file.c_str(),
+                checker.problem_count());
+    for (const std::string& problem : problems) std::printf("  %s\n", problem.c_str());
+    return kExitFailure;
+  }
+  if (!read_error.ok()) return ReportError(read_error);
+  return kExitOk;
+}
+
+}  // namespace
 
 void RegisterFtfDumpCommand(CLI::App& app, CliContext& ctx) {
-  auto file = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("ftf-dump", "Print an FTF file's records and a summary");
-  cmd->add_option("file", *file, "FTF file (.ftf or .ftf.gz)")->required();
-  cmd->callback([&ctx]() {
-    ctx.exit_code = ReportError(absl::UnimplementedError("ftf-dump: not built yet"));
-  });
+  auto options = std::make_shared<FtfDumpOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "ftf-dump", "Print an FTF file's records and a summary (threads, slices, top functions)");
+  cmd->add_option("file", options->file, "FTF file (.ftf or .ftf.gz)")->required();
+  cmd->add_flag("--summary", options->summary_only, "Print only the summary");
+  cmd->add_flag("--check", options->check,
+                "Check structure (balanced begin/end, time order, thread and process names); "
+                "exit 1 on problems");
+  cmd->add_option("--top", options->top, "Functions listed by total and by self time")
+      ->default_val(20)
+      ->check(CLI::PositiveNumber);
+  cmd->callback([&ctx, options]() { ctx.exit_code = RunFtfDump(*options); });
 }
 
 }  // namespace ptd::cli

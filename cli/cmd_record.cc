@@ -1,18 +1,117 @@
+// `ptrace-direct record`: Intel PT through perf_event_open, or --emulate (ptrace).
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "recorder/pt/hardware_recorder.h"
 #include "recorder/record_options.h"
+#if __has_include("recorder/emulate/emulated_recorder.h")
+#include "recorder/emulate/emulated_recorder.h"
+#define PTD_HAVE_EMULATION 1
+#endif
 
 namespace ptd::cli {
+namespace {
+
+absl::Status RunRecord(const RecordOptions& options) {
+  if (options.emulate) {
+#ifdef PTD_HAVE_EMULATION
+    absl::StatusOr<EmulatedRecordSummary> summary = RecordEmulated(options);
+    if (!summary.ok()) return summary.status();
+    if (!options.quiet) {
+      std::fprintf(stderr, "ptrace-direct: %s (emulated): %llu PT bytes, %llu threads, ended by %s\n",
+                   summary->trace_dir.c_str(), static_cast<unsigned long long>(summary->pt_bytes),
+                   static_cast<unsigned long long>(summary->threads), summary->end_reason.c_str());
+    }
+    return absl::OkStatus();
+#else
+    return absl::UnimplementedError("emulation backend not built yet");
+#endif
+  }
+  absl::StatusOr<pt::HardwareRecordSummary> summary = pt::RecordHardware(options);
+  if (!summary.ok()) return summary.status();
+  if (!options.quiet) {
+    std::fprintf(stderr,
+                 "ptrace-direct: %s: %llu PT bytes from %zu rings, %llu snapshots, %llu lost "
+                 "chunks, ended by %s\n",
+                 summary->trace_dir.c_str(), static_cast<unsigned long long>(summary->pt_bytes),
+                 summary->rings, static_cast<unsigned long long>(summary->snapshots),
+                 static_cast<unsigned long long>(summary->lost_chunks),
+                 summary->end_reason.c_str());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
   auto opts = std::make_shared<RecordOptions>();
-  CLI::App* cmd = app.add_subcommand("record", "Record a trace of a process into a trace directory");
-  cmd->add_option("--pid,-p", opts->pid, "Attach to this running process");
+  auto timing = std::make_shared<std::string>("normal");
+  CLI::App* cmd = app.add_subcommand(
+      "record",
+      "Record a trace of a process into a trace directory.\n"
+      "  ptrace-direct record [options] -- CMD ARGS     launch CMD and record it\n"
+      "  ptrace-direct record [options] --pid PID       attach to a running process\n"
+      "Snapshots: Ctrl-C (final), SIGUSR2, --control FIFO, target exit, --trigger.");
+  cmd->add_option("--pid,-p", opts->pid, "Attach to this running process (all its threads)");
   cmd->add_option("--output,-o", opts->output_dir, "Trace directory to write")->capture_default_str();
   cmd->add_flag("--force", opts->force, "Replace an existing output directory");
   cmd->add_flag("--emulate", opts->emulate, "Use the ptrace emulation backend (no PT hardware)");
+  cmd->add_flag("--per-thread", opts->per_thread,
+                "One ring per thread instead of per-CPU rings (small, few-thread targets)");
+  cmd->add_flag("--snapshot", opts->snapshot,
+                "Snapshot mode: keep only the newest --snapshot-size bytes per ring (overwrite)");
+  cmd->add_option("--snapshot-size", opts->snapshot_size,
+                  "AUX ring size in snapshot mode: power-of-two pages, e.g. 4M")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--buffer-size", opts->buffer_size,
+                  "AUX ring size in full-trace mode: power-of-two pages, e.g. 16M")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--data-size", opts->data_size,
+                  "DATA (sideband) ring size: power-of-two pages, e.g. 512K")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--timing", *timing,
+                  "Timing preset: low (tsc), normal (+cyc when supported), high (+noretcomp)")
+      ->check(CLI::IsMember({"low", "normal", "high"}))
+      ->capture_default_str();
+  cmd->add_option("--pt-config", opts->pt_config,
+                  "Expert intel_pt fields over the preset: key=value,... (names from "
+                  "/sys/bus/event_source/devices/intel_pt/format)");
+  cmd->add_flag("--kernel", opts->kernel, "Also trace the kernel (root or CAP_PERFMON)");
+  cmd->add_option("--filter", opts->filter,
+                  "IP filter for PERF_EVENT_IOC_SET_FILTER, e.g. 'filter main @ /bin/prog'");
+  cmd->add_option("--trigger", opts->trigger_symbol,
+                  "Snapshot when this function runs (hardware breakpoint per thread); "
+                  "NAME or NAME@LIBRARY");
+  cmd->add_flag("--multi-snapshot", opts->multi_snapshot,
+                "Keep recording after each --trigger snapshot");
+  cmd->add_option("--control", opts->control_fifo,
+                  "Control FIFO: write 'snapshot' or 'stop' lines; each is answered 'ack' in FIFO.ack");
+  cmd->add_option("--duration", opts->duration_s, "Stop by itself after this many seconds")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--start-at", opts->start_at_symbol,
+                  "Emulation: begin tracing when this function is reached");
+  cmd->add_option("--ground-truth", opts->ground_truth_path,
+                  "Emulation: write the executed IPs and call/return events here");
+  cmd->add_option("--virtual-cpus", opts->virtual_cpus,
+                  "Emulation: per-CPU mode with this many virtual CPUs (0: per thread)");
+  cmd->add_option("--psb-period", opts->psb_period,
+                  "Emulation: bytes between PSB+ packets")->capture_default_str();
+  cmd->add_flag("--noretcomp", opts->noretcomp, "Emulation: no return compression");
+  cmd->add_flag("--quiet,-q", opts->quiet, "No status line or summary");
   cmd->add_option("command", opts->command, "Command to launch (after --)");
-  cmd->callback([&ctx, opts]() {
-    ctx.exit_code = ReportError(absl::UnimplementedError("record: not built yet"));
+  cmd->callback([&ctx, opts, timing]() {
+    static const std::map<std::string, TimingPreset> kPresets = {
+        {"low", TimingPreset::kLow}, {"normal", TimingPreset::kNormal}, {"high", TimingPreset::kHigh}};
+    opts->timing = kPresets.at(*timing);
+    absl::Status status = RunRecord(*opts);
+    ctx.exit_code = status.ok() ? kExitOk : ReportError(status);
   });
 }
 

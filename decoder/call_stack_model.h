@@ -1,0 +1,128 @@
+#pragma once
+// Per-thread call stacks from control-flow events: pure logic, no libipt.
+//
+// Rules (docs/decoder.md has the reasoning):
+// - call → child frame; return → ends frames up to the one whose return address is the
+//   target (one normally; several for longjmp, C++ unwinding, fibers).
+// - jump out of the current function → tail call: the frame is replaced by a sibling.
+// - call into a PLT stub → one frame named after the stub's eventual jump target.
+// - a segment starts mid-stack: the first frame is inferred; returns past the bottom
+//   infer parents, which begin just before the segment's first frame.
+// - syscall → "[syscall]" child until tracing resumes; other disabled regions →
+//   "[untraced]"; re-entry elsewhere (signal handler, callback) → child frame that ends
+//   when it returns or when execution resumes in a frame below.
+// - OCaml exceptions: a trap push remembers the depth, a raise unwinds to it.
+// - decode error, overflow, lost data: instant event naming the cause, every frame closed,
+//   a new segment at the next enable.
+// - frames deeper than kFoldDepth are folded into one marked slice (Perfetto drops slices
+//   nested deeper than 512).
+// Memory: the frame stack and the trap stack, nothing per event.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "decoder/flow_event.h"
+#include "decoder/function_resolver.h"
+#include "decoder/slice_sink.h"
+
+namespace ptd::decoder {
+
+struct CallStackStats {
+  uint64_t calls = 0;
+  uint64_t returns = 0;
+  uint64_t errors = 0;
+  uint64_t overflows = 0;
+  uint64_t lost = 0;
+  uint64_t segments = 0;
+  uint64_t tail_calls = 0;
+  uint64_t unwinds = 0;        // returns that ended more than one frame
+  uint64_t inferred_frames = 0;
+  uint64_t folded_frames = 0;  // frames hidden beyond the depth limit
+  uint64_t max_depth = 0;
+};
+
+class CallStackModel {
+ public:
+  // Emitted slice depth limit; the frame at this depth is the fold marker.
+  static constexpr size_t kFoldDepth = 500;
+  // A segment's output is held back (up to this many slice events) while its bottom
+  // frame is inferred, so parents inferred later can still be written before everything
+  // they enclose, with the segment's start time. Beyond it, later parents begin when
+  // they are found.
+  static constexpr size_t kMaxHeldEvents = size_t{1} << 16;
+  static constexpr char kFoldName[] = "[deeper frames folded]";
+  static constexpr char kSyscallName[] = "[syscall]";
+  static constexpr char kUntracedName[] = "[untraced]";
+
+  CallStackModel(FunctionResolver* resolver, SliceSink* sink, bool has_cycles = false);
+
+  void OnEvent(const FlowEvent& event);
+  // Closes every open frame at `time` (end of the thread's trace).
+  void Finish(uint64_t time, uint64_t instructions, uint64_t cycles);
+
+  const CallStackStats& stats() const { return stats_; }
+  size_t depth() const { return frames_.size(); }
+
+ private:
+  enum class FrameKind : uint8_t { kFunction, kSyscall, kUntraced };
+  struct Frame {
+    uint64_t fn_start = 0;
+    uint64_t fn_end = 0;
+    absl::string_view name;
+    uint64_t return_address = 0;  // 0: unknown (inferred or re-entered)
+    uint64_t begin_time = 0;
+    uint64_t begin_instructions = 0;
+    uint64_t begin_cycles = 0;
+    FrameKind kind = FrameKind::kFunction;
+    bool emitted = false;       // has (or will have, once begun) a slice
+    bool fold_marker = false;   // its slice is the fold marker
+    bool begun = false;         // Begin written
+    bool plt_pending = false;   // named once the PLT stub jumps on
+    bool contains(uint64_t a) const { return a >= fn_start && a < fn_end; }
+  };
+
+  struct HeldEvent {
+    bool begin = false;
+    uint64_t time = 0;
+    absl::string_view name;
+    SliceCounts counts;
+  };
+  void EmitBegin(uint64_t time, absl::string_view name);
+  void EmitEnd(uint64_t time, const SliceCounts& counts);
+  void Release();
+  void StartSegment(const FlowEvent& event);
+  void EndSegment(const FlowEvent& event, const char* what);
+  Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
+  void Push(Frame frame);
+  void Begin(Frame& frame);
+  void PopTop(const FlowEvent& event);
+  void PopMarkers(const FlowEvent& event);
+  void InferParent(uint64_t address, const FlowEvent& event);
+  void MaterializeTop();
+
+  void OnCall(const FlowEvent& event);
+  void OnReturn(const FlowEvent& event);
+  void OnJump(const FlowEvent& event);
+  void OnEnable(const FlowEvent& event);
+
+  FunctionResolver* resolver_;
+  SliceSink* sink_;
+  bool has_cycles_;
+  std::vector<Frame> frames_;
+  std::vector<size_t> trap_depths_;
+  size_t emitted_on_stack_ = 0;
+  bool in_segment_ = false;
+  bool raise_pending_ = false;
+  uint64_t segment_start_time_ = 0;
+  uint64_t segment_start_instructions_ = 0;
+  uint64_t segment_start_cycles_ = 0;
+  uint64_t inferred_in_segment_ = 0;
+  std::vector<HeldEvent> held_;
+  bool holding_ = false;
+  uint64_t last_time_ = 0;
+  std::string detail_;  // scratch for instant event details
+  CallStackStats stats_;
+};
+
+}  // namespace ptd::decoder

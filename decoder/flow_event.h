@@ -1,0 +1,39 @@
+#pragma once
+// The small value the libipt drivers produce and the call-stack model consumes: one
+// control-flow fact per value. Both decoders (block and instruction) produce the same
+// sequence for the same trace; tests feed hand-written sequences to the model.
+
+#include <cstdint>
+
+namespace ptd::decoder {
+
+enum class FlowKind : uint8_t {
+  kCall,      // near call at `ip` to `target`; `fallthrough` is the return address
+  kReturn,    // near return at `ip` to `target` (unknown when tracing stopped first)
+  kJump,      // taken jump (conditional or not) from `ip` to `target`
+  kSyscall,   // far call (syscall, int) at `ip`; `fallthrough` is where user code resumes
+  kDisable,   // tracing stopped (filter exit, kernel entry, interrupt)
+  kEnable,    // tracing (re)started at `target`
+  kTrapPush,  // exception handler pushed (OCaml try) at `ip`
+  kTrapPop,   // exception handler popped at `ip`
+  kRaise,     // stack switched to the innermost handler (OCaml raise); the next branch
+              // enters the handler
+  kError,     // decode error: `message`, trace byte `offset`
+  kOverflow,  // the CPU dropped packets (OVF)
+  kLostData,  // bytes missing between chunks (snapshot gap, truncated AUX)
+};
+
+struct FlowEvent {
+  FlowKind kind = FlowKind::kJump;
+  bool target_known = true;
+  uint64_t ip = 0;
+  uint64_t target = 0;
+  uint64_t fallthrough = 0;
+  uint64_t instructions = 0;  // executed so far on this thread, including this instruction
+  uint64_t cycles = 0;        // CPU cycles so far (CYC packets), 0 when not traced
+  uint64_t time = 0;          // on the chosen time axis
+  uint64_t offset = 0;        // trace byte offset (errors, overflow, lost data)
+  const char* message = "";   // static text (libipt error strings)
+};
+
+}  // namespace ptd::decoder

@@ -1,0 +1,29 @@
+#pragma once
+// What the call-stack model asks of the code image: which function holds an address.
+// An interface so the model can be tested with a hand-made address map.
+
+#include <cstdint>
+
+#include "image/process_image.h"
+
+namespace ptd::decoder {
+
+using image::FunctionInfo;
+
+class FunctionResolver {
+ public:
+  virtual ~FunctionResolver() = default;
+  virtual FunctionInfo Resolve(uint64_t address) = 0;
+};
+
+// The product's resolver: a process image's symbols.
+class ImageFunctionResolver : public FunctionResolver {
+ public:
+  explicit ImageFunctionResolver(image::ProcessImage* image) : image_(image) {}
+  FunctionInfo Resolve(uint64_t address) override { return image_->Resolve(address); }
+
+ private:
+  image::ProcessImage* image_;
+};
+
+}  // namespace ptd::decoder

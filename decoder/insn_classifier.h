@@ -1,0 +1,53 @@
+#pragma once
+// Classifies single instructions with capstone where libipt does not tell: the last
+// instruction of a block the 2.0.5 block cache reports as ptic_error, and the size of a
+// block's final call (for its return address). Results are cached by address, so each
+// block end is decoded once.
+
+#include <cstdint>
+
+#include "absl/container/flat_hash_map.h"
+#include "image/process_image.h"
+
+namespace ptd::decoder {
+
+// Same meaning as libipt's pt_insn_class, without depending on its header here.
+enum class InsnClass : uint8_t {
+  kUnknown,   // bytes missing or capstone cannot decode them
+  kOther,
+  kCall,
+  kReturn,
+  kJump,
+  kCondJump,
+  kFarCall,   // syscall, sysenter, int n
+  kFarReturn, // sysret, iret
+  kFarJump,
+};
+
+struct InsnInfo {
+  InsnClass klass = InsnClass::kUnknown;
+  uint8_t size = 0;
+};
+
+class InsnClassifier {
+ public:
+  explicit InsnClassifier(image::ProcessImage* image);
+  ~InsnClassifier();
+  InsnClassifier(const InsnClassifier&) = delete;
+  InsnClassifier& operator=(const InsnClassifier&) = delete;
+
+  InsnInfo Classify(uint64_t address);
+  // Classifies raw bytes (for blocks whose last instruction spans two sections).
+  InsnInfo ClassifyBytes(const uint8_t* bytes, size_t size, uint64_t address);
+  // Instructions capstone could not decode (they degrade to kUnknown, counted here).
+  uint64_t undecodable() const { return undecodable_; }
+
+ private:
+  image::ProcessImage* image_;
+  size_t handle_ = 0;  // capstone csh
+  bool ok_ = false;
+  absl::flat_hash_map<uint64_t, InsnInfo> cache_;
+  uint64_t undecodable_ = 0;
+};
+
+}  // namespace ptd::decoder

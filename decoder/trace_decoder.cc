@@ -1,0 +1,351 @@
+#include "decoder/trace_decoder.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "common/trace_dir.h"
+#include "common/trace_meta.h"
+#include "decoder/call_stack_model.h"
+#include "decoder/ftf_slice_sink.h"
+#include "ftf/ftf_writer.h"
+#include "image/mapped_file.h"
+#include "image/module_cache.h"
+#include "image/process_image.h"
+#include "image/section_cache.h"
+#include "sideband/sideband_set.h"
+
+namespace ptd::decoder {
+namespace {
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// One thread's model and where its slices go.
+struct ThreadState {
+  int pid = 0;
+  int tid = 0;
+  std::unique_ptr<ImageFunctionResolver> resolver;
+  std::unique_ptr<CallStackModel> model;
+};
+
+// Feeds a stream's events to the model of the thread that runs them: the stream's own
+// thread, or (per-CPU streams) the thread the schedule says was on the CPU then.
+class ThreadRouter : public FlowConsumer {
+ public:
+  using ThreadLookup = std::function<ThreadState*(uint64_t time)>;
+  explicit ThreadRouter(ThreadLookup lookup) : lookup_(std::move(lookup)) {}
+
+  void OnFlow(const FlowEvent& event) override {
+    ThreadState* thread = lookup_(event.time);
+    if (thread != current_ && current_ != nullptr) {
+      // Switched out: its frames end here; it starts a fresh segment when it runs again.
+      current_->model->Finish(event.time, event.instructions, event.cycles);
+    }
+    current_ = thread;
+    if (thread != nullptr) thread->model->OnEvent(event);
+    last_ = event;
+  }
+  void Finish(uint64_t time, uint64_t instructions) {
+    if (current_ != nullptr) current_->model->Finish(time, instructions, 0);
+    current_ = nullptr;
+  }
+
+ private:
+  ThreadLookup lookup_;
+  ThreadState* current_ = nullptr;
+  FlowEvent last_;
+};
+
+class FtfSinks : public ThreadSinkFactory {
+ public:
+  FtfSinks(ftf::FtfWriter* writer, const DecodeOptions& options) : writer_(writer), options_(options) {}
+  SliceSink* ForThread(int pid, int tid, const std::string& thread_name,
+                       const std::string& process_name) override {
+    if (written_processes_.insert({pid, true}).second) writer_->WriteProcess(pid, process_name);
+    writer_->WriteThread(pid, tid, absl::StrCat(thread_name, " ", tid));
+    sinks_.push_back(std::make_unique<FtfSliceSink>(writer_, pid, tid, options_.window_begin, options_.window_end));
+    return sinks_.back().get();
+  }
+
+ private:
+  ftf::FtfWriter* writer_;
+  DecodeOptions options_;
+  std::map<int, bool> written_processes_;
+  std::vector<std::unique_ptr<FtfSliceSink>> sinks_;
+};
+
+class Decoding {
+ public:
+  Decoding(std::string dir, const DecodeOptions& options, ThreadSinkFactory* sinks)
+      : dir_(std::move(dir)), options_(options), sinks_(sinks), modules_(options.debug_root) {}
+
+  absl::StatusOr<DecodeResult> Run();
+
+ private:
+  absl::StatusOr<image::ProcessImage*> ImageFor(int pid);
+  ThreadState* Thread(int pid, int tid, image::ProcessImage* image, bool has_cycles);
+  absl::Status DecodeStream(const PtStream& stream, size_t index);
+
+  std::string dir_;
+  DecodeOptions options_;
+  ThreadSinkFactory* sinks_;
+  TraceMeta meta_;
+  std::optional<Sideband> sideband_;
+  image::SectionCache sections_;
+  image::ModuleCache modules_;
+  std::map<int, std::unique_ptr<image::ProcessImage>> images_;
+  std::map<int, std::unique_ptr<ThreadState>> threads_;
+  DecodeResult result_;
+  uint64_t total_bytes_ = 0;
+  uint64_t done_bytes_ = 0;
+};
+
+absl::StatusOr<image::ProcessImage*> Decoding::ImageFor(int pid) {
+  auto it = images_.find(pid);
+  if (it != images_.end()) return it->second.get();
+  auto image = std::make_unique<image::ProcessImage>(&sections_, &modules_, absl::StrCat("pid ", pid));
+  // Mappings from the sideband first (in the order they were made; later ones replace
+  // what they overlap), then what meta.json lists explicitly (vDSO and other dumps).
+  if (sideband_) {
+    for (const ptd::Mapping& m : sideband_->mmaps.AllMappings(pid)) {
+      if (!m.executable || m.path.empty() || m.path[0] == '[' || absl::StartsWith(m.path, "//")) continue;
+      if (!PathExists(m.path)) {
+        result_.warnings.push_back(absl::StrFormat("%s (mapped at 0x%x) is not on this machine: its code cannot be decoded",
+                                                   m.path, m.start));
+        continue;
+      }
+      image::Mapping mapping;
+      mapping.path = m.path;
+      mapping.name = m.path;
+      mapping.vaddr = m.start;
+      mapping.file_offset = m.pgoff;
+      mapping.size = m.end - m.start;
+      mapping.build_id = m.build_id;
+      absl::Status s = image->AddMapping(mapping);
+      if (!s.ok()) result_.warnings.push_back(std::string(s.message()));
+    }
+  }
+  for (const ImageEntry& entry : meta_.images) {
+    if (entry.pid != -1 && entry.pid != pid) continue;
+    image::Mapping mapping;
+    mapping.path = ResolveTracePath(dir_, entry.path);
+    mapping.name = entry.name.empty() ? entry.path : entry.name;
+    mapping.vaddr = entry.vaddr;
+    mapping.file_offset = entry.file_offset;
+    mapping.size = entry.size;
+    mapping.build_id = entry.build_id;
+    mapping.memory_dump = entry.kind == ImageKind::kMemoryDump;
+    absl::Status s = image->AddMapping(mapping);
+    if (!s.ok()) result_.warnings.push_back(std::string(s.message()));
+  }
+  std::string perf_map = ResolveTracePath(dir_, absl::StrCat(kImagesSubdir, "/perf-", pid, ".map"));
+  if (PathExists(perf_map)) {
+    absl::Status s = image->AddPerfMap(perf_map);
+    if (!s.ok()) result_.warnings.push_back(std::string(s.message()));
+  }
+  for (const std::string& w : image->warnings()) result_.warnings.push_back(w);
+  image::ProcessImage* raw = image.get();
+  images_.emplace(pid, std::move(image));
+  return raw;
+}
+
+ThreadState* Decoding::Thread(int pid, int tid, image::ProcessImage* image, bool has_cycles) {
+  if (options_.tid && *options_.tid != tid) return nullptr;
+  auto it = threads_.find(tid);
+  if (it != threads_.end()) return it->second.get();
+  std::string thread_name, process_name;
+  if (sideband_) {
+    thread_name = sideband_->threads.LastName(tid);
+    process_name = sideband_->threads.LastName(pid);
+  }
+  std::string fallback = meta_.command.empty() ? "trace" : Basename(meta_.command[0]);
+  if (thread_name.empty()) thread_name = fallback;
+  if (process_name.empty()) process_name = fallback;
+  auto state = std::make_unique<ThreadState>();
+  state->pid = pid;
+  state->tid = tid;
+  state->resolver = std::make_unique<ImageFunctionResolver>(image);
+  SliceSink* sink = sinks_->ForThread(pid, tid, thread_name, process_name);
+  state->model = std::make_unique<CallStackModel>(state->resolver.get(), sink, has_cycles);
+  ThreadState* raw = state.get();
+  threads_.emplace(tid, std::move(state));
+  return raw;
+}
+
+absl::Status Decoding::DecodeStream(const PtStream& stream, size_t index) {
+  std::string path = ResolveTracePath(dir_, stream.file);
+  absl::StatusOr<std::shared_ptr<const image::MappedFile>> file = image::MappedFile::Open(path);
+  if (!file.ok()) return file.status();
+  absl::Span<const uint8_t> bytes = (*file)->bytes();
+
+  // Which process and thread this stream belongs to.
+  int default_pid = meta_.pids.empty() ? 1 : meta_.pids[0];
+  int tid = stream.tid;
+  int pid = default_pid;
+  if (tid >= 0 && sideband_ && sideband_->threads.PidOf(tid) >= 0) pid = sideband_->threads.PidOf(tid);
+  if (tid >= 0 && tid == default_pid) pid = tid;
+  bool route_by_schedule = false;
+  if (stream.cpu >= 0 && sideband_ && !sideband_->schedule.Intervals(stream.cpu).empty()) {
+    route_by_schedule = true;
+    pid = sideband_->schedule.Intervals(stream.cpu).front().pid;
+  }
+  if (tid < 0 && !route_by_schedule) tid = stream.cpu >= 0 ? 0x7f000000 + stream.cpu : pid + static_cast<int>(index);
+
+  absl::StatusOr<image::ProcessImage*> image = ImageFor(pid);
+  if (!image.ok()) return image.status();
+
+  PtDecodeConfig config;
+  config.kind = options_.decoder;
+  config.cpu = meta_.host.cpu;
+  config.pt = meta_.pt;
+  config.conversion = meta_.time;
+  // The time axis needs timing packets; without them instructions stand in for time.
+  std::vector<uint8_t> padded;
+  bool has_tsc = false;
+  if (!stream.chunks.empty()) {
+    const PtChunk& first = stream.chunks.front();
+    if (first.file_offset < bytes.size()) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(first.size, bytes.size() - first.file_offset));
+      has_tsc = StreamHasTsc(bytes.subspan(first.file_offset, n), n);
+    }
+  }
+  config.axis = TimeAxis::kInstructions;
+  if (options_.axis == TimeAxisChoice::kTime) {
+    if (has_tsc) {
+      config.axis = TimeAxis::kTime;
+    } else {
+      result_.time_axis_is_instructions = true;
+      if (index == 0) result_.warnings.push_back(absl::StrCat(stream.file, ": no timing packets: the time axis counts instructions"));
+    }
+  } else if (options_.axis == TimeAxisChoice::kCycles) {
+    result_.time_axis_is_instructions = true;
+    if (index == 0) result_.warnings.push_back("--time-axis cycles is not supported yet: the time axis counts instructions");
+  } else {
+    result_.time_axis_is_instructions = true;
+  }
+  if (route_by_schedule && config.axis != TimeAxis::kTime) route_by_schedule = false;
+  if (!route_by_schedule && tid < 0) tid = 0x7f000000 + stream.cpu;
+
+  ThreadState* fixed = route_by_schedule ? nullptr : Thread(pid, tid, *image, false);
+  int cpu = stream.cpu;
+  ThreadRouter router([&, cpu](uint64_t time) -> ThreadState* {
+    if (!route_by_schedule) return fixed;
+    std::optional<CpuInterval> interval = sideband_->schedule.ThreadAt(cpu, time);
+    if (!interval) return nullptr;
+    return Thread(interval->pid >= 0 ? interval->pid : pid, interval->tid, *image, false);
+  });
+  PtStreamDecoder decoder(config, *image, &router);
+  decoder.set_block_observer(options_.block_observer);
+  bool previous_truncated = false;
+  for (size_t c = 0; c < stream.chunks.size(); ++c) {
+    const PtChunk& chunk = stream.chunks[c];
+    if (chunk.file_offset >= bytes.size() || chunk.size > bytes.size() - chunk.file_offset) {
+      result_.warnings.push_back(absl::StrFormat("%s: chunk %d [0x%x, +0x%x) is beyond the file's end (0x%x)",
+                                                 stream.file, c, chunk.file_offset, chunk.size, bytes.size()));
+      continue;
+    }
+    if (c > 0 && (chunk.lost_before || previous_truncated)) decoder.MarkLostData(chunk.file_offset);
+    previous_truncated = chunk.truncated;
+    // libipt reads past the end while searching for a PSB: give it zeros there.
+    padded.assign(bytes.begin() + chunk.file_offset, bytes.begin() + chunk.file_offset + chunk.size);
+    padded.resize(chunk.size + kPtPadding, 0);
+    absl::Status s = decoder.DecodeChunk(padded.data(), chunk.size, chunk.file_offset);
+    if (!s.ok()) return s;
+    done_bytes_ += chunk.size;
+    if (options_.progress) {
+      std::fprintf(stderr, "\rdecoding: %3d%% ", total_bytes_ ? static_cast<int>(100 * done_bytes_ / total_bytes_) : 100);
+    }
+  }
+  router.Finish(decoder.last_time(), decoder.instructions());
+  const PtDecodeStats& ds = decoder.stats();
+  result_.stats.instructions += ds.instructions;
+  result_.stats.blocks += ds.blocks;
+  result_.stats.syncs += ds.syncs;
+  result_.stats.bytes += ds.bytes;
+  result_.stats.undecodable += ds.undecodable;
+  for (const std::string& w : decoder.warnings()) result_.warnings.push_back(w);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DecodeResult> Decoding::Run() {
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(dir_);
+  if (!meta.ok()) return meta.status();
+  meta_ = *std::move(meta);
+  if (!meta_.sideband.empty()) {
+    SidebandLoadOptions sb_options;
+    sb_options.keep_going = true;
+    absl::StatusOr<Sideband> sideband = LoadSideband(dir_, meta_, sb_options);
+    if (sideband.ok()) {
+      sideband_ = *std::move(sideband);
+      for (const std::string& p : sideband_->problems) result_.warnings.push_back(p);
+    } else {
+      result_.warnings.push_back(absl::StrCat("sideband unreadable, decoding without it: ", sideband.status().message()));
+    }
+  }
+  if (meta_.mode != TraceMode::kEmulated && meta_.host.cpu.vendor != "intel") {
+    result_.warnings.push_back("the recording CPU is not known: no libipt errata are applied");
+  }
+  for (const PtStream& s : meta_.streams) {
+    for (const PtChunk& c : s.chunks) total_bytes_ += c.size;
+  }
+  for (size_t i = 0; i < meta_.streams.size(); ++i) {
+    absl::Status s = DecodeStream(meta_.streams[i], i);
+    if (!s.ok()) return s;
+  }
+  if (options_.progress) std::fprintf(stderr, "\rdecoding: done  \n");
+  for (const auto& [tid, thread] : threads_) {
+    const CallStackStats& ms = thread->model->stats();
+    result_.stats.calls += ms.calls;
+    result_.stats.returns += ms.returns;
+    result_.stats.errors += ms.errors;
+    result_.stats.overflows += ms.overflows;
+    result_.stats.lost += ms.lost;
+    result_.stats.segments += ms.segments;
+  }
+  result_.stats.threads = threads_.size();
+  result_.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result_;
+}
+
+}  // namespace
+
+absl::StatusOr<DecodeResult> DecodeTrace(const std::string& trace_dir, const DecodeOptions& options,
+                                         ThreadSinkFactory* sinks) {
+  Decoding decoding(trace_dir, options, sinks);
+  return decoding.Run();
+}
+
+absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
+                                              const DecodeOptions& options) {
+  absl::StatusOr<std::unique_ptr<ftf::FtfWriter>> writer = ftf::FtfWriter::Open(output);
+  if (!writer.ok()) return writer.status();
+  FtfSinks sinks(writer->get(), options);
+  absl::StatusOr<DecodeResult> result = DecodeTrace(trace_dir, options, &sinks);
+  // The file is finished either way, so a decode that stopped early still opens.
+  absl::Status closed = (*writer)->Close();
+  if (!result.ok()) return result.status();
+  if (!closed.ok()) return closed;
+  return result;
+}
+
+std::string DecodeStatsJson(const DecodeStats& s) {
+  return absl::StrFormat(
+      "{\"instructions\": %d, \"blocks\": %d, \"calls\": %d, \"returns\": %d, \"errors\": %d, "
+      "\"overflows\": %d, \"threads\": %d, \"segments\": %d, \"seconds\": %.6f, \"lost\": %d, "
+      "\"syncs\": %d, \"bytes\": %d, \"undecodable\": %d}\n",
+      s.instructions, s.blocks, s.calls, s.returns, s.errors, s.overflows, s.threads, s.segments,
+      s.seconds, s.lost, s.syncs, s.bytes, s.undecodable);
+}
+
+}  // namespace ptd::decoder

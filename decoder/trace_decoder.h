@@ -1,0 +1,73 @@
+#pragma once
+// Decodes a whole trace directory: reads meta.json and the sideband, builds one process
+// image per process over one shared section cache, runs a PtStreamDecoder per stream and
+// a CallStackModel per thread, and hands slices to per-thread sinks (FTF in the product).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "decoder/pt_stream_decoder.h"
+#include "decoder/slice_sink.h"
+
+namespace ptd::decoder {
+
+enum class TimeAxisChoice { kTime, kCycles, kInstructions };
+
+struct DecodeOptions {
+  DecoderKind decoder = DecoderKind::kBlock;
+  TimeAxisChoice axis = TimeAxisChoice::kTime;
+  std::optional<int> tid;                 // only this thread
+  uint64_t window_begin = 0;              // keep slices beginning in [begin, end)
+  uint64_t window_end = UINT64_MAX;
+  bool progress = false;                  // progress on stderr
+  std::string debug_root = "/usr/lib/debug";
+  BlockObserver* block_observer = nullptr;  // tests: sees every instruction run
+};
+
+struct DecodeStats {
+  uint64_t instructions = 0;
+  uint64_t blocks = 0;
+  uint64_t calls = 0;
+  uint64_t returns = 0;
+  uint64_t errors = 0;
+  uint64_t overflows = 0;
+  uint64_t lost = 0;
+  uint64_t threads = 0;
+  uint64_t segments = 0;
+  uint64_t syncs = 0;
+  uint64_t bytes = 0;
+  uint64_t undecodable = 0;
+  double seconds = 0;
+};
+
+struct DecodeResult {
+  DecodeStats stats;
+  std::vector<std::string> warnings;
+  bool time_axis_is_instructions = false;
+};
+
+// Makes the slice sink of a thread; called once per thread before its first slice.
+class ThreadSinkFactory {
+ public:
+  virtual ~ThreadSinkFactory() = default;
+  virtual SliceSink* ForThread(int pid, int tid, const std::string& thread_name,
+                               const std::string& process_name) = 0;
+};
+
+absl::StatusOr<DecodeResult> DecodeTrace(const std::string& trace_dir, const DecodeOptions& options,
+                                         ThreadSinkFactory* sinks);
+
+// The `decode` command: FTF (gzip when the name ends in .gz) with one track per thread.
+absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
+                                              const DecodeOptions& options);
+
+// {"instructions", "blocks", "calls", "returns", "errors", "overflows", "threads",
+//  "segments", "seconds"} plus a few extra keys.
+std::string DecodeStatsJson(const DecodeStats& stats);
+
+}  // namespace ptd::decoder

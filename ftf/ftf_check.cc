@@ -1,0 +1,34 @@
+#include "ftf/ftf_check.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ftf/ftf_checker.h"
+#include "ftf/ftf_reader.h"
+
+namespace ptd::ftf {
+
+absl::Status CheckFtfFile(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<FtfReader>> reader = FtfReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  FtfChecker checker;
+  FtfRecord record;
+  for (;;) {
+    absl::StatusOr<bool> more = (*reader)->Next(&record);
+    if (!more.ok()) {
+      checker.AddReadError(std::string(more.status().message()));
+      break;
+    }
+    if (!*more) break;
+    checker.Add(record);
+  }
+  std::vector<std::string> problems = checker.Finish();
+  if (problems.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, ": ", checker.problem_count(), " structural problem(s):\n  ", absl::StrJoin(problems, "\n  ")));
+}
+
+}  // namespace ptd::ftf

@@ -1,0 +1,43 @@
+#pragma once
+// Files that code is mapped from, loaded once per decode and shared by every process
+// image: the mapped bytes (for instruction classification), ELF facts and symbols.
+// Thread-safe, so streams decoded on separate threads can share it.
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "image/elf_reader.h"
+#include "image/mapped_file.h"
+#include "image/symbol_table.h"
+
+namespace ptd::image {
+
+struct Module {
+  std::string path;
+  std::shared_ptr<const MappedFile> file;
+  bool is_elf = false;
+  ElfInfo elf;           // valid when is_elf
+  SymbolTable symbols;   // ELF addresses; empty for raw dumps
+  std::string symbols_from;  // the file symbols were read from (a separate debug file)
+};
+
+class ModuleCache {
+ public:
+  // `debug_root` is where separate debug files are looked up by build-id.
+  explicit ModuleCache(std::string debug_root = "/usr/lib/debug") : debug_root_(std::move(debug_root)) {}
+
+  // Loads `path` on first use. `symbols` false skips symbol loading (raw page dumps).
+  absl::StatusOr<std::shared_ptr<const Module>> Get(const std::string& path);
+
+ private:
+  absl::StatusOr<std::shared_ptr<const Module>> Load(const std::string& path);
+
+  std::string debug_root_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const Module>> modules_;
+};
+
+}  // namespace ptd::image

@@ -1,0 +1,224 @@
+#include "image/process_image.h"
+
+#include <intel-pt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+
+namespace ptd::image {
+
+ProcessImage::ProcessImage(SectionCache* sections, ModuleCache* modules, std::string name)
+    : sections_(sections), modules_(modules), name_(std::move(name)),
+      image_(pt_image_alloc(name_.c_str())) {}
+
+ProcessImage::~ProcessImage() { pt_image_free(image_); }
+
+absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
+  absl::StatusOr<std::shared_ptr<const Module>> module = modules_->Get(mapping.path);
+  if (!module.ok()) {
+    warnings_.push_back(std::string(module.status().message()));
+    return module.status();
+  }
+  uint64_t file_size = (*module)->file->bytes().size();
+  if (mapping.file_offset >= file_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: mapping at 0x%x starts at file offset 0x%x, beyond the file's 0x%x bytes",
+        mapping.path, mapping.vaddr, mapping.file_offset, file_size));
+  }
+  // A mapping may extend past the end of the file (bss, page rounding): only file bytes
+  // hold code.
+  uint64_t size = mapping.size == 0 ? file_size - mapping.file_offset
+                                    : std::min(mapping.size, file_size - mapping.file_offset);
+  if (size == 0) return absl::OkStatus();
+  absl::StatusOr<int> isid = sections_->AddFile(mapping.path, mapping.file_offset, size, mapping.vaddr);
+  if (!isid.ok()) return isid.status();
+  int err = pt_image_add_cached(image_, sections_->get(), *isid, nullptr);
+  if (err < 0) {
+    return absl::InternalError(absl::StrFormat("%s: pt_image_add_cached: %s", mapping.path,
+                                               pt_errstr(pt_errcode(err))));
+  }
+  const Module& m = **module;
+  if (m.is_elf && !mapping.build_id.empty() && !m.elf.build_id.empty() &&
+      mapping.build_id != m.elf.build_id) {
+    warnings_.push_back(absl::StrFormat(
+        "%s no longer matches the traced file (build-id %s, recorded %s): decoding may fail",
+        mapping.path, m.elf.build_id, mapping.build_id));
+  }
+
+  Region region;
+  region.start = mapping.vaddr;
+  region.end = mapping.vaddr + size;
+  region.file_offset = mapping.file_offset;
+  region.module = *module;
+  region.name = mapping.name.empty() ? mapping.path : mapping.name;
+  region.memory_dump = mapping.memory_dump;
+  if (m.is_elf) {
+    // The ELF address of this file offset comes from the PT_LOAD segment holding it.
+    for (const ElfSegment& seg : m.elf.segments) {
+      if (mapping.file_offset >= seg.file_offset &&
+          mapping.file_offset < seg.file_offset + std::max<uint64_t>(seg.file_size, 1)) {
+        region.bias = mapping.vaddr - (seg.vaddr + (mapping.file_offset - seg.file_offset));
+        region.has_bias = true;
+        break;
+      }
+    }
+  }
+
+  // Newer mappings replace the parts of older ones they overlap.
+  std::vector<Region> kept;
+  kept.reserve(regions_.size() + 2);
+  for (Region& old : regions_) {
+    if (old.end <= region.start || old.start >= region.end) {
+      kept.push_back(std::move(old));
+      continue;
+    }
+    if (old.start < region.start) {
+      Region left = old;
+      left.end = region.start;
+      kept.push_back(left);
+    }
+    if (old.end > region.end) {
+      Region right = old;
+      right.file_offset += region.end - old.start;
+      right.start = region.end;
+      kept.push_back(right);
+    }
+  }
+  kept.push_back(std::move(region));
+  std::sort(kept.begin(), kept.end(), [](const Region& a, const Region& b) { return a.start < b.start; });
+  regions_ = std::move(kept);
+  resolved_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status ProcessImage::AddPerfMap(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    ++line_no;
+    if (line.empty()) continue;
+    std::vector<absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(' ', 2));
+    uint64_t start = 0, size = 0;
+    if (parts.size() != 3 || !absl::SimpleHexAtoi(parts[0], &start) ||
+        !absl::SimpleHexAtoi(parts[1], &size)) {
+      warnings_.push_back(absl::StrFormat("%s:%d: not a perf map line", path, line_no));
+      continue;
+    }
+    jit_symbols_.Add(start, size, parts[2]);
+  }
+  jit_symbols_.Finish();
+  resolved_.clear();
+  return absl::OkStatus();
+}
+
+const ProcessImage::Region* ProcessImage::FindRegion(uint64_t address) const {
+  auto it = std::upper_bound(regions_.begin(), regions_.end(), address,
+                             [](uint64_t a, const Region& r) { return a < r.start; });
+  if (it == regions_.begin()) return nullptr;
+  --it;
+  return address < it->end ? &*it : nullptr;
+}
+
+absl::string_view ProcessImage::Intern(std::string name) {
+  names_.push_back(std::move(name));
+  return names_.back();
+}
+
+FunctionInfo ProcessImage::Resolve(uint64_t address) {
+  auto it = resolved_.find(address);
+  if (it != resolved_.end()) return it->second;
+  FunctionInfo info = ResolveUncached(address);
+  resolved_.emplace(address, info);
+  return info;
+}
+
+FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
+  FunctionInfo info;
+  if (const Symbol* jit = jit_symbols_.Find(address)) {
+    return FunctionInfo{jit->start, jit->end, jit_symbols_.name(*jit), false, true};
+  }
+  const Region* region = FindRegion(address);
+  if (region == nullptr) {
+    info.start = address;
+    info.end = address + 1;
+    info.name = Intern(absl::StrFormat("[unknown@0x%x]", address));
+    return info;
+  }
+  info.mapped = true;
+  if (region->has_bias) {
+    const SymbolTable& table = region->module->symbols;
+    uint64_t elf_address = address - region->bias;
+    if (const Symbol* sym = table.Find(elf_address)) {
+      info.start = std::max(sym->start + region->bias, region->start);
+      info.end = std::min(sym->end + region->bias, region->end);
+      info.name = table.name(*sym);
+      info.plt = sym->plt;
+      return info;
+    }
+    // Between symbols: the gap is one unnamed function as far as we can tell.
+    uint64_t gap_start = region->start, gap_end = region->end;
+    const std::vector<Symbol>& all = table.symbols();
+    auto next = std::upper_bound(all.begin(), all.end(), elf_address,
+                                 [](uint64_t a, const Symbol& s) { return a < s.start; });
+    if (next != all.end()) gap_end = std::min(gap_end, next->start + region->bias);
+    if (next != all.begin()) gap_start = std::max(gap_start, std::prev(next)->end + region->bias);
+    info.start = gap_start;
+    info.end = std::max(gap_end, address + 1);
+  } else {
+    info.start = region->start;
+    info.end = region->end;
+    // Contiguous regions of one memory dump form one unnamed range.
+    for (const Region* r = region; r != &regions_.front() && (r - 1)->end == r->start &&
+                                   (r - 1)->name == region->name;) {
+      --r;
+      info.start = r->start;
+    }
+    for (const Region* r = region; r + 1 != regions_.data() + regions_.size() &&
+                                   (r + 1)->start == r->end && (r + 1)->name == region->name;) {
+      ++r;
+      info.end = r->end;
+    }
+  }
+  absl::string_view base = region->name;
+  size_t slash = base.rfind('/');
+  if (slash != absl::string_view::npos) base = base.substr(slash + 1);
+  uint64_t offset;
+  if (region->memory_dump) {
+    uint64_t lowest = region->start;
+    for (const Region& r : regions_) {
+      if (r.name == region->name) lowest = std::min(lowest, r.start);
+    }
+    offset = address - lowest;
+  } else {
+    offset = address - region->start + region->file_offset;
+  }
+  info.name = Intern(absl::StrFormat("%s+0x%x", std::string(base), offset));
+  return info;
+}
+
+size_t ProcessImage::ReadCode(uint64_t address, uint8_t* out, size_t size) const {
+  size_t done = 0;
+  while (done < size) {
+    const Region* region = FindRegion(address + done);
+    if (region == nullptr) break;
+    absl::Span<const uint8_t> bytes = region->module->file->bytes();
+    uint64_t offset = region->file_offset + (address + done - region->start);
+    uint64_t available = std::min<uint64_t>(region->end - (address + done),
+                                            offset < bytes.size() ? bytes.size() - offset : 0);
+    if (available == 0) break;
+    size_t n = static_cast<size_t>(std::min<uint64_t>(available, size - done));
+    std::memcpy(out + done, bytes.data() + offset, n);
+    done += n;
+  }
+  return done;
+}
+
+}  // namespace ptd::image

@@ -1,0 +1,95 @@
+#pragma once
+// The code of one process as the decoder sees it: a libipt pt_image whose sections come
+// from the shared section cache, plus what libipt does not give: the bytes (to classify
+// instructions), and the function that contains an address (symbols, PLT stubs, JIT
+// maps, else "dso+0xoffset").
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "image/module_cache.h"
+#include "image/section_cache.h"
+#include "image/symbol_table.h"
+
+struct pt_image;
+
+namespace ptd::image {
+
+// One mapping of file bytes into the address space.
+struct Mapping {
+  std::string path;         // file to read (absolute, or resolved against the trace dir)
+  std::string name;         // what the process saw ("/usr/lib/libc.so.6", "[vdso]")
+  uint64_t vaddr = 0;
+  uint64_t file_offset = 0;
+  uint64_t size = 0;        // 0: to the end of the file
+  std::string build_id;     // expected build-id (hex), empty when unknown
+  bool memory_dump = false; // raw bytes, not a file mapping: names are relative to the
+                            // lowest address mapped under the same name
+};
+
+// The function an address belongs to, as far as the decoder can tell.
+struct FunctionInfo {
+  uint64_t start = 0;
+  uint64_t end = 0;           // exclusive; jumps inside [start, end) stay in the function
+  absl::string_view name;     // stays valid as long as the ProcessImage
+  bool plt = false;
+  bool mapped = false;        // false: no code known at this address
+};
+
+class ProcessImage {
+ public:
+  ProcessImage(SectionCache* sections, ModuleCache* modules, std::string name);
+  ~ProcessImage();
+  ProcessImage(const ProcessImage&) = delete;
+  ProcessImage& operator=(const ProcessImage&) = delete;
+
+  // Maps `mapping`; a later mapping replaces what it overlaps (as mmap does).
+  absl::Status AddMapping(const Mapping& mapping);
+  // Symbols for JIT code from a perf map file ("START SIZE name" per line, hex).
+  absl::Status AddPerfMap(const std::string& path);
+
+  pt_image* libipt_image() const { return image_; }
+
+  // Cached by address; call on branch targets, not on every instruction.
+  FunctionInfo Resolve(uint64_t address);
+  // Copies up to `size` code bytes at `address`; returns how many were available.
+  size_t ReadCode(uint64_t address, uint8_t* out, size_t size) const;
+
+  // Things worth telling the user (build-id mismatches, missing files).
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  size_t region_count() const { return regions_.size(); }
+
+ private:
+  struct Region {
+    uint64_t start = 0;
+    uint64_t end = 0;
+    uint64_t file_offset = 0;  // of `start` in the module's file
+    std::shared_ptr<const Module> module;
+    uint64_t bias = 0;         // runtime address − ELF address (symbols)
+    bool has_bias = false;
+    std::string name;
+    bool memory_dump = false;
+  };
+
+  const Region* FindRegion(uint64_t address) const;
+  FunctionInfo ResolveUncached(uint64_t address);
+  absl::string_view Intern(std::string name);
+
+  SectionCache* sections_;
+  ModuleCache* modules_;
+  std::string name_;
+  pt_image* image_;
+  std::vector<Region> regions_;  // sorted, non-overlapping
+  SymbolTable jit_symbols_;
+  absl::flat_hash_map<uint64_t, FunctionInfo> resolved_;
+  std::deque<std::string> names_;  // storage for names made up here
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace ptd::image

@@ -1,0 +1,57 @@
+#include "image/symbol_table.h"
+
+#include <algorithm>
+
+#include "image/demangle.h"
+
+namespace ptd::image {
+
+namespace {
+// A zero-sized symbol (hand-written assembly often has no .size) extends to the next
+// symbol, but never beyond this, so one stray label cannot swallow a whole module.
+constexpr uint64_t kMaxImpliedSymbolSize = 1 << 20;
+}  // namespace
+
+void SymbolTable::Add(uint64_t start, uint64_t size, absl::string_view name, bool plt) {
+  std::string readable = Demangle(name);
+  Symbol symbol;
+  symbol.start = start;
+  symbol.end = size == 0 ? start : start + size;
+  symbol.name_offset = static_cast<uint32_t>(names_.size());
+  symbol.name_size = static_cast<uint32_t>(readable.size());
+  symbol.plt = plt;
+  names_ += readable;
+  symbols_.push_back(symbol);
+}
+
+void SymbolTable::Finish() {
+  // Sized symbols first among equal starts so an alias without size loses to the real one.
+  std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
+    if (a.start != b.start) return a.start < b.start;
+    return (a.end - a.start) > (b.end - b.start);
+  });
+  symbols_.erase(std::unique(symbols_.begin(), symbols_.end(),
+                             [](const Symbol& a, const Symbol& b) { return a.start == b.start; }),
+                 symbols_.end());
+  for (size_t i = 0; i < symbols_.size(); ++i) {
+    Symbol& s = symbols_[i];
+    if (s.end > s.start) continue;
+    uint64_t next = i + 1 < symbols_.size() ? symbols_[i + 1].start : s.start + 1;
+    s.end = std::min(next, s.start + kMaxImpliedSymbolSize);
+    if (s.end <= s.start) s.end = s.start + 1;
+  }
+}
+
+const Symbol* SymbolTable::Find(uint64_t address) const {
+  auto it = std::upper_bound(symbols_.begin(), symbols_.end(), address,
+                             [](uint64_t a, const Symbol& s) { return a < s.start; });
+  // Walk back a little: a large symbol may contain a smaller one that ended before
+  // `address` (nested local labels).
+  for (int steps = 0; it != symbols_.begin() && steps < 4; ++steps) {
+    --it;
+    if (address < it->end) return &*it;
+  }
+  return nullptr;
+}
+
+}  // namespace ptd::image

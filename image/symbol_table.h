@@ -1,0 +1,41 @@
+#pragma once
+// Address → function lookup over one module's symbols: a sorted array searched by binary
+// search. Names are kept demangled in one string arena so lookups allocate nothing.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace ptd::image {
+
+struct Symbol {
+  uint64_t start = 0;  // in the module's own address space (ELF st_value, JIT address)
+  uint64_t end = 0;    // exclusive
+  uint32_t name_offset = 0;
+  uint32_t name_size = 0;
+  bool plt = false;    // a PLT stub: callers are attributed to the jump target
+};
+
+class SymbolTable {
+ public:
+  // Adds a symbol; `size` 0 means "until the next symbol". `name` is demangled here.
+  void Add(uint64_t start, uint64_t size, absl::string_view name, bool plt = false);
+  // Sorts, drops duplicates and sizes zero-sized symbols. Call once after the last Add.
+  void Finish();
+
+  // The innermost symbol containing `address`, or nullptr.
+  const Symbol* Find(uint64_t address) const;
+  absl::string_view name(const Symbol& symbol) const {
+    return absl::string_view(names_).substr(symbol.name_offset, symbol.name_size);
+  }
+  size_t size() const { return symbols_.size(); }
+  const std::vector<Symbol>& symbols() const { return symbols_; }
+
+ private:
+  std::vector<Symbol> symbols_;
+  std::string names_;
+};
+
+}  // namespace ptd::image

@@ -1,4 +1,0 @@
-// Replaced as the module gets its first real source file.
-namespace ptd {
-int perfdata_placeholder = 0;
-}  // namespace ptd

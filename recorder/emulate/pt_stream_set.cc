@@ -1,0 +1,235 @@
+#include "recorder/emulate/pt_stream_set.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "recorder/emulate/file_sink.h"
+#include "recorder/emulate/snapshot_ring_sink.h"
+
+namespace ptd {
+
+
+struct PtStreamSet::Stream {
+  int cpu = -1;
+  int tid = -1;
+  std::string relative_path;
+  std::unique_ptr<FileSink> file;
+  std::unique_ptr<SnapshotRingSink> ring;
+  std::unique_ptr<PacketGenerator> generator;
+  // Per-CPU mode: who runs on this virtual CPU now, and the records we synthesize.
+  int current_pid = -1;
+  int current_tid = -1;
+  int last_pid = 0;  // the previous task, for switch-in records (0: idle)
+  int last_tid = 0;
+  std::unordered_map<int, bool> itrace_started;
+  std::unique_ptr<RecordBuilder> sideband;
+  bool finished = false;
+};
+
+PtStreamSet::PtStreamSet(const PtStreamSetOptions& options, const TraceDirWriter* dir)
+    : options_(options), dir_(dir) {
+  for (int cpu = 0; cpu < options_.virtual_cpus; ++cpu) NewStream(cpu, -1);
+}
+
+PtStreamSet::~PtStreamSet() = default;
+
+PtStreamSet::Stream* PtStreamSet::NewStream(int cpu, int tid) {
+  auto stream = std::make_unique<Stream>();
+  stream->cpu = cpu;
+  stream->tid = tid;
+  stream->relative_path = cpu >= 0 ? absl::StrCat(kAuxSubdir, "/cpu", cpu, ".pt")
+                                   : absl::StrCat(kAuxSubdir, "/tid", tid, ".pt");
+  PacketSink* sink = nullptr;
+  if (options_.snapshot) {
+    stream->ring = std::make_unique<SnapshotRingSink>(options_.snapshot_size);
+    sink = stream->ring.get();
+  } else {
+    stream->file = std::make_unique<FileSink>(dir_->FilePath(stream->relative_path));
+    sink = stream->file.get();
+  }
+  stream->generator = std::make_unique<PacketGenerator>(options_.generator, sink);
+  if (cpu >= 0) stream->sideband = std::make_unique<RecordBuilder>();
+  streams_.push_back(std::move(stream));
+  return streams_.back().get();
+}
+
+PtStreamSet::ThreadSlot& PtStreamSet::Slot(int pid, int tid, uint64_t time) {
+  auto [it, inserted] = threads_.try_emplace(tid);
+  ThreadSlot& slot = it->second;
+  if (inserted || slot.stream == nullptr) {
+    slot.pid = pid;
+    if (options_.virtual_cpus > 0) {
+      slot.vcpu = next_vcpu_;
+      next_vcpu_ = (next_vcpu_ + 1) % options_.virtual_cpus;
+      slot.stream = streams_[slot.vcpu].get();
+    } else {
+      slot.stream = NewStream(-1, tid);
+    }
+  }
+  slot.pid = pid;
+  (void)time;
+  return slot;
+}
+
+void PtStreamSet::SwitchTo(Stream* stream, int pid, int tid, uint64_t time) {
+  if (stream->current_tid == tid) return;
+  SampleId id;
+  id.time = time;
+  id.cpu = static_cast<uint32_t>(stream->cpu);
+  if (stream->current_tid >= 0) {
+    // The old thread is preempted before the instruction it would run next.
+    auto it = threads_.find(stream->current_tid);
+    const uint64_t resume_ip = it == threads_.end() ? 0 : it->second.resume_ip;
+    stream->generator->AsyncDisable(resume_ip, time);
+    SwitchCpuWideRecord out;
+    out.out = true;
+    out.preempt = true;
+    out.next_prev_pid = static_cast<uint32_t>(pid);
+    out.next_prev_tid = static_cast<uint32_t>(tid);
+    id.pid = static_cast<uint32_t>(stream->current_pid);
+    id.tid = static_cast<uint32_t>(stream->current_tid);
+    stream->sideband->Append(out, id);
+    stream->last_pid = stream->current_pid;
+    stream->last_tid = stream->current_tid;
+    ++context_switches_;
+  }
+  // The decoder's return-compression stack belongs to the previous thread.
+  stream->generator->ClearReturnStack();
+  SwitchCpuWideRecord in;
+  in.out = false;
+  in.next_prev_pid = static_cast<uint32_t>(stream->last_pid);
+  in.next_prev_tid = static_cast<uint32_t>(stream->last_tid);
+  id.pid = static_cast<uint32_t>(pid);
+  id.tid = static_cast<uint32_t>(tid);
+  stream->sideband->Append(in, id);
+  if (!stream->itrace_started[tid]) {
+    stream->itrace_started[tid] = true;
+    ItraceStartRecord start;
+    start.pid = static_cast<uint32_t>(pid);
+    start.tid = static_cast<uint32_t>(tid);
+    stream->sideband->Append(start, id);
+  }
+  stream->current_pid = pid;
+  stream->current_tid = tid;
+}
+
+void PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time) {
+  ThreadSlot& slot = Slot(pid, tid, time);
+  Stream* stream = slot.stream;
+  if (stream->cpu >= 0) SwitchTo(stream, pid, tid, time);
+  // SwitchTo may have inserted nothing into threads_, so `slot` is still valid.
+  slot.resume_ip = insn.next_ip;
+  stream->generator->Retire(insn, time);
+}
+
+void PtStreamSet::AsyncDisable(int pid, int tid, uint64_t ip, uint64_t time) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end() || it->second.stream == nullptr) return;
+  Stream* stream = it->second.stream;
+  if (stream->cpu >= 0 && stream->current_tid != tid) return;  // not on its CPU: disabled
+  (void)pid;
+  stream->generator->AsyncDisable(ip, time);
+}
+
+void PtStreamSet::ThreadEnded(int pid, int tid, uint64_t next_ip, uint64_t time) {
+  auto it = threads_.find(tid);
+  if (it == threads_.end() || it->second.stream == nullptr) return;
+  Stream* stream = it->second.stream;
+  it->second.stream = nullptr;
+  if (stream->cpu < 0) {
+    stream->generator->Finish(next_ip, time);
+    stream->finished = true;
+    return;
+  }
+  if (stream->current_tid != tid) return;
+  stream->generator->AsyncDisable(next_ip, time);
+  SampleId id;
+  id.time = time;
+  id.cpu = static_cast<uint32_t>(stream->cpu);
+  id.pid = static_cast<uint32_t>(pid);
+  id.tid = static_cast<uint32_t>(tid);
+  SwitchCpuWideRecord out;
+  out.out = true;  // to idle
+  stream->sideband->Append(out, id);
+  stream->last_pid = pid;
+  stream->last_tid = tid;
+  stream->current_pid = -1;
+  stream->current_tid = -1;
+}
+
+absl::Status PtStreamSet::Finish(uint64_t time, TraceMeta* meta) {
+  if (finished_) return absl::OkStatus();
+  finished_ = true;
+  absl::Status first_error;
+  for (auto& [tid, slot] : threads_) {
+    if (slot.stream == nullptr) continue;
+    if (slot.stream->cpu < 0) {
+      slot.stream->generator->Finish(slot.resume_ip, time);
+    } else if (slot.stream->current_tid == tid) {
+      slot.stream->generator->AsyncDisable(slot.resume_ip, time);
+    }
+  }
+  for (auto& stream : streams_) {
+    stream->generator->Flush();
+    PtStream entry;
+    entry.file = stream->relative_path;
+    entry.cpu = stream->cpu;
+    entry.tid = stream->tid;
+    PtChunk chunk;
+    chunk.time_ns = time;
+    if (options_.snapshot) {
+      std::vector<uint8_t> bytes = stream->ring->Snapshot();
+      absl::Status s = WriteFileAtomic(dir_->FilePath(stream->relative_path),
+                                       absl::Span<const uint8_t>(bytes));
+      if (!s.ok() && first_error.ok()) first_error = s;
+      chunk.size = bytes.size();
+      chunk.aux_offset = stream->ring->head() - bytes.size();
+      chunk.reason = options_.end_reason;
+      chunk.overwrite = true;
+    } else {
+      absl::Status s = stream->file->Close();
+      if (!s.ok() && first_error.ok()) first_error = s;
+      chunk.size = stream->file->bytes();
+      chunk.reason = "linear";
+    }
+    if (chunk.size > 0) entry.chunks.push_back(chunk);
+    if (stream->sideband != nullptr) {
+      AuxRecord aux;
+      aux.aux_offset = chunk.aux_offset;
+      aux.aux_size = chunk.size;
+      aux.flags = chunk.overwrite ? kPerfAuxFlagOverwrite : 0;
+      SampleId id;
+      id.time = time;
+      id.cpu = static_cast<uint32_t>(stream->cpu);
+      id.pid = static_cast<uint32_t>(stream->current_pid < 0 ? stream->last_pid : stream->current_pid);
+      id.tid = static_cast<uint32_t>(stream->current_tid < 0 ? stream->last_tid : stream->current_tid);
+      if (chunk.size > 0) stream->sideband->Append(aux, id);
+      SidebandFile file;
+      file.file = absl::StrCat(kSidebandSubdir, "/vcpu", stream->cpu, ".data");
+      file.cpu = stream->cpu;
+      file.origin = "synthesized";
+      file.sample_type = stream->sideband->format().sample_type;
+      file.sample_id_all = stream->sideband->format().sample_id_all;
+      absl::Status s = WriteFileAtomic(dir_->FilePath(file.file),
+                                       absl::Span<const uint8_t>(stream->sideband->bytes()));
+      if (!s.ok() && first_error.ok()) first_error = s;
+      meta->sideband.push_back(file);
+    }
+    meta->streams.push_back(std::move(entry));
+  }
+  return first_error;
+}
+
+PtStreamSetStats PtStreamSet::stats() const {
+  PtStreamSetStats stats;
+  for (const auto& stream : streams_) {
+    stats.bytes += stream->generator->stats().bytes;
+    stats.instructions += stream->generator->stats().instructions;
+  }
+  stats.context_switches = context_switches_;
+  stats.streams = streams_.size();
+  return stats;
+}
+
+}  // namespace ptd

@@ -1,0 +1,84 @@
+#pragma once
+// The PT streams of an emulated recording and who writes into which: per-thread mode
+// has one generator (and aux/tid<N>.pt) per thread; per-CPU mode has one per virtual
+// CPU (aux/cpu<N>.pt), threads assigned round-robin, and a thread change on a virtual
+// CPU is what the hardware shows for a context switch (FUP + TIP.PGD of the old thread,
+// TIP.PGE of the new one), with SWITCH_CPU_WIDE / ITRACE_START / AUX sideband records
+// synthesized to match (sideband/vcpu<N>.data). Snapshot mode keeps the newest
+// snapshot_size bytes of each stream, as an overwrite AUX ring would.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <unordered_map>
+#include "absl/status/status.h"
+#include "common/trace_dir.h"
+#include "common/trace_meta.h"
+#include "recorder/emulate/executed_insn.h"
+#include "recorder/emulate/packet_generator.h"
+#include "sideband/record_builder.h"
+
+namespace ptd {
+
+struct PtStreamSetOptions {
+  PacketGeneratorOptions generator;
+  int virtual_cpus = 0;        // 0: per-thread streams
+  bool snapshot = false;
+  uint64_t snapshot_size = 4ull << 20;
+  std::string end_reason = "exit";  // chunk reason of a snapshot taken at the end
+};
+
+struct PtStreamSetStats {
+  uint64_t bytes = 0;
+  uint64_t instructions = 0;
+  uint64_t context_switches = 0;
+  uint64_t streams = 0;
+};
+
+class PtStreamSet {
+ public:
+  // `dir` must outlive this object; stream files are created in it.
+  PtStreamSet(const PtStreamSetOptions& options, const TraceDirWriter* dir);
+  ~PtStreamSet();
+  PtStreamSet(const PtStreamSet&) = delete;
+  PtStreamSet& operator=(const PtStreamSet&) = delete;
+
+  void Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time);
+  // Execution of `tid` left user space before `ip` retired (signal delivery).
+  void AsyncDisable(int pid, int tid, uint64_t ip, uint64_t time);
+  // The thread is gone (or recording stops): its stream (per-thread) is finished at
+  // `next_ip`, or its virtual CPU is released.
+  void ThreadEnded(int pid, int tid, uint64_t next_ip, uint64_t time);
+
+  // Finishes every stream, writes snapshot data and synthesized sideband, and appends
+  // streams[] / sideband[] entries to `meta`.
+  absl::Status Finish(uint64_t time, TraceMeta* meta);
+
+  PtStreamSetStats stats() const;
+  // The chunk reason of snapshots taken by Finish() ("exit", "sigint", ...).
+  void set_end_reason(const std::string& reason) { options_.end_reason = reason; }
+
+ private:
+  struct Stream;
+  struct ThreadSlot {
+    int pid = -1;
+    Stream* stream = nullptr;
+    uint64_t resume_ip = 0;  // where the thread continues (for a switch-out FUP)
+    int vcpu = -1;
+  };
+  Stream* NewStream(int cpu, int tid);
+  ThreadSlot& Slot(int pid, int tid, uint64_t time);
+  void SwitchTo(Stream* stream, int pid, int tid, uint64_t time);
+
+  PtStreamSetOptions options_;
+  const TraceDirWriter* dir_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::unordered_map<int, ThreadSlot> threads_;
+  int next_vcpu_ = 0;
+  uint64_t context_switches_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace ptd

@@ -1,0 +1,432 @@
+#include "recorder/emulate/ptrace_stepper.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+
+namespace ptd {
+namespace {
+
+constexpr long kMmapFamily[] = {9 /*mmap*/, 10 /*mprotect*/, 11 /*munmap*/, 25 /*mremap*/};
+
+int ReadTgid(int tid) {
+  std::ifstream status("/proc/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Tgid:", 0) == 0) return std::atoi(line.c_str() + 5);
+  }
+  return tid;
+}
+
+}  // namespace
+
+struct PtraceStepper::AddressSpace {
+  int pid = -1;
+  InsnClassifier classifier;
+};
+
+struct PtraceStepper::Thread {
+  Thread(int pid_in, int tid_in) : pid(pid_in), tid(tid_in), frames(pid_in, tid_in) {}
+  int pid;
+  int tid;
+  AddressSpace* space = nullptr;
+  StackFrameTracker frames;
+  bool have_insn = false;  // ip/rsp/insn describe the instruction about to execute
+  uint64_t ip = 0;
+  uint64_t rsp = 0;
+  InsnInfo insn;
+  bool injected = false;   // resumed with a signal: the next stop may be a handler entry
+  int injected_signo = 0;
+  bool running = false;    // resumed; a wait status is due
+  bool awaiting_first_stop = false;
+  bool ended = false;
+};
+
+PtraceStepper::PtraceStepper(const PtraceStepperOptions& options, PtStreamSet* streams,
+                             GroundTruthWriter* truth)
+    : options_(options), streams_(streams), truth_(truth) {
+  tracing_ = options_.start_address == 0;
+}
+
+PtraceStepper::~PtraceStepper() = default;
+
+uint64_t PtraceStepper::Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+int PtraceStepper::exit_status(int pid) const {
+  auto it = exit_statuses_.find(pid);
+  return it == exit_statuses_.end() ? -1 : it->second;
+}
+
+PtraceStepper::AddressSpace* PtraceStepper::SpaceFor(int pid) {
+  auto& space = spaces_[pid];
+  if (space == nullptr) {
+    space = std::make_unique<AddressSpace>();
+    space->pid = pid;
+    ++stats_.processes;
+  }
+  return space.get();
+}
+
+PtraceStepper::Thread* PtraceStepper::NewThread(int pid, int tid) {
+  auto thread = std::make_unique<Thread>(pid, tid);
+  thread->space = SpaceFor(pid);
+  Thread* raw = thread.get();
+  threads_[tid] = std::move(thread);
+  ++stats_.threads;
+  if (options_.on_new_thread) options_.on_new_thread(tid);
+  return raw;
+}
+
+absl::Status PtraceStepper::AddStoppedThread(int pid, int tid) {
+  long flags = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
+               PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT;
+  if (options_.kill_on_exit) flags |= PTRACE_O_EXITKILL;
+  if (ptrace(PTRACE_SETOPTIONS, tid, nullptr, reinterpret_cast<void*>(flags)) != 0) {
+    return ErrnoError("ptrace(PTRACE_SETOPTIONS)", absl::StrFormat("thread %d", tid), errno);
+  }
+  Thread* thread = NewThread(pid, tid);
+  if (initial_tid_ < 0) {
+    initial_tid_ = tid;
+    if (options_.start_address != 0) {
+      // int3 at the start address; the original word is restored when it is hit.
+      errno = 0;
+      const long word = ptrace(PTRACE_PEEKTEXT, tid, reinterpret_cast<void*>(options_.start_address), nullptr);
+      if (errno != 0) {
+        return ErrnoError("ptrace(PTRACE_PEEKTEXT) for --start-at",
+                          absl::StrFormat("thread %d, address 0x%x", tid, options_.start_address), errno);
+      }
+      start_word_ = word;
+      const long patched = (word & ~0xffl) | 0xcc;
+      if (ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(options_.start_address),
+                 reinterpret_cast<void*>(patched)) != 0) {
+        return ErrnoError("ptrace(PTRACE_POKETEXT) for --start-at",
+                          absl::StrFormat("thread %d, address 0x%x", tid, options_.start_address), errno);
+      }
+      breakpoint_armed_ = true;
+    }
+  }
+  if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
+  Resume(thread, 0);
+  return absl::OkStatus();
+}
+
+void PtraceStepper::LoadInstruction(Thread* thread) {
+  InsnClassifier& classifier = thread->space->classifier;
+  if (const InsnInfo* cached = classifier.Find(thread->ip)) {
+    thread->insn = *cached;
+    return;
+  }
+  uint8_t bytes[16] = {};
+  iovec local{bytes, sizeof(bytes)};
+  iovec remote{reinterpret_cast<void*>(thread->ip), sizeof(bytes)};
+  ssize_t got = process_vm_readv(thread->tid, &local, 1, &remote, 1, 0);
+  if (got <= 0) {
+    // Execute-only or otherwise unreadable through the VM: ptrace can still peek.
+    got = 0;
+    for (size_t off = 0; off < sizeof(bytes); off += sizeof(long)) {
+      errno = 0;
+      const long word = ptrace(PTRACE_PEEKTEXT, thread->tid,
+                               reinterpret_cast<void*>(thread->ip + off), nullptr);
+      if (errno != 0) break;
+      std::memcpy(bytes + off, &word, sizeof(word));
+      got = static_cast<ssize_t>(off + sizeof(long));
+    }
+    if (got == 0) ++stats_.code_read_failures;
+  }
+  thread->insn = classifier.Classify(thread->ip, absl::Span<const uint8_t>(bytes, static_cast<size_t>(got)));
+}
+
+absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int signo) {
+  user_regs_struct regs;
+  if (ptrace(PTRACE_GETREGS, thread->tid, nullptr, &regs) != 0) {
+    return ErrnoError("ptrace(PTRACE_GETREGS)", absl::StrFormat("thread %d", thread->tid), errno);
+  }
+  const uint64_t now = Now();
+  if (!thread->have_insn) {
+    thread->ip = regs.rip;
+    thread->rsp = regs.rsp;
+    thread->have_insn = true;
+    LoadInstruction(thread);
+    return absl::OkStatus();
+  }
+  if (regs.rip == thread->ip) {
+    // Not retired: a rep-string iteration, a faulting instruction, or a signal that
+    // arrived before it ran.
+    thread->rsp = regs.rsp;
+    return absl::OkStatus();
+  }
+  if (handler_entry) {
+    streams_->AsyncDisable(thread->pid, thread->tid, thread->ip, now);
+    thread->frames.OnSignalHandler(thread->ip, regs.rip, regs.rsp, signo, now, truth_);
+    ++stats_.signals_delivered;
+  } else if (tracing_) {
+    ExecutedInsn insn;
+    insn.ip = thread->ip;
+    insn.next_ip = regs.rip;
+    insn.size = thread->insn.size;
+    insn.kind = thread->insn.kind;
+    streams_->Retire(thread->pid, thread->tid, insn, now);
+    ++stats_.instructions;
+    if (insn.kind == BranchKind::kUnknown) ++stats_.undecodable;
+    if (truth_ != nullptr) truth_->Instruction(thread->pid, thread->tid, insn.ip, now);
+    thread->frames.OnRetire(insn, thread->rsp, regs.rsp, now, truth_);
+    if (insn.kind == BranchKind::kFarTransfer) {
+      ++stats_.syscalls;
+      if (truth_ != nullptr) truth_->Syscall(thread->pid, thread->tid, now, insn.ip);
+    }
+  }
+  if (thread->insn.is_syscall) {
+    for (long nr : kMmapFamily) {
+      if (static_cast<long>(regs.orig_rax) == nr) {
+        thread->space->classifier.Invalidate();
+        ++stats_.cache_invalidations;
+      }
+    }
+  }
+  thread->ip = regs.rip;
+  thread->rsp = regs.rsp;
+  LoadInstruction(thread);
+  return absl::OkStatus();
+}
+
+void PtraceStepper::Resume(Thread* thread, int signal) {
+  const auto request = tracing_ ? PTRACE_SINGLESTEP : PTRACE_CONT;
+  thread->injected = signal != 0;
+  thread->injected_signo = signal;
+  if (ptrace(request, thread->tid, nullptr, reinterpret_cast<void*>(static_cast<long>(signal))) == 0) {
+    thread->running = true;
+    ++stats_.steps;
+  }
+  // ESRCH: the thread was killed meanwhile; its exit status arrives through waitpid.
+}
+
+void PtraceStepper::EndThread(Thread* thread, uint64_t next_ip, uint64_t time) {
+  if (thread->ended) return;
+  thread->ended = true;
+  streams_->ThreadEnded(thread->pid, thread->tid, next_ip, time);
+  if (truth_ != nullptr) truth_->End(thread->pid, thread->tid, time);
+}
+
+absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
+  thread->running = false;
+  if (WIFEXITED(status) || WIFSIGNALED(status)) {
+    EndThread(thread, thread->ip, Now());
+    if (thread->tid == thread->pid) exit_statuses_[thread->pid] = status;
+    threads_.erase(thread->tid);
+    return absl::OkStatus();
+  }
+  if (!WIFSTOPPED(status)) return absl::OkStatus();
+  const int sig = WSTOPSIG(status);
+  const int event = status >> 16;
+  if (thread->awaiting_first_stop) {
+    // New threads and children start with a SIGSTOP that is ours, not the program's.
+    thread->awaiting_first_stop = false;
+    if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
+    Resume(thread, sig == SIGSTOP ? 0 : sig);
+    return absl::OkStatus();
+  }
+  if (sig == SIGTRAP && event != 0) {
+    if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
+    switch (event) {
+      case PTRACE_EVENT_CLONE:
+      case PTRACE_EVENT_FORK:
+      case PTRACE_EVENT_VFORK: {
+        unsigned long new_tid = 0;
+        ptrace(PTRACE_GETEVENTMSG, thread->tid, nullptr, &new_tid);
+        const int tid = static_cast<int>(new_tid);
+        const int pid = event == PTRACE_EVENT_CLONE ? ReadTgid(tid) : tid;
+        Thread* child = NewThread(pid, tid);
+        if (pid != thread->pid) {
+          // A forked child continues on a copy of its parent's stack.
+          child->frames.InheritFrames(thread->frames);
+        }
+        auto pending = pending_new_.find(tid);
+        if (pending != pending_new_.end()) {
+          pending_new_.erase(pending);
+          if (absl::Status s = OnRegisters(child, false, 0); !s.ok()) return s;
+          Resume(child, 0);
+        } else {
+          child->awaiting_first_stop = true;
+        }
+        break;
+      }
+      case PTRACE_EVENT_EXEC: {
+        // A new program: nothing cached or stacked survives.
+        spaces_.erase(thread->pid);
+        thread->space = SpaceFor(thread->pid);
+        for (auto& [tid, other] : threads_) {
+          if (other->pid == thread->pid) other->space = thread->space;
+        }
+        thread->frames.Reset();
+        LoadInstruction(thread);
+        break;
+      }
+      case PTRACE_EVENT_EXIT: {
+        EndThread(thread, thread->ip, Now());
+        if (ptrace(PTRACE_CONT, thread->tid, nullptr, nullptr) == 0) thread->running = true;
+        return absl::OkStatus();
+      }
+      default:
+        break;
+    }
+    Resume(thread, 0);
+    return absl::OkStatus();
+  }
+  if (sig == SIGTRAP) {
+    if (breakpoint_armed_) {
+      user_regs_struct regs;
+      if (ptrace(PTRACE_GETREGS, thread->tid, nullptr, &regs) == 0 &&
+          regs.rip == options_.start_address + 1) {
+        ptrace(PTRACE_POKETEXT, thread->tid, reinterpret_cast<void*>(options_.start_address),
+               reinterpret_cast<void*>(start_word_));
+        regs.rip = options_.start_address;
+        ptrace(PTRACE_SETREGS, thread->tid, nullptr, &regs);
+        breakpoint_armed_ = false;
+        tracing_ = true;
+        stats_.start_reached = true;
+        for (auto& [tid, other] : threads_) other->have_insn = false;
+        if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
+        Resume(thread, 0);
+        return absl::OkStatus();
+      }
+    }
+    bool handler_entry = false;
+    if (thread->injected) {
+      siginfo_t info;
+      // The kernel reports a handler entry while single-stepping with si_code SIGTRAP
+      // (ptrace_notify), an ordinary single step with TRAP_TRACE / TRAP_BRKPT.
+      if (ptrace(PTRACE_GETSIGINFO, thread->tid, nullptr, &info) == 0) {
+        handler_entry = info.si_code == SIGTRAP;
+      }
+    }
+    if (absl::Status s = OnRegisters(thread, handler_entry, thread->injected_signo); !s.ok()) {
+      return s;
+    }
+    Resume(thread, 0);
+    return absl::OkStatus();
+  }
+  // Signal-delivery stop: deliver it; the next stop tells whether a handler runs.
+  if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
+  Resume(thread, sig);
+  return absl::OkStatus();
+}
+
+void PtraceStepper::ReportProgress(bool final) {
+  if (!options_.progress) return;
+  const uint64_t now = Now();
+  if (!final && now - last_progress_ns_ < 1000000000ull) return;
+  last_progress_ns_ = now;
+  const double seconds = static_cast<double>(now - start_ns_) / 1e9;
+  std::fprintf(stderr, "\rptrace-direct: emulating: %llu steps, %.0f steps/s, %zu threads%s",
+               static_cast<unsigned long long>(stats_.steps),
+               seconds > 0 ? static_cast<double>(stats_.steps) / seconds : 0.0, threads_.size(),
+               final ? "\n" : "   ");
+}
+
+void PtraceStepper::DetachAll() {
+  const uint64_t now = Now();
+  // Stopped threads detach at once; running ones once their step has ended.
+  while (!threads_.empty()) {
+    bool any_running = false;
+    for (auto it = threads_.begin(); it != threads_.end();) {
+      Thread* thread = it->second.get();
+      if (thread->running) {
+        any_running = true;
+        ++it;
+        continue;
+      }
+      if (breakpoint_armed_ && thread->pid == threads_.begin()->second->pid) {
+        ptrace(PTRACE_POKETEXT, thread->tid, reinterpret_cast<void*>(options_.start_address),
+               reinterpret_cast<void*>(start_word_));
+        breakpoint_armed_ = false;
+      }
+      EndThread(thread, thread->ip, now);
+      ptrace(PTRACE_DETACH, thread->tid, nullptr, nullptr);
+      threads_.erase(it++);
+    }
+    if (!any_running) break;
+    int status = 0;
+    const pid_t tid = waitpid(-1, &status, __WALL);
+    if (tid < 0) break;
+    auto it = threads_.find(tid);
+    if (it == threads_.end()) continue;
+    it->second->running = false;
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      EndThread(it->second.get(), it->second->ip, now);
+      if (it->second->tid == it->second->pid) exit_statuses_[tid] = status;
+      threads_.erase(it);
+    } else if (WIFSTOPPED(status) && WSTOPSIG(status) != SIGTRAP && (status >> 16) == 0) {
+      // A signal meant for the program: hand it over on detach.
+      EndThread(it->second.get(), it->second->ip, now);
+      ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(WSTOPSIG(status))));
+      threads_.erase(it);
+    }
+  }
+}
+
+absl::Status PtraceStepper::Run() {
+  start_ns_ = Now();
+  last_progress_ns_ = start_ns_;
+  absl::Status result;
+  while (!threads_.empty()) {
+    if (stop_requested_.load()) {
+      end_reason_ = "sigint";
+      DetachAll();
+      break;
+    }
+    if (options_.duration_s > 0 &&
+        static_cast<double>(Now() - start_ns_) / 1e9 >= options_.duration_s) {
+      end_reason_ = "duration";
+      DetachAll();
+      break;
+    }
+    int status = 0;
+    const pid_t tid = waitpid(-1, &status, __WALL);
+    if (tid < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ECHILD) break;
+      result = ErrnoError("waitpid", "traced threads", errno);
+      end_reason_ = "error";
+      DetachAll();
+      break;
+    }
+    auto it = threads_.find(tid);
+    if (it == threads_.end()) {
+      // A new thread or child stopped before its parent's event reached us.
+      if (WIFSTOPPED(status)) pending_new_[tid] = status;
+      continue;
+    }
+    if (absl::Status s = HandleStop(it->second.get(), status); !s.ok()) {
+      // The thread may be gone (killed between two calls): not fatal for the others.
+      if (threads_.count(tid) != 0 && kill(tid, 0) == 0) {
+        result = s;
+        end_reason_ = "error";
+        DetachAll();
+        break;
+      }
+    }
+    ReportProgress(false);
+  }
+  stats_.seconds = static_cast<double>(Now() - start_ns_) / 1e9;
+  ReportProgress(true);
+  return result;
+}
+
+}  // namespace ptd

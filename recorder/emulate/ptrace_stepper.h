@@ -1,0 +1,110 @@
+#pragma once
+// Front end 1 of the emulator: single-steps every thread of the traced processes with
+// ptrace and reports each retired instruction (classified by capstone from the tracee's
+// own bytes) to the PT streams and the ground truth. An instruction counts as retired
+// when the thread's RIP moved; RIP then is the "next IP" Intel PT would encode. Signal
+// delivery is detected from the ptrace stop that follows an injected signal (si_code
+// SIGTRAP: the kernel stopped at the handler's first instruction) and becomes an
+// asynchronous disable + enable at the handler, as on hardware.
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <unordered_map>
+#include "absl/status/status.h"
+#include "recorder/emulate/ground_truth_writer.h"
+#include "recorder/emulate/insn_classifier.h"
+#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/emulate/stack_frame_tracker.h"
+
+namespace ptd {
+
+struct PtraceStepperOptions {
+  // 0: trace from the first instruction. Otherwise run freely until the initial thread
+  // reaches this address (int3), then trace from there.
+  uint64_t start_address = 0;
+  double duration_s = 0;      // stop after this long (0: until every thread is gone)
+  bool progress = false;      // steps/s status line on stderr
+  bool kill_on_exit = false;  // PTRACE_O_EXITKILL: launched targets die with the recorder
+  // Called for every thread that appears (per-thread sideband needs a ring for it).
+  std::function<void(int tid)> on_new_thread;
+};
+
+struct PtraceStepperStats {
+  uint64_t steps = 0;
+  uint64_t instructions = 0;
+  uint64_t threads = 0;
+  uint64_t processes = 0;
+  uint64_t signals_delivered = 0;
+  uint64_t undecodable = 0;
+  uint64_t code_read_failures = 0;
+  uint64_t syscalls = 0;
+  uint64_t cache_invalidations = 0;
+  double seconds = 0;
+  bool start_reached = false;
+};
+
+class PtraceStepper {
+ public:
+  // `streams` must outlive the stepper; `truth` may be null.
+  PtraceStepper(const PtraceStepperOptions& options, PtStreamSet* streams,
+                GroundTruthWriter* truth);
+  ~PtraceStepper();
+
+  // A thread this thread is the ptrace tracer of, currently in a ptrace stop (after
+  // exec, or after PTRACE_ATTACH's SIGSTOP). Sets the ptrace options.
+  absl::Status AddStoppedThread(int pid, int tid);
+
+  // Steps until every traced thread has ended, the duration is over or RequestStop().
+  // Threads still alive then are detached (and keep running).
+  absl::Status Run();
+
+  // Async-signal-safe: ends Run() soon.
+  void RequestStop() { stop_requested_.store(true); }
+
+  const PtraceStepperStats& stats() const { return stats_; }
+  // Wait status of `pid` if it exited while traced (-1 otherwise).
+  int exit_status(int pid) const;
+  // "exit", "duration", "sigint" (RequestStop), "error".
+  const char* end_reason() const { return end_reason_; }
+
+ private:
+  struct AddressSpace;
+  struct Thread;
+
+  Thread* NewThread(int pid, int tid);
+  AddressSpace* SpaceFor(int pid);
+  absl::Status HandleStop(Thread* thread, int status);
+  absl::Status OnRegisters(Thread* thread, bool handler_entry, int signo);
+  void LoadInstruction(Thread* thread);
+  void Resume(Thread* thread, int signal);
+  void EndThread(Thread* thread, uint64_t next_ip, uint64_t time);
+  void DetachAll();
+  void ReportProgress(bool final);
+  static uint64_t Now();
+
+  PtraceStepperOptions options_;
+  PtStreamSet* streams_;
+  GroundTruthWriter* truth_;
+  std::unordered_map<int, std::unique_ptr<Thread>> threads_;
+  std::unordered_map<int, std::unique_ptr<AddressSpace>> spaces_;
+  std::unordered_map<int, int> exit_statuses_;
+  std::unordered_map<int, int> pending_new_;  // tid -> wait status seen before its parent's event
+  std::atomic<bool> stop_requested_{false};
+  PtraceStepperStats stats_;
+  const char* end_reason_ = "exit";
+  uint64_t start_ns_ = 0;
+  uint64_t last_progress_ns_ = 0;
+  bool tracing_ = true;
+  int initial_tid_ = -1;
+  long start_word_ = 0;
+  bool breakpoint_armed_ = false;
+};
+
+}  // namespace ptd

@@ -1,0 +1,99 @@
+#include "recorder/pt/hardware_recorder.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/trace_dir.h"
+#include "ptd/version.h"
+#include "recorder/pt/breakpoint_trigger.h"
+#include "recorder/pt/pt_recording.h"
+#include "recorder/pt/record_session.h"
+
+namespace ptd::pt {
+
+absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& options,
+                                                     const HardwareRecordEnv& env) {
+  PtRecordingOptions rec_options;
+  rec_options.record = options;
+  rec_options.sysfs_root = env.sysfs_root;
+  rec_options.proc_root = env.proc_root;
+  // Fail fast, before the target or the disk is touched.
+  if (absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(rec_options, nullptr); !pmu.ok()) {
+    return pmu.status();
+  }
+  std::unique_ptr<PtRingFactory> kernel_factory;
+  PtRingFactory* factory = env.ring_factory;
+  if (factory == nullptr) {
+    kernel_factory = MakeKernelPtRingFactory();
+    factory = kernel_factory.get();
+  }
+  absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(options.output_dir, options.force);
+  if (!dir.ok()) return dir.status();
+
+  SessionOptions session_options;
+  session_options.handle_signals = env.handle_signals;
+  session_options.control_fifo = options.control_fifo;
+  session_options.duration_s = options.duration_s;
+  session_options.multi_snapshot = options.multi_snapshot;
+  session_options.quiet = options.quiet;
+  // The session exists before the recording so the recording's SnapshotTaker can be set
+  // after Start(); signals are watched from here on.
+  std::unique_ptr<PtRecording> recording;
+  class Forward : public SnapshotTaker {
+   public:
+    explicit Forward(std::unique_ptr<PtRecording>* rec) : rec_(rec) {}
+    absl::Status Snapshot(const std::string& reason) override { return (*rec_)->Snapshot(reason); }
+    absl::Status Drain() override { return (*rec_)->Drain(); }
+    std::vector<int> WakeupFds() const override { return (*rec_)->WakeupFds(); }
+    RecordCounters counters() const override { return (*rec_)->counters(); }
+
+   private:
+    std::unique_ptr<PtRecording>* rec_;
+  } forward(&recording);
+  RecordSession session(session_options, &forward);
+  if (absl::Status st = session.Prepare(); !st.ok()) return st;
+
+  absl::StatusOr<std::unique_ptr<PtRecording>> started =
+      PtRecording::Start(rec_options, factory, *dir);
+  if (!started.ok()) return started.status();
+  recording = *std::move(started);
+  TargetProcess* target = recording->target();
+  if (absl::Status st = session.WatchTarget(target->pid()); !st.ok()) return st;
+  if (!options.trigger_symbol.empty()) {
+    absl::StatusOr<uint64_t> address = ResolveSymbolInProcess(target->pid(), options.trigger_symbol);
+    if (!address.ok()) return address.status();
+    absl::StatusOr<std::vector<int>> tids = target->Threads();
+    if (!tids.ok()) return tids.status();
+    absl::StatusOr<BreakpointTrigger> trigger = BreakpointTrigger::Create(*address, *tids);
+    if (!trigger.ok()) return trigger.status();
+    session.SetTrigger(*std::move(trigger));
+  }
+
+  absl::StatusOr<std::string> end_reason = session.Run();
+  HardwareRecordSummary summary;
+  summary.end_reason = end_reason.ok() ? *end_reason : "error";
+  std::vector<std::string> notes = session.notes();
+  if (!end_reason.ok()) notes.push_back(absl::StrCat("recording error: ", end_reason.status().message()));
+  const RecordCounters counters = recording->counters();
+  summary.pt_bytes = counters.bytes;
+  summary.snapshots = counters.snapshots;
+  summary.lost_chunks = counters.lost;
+  summary.rings = recording->ring_count();
+  if (target->launched() && summary.end_reason == "exit") {
+    absl::StatusOr<int> status = target->Wait();
+    if (status.ok()) {
+      summary.exit_status = *status;
+      notes.push_back(absl::StrCat("target ", DescribeWaitStatus(*status)));
+    }
+  }
+  TraceMeta meta;
+  meta.tool_version = kToolVersion;
+  absl::Status finished = recording->Finish(summary.end_reason, notes, &meta);
+  recording.reset();  // unmaps and closes the events before the directory is committed
+  // What was captured is committed even after an error, so it can be decoded.
+  if (absl::Status st = dir->Commit(meta); !st.ok()) return st;
+  summary.trace_dir = options.output_dir;
+  if (!end_reason.ok()) return end_reason.status();
+  if (!finished.ok()) return finished;
+  return summary;
+}
+
+}  // namespace ptd::pt

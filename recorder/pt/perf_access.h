@@ -1,0 +1,24 @@
+#pragma once
+// Why perf_event_open may refuse us, said in terms of what the user has to change
+// (kernel.perf_event_paranoid, CAP_PERFMON), checked before opening anything.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace ptd::pt {
+
+struct PerfAccess {
+  int paranoid = 2;            // /proc/sys/kernel/perf_event_paranoid (2 when unreadable)
+  bool has_perfmon = false;    // CAP_PERFMON or CAP_SYS_ADMIN in the effective set
+};
+
+// Reads <proc_root>/sys/kernel/perf_event_paranoid and <proc_root>/self/status (CapEff).
+PerfAccess ReadPerfAccess(const std::string& proc_root = "/proc");
+
+// FailedPrecondition naming the setting to change when `access` cannot record
+// user-space (or, with `kernel`, kernel) trace of another process.
+absl::Status CheckPerfAccess(const PerfAccess& access, bool kernel);
+
+}  // namespace ptd::pt

@@ -1,0 +1,331 @@
+#include "recorder/pt/pt_recording.h"
+
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/host_info.h"
+#include "recorder/perf_mmap.h"
+#include "recorder/proc_maps.h"
+#include "recorder/proc_synth.h"
+#include "recorder/pt/perf_access.h"
+#include "recorder/sideband_events.h"
+#include "recorder/vdso_dump.h"
+
+namespace ptd::pt {
+namespace {
+
+absl::Status CheckRingBytes(uint64_t bytes, const char* option) {
+  const uint64_t page = PageSize();
+  const uint64_t pages = bytes / page;
+  if (bytes == 0 || bytes % page != 0 || (pages & (pages - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        option, " ", bytes, ": must be a power-of-two number of ", page, "-byte pages"));
+  }
+  return absl::OkStatus();
+}
+
+std::string StreamName(int cpu, int tid) {
+  return cpu >= 0 ? absl::StrCat("cpu", cpu) : absl::StrCat("tid", tid);
+}
+
+}  // namespace
+
+uint64_t PerfClockNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
+                                            PtEventConfig* config_out) {
+  const RecordOptions& record = options.record;
+  absl::StatusOr<PtPmuInfo> pmu = DiscoverPtPmu(options.sysfs_root);
+  if (!pmu.ok()) return pmu.status();
+  if (absl::Status st = CheckPerfAccess(ReadPerfAccess(options.proc_root), record.kernel);
+      !st.ok()) {
+    return st;
+  }
+  absl::StatusOr<PtEventConfig> config =
+      BuildPtEventConfig(*pmu, record.timing, record.pt_config, record.kernel);
+  if (!config.ok()) return config.status();
+  if (record.snapshot) {
+    if (absl::Status st = CheckRingBytes(record.snapshot_size, "--snapshot-size"); !st.ok()) {
+      return st;
+    }
+  } else if (absl::Status st = CheckRingBytes(record.buffer_size, "--buffer-size"); !st.ok()) {
+    return st;
+  }
+  if (absl::Status st = CheckRingBytes(record.data_size, "--data-size"); !st.ok()) return st;
+  if (!record.filter.empty() && pmu->Cap("ip_filtering") == 0 &&
+      pmu->caps.count("ip_filtering") != 0) {
+    return absl::FailedPreconditionError("--filter: this CPU has no IP filtering (caps/ip_filtering is 0)");
+  }
+  if (options.self_tids.empty() && record.command.empty() && record.pid <= 0) {
+    return absl::InvalidArgumentError("record: give a command after -- or --pid PID");
+  }
+  if (!record.command.empty() && record.pid > 0) {
+    return absl::InvalidArgumentError("record: give either a command or --pid, not both");
+  }
+  if (config_out != nullptr) *config_out = *config;
+  return pmu;
+}
+
+PtRecording::PtRecording(PtRecordingOptions options, PtRingFactory* factory,
+                         const TraceDirWriter& dir)
+    : options_(std::move(options)), factory_(factory), dir_(dir) {}
+
+PtRecording::~PtRecording() {
+  for (auto& capture : captures_) (void)capture->Close();
+}
+
+absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
+    const PtRecordingOptions& options, PtRingFactory* factory, const TraceDirWriter& dir) {
+  std::unique_ptr<PtRecording> rec(new PtRecording(options, factory, dir));
+  absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(options, &rec->config_);
+  if (!pmu.ok()) return pmu.status();
+  rec->pmu_ = *std::move(pmu);
+  rec->notes_ = rec->config_.notes;
+  const RecordOptions& record = options.record;
+
+  const bool launch = options.self_tids.empty() && !record.command.empty();
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.type = static_cast<uint32_t>(rec->pmu_.type);
+  attr.config = rec->config_.words[0];
+  attr.config1 = rec->config_.words[1];
+  attr.config2 = rec->config_.words[2];
+  attr.exclude_kernel = record.kernel ? 0 : 1;
+  attr.exclude_hv = 1;
+  SidebandEventOptions sideband;
+  sideband.per_cpu = !record.per_thread;
+  sideband.enable_on_exec = launch;
+  AddSidebandFields(sideband, &attr);
+  // Linear mode: wake the reader when a quarter of the AUX ring is full, so it drains
+  // long before the kernel has to drop anything.
+  if (!record.snapshot) attr.aux_watermark = static_cast<uint32_t>(record.buffer_size / 4);
+
+  std::vector<int> tids = options.self_tids;
+  int pid = options.self_tids.empty() ? -1 : static_cast<int>(getpid());
+  if (launch) {
+    LaunchOptions launch_options;
+    launch_options.argv = record.command;
+    launch_options.stop_at_exec = true;  // dump the new image's vDSO before it runs
+    absl::StatusOr<TargetProcess> target = TargetProcess::Launch(launch_options);
+    if (!target.ok()) return target.status();
+    rec->target_ = std::make_unique<TargetProcess>(*std::move(target));
+    pid = rec->target_->pid();
+    tids = {pid};
+  } else if (options.self_tids.empty()) {
+    absl::StatusOr<TargetProcess> target = TargetProcess::Attach(record.pid);
+    if (!target.ok()) return target.status();
+    rec->target_ = std::make_unique<TargetProcess>(*std::move(target));
+    pid = record.pid;
+    absl::StatusOr<std::vector<int>> threads = rec->target_->Threads();
+    if (!threads.ok()) return threads.status();
+    tids = *threads;
+  }
+  if (absl::Status st = rec->OpenRings(tids, attr); !st.ok()) return st;
+  rec->start_ns_ = PerfClockNs();
+
+  if (launch) {
+    if (absl::Status st = rec->target_->Release(); !st.ok()) return st;
+    absl::Status dumped = rec->DumpTargetMemory(pid);
+    if (!dumped.ok()) rec->notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
+    if (absl::Status st = rec->target_->Detach(); !st.ok()) return st;
+  } else {
+    for (auto& capture : rec->captures_) {
+      if (absl::Status st = factory->Enable(capture->ring()); !st.ok()) return st;
+    }
+    if (options.self_tids.empty()) {
+      // The kernel only reports mappings made from now on: describe the existing ones.
+      ProcSynthOptions synth_options;
+      synth_options.format.sample_type = kSidebandSampleType;
+      synth_options.format.sample_id_all = true;
+      synth_options.time_ns = 0;  // before every real record
+      absl::StatusOr<SynthesizedSideband> synth = SynthesizeProcess(pid, synth_options);
+      if (!synth.ok()) return synth.status();
+      SidebandFile file;
+      file.file = absl::StrCat(kSidebandSubdir, "/synth.", pid, ".data");
+      file.origin = "synthesized";
+      file.sample_type = kSidebandSampleType;
+      if (absl::Status st = MakeDirs(dir.FilePath(kSidebandSubdir)); !st.ok()) return st;
+      if (absl::Status st = WriteFileAtomic(dir.FilePath(file.file), absl::MakeConstSpan(synth->bytes));
+          !st.ok()) {
+        return st;
+      }
+      rec->extra_sideband_.push_back(file);
+      absl::Status dumped = rec->DumpTargetMemory(pid);
+      if (!dumped.ok()) rec->notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
+    }
+  }
+  return rec;
+}
+
+absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_event_attr& attr) {
+  const RecordOptions& record = options_.record;
+  std::vector<PtRingRequest> requests;
+  PtRingRequest base;
+  base.attr = attr;
+  base.data_size = record.data_size;
+  base.aux_size = record.snapshot ? record.snapshot_size : record.buffer_size;
+  base.overwrite = record.snapshot;
+  base.filter = record.filter;
+  if (record.per_thread) {
+    for (int tid : tids) {
+      PtRingRequest r = base;
+      r.attr.inherit = 0;  // the kernel refuses to mmap inherited per-task events
+      r.cpu = -1;
+      r.tids = {tid};
+      requests.push_back(r);
+    }
+  } else {
+    const int cpus = get_nprocs_conf();
+    for (int cpu = 0; cpu < cpus; ++cpu) {
+      PtRingRequest r = base;
+      r.cpu = cpu;
+      r.tids = tids;
+      requests.push_back(r);
+    }
+  }
+  for (const PtRingRequest& request : requests) {
+    absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
+    if (!ring.ok()) {
+      // A thread that exited while we opened is not worth failing the recording for.
+      if (ring.status().code() == absl::StatusCode::kNotFound && request.cpu < 0) {
+        notes_.push_back(absl::StrCat("thread ", request.tids.front(), " exited before it was traced"));
+        continue;
+      }
+      return ring.status();
+    }
+    const std::string name = StreamName((*ring)->cpu(), (*ring)->tid());
+    if (captures_.empty()) {
+      const perf_event_mmap_page* h = (*ring)->header();
+      time_.time_shift = h->time_shift;
+      time_.time_mult = h->time_mult;
+      time_.time_zero = h->time_zero;
+      time_.cap_user_time_zero = h->cap_user_time_zero;
+    }
+    auto capture = std::make_unique<PtStreamCapture>(
+        *std::move(ring),
+        StreamFiles{dir_.staging_dir(), absl::StrCat(kAuxSubdir, "/", name, ".pt"),
+                    absl::StrCat(kSidebandSubdir, "/", name, ".data")},
+        kSidebandSampleType);
+    if (absl::Status st = capture->Open(); !st.ok()) return st;
+    captures_.push_back(std::move(capture));
+  }
+  if (captures_.empty()) return absl::NotFoundError("no thread of the target could be traced");
+  return absl::OkStatus();
+}
+
+absl::Status PtRecording::DumpTargetMemory(int pid) {
+  absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(pid);
+  if (!maps.ok()) return maps.status();
+  absl::StatusOr<SpecialMemoryDump> dump = DumpSpecialMemory(pid, *maps, dir_);
+  if (!dump.ok()) return dump.status();
+  images_.insert(images_.end(), dump->images.begin(), dump->images.end());
+  notes_.insert(notes_.end(), dump->notes.begin(), dump->notes.end());
+  return absl::OkStatus();
+}
+
+absl::Status PtRecording::Snapshot(const std::string& reason) {
+  const uint64_t now = PerfClockNs();
+  absl::Status status = absl::OkStatus();
+  for (auto& capture : captures_) {
+    absl::Status st = capture->Snapshot(reason, now);
+    if (!st.ok() && status.ok()) status = st;
+  }
+  snapshots_++;
+  return status;
+}
+
+absl::Status PtRecording::Drain() {
+  const uint64_t now = PerfClockNs();
+  absl::Status status = absl::OkStatus();
+  for (auto& capture : captures_) {
+    const uint64_t lost_before = capture->lost_chunks();
+    absl::Status st = capture->Drain(now);
+    if (!st.ok() && status.ok()) status = st;
+    // A full linear AUX ring makes the kernel stop the event; start it again now that
+    // there is room (the chunk already says that trace was lost).
+    if (!options_.record.snapshot && capture->lost_chunks() != lost_before) {
+      (void)capture->ring().ResumeOutput();
+    }
+  }
+  return status;
+}
+
+std::vector<int> PtRecording::WakeupFds() const {
+  std::vector<int> fds;
+  for (const auto& capture : captures_) {
+    int fd = const_cast<PtStreamCapture&>(*capture).ring().poll_fd();
+    if (fd >= 0) fds.push_back(fd);
+  }
+  return fds;
+}
+
+RecordCounters PtRecording::counters() const {
+  RecordCounters c;
+  c.snapshots = options_.record.snapshot ? snapshots_ : 0;
+  for (const auto& capture : captures_) {
+    c.bytes += capture->aux_bytes();
+    c.lost += capture->lost_chunks();
+  }
+  return c;
+}
+
+absl::Status PtRecording::Finish(const std::string& end_reason,
+                                 const std::vector<std::string>& notes, TraceMeta* meta) {
+  if (finished_) return absl::FailedPreconditionError("PtRecording::Finish called twice");
+  finished_ = true;
+  absl::Status status = absl::OkStatus();
+  for (auto& capture : captures_) {
+    absl::Status st = capture->Close();
+    if (!st.ok() && status.ok()) status = st;
+  }
+  meta->host = ReadHostInfo();
+  meta->mode = TraceMode::kHardware;
+  PtSettings& pt = meta->pt;
+  pt.pmu_type = pmu_.type;
+  pt.config = config_.words[0];
+  pt.fields = config_.fields;
+  pt.timing = config_.timing;
+  pt.user_only = config_.user_only;
+  pt.ip_filter = options_.record.filter;
+  pt.caps = pmu_.caps;
+  const Cpuid15 cpuid15 = ReadCpuid15();
+  pt.cpuid_0x15_eax = cpuid15.eax;
+  pt.cpuid_0x15_ebx = cpuid15.ebx;
+  pt.nom_freq = pmu_.max_nonturbo_ratio;
+  if (auto it = config_.fields.find("mtc_period"); it != config_.fields.end()) {
+    pt.mtc_freq = static_cast<uint32_t>(it->second);
+  }
+  pt.tsc_art_ratio_num = pmu_.tsc_art_ratio_num;
+  pt.tsc_art_ratio_den = pmu_.tsc_art_ratio_den;
+  if (auto it = config_.fields.find("psb_period"); it != config_.fields.end()) {
+    pt.psb_period_bytes = 1ull << (it->second + 11);  // SDM: PSB every 2^(n+11) bytes
+  }
+  meta->time = time_;
+  meta->command = options_.record.command;
+  if (target_ != nullptr) meta->pids = {target_->pid()};
+  if (!options_.self_tids.empty()) meta->pids = {static_cast<int>(getpid())};
+  meta->per = options_.record.per_thread ? "thread" : "cpu";
+  for (const auto& capture : captures_) {
+    meta->streams.push_back(capture->stream());
+    meta->sideband.push_back(capture->sideband());
+  }
+  meta->sideband.insert(meta->sideband.end(), extra_sideband_.begin(), extra_sideband_.end());
+  meta->images.insert(meta->images.end(), images_.begin(), images_.end());
+  meta->end_reason = end_reason;
+  meta->notes = notes_;
+  meta->notes.insert(meta->notes.end(), notes.begin(), notes.end());
+  meta->start_ns = start_ns_;
+  meta->end_ns = PerfClockNs();
+  return status;
+}
+
+}  // namespace ptd::pt

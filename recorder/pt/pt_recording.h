@@ -1,0 +1,88 @@
+#pragma once
+// One hardware (Intel PT) recording: discovers the PMU, builds the event, launches or
+// attaches to the target, opens the rings through a PtRingFactory (the kernel, or a fake
+// in tests), and implements SnapshotTaker so RecordSession (CLI) or ptd::Recorder (API)
+// can drive it. Finish() describes everything in a TraceMeta for the trace directory.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/trace_dir.h"
+#include "common/trace_meta.h"
+#include "recorder/pt/pt_event_config.h"
+#include "recorder/pt/pt_pmu.h"
+#include "recorder/pt/pt_ring_factory.h"
+#include "recorder/pt/pt_stream_capture.h"
+#include "recorder/pt/record_session.h"
+#include "recorder/record_options.h"
+#include "recorder/target_process.h"
+
+namespace ptd::pt {
+
+struct PtRecordingOptions {
+  RecordOptions record;
+  std::string sysfs_root = "/sys";   // where intel_pt is looked for (tests: a fake tree)
+  std::string proc_root = "/proc";   // perf_event_paranoid, capabilities
+  // Self-tracing (ptd::TraceScope): trace these threads of this process; no launch or
+  // attach, no exit watch. Empty: use record.command / record.pid.
+  std::vector<int> self_tids;
+};
+
+// Checks what can be checked before touching the target or the disk: the PMU (the exact
+// "no intel_pt PMU ..." message when absent), perf permissions, the event config and the
+// ring sizes. FailedPrecondition / InvalidArgument: the CLI exits 2.
+absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
+                                            PtEventConfig* config_out);
+
+class PtRecording : public SnapshotTaker {
+ public:
+  // `factory` and `dir` must outlive the recording. The target runs (launch: released
+  // past exec; attach: events enabled) when this returns.
+  static absl::StatusOr<std::unique_ptr<PtRecording>> Start(const PtRecordingOptions& options,
+                                                            PtRingFactory* factory,
+                                                            const TraceDirWriter& dir);
+  ~PtRecording() override;
+
+  absl::Status Snapshot(const std::string& reason) override;
+  absl::Status Drain() override;
+  std::vector<int> WakeupFds() const override;
+  RecordCounters counters() const override;
+
+  // Closes the files and fills `meta` (everything but tool_version). Call once, after
+  // the last Snapshot/Drain.
+  absl::Status Finish(const std::string& end_reason, const std::vector<std::string>& notes,
+                      TraceMeta* meta);
+
+  // The launched or attached process; null when self-tracing.
+  TargetProcess* target() { return target_.get(); }
+  const PtEventConfig& config() const { return config_; }
+  size_t ring_count() const { return captures_.size(); }
+
+ private:
+  PtRecording(PtRecordingOptions options, PtRingFactory* factory, const TraceDirWriter& dir);
+  absl::Status OpenRings(const std::vector<int>& tids, const perf_event_attr& attr);
+  absl::Status DumpTargetMemory(int pid);
+
+  PtRecordingOptions options_;
+  PtRingFactory* factory_;
+  const TraceDirWriter& dir_;
+  PtPmuInfo pmu_;
+  PtEventConfig config_;
+  std::unique_ptr<TargetProcess> target_;
+  std::vector<std::unique_ptr<PtStreamCapture>> captures_;
+  std::vector<SidebandFile> extra_sideband_;  // synthesized at attach
+  std::vector<ImageEntry> images_;
+  std::vector<std::string> notes_;
+  TimeConversion time_;
+  uint64_t snapshots_ = 0;
+  uint64_t start_ns_ = 0;
+  bool finished_ = false;
+};
+
+// Perf's clock for chunk timestamps: CLOCK_MONOTONIC, which perf_clock() follows on x86.
+uint64_t PerfClockNs();
+
+}  // namespace ptd::pt

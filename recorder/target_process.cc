@@ -1,0 +1,305 @@
+#include "recorder/target_process.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+
+extern char** environ;
+
+namespace ptd {
+namespace {
+
+// The child of fork() in a multi-threaded parent may only make async-signal-safe calls,
+// so PATH is searched here, before the fork.
+absl::StatusOr<std::string> ResolveExecutable(const std::string& name) {
+  if (name.empty()) return absl::InvalidArgumentError("empty command");
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) != 0) return ErrnoError("cannot execute", name, errno);
+    return name;
+  }
+  const char* path_env = std::getenv("PATH");
+  std::string path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find(':', begin);
+    if (end == std::string::npos) end = path.size();
+    absl::string_view dir = absl::string_view(path).substr(begin, end - begin);
+    std::string candidate = absl::StrCat(dir.empty() ? absl::string_view(".") : dir, "/", name);
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    begin = end + 1;
+  }
+  return absl::NotFoundError(absl::StrCat(name, ": command not found in PATH"));
+}
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) ::close(*fd);
+  *fd = -1;
+}
+
+int WaitPidNoEintr(int pid, int* status, int flags) {
+  int rc;
+  do {
+    rc = ::waitpid(pid, status, flags);
+  } while (rc < 0 && errno == EINTR);
+  return rc;
+}
+
+}  // namespace
+
+std::string SignalName(int signal) {
+  const char* abbrev = sigabbrev_np(signal);
+  std::string name = "SIG";
+  if (abbrev != nullptr) {
+    name.append(abbrev);
+  } else {
+    name.append(std::to_string(signal));
+  }
+  return name;
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("killed by ", SignalName(WTERMSIG(status)));
+  if (WIFSTOPPED(status)) return absl::StrCat("stopped by ", SignalName(WSTOPSIG(status)));
+  return absl::StrCat("wait status 0x", absl::Hex(status));
+}
+
+absl::StatusOr<TargetProcess> TargetProcess::Launch(const LaunchOptions& options) {
+  if (options.argv.empty()) return absl::InvalidArgumentError("no command to launch");
+  absl::StatusOr<std::string> exe = ResolveExecutable(options.argv[0]);
+  if (!exe.ok()) return exe.status();
+
+  // Everything the child needs is prepared before fork().
+  std::vector<char*> args;
+  for (const std::string& a : options.argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+
+  int go[2];
+  int exec_error[2];
+  if (::pipe2(go, O_CLOEXEC) != 0) return ErrnoError("pipe", "launch", errno);
+  if (::pipe2(exec_error, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(go[0]);
+    ::close(go[1]);
+    return ErrnoError("pipe", "launch", err);
+  }
+  const int parent_pid = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    for (int fd : {go[0], go[1], exec_error[0], exec_error[1]}) ::close(fd);
+    return ErrnoError("fork", options.argv[0], err);
+  }
+  if (pid == 0) {
+    // Child: async-signal-safe calls only.
+    ::close(go[1]);
+    ::close(exec_error[0]);
+    if (options.kill_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent_pid) ::_exit(127);
+    }
+    char byte;
+    ssize_t n;
+    do {
+      n = ::read(go[0], &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) ::_exit(127);  // the recorder gave up before releasing us
+    if (options.stop_at_exec && ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
+      int err = errno;
+      (void)!::write(exec_error[1], &err, sizeof(err));
+      ::_exit(127);
+    }
+    ::execve(exe->c_str(), args.data(), environ);
+    int err = errno;
+    (void)!::write(exec_error[1], &err, sizeof(err));
+    ::_exit(127);
+  }
+  ::close(go[0]);
+  ::close(exec_error[1]);
+  TargetProcess target;
+  target.pid_ = pid;
+  target.launched_ = true;
+  target.stop_at_exec_ = options.stop_at_exec;
+  target.go_fd_ = go[1];
+  target.exec_error_fd_ = exec_error[0];
+  target.argv_ = options.argv;
+  return target;
+}
+
+absl::StatusOr<TargetProcess> TargetProcess::Attach(int pid) {
+  if (pid <= 0) return absl::InvalidArgumentError(absl::StrCat("invalid pid ", pid));
+  if (!IsDirectory(absl::StrCat("/proc/", pid))) {
+    return absl::NotFoundError(absl::StrCat("no process with pid ", pid));
+  }
+  TargetProcess target;
+  target.pid_ = pid;
+  if (auto cmdline = ReadFileToString(absl::StrCat("/proc/", pid, "/cmdline")); cmdline.ok()) {
+    for (absl::string_view arg : absl::StrSplit(*cmdline, '\0', absl::SkipEmpty())) {
+      target.argv_.emplace_back(arg);
+    }
+  }
+  return target;
+}
+
+TargetProcess::TargetProcess(TargetProcess&& other) noexcept { *this = std::move(other); }
+
+TargetProcess& TargetProcess::operator=(TargetProcess&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    pid_ = std::exchange(other.pid_, -1);
+    launched_ = std::exchange(other.launched_, false);
+    released_ = other.released_;
+    reaped_ = other.reaped_;
+    traced_ = std::exchange(other.traced_, false);
+    stop_at_exec_ = other.stop_at_exec_;
+    go_fd_ = std::exchange(other.go_fd_, -1);
+    exec_error_fd_ = std::exchange(other.exec_error_fd_, -1);
+    argv_ = std::move(other.argv_);
+  }
+  return *this;
+}
+
+TargetProcess::~TargetProcess() { Reset(); }
+
+void TargetProcess::Reset() {
+  CloseFd(&go_fd_);  // an unreleased child reads EOF and exits
+  CloseFd(&exec_error_fd_);
+  if (launched_ && pid_ > 0 && !reaped_) {
+    // A tracer (the emulator) may have reaped the child itself: ECHILD then, and the pid
+    // may already belong to someone else, so nothing is killed.
+    int status = 0;
+    int rc = WaitPidNoEintr(pid_, &status, WNOHANG);
+    bool ended = rc == pid_ && (WIFEXITED(status) || WIFSIGNALED(status));
+    if (rc == 0 || (rc == pid_ && !ended)) {
+      ::kill(pid_, SIGKILL);
+      while (WaitPidNoEintr(pid_, &status, 0) == pid_ && !WIFEXITED(status) &&
+             !WIFSIGNALED(status)) {
+      }
+    }
+  }
+  launched_ = false;
+  pid_ = -1;
+}
+
+absl::Status TargetProcess::Release() {
+  if (!launched_) return absl::FailedPreconditionError("Release() of a process not launched here");
+  if (released_) return absl::FailedPreconditionError("target already released");
+  released_ = true;
+  char byte = 1;
+  if (::write(go_fd_, &byte, 1) != 1) return ErrnoError("cannot release", argv_[0], errno);
+  CloseFd(&go_fd_);
+  if (stop_at_exec_) return WaitForExec();
+  // EOF: exec succeeded and closed the CLOEXEC pipe; an int: exec's errno.
+  int err = 0;
+  ssize_t n;
+  do {
+    n = ::read(exec_error_fd_, &err, sizeof(err));
+  } while (n < 0 && errno == EINTR);
+  CloseFd(&exec_error_fd_);
+  if (n == static_cast<ssize_t>(sizeof(err))) {
+    int status;
+    WaitPidNoEintr(pid_, &status, 0);
+    reaped_ = true;
+    return ErrnoError("cannot execute", argv_[0], err);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TargetProcess::WaitForExec() {
+  int status = 0;
+  if (WaitPidNoEintr(pid_, &status, 0) < 0) return ErrnoError("waitpid", argv_[0], errno);
+  if (WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP) {
+    CloseFd(&exec_error_fd_);
+    traced_ = true;
+    return absl::OkStatus();
+  }
+  int err = 0;
+  ssize_t n = ::read(exec_error_fd_, &err, sizeof(err));
+  CloseFd(&exec_error_fd_);
+  if (WIFEXITED(status) || WIFSIGNALED(status)) reaped_ = true;
+  if (n == static_cast<ssize_t>(sizeof(err))) return ErrnoError("cannot execute", argv_[0], err);
+  return absl::InternalError(absl::StrCat(argv_[0], ": expected a stop at exec, but the child ",
+                                          DescribeWaitStatus(status)));
+}
+
+absl::Status TargetProcess::Detach() {
+  if (!traced_) return absl::FailedPreconditionError("Detach() of a process not traced here");
+  if (::ptrace(PTRACE_DETACH, pid_, nullptr, nullptr) != 0) {
+    return ErrnoError("PTRACE_DETACH", argv_[0], errno);
+  }
+  traced_ = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> TargetProcess::Threads() const {
+  std::string dir_path = absl::StrCat("/proc/", pid_, "/task");
+  DIR* dir = ::opendir(dir_path.c_str());
+  if (dir == nullptr) return ErrnoError("cannot list threads in", dir_path, errno);
+  std::vector<int> tids;
+  while (struct dirent* entry = ::readdir(dir)) {
+    int tid;
+    if (absl::SimpleAtoi(entry->d_name, &tid)) tids.push_back(tid);
+  }
+  ::closedir(dir);
+  std::sort(tids.begin(), tids.end());
+  if (tids.empty()) return absl::NotFoundError(absl::StrCat(dir_path, ": no threads"));
+  return tids;
+}
+
+absl::StatusOr<int> TargetProcess::Wait() {
+  if (!launched_ || reaped_) return absl::FailedPreconditionError("no child to wait for");
+  if (traced_) return absl::FailedPreconditionError("child is traced; its tracer waits");
+  int status = 0;
+  if (WaitPidNoEintr(pid_, &status, 0) < 0) return ErrnoError("waitpid", argv_[0], errno);
+  reaped_ = true;
+  return status;
+}
+
+absl::StatusOr<std::optional<int>> TargetProcess::TryWait() {
+  if (!launched_ || reaped_) return absl::FailedPreconditionError("no child to wait for");
+  if (traced_) return absl::FailedPreconditionError("child is traced; its tracer waits");
+  int status = 0;
+  int rc = WaitPidNoEintr(pid_, &status, WNOHANG);
+  if (rc < 0) return ErrnoError("waitpid", argv_[0], errno);
+  if (rc == 0) return std::optional<int>();
+  reaped_ = true;
+  return std::optional<int>(status);
+}
+
+bool TargetProcess::Alive() const {
+  if (pid_ <= 0 || reaped_) return false;
+  absl::StatusOr<std::string> stat = ReadFileToString(absl::StrCat("/proc/", pid_, "/stat"));
+  if (!stat.ok()) return false;
+  // The state letter follows the parenthesized command name, which may contain spaces.
+  size_t close = stat->rfind(')');
+  return close != std::string::npos && close + 2 < stat->size() && (*stat)[close + 2] != 'Z' &&
+         (*stat)[close + 2] != 'X';
+}
+
+absl::Status TargetProcess::Kill(int signal) {
+  if (pid_ <= 0 || reaped_) return absl::FailedPreconditionError("no process to signal");
+  if (::kill(pid_, signal) != 0) return ErrnoError("kill", absl::StrCat("pid ", pid_), errno);
+  return absl::OkStatus();
+}
+
+}  // namespace ptd

@@ -1,0 +1,91 @@
+#pragma once
+// The process being recorded: either launched by us (held before exec until the perf
+// events exist, so nothing it does is missed) or an existing one attached to by pid.
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ptd {
+
+struct LaunchOptions {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it has a '/'
+  // The child calls PTRACE_TRACEME before exec, so it stops with SIGTRAP right after
+  // exec: Release() returns once it is stopped there, with the new image (and its vDSO)
+  // in place and nothing run yet. The launching thread is then its tracer: it may keep
+  // it (the emulator) or Detach() it.
+  bool stop_at_exec = false;
+  // The child gets SIGKILL when the recorder thread that launched it dies.
+  bool kill_with_parent = true;
+};
+
+class TargetProcess {
+ public:
+  // Forks a child that waits on a pipe; the caller opens its events on pid() (with
+  // enable_on_exec) and then calls Release() to let it exec. The executable is resolved
+  // in the parent so a missing command is reported before the fork.
+  static absl::StatusOr<TargetProcess> Launch(const LaunchOptions& options);
+  // An existing process; checks that /proc/PID exists.
+  static absl::StatusOr<TargetProcess> Attach(int pid);
+
+  TargetProcess(TargetProcess&& other) noexcept;
+  TargetProcess& operator=(TargetProcess&& other) noexcept;
+  TargetProcess(const TargetProcess&) = delete;
+  TargetProcess& operator=(const TargetProcess&) = delete;
+  // A launched child still there is killed (SIGKILL) and reaped (one a tracer already
+  // reaped is left alone); an attached process is left alone.
+  ~TargetProcess();
+
+  int pid() const { return pid_; }
+  bool launched() const { return launched_; }
+  const std::vector<std::string>& argv() const { return argv_; }
+
+  // Launched only: lets the child exec. Returns an error naming the command when exec
+  // failed (the child then exits with 127 and is reaped here). With stop_at_exec, returns
+  // when the child is stopped right after exec.
+  absl::Status Release();
+  // stop_at_exec only: lets the stopped child run untraced.
+  absl::Status Detach();
+  // True while the child is traced by this thread (stop_at_exec and not detached).
+  bool traced() const { return traced_; }
+
+  // Thread ids now in /proc/PID/task, sorted.
+  absl::StatusOr<std::vector<int>> Threads() const;
+
+  // Launched only: waits for the child to end; returns the raw wait status. Not while
+  // traced (the tracer waits itself).
+  absl::StatusOr<int> Wait();
+  // Launched only: the wait status if the child has ended, nullopt if still running.
+  absl::StatusOr<std::optional<int>> TryWait();
+  // True while /proc/PID exists and is not a zombie.
+  bool Alive() const;
+  absl::Status Kill(int signal);
+
+ private:
+  TargetProcess() = default;
+  void Reset();
+  absl::Status WaitForExec();
+
+  int pid_ = -1;
+  bool launched_ = false;
+  bool released_ = false;
+  bool reaped_ = false;
+  bool traced_ = false;
+  bool stop_at_exec_ = false;
+  int go_fd_ = -1;          // write end: one byte lets the child exec
+  int exec_error_fd_ = -1;  // read end: errno from a failed exec, EOF when exec worked
+  std::vector<std::string> argv_;
+};
+
+// "SIGSEGV" (or "SIG42").
+std::string SignalName(int signal);
+
+// Text form of a wait status: "exited with 3", "killed by SIGSEGV".
+std::string DescribeWaitStatus(int status);
+
+}  // namespace ptd

@@ -1,0 +1,39 @@
+#pragma once
+// The vDSO is code the process runs that exists in no file: decoding a clock_gettime
+// needs its bytes, so they are dumped from /proc/PID/mem at attach / exec time.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/trace_dir.h"
+#include "common/trace_meta.h"
+#include "recorder/proc_maps.h"
+
+namespace ptd {
+
+// Reads [start, start+size) of another process's memory (/proc/PID/mem).
+absl::StatusOr<std::vector<uint8_t>> ReadProcessMemory(int pid, uint64_t start, uint64_t size);
+
+// Checks that `bytes` is an ELF image: magic, then a full libelf parse (ELF header,
+// section headers). The error says what is wrong; `what` names the image.
+absl::Status CheckElfImage(const std::vector<uint8_t>& bytes, const std::string& what);
+
+struct SpecialMemoryDump {
+  std::vector<ImageEntry> images;  // for meta.json images[]
+  std::vector<std::string> notes;  // for meta.json notes[] (JIT memory, failures)
+};
+
+// Dumps [vdso] to images/vdso.<pid>.so (must be ELF) and [vsyscall] to
+// images/vsyscall.<pid>.bin when readable, and notes anonymous executable mappings (JIT).
+// A missing [vdso] is a note, not an error; an unreadable or non-ELF [vdso] is an error.
+absl::StatusOr<SpecialMemoryDump> DumpSpecialMemory(int pid, const std::vector<ProcMapping>& maps,
+                                                    const TraceDirWriter& dir);
+
+// Copies /tmp/perf-<pid>.map (JIT symbols) to images/perf-<pid>.map; false when there is
+// none. Call it at the end of a recording: JITs append to the file as they run.
+absl::StatusOr<bool> CopyPerfMap(int pid, const TraceDirWriter& dir);
+
+}  // namespace ptd

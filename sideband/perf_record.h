@@ -1,0 +1,243 @@
+#pragma once
+// Typed perf records as the kernel writes them into a DATA ring (include/uapi/linux/
+// perf_event.h). Plain structs; RecordReader fills them, RecordBuilder encodes them.
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace ptd {
+
+// perf_event_header.type values (enum perf_event_type). Values the kernel may add later
+// are still accepted: they become OtherRecord and are skipped by size.
+enum PerfRecordType : uint32_t {
+  kPerfRecordMmap = 1,
+  kPerfRecordLost = 2,
+  kPerfRecordComm = 3,
+  kPerfRecordExit = 4,
+  kPerfRecordThrottle = 5,
+  kPerfRecordUnthrottle = 6,
+  kPerfRecordFork = 7,
+  kPerfRecordRead = 8,
+  kPerfRecordSample = 9,
+  kPerfRecordMmap2 = 10,
+  kPerfRecordAux = 11,
+  kPerfRecordItraceStart = 12,
+  kPerfRecordLostSamples = 13,
+  kPerfRecordSwitch = 14,
+  kPerfRecordSwitchCpuWide = 15,
+  kPerfRecordNamespaces = 16,
+  kPerfRecordKsymbol = 17,
+  kPerfRecordBpfEvent = 18,
+  kPerfRecordCgroup = 19,
+  kPerfRecordTextPoke = 20,
+  kPerfRecordAuxOutputHwId = 21,
+  // perf tool records (perf.data only) start here; the kernel never writes them.
+  kPerfRecordUserTypeStart = 64,
+};
+
+// "MMAP2", "SWITCH_CPU_WIDE", ... or "type 42" for unknown values.
+std::string PerfRecordTypeName(uint32_t type);
+
+// perf_event_header.misc bits we interpret.
+inline constexpr uint16_t kPerfMiscCpumodeMask = 7;
+inline constexpr uint16_t kPerfMiscKernel = 1;
+inline constexpr uint16_t kPerfMiscUser = 2;
+inline constexpr uint16_t kPerfMiscMmapData = 1 << 13;        // MMAP*: non-executable map
+inline constexpr uint16_t kPerfMiscCommExec = 1 << 13;        // COMM: name changed by exec
+inline constexpr uint16_t kPerfMiscSwitchOut = 1 << 13;       // SWITCH*: out, else in
+inline constexpr uint16_t kPerfMiscSwitchOutPreempt = 1 << 14;  // SWITCH* out: preempted
+inline constexpr uint16_t kPerfMiscMmapBuildId = 1 << 14;     // MMAP2 carries a build-id
+
+// perf_event_attr.sample_type bits that shape the sample_id trailer.
+inline constexpr uint64_t kPerfSampleTid = 1u << 1;
+inline constexpr uint64_t kPerfSampleTime = 1u << 2;
+inline constexpr uint64_t kPerfSampleId = 1u << 6;
+inline constexpr uint64_t kPerfSampleCpu = 1u << 7;
+inline constexpr uint64_t kPerfSampleStreamId = 1u << 9;
+inline constexpr uint64_t kPerfSampleIdentifier = 1u << 16;
+// What the sideband event of a recording uses (docs/perf-abi notes).
+inline constexpr uint64_t kSidebandSampleType =
+    kPerfSampleTid | kPerfSampleTime | kPerfSampleCpu | kPerfSampleIdentifier;
+
+// PERF_RECORD_AUX flags.
+inline constexpr uint64_t kPerfAuxFlagTruncated = 0x01;
+inline constexpr uint64_t kPerfAuxFlagOverwrite = 0x02;
+inline constexpr uint64_t kPerfAuxFlagPartial = 0x04;
+inline constexpr uint64_t kPerfAuxFlagCollision = 0x08;
+
+// The sample_id trailer (sample_id_all), in the order the fields are present.
+struct SampleId {
+  bool has_tid = false;
+  bool has_time = false;
+  bool has_id = false;  // PERF_SAMPLE_ID or PERF_SAMPLE_IDENTIFIER
+  bool has_stream_id = false;
+  bool has_cpu = false;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t time = 0;
+  uint64_t id = 0;
+  uint64_t stream_id = 0;
+  uint32_t cpu = 0;
+  bool operator==(const SampleId&) const = default;
+};
+
+struct MmapRecord {  // PERF_RECORD_MMAP
+  uint32_t pid = 0, tid = 0;
+  uint64_t addr = 0, len = 0, pgoff = 0;
+  std::string filename;
+  bool data = false;  // misc MMAP_DATA: not executable
+  bool operator==(const MmapRecord&) const = default;
+};
+
+struct Mmap2Record {  // PERF_RECORD_MMAP2
+  uint32_t pid = 0, tid = 0;
+  uint64_t addr = 0, len = 0, pgoff = 0;
+  // Either device/inode (has_build_id false) or a build-id (misc MMAP_BUILD_ID).
+  uint32_t maj = 0, min = 0;
+  uint64_t ino = 0, ino_generation = 0;
+  bool has_build_id = false;
+  uint8_t build_id_size = 0;
+  std::array<uint8_t, 20> build_id{};
+  uint32_t prot = 0, flags = 0;  // PROT_*, MAP_*
+  std::string filename;
+  bool data = false;  // misc MMAP_DATA
+  bool operator==(const Mmap2Record&) const = default;
+};
+
+struct CommRecord {  // PERF_RECORD_COMM
+  uint32_t pid = 0, tid = 0;
+  std::string comm;
+  bool exec = false;  // misc COMM_EXEC: the process exec'd
+  bool operator==(const CommRecord&) const = default;
+};
+
+// PERF_RECORD_FORK and PERF_RECORD_EXIT share a layout. FORK with pid == ppid is a new
+// thread in the same process; EXIT with pid == tid ends the process's main thread.
+struct ForkRecord {
+  uint32_t pid = 0, ppid = 0, tid = 0, ptid = 0;
+  uint64_t time = 0;
+  bool operator==(const ForkRecord&) const = default;
+};
+struct ExitRecord {
+  uint32_t pid = 0, ppid = 0, tid = 0, ptid = 0;
+  uint64_t time = 0;
+  bool operator==(const ExitRecord&) const = default;
+};
+
+struct SwitchRecord {  // PERF_RECORD_SWITCH (thread context; who is in sample_id)
+  bool out = false;
+  bool preempt = false;  // out only: the task was still runnable
+  bool operator==(const SwitchRecord&) const = default;
+};
+
+struct SwitchCpuWideRecord {  // PERF_RECORD_SWITCH_CPU_WIDE
+  // Out: the task switched to. In: the task switched from.
+  uint32_t next_prev_pid = 0, next_prev_tid = 0;
+  bool out = false;
+  bool preempt = false;
+  bool operator==(const SwitchCpuWideRecord&) const = default;
+};
+
+struct ItraceStartRecord {  // PERF_RECORD_ITRACE_START
+  uint32_t pid = 0, tid = 0;
+  bool operator==(const ItraceStartRecord&) const = default;
+};
+
+struct AuxRecord {  // PERF_RECORD_AUX
+  uint64_t aux_offset = 0, aux_size = 0, flags = 0;
+  bool truncated() const { return flags & kPerfAuxFlagTruncated; }
+  bool overwrite() const { return flags & kPerfAuxFlagOverwrite; }
+  bool partial() const { return flags & kPerfAuxFlagPartial; }
+  bool collision() const { return flags & kPerfAuxFlagCollision; }
+  bool operator==(const AuxRecord&) const = default;
+};
+
+struct LostRecord {  // PERF_RECORD_LOST
+  uint64_t id = 0, lost = 0;
+  bool operator==(const LostRecord&) const = default;
+};
+
+struct LostSamplesRecord {  // PERF_RECORD_LOST_SAMPLES
+  uint64_t lost = 0;
+  bool operator==(const LostSamplesRecord&) const = default;
+};
+
+struct ThrottleRecord {  // PERF_RECORD_THROTTLE / UNTHROTTLE
+  uint64_t time = 0, id = 0, stream_id = 0;
+  bool unthrottle = false;
+  bool operator==(const ThrottleRecord&) const = default;
+};
+
+struct NamespacesRecord {  // PERF_RECORD_NAMESPACES
+  uint32_t pid = 0, tid = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> namespaces;  // {dev, inode}
+  bool operator==(const NamespacesRecord&) const = default;
+};
+
+struct KsymbolRecord {  // PERF_RECORD_KSYMBOL
+  uint64_t addr = 0;
+  uint32_t len = 0;
+  uint16_t ksym_type = 0, flags = 0;
+  std::string name;
+  bool operator==(const KsymbolRecord&) const = default;
+};
+
+struct BpfEventRecord {  // PERF_RECORD_BPF_EVENT
+  uint16_t type = 0, flags = 0;
+  uint32_t id = 0;
+  std::array<uint8_t, 8> tag{};
+  bool operator==(const BpfEventRecord&) const = default;
+};
+
+struct CgroupRecord {  // PERF_RECORD_CGROUP
+  uint64_t id = 0;
+  std::string path;
+  bool operator==(const CgroupRecord&) const = default;
+};
+
+struct TextPokeRecord {  // PERF_RECORD_TEXT_POKE
+  uint64_t addr = 0;
+  std::vector<uint8_t> old_bytes, new_bytes;
+  bool operator==(const TextPokeRecord&) const = default;
+};
+
+struct AuxOutputHwIdRecord {  // PERF_RECORD_AUX_OUTPUT_HW_ID
+  uint64_t hw_id = 0;
+  bool operator==(const AuxOutputHwIdRecord&) const = default;
+};
+
+// Any other type (SAMPLE, READ, perf tool types, future types): the bytes after the
+// header, and before the sample_id trailer when the type has one.
+struct OtherRecord {
+  std::vector<uint8_t> payload;
+  bool operator==(const OtherRecord&) const = default;
+};
+
+using PerfRecordBody =
+    std::variant<OtherRecord, MmapRecord, Mmap2Record, CommRecord, ForkRecord, ExitRecord,
+                 SwitchRecord, SwitchCpuWideRecord, ItraceStartRecord, AuxRecord,
+                 LostRecord, LostSamplesRecord, ThrottleRecord, NamespacesRecord,
+                 KsymbolRecord, BpfEventRecord, CgroupRecord, TextPokeRecord,
+                 AuxOutputHwIdRecord>;
+
+struct PerfRecord {
+  uint32_t type = 0;     // perf_event_header.type
+  uint16_t misc = 0;     // perf_event_header.misc as read (flags also decoded in body)
+  uint16_t size = 0;     // perf_event_header.size as read
+  uint64_t offset = 0;   // byte offset of the header in its source
+  SampleId sample_id;    // trailer fields (all has_* false without sample_id_all)
+  PerfRecordBody body;
+  bool operator==(const PerfRecord&) const = default;
+};
+
+// True for kernel record types that carry the sample_id trailer when sample_id_all is
+// set (every kernel type except SAMPLE).
+bool RecordHasSampleIdTrailer(uint32_t type);
+// Bytes of the sample_id trailer for `sample_type`.
+size_t SampleIdSize(uint64_t sample_type);
+
+}  // namespace ptd

@@ -1,0 +1,202 @@
+#include "sideband/record_builder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+namespace ptd {
+namespace {
+
+// The header's size field is 16 bits; strings longer than PATH_MAX never come from the
+// kernel, so longer ones are cut rather than made unencodable.
+constexpr size_t kMaxString = 4095;
+constexpr size_t kMaxRecordSize = 0xfff8;
+
+class Encoder {
+ public:
+  explicit Encoder(std::vector<uint8_t>& out) : out_(out) {}
+  template <typename T>
+  void Put(const T& value) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&value);
+    out_.insert(out_.end(), p, p + sizeof(T));
+  }
+  void PutBytes(const std::vector<uint8_t>& bytes, size_t max) {
+    out_.insert(out_.end(), bytes.begin(), bytes.begin() + std::min(bytes.size(), max));
+  }
+  // NUL-terminated, padded with NULs to a multiple of 8 bytes (as perf_event_mmap_event
+  // and perf_event_comm_event do).
+  void PutPaddedString(const std::string& s) {
+    size_t len = std::min(s.size(), kMaxString);
+    out_.insert(out_.end(), s.begin(), s.begin() + len);
+    size_t padded = (len + 1 + 7) & ~size_t{7};
+    out_.insert(out_.end(), padded - len, 0);
+  }
+
+ private:
+  std::vector<uint8_t>& out_;
+};
+
+void EncodeBody(const PerfRecordBody& body, Encoder& e) {
+  std::visit(
+      [&e](const auto& r) {
+        using T = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<T, OtherRecord>) {
+          e.PutBytes(r.payload, kMaxRecordSize - 128);
+        } else if constexpr (std::is_same_v<T, MmapRecord>) {
+          e.Put(r.pid), e.Put(r.tid), e.Put(r.addr), e.Put(r.len), e.Put(r.pgoff);
+          e.PutPaddedString(r.filename);
+        } else if constexpr (std::is_same_v<T, Mmap2Record>) {
+          e.Put(r.pid), e.Put(r.tid), e.Put(r.addr), e.Put(r.len), e.Put(r.pgoff);
+          if (r.has_build_id) {
+            e.Put(r.build_id_size), e.Put(uint8_t{0}), e.Put(uint16_t{0}), e.Put(r.build_id);
+          } else {
+            e.Put(r.maj), e.Put(r.min), e.Put(r.ino), e.Put(r.ino_generation);
+          }
+          e.Put(r.prot), e.Put(r.flags);
+          e.PutPaddedString(r.filename);
+        } else if constexpr (std::is_same_v<T, CommRecord>) {
+          e.Put(r.pid), e.Put(r.tid);
+          e.PutPaddedString(r.comm);
+        } else if constexpr (std::is_same_v<T, ForkRecord> || std::is_same_v<T, ExitRecord>) {
+          e.Put(r.pid), e.Put(r.ppid), e.Put(r.tid), e.Put(r.ptid), e.Put(r.time);
+        } else if constexpr (std::is_same_v<T, SwitchRecord>) {
+          // No body: the thread is in sample_id.
+        } else if constexpr (std::is_same_v<T, SwitchCpuWideRecord>) {
+          e.Put(r.next_prev_pid), e.Put(r.next_prev_tid);
+        } else if constexpr (std::is_same_v<T, ItraceStartRecord>) {
+          e.Put(r.pid), e.Put(r.tid);
+        } else if constexpr (std::is_same_v<T, AuxRecord>) {
+          e.Put(r.aux_offset), e.Put(r.aux_size), e.Put(r.flags);
+        } else if constexpr (std::is_same_v<T, LostRecord>) {
+          e.Put(r.id), e.Put(r.lost);
+        } else if constexpr (std::is_same_v<T, LostSamplesRecord>) {
+          e.Put(r.lost);
+        } else if constexpr (std::is_same_v<T, ThrottleRecord>) {
+          e.Put(r.time), e.Put(r.id), e.Put(r.stream_id);
+        } else if constexpr (std::is_same_v<T, NamespacesRecord>) {
+          size_t count = std::min<size_t>(r.namespaces.size(), 4000);
+          e.Put(r.pid), e.Put(r.tid), e.Put(uint64_t{count});
+          for (size_t i = 0; i < count; ++i) e.Put(r.namespaces[i].first), e.Put(r.namespaces[i].second);
+        } else if constexpr (std::is_same_v<T, KsymbolRecord>) {
+          e.Put(r.addr), e.Put(r.len), e.Put(r.ksym_type), e.Put(r.flags);
+          e.PutPaddedString(r.name);
+        } else if constexpr (std::is_same_v<T, BpfEventRecord>) {
+          e.Put(r.type), e.Put(r.flags), e.Put(r.id), e.Put(r.tag);
+        } else if constexpr (std::is_same_v<T, CgroupRecord>) {
+          e.Put(r.id);
+          e.PutPaddedString(r.path);
+        } else if constexpr (std::is_same_v<T, TextPokeRecord>) {
+          uint16_t old_len = static_cast<uint16_t>(std::min<size_t>(r.old_bytes.size(), 0x7f00));
+          uint16_t new_len = static_cast<uint16_t>(std::min<size_t>(r.new_bytes.size(), 0x7f00));
+          e.Put(r.addr), e.Put(old_len), e.Put(new_len);
+          std::vector<uint8_t> bytes(r.old_bytes.begin(), r.old_bytes.begin() + old_len);
+          bytes.insert(bytes.end(), r.new_bytes.begin(), r.new_bytes.begin() + new_len);
+          size_t used = 8 + 4 + bytes.size();
+          bytes.resize(bytes.size() + ((8 - used % 8) % 8), 0);  // kernel pads to u64
+          e.PutBytes(bytes, bytes.size());
+        } else if constexpr (std::is_same_v<T, AuxOutputHwIdRecord>) {
+          e.Put(r.hw_id);
+        }
+      },
+      body);
+}
+
+uint16_t MiscFor(const PerfRecordBody& body, uint16_t misc) {
+  auto set = [&misc](uint16_t bit, bool on) { misc = on ? (misc | bit) : (misc & ~bit); };
+  if (const auto* r = std::get_if<MmapRecord>(&body)) {
+    set(kPerfMiscMmapData, r->data);
+  } else if (const auto* r = std::get_if<Mmap2Record>(&body)) {
+    set(kPerfMiscMmapData, r->data);
+    set(kPerfMiscMmapBuildId, r->has_build_id);
+  } else if (const auto* r = std::get_if<CommRecord>(&body)) {
+    set(kPerfMiscCommExec, r->exec);
+  } else if (const auto* r = std::get_if<SwitchRecord>(&body)) {
+    set(kPerfMiscSwitchOut, r->out);
+    set(kPerfMiscSwitchOutPreempt, r->out && r->preempt);
+  } else if (const auto* r = std::get_if<SwitchCpuWideRecord>(&body)) {
+    set(kPerfMiscSwitchOut, r->out);
+    set(kPerfMiscSwitchOutPreempt, r->out && r->preempt);
+  }
+  return misc;
+}
+
+void EncodeSampleId(const SampleId& id, uint64_t sample_type, Encoder& e) {
+  if (sample_type & kPerfSampleTid) e.Put(id.pid), e.Put(id.tid);
+  if (sample_type & kPerfSampleTime) e.Put(id.time);
+  if (sample_type & kPerfSampleId) e.Put(id.id);
+  if (sample_type & kPerfSampleStreamId) e.Put(id.stream_id);
+  if (sample_type & kPerfSampleCpu) e.Put(id.cpu), e.Put(uint32_t{0});
+  if (sample_type & kPerfSampleIdentifier) e.Put(id.id);
+}
+
+}  // namespace
+
+uint32_t RecordTypeOf(const PerfRecordBody& body) {
+  return std::visit(
+      [](const auto& r) -> uint32_t {
+        using T = std::decay_t<decltype(r)>;
+        if constexpr (std::is_same_v<T, MmapRecord>) return kPerfRecordMmap;
+        if constexpr (std::is_same_v<T, Mmap2Record>) return kPerfRecordMmap2;
+        if constexpr (std::is_same_v<T, CommRecord>) return kPerfRecordComm;
+        if constexpr (std::is_same_v<T, ForkRecord>) return kPerfRecordFork;
+        if constexpr (std::is_same_v<T, ExitRecord>) return kPerfRecordExit;
+        if constexpr (std::is_same_v<T, SwitchRecord>) return kPerfRecordSwitch;
+        if constexpr (std::is_same_v<T, SwitchCpuWideRecord>) return kPerfRecordSwitchCpuWide;
+        if constexpr (std::is_same_v<T, ItraceStartRecord>) return kPerfRecordItraceStart;
+        if constexpr (std::is_same_v<T, AuxRecord>) return kPerfRecordAux;
+        if constexpr (std::is_same_v<T, LostRecord>) return kPerfRecordLost;
+        if constexpr (std::is_same_v<T, LostSamplesRecord>) return kPerfRecordLostSamples;
+        if constexpr (std::is_same_v<T, ThrottleRecord>)
+          return r.unthrottle ? kPerfRecordUnthrottle : kPerfRecordThrottle;
+        if constexpr (std::is_same_v<T, NamespacesRecord>) return kPerfRecordNamespaces;
+        if constexpr (std::is_same_v<T, KsymbolRecord>) return kPerfRecordKsymbol;
+        if constexpr (std::is_same_v<T, BpfEventRecord>) return kPerfRecordBpfEvent;
+        if constexpr (std::is_same_v<T, CgroupRecord>) return kPerfRecordCgroup;
+        if constexpr (std::is_same_v<T, TextPokeRecord>) return kPerfRecordTextPoke;
+        if constexpr (std::is_same_v<T, AuxOutputHwIdRecord>) return kPerfRecordAuxOutputHwId;
+        return 0;
+      },
+      body);
+}
+
+RecordBuilder::RecordBuilder(RecordFormat format) : format_(format) {}
+
+void RecordBuilder::Append(const PerfRecord& record) {
+  const size_t start = bytes_.size();
+  Encoder e(bytes_);
+  uint32_t type = RecordTypeOf(record.body);
+  if (type == 0) type = record.type;
+  e.Put(type);
+  e.Put(MiscFor(record.body, record.misc));
+  e.Put(uint16_t{0});  // size, patched below
+  EncodeBody(record.body, e);
+  // Kernel records are multiples of 8 bytes (only an OtherRecord payload can be
+  // unaligned); the sample_id trailer must stay at the very end.
+  if (type < kPerfRecordUserTypeStart) {
+    bytes_.resize(start + ((bytes_.size() - start + 7) & ~size_t{7}), 0);
+  }
+  if (format_.sample_id_all && RecordHasSampleIdTrailer(type)) {
+    EncodeSampleId(record.sample_id, format_.sample_type, e);
+  }
+  uint16_t size = static_cast<uint16_t>(bytes_.size() - start);
+  std::memcpy(bytes_.data() + start + 6, &size, 2);
+}
+
+void RecordBuilder::Append(PerfRecordBody body, const SampleId& sample_id) {
+  PerfRecord record;
+  if (std::holds_alternative<MmapRecord>(body) || std::holds_alternative<Mmap2Record>(body)) {
+    record.misc = kPerfMiscUser;
+  }
+  record.body = std::move(body);
+  record.sample_id = sample_id;
+  Append(record);
+}
+
+std::vector<uint8_t> EncodeRecord(const PerfRecord& record, RecordFormat format) {
+  RecordBuilder builder(format);
+  builder.Append(record);
+  return builder.Take();
+}
+
+}  // namespace ptd

@@ -1,0 +1,249 @@
+// Real programs recorded with the ptrace emulation backend, retraced by libipt's block
+// decoder (tests/emulate/libipt_retrace.cc) and compared with the ground truth the
+// emulator wrote from the registers it saw.
+#include "recorder/emulate/emulated_recorder.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "common/file_util.h"
+#include "gtest/gtest.h"
+#include "recorder/emulate/ground_truth.h"
+#include "tests/emulate/libipt_retrace.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd {
+namespace {
+
+using ::ptd::testing::LoadMeta;
+using ::ptd::testing::RetraceResult;
+using ::ptd::testing::RetraceStream;
+using ::ptd::testing::TempDir;
+
+std::string Program(const std::string& name) {
+  return std::string(PTD_BINARY_DIR) + "/tests/programs/" + name;
+}
+
+struct Recording {
+  std::string dir;
+  std::string truth;
+  TraceMeta meta;
+  std::vector<GroundTruthThread> threads;
+  EmulatedRecordSummary summary;
+};
+
+Recording Record(const TempDir& tmp, const std::vector<std::string>& command,
+                 const std::string& start_at, int virtual_cpus = 0,
+                 const std::function<void(RecordOptions&)>& tweak = nullptr) {
+  RecordOptions options;
+  options.command = command;
+  options.output_dir = tmp.Sub("trace.dir");
+  options.ground_truth_path = tmp.Sub("truth.bin");
+  options.start_at_symbol = start_at;
+  options.virtual_cpus = virtual_cpus;
+  options.emulate = true;
+  options.quiet = true;
+  if (tweak) tweak(options);
+  Recording rec;
+  absl::StatusOr<EmulatedRecordSummary> summary = RecordEmulated(options);
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  if (!summary.ok()) return rec;
+  rec.summary = *summary;
+  rec.dir = options.output_dir;
+  rec.truth = options.ground_truth_path;
+  rec.meta = LoadMeta(rec.dir);
+  absl::StatusOr<std::vector<GroundTruthThread>> threads = LoadGroundTruth(rec.truth);
+  EXPECT_TRUE(threads.ok()) << threads.status();
+  if (threads.ok()) rec.threads = *threads;
+  return rec;
+}
+
+// Every per-thread stream decodes without error to exactly the thread's ground truth.
+void ExpectPerThreadRetraceMatchesTruth(const Recording& rec) {
+  ASSERT_EQ(rec.meta.mode, TraceMode::kEmulated);
+  ASSERT_EQ(rec.meta.per, "thread");
+  ASSERT_FALSE(rec.threads.empty());
+  uint64_t total = 0;
+  for (const GroundTruthThread& thread : rec.threads) {
+    auto stream = std::find_if(rec.meta.streams.begin(), rec.meta.streams.end(),
+                               [&](const PtStream& s) { return s.tid == thread.tid; });
+    if (thread.ips.empty()) continue;
+    ASSERT_NE(stream, rec.meta.streams.end()) << "no stream for thread " << thread.tid;
+    RetraceResult result = RetraceStream(rec.dir, rec.meta, *stream);
+    EXPECT_EQ(result.errors, 0) << result.first_error;
+    EXPECT_EQ(result.instructions, thread.ips.size()) << "thread " << thread.tid;
+    total += thread.ips.size();
+  }
+  EXPECT_EQ(total, rec.summary.instructions);
+}
+
+size_t CountEvents(const Recording& rec, GroundTruthTag tag) {
+  size_t n = 0;
+  for (const GroundTruthThread& t : rec.threads) {
+    for (const GroundTruthRecord& e : t.events) n += e.type == tag;
+  }
+  return n;
+}
+
+TEST(EmulatedRecorderTest, RetracesCallsRecursionTailCallsAndPlt) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_calls")}, "main");
+  ExpectPerThreadRetraceMatchesTruth(rec);
+  EXPECT_EQ(rec.summary.exit_status, 0);
+  // fib(12) alone makes 465 calls, each returning.
+  EXPECT_GT(CountEvents(rec, GroundTruthTag::kCall), 465u);
+  EXPECT_GT(CountEvents(rec, GroundTruthTag::kReturn), 465u);
+}
+
+TEST(EmulatedRecorderTest, RetracesClockGettimeInTheVdso) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_vdso")}, "main");
+  ExpectPerThreadRetraceMatchesTruth(rec);
+  // The truth shows execution inside the dumped vDSO; the retrace above only succeeds
+  // if the dump was in the image.
+  const ImageEntry* vdso = nullptr;
+  for (const ImageEntry& e : rec.meta.images) {
+    if (e.kind == ImageKind::kVdso) vdso = &e;
+  }
+  ASSERT_NE(vdso, nullptr);
+  ASSERT_FALSE(rec.threads.empty());
+  size_t in_vdso = 0;
+  for (uint64_t ip : rec.threads[0].ips) in_vdso += ip >= vdso->vaddr && ip < vdso->vaddr + vdso->size;
+  EXPECT_GT(in_vdso, 100u * 10);  // 100 calls of at least ten instructions
+}
+
+TEST(EmulatedRecorderTest, RetracesEveryThreadOfAPthreadProgram) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_threads")}, "main");
+  ExpectPerThreadRetraceMatchesTruth(rec);
+  EXPECT_EQ(rec.threads.size(), 3u);
+  EXPECT_EQ(rec.meta.streams.size(), 3u);
+}
+
+TEST(EmulatedRecorderTest, SignalHandlerIsAnAsynchronousTransfer) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_signal")}, "main");
+  ExpectPerThreadRetraceMatchesTruth(rec);
+  EXPECT_EQ(rec.summary.exit_status, 0);
+  EXPECT_EQ(CountEvents(rec, GroundTruthTag::kSignal), 3u);
+  EXPECT_EQ(rec.summary.signals_delivered, 3u);
+}
+
+TEST(EmulatedRecorderTest, LongjmpUnwindsSeveralFramesAtOnce) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_longjmp")}, "main");
+  ExpectPerThreadRetraceMatchesTruth(rec);
+  ASSERT_FALSE(rec.threads.empty());
+  int deep_unwinds = 0;
+  for (const GroundTruthRecord& e : rec.threads[0].events) {
+    // dive(0..4) plus longjmp's own frame at least.
+    if (e.type == GroundTruthTag::kUnwind && e.count >= 5) ++deep_unwinds;
+  }
+  EXPECT_EQ(deep_unwinds, 3);
+}
+
+TEST(EmulatedRecorderTest, RetracesCxxExceptionsThroughSeveralFrames) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_cxx_exceptions")}, "main");
+  ExpectPerThreadRetraceMatchesTruth(rec);
+  EXPECT_EQ(rec.summary.exit_status, 0);
+  EXPECT_GE(CountEvents(rec, GroundTruthTag::kUnwind), 2u);
+}
+
+TEST(EmulatedRecorderTest, RetracesCodeOfADlopenedLibrary) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_dlopen")}, "main");
+  ExpectPerThreadRetraceMatchesTruth(rec);
+  EXPECT_EQ(rec.summary.exit_status, 0);
+}
+
+TEST(EmulatedRecorderTest, RetracesOcamlExceptions) {
+  if (!PathExists(Program("ptd_prog_ocaml"))) GTEST_SKIP() << "ocamlopt not installed";
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_ocaml")}, "camlProg_ocaml__entry");
+  ExpectPerThreadRetraceMatchesTruth(rec);
+  EXPECT_EQ(rec.summary.exit_status, 0);
+  // Each of the 20 raises leaves 5 frames of `search` at once.
+  size_t raises = 0;
+  for (const GroundTruthRecord& e : rec.threads[0].events) {
+    raises += e.type == GroundTruthTag::kUnwind && e.count >= 5;
+  }
+  EXPECT_EQ(raises, 20u);
+}
+
+TEST(EmulatedRecorderTest, PerCpuStreamsCarryAConsistentSchedule) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_threads")}, "main", /*virtual_cpus=*/2);
+  ASSERT_EQ(rec.meta.per, "cpu");
+  ASSERT_EQ(rec.meta.streams.size(), 2u);
+  std::map<int, uint64_t> decoded;
+  for (const PtStream& stream : rec.meta.streams) {
+    ASSERT_GE(stream.cpu, 0);
+    RetraceResult result = RetraceStream(rec.dir, rec.meta, stream);
+    EXPECT_EQ(result.errors, 0) << result.first_error;
+    for (auto [tid, n] : result.per_tid) decoded[tid] += n;
+  }
+  // Attributing blocks by the synthesized switch records gives every thread exactly its
+  // ground-truth instructions: the schedule and the streams agree.
+  ASSERT_EQ(rec.threads.size(), 3u);
+  for (const GroundTruthThread& thread : rec.threads) {
+    EXPECT_EQ(decoded[thread.tid], thread.ips.size()) << "thread " << thread.tid;
+  }
+  EXPECT_EQ(decoded.count(-1), 0u) << "instructions outside any scheduled thread";
+}
+
+TEST(EmulatedRecorderTest, FrequentPsbsWithAndWithoutReturnCompressionRetrace) {
+  for (bool noretcomp : {false, true}) {
+    TempDir tmp;
+    Recording rec = Record(tmp, {Program("ptd_prog_calls")}, "main", 0, [&](RecordOptions& o) {
+      o.psb_period = 256;
+      o.noretcomp = noretcomp;
+      o.timing = TimingPreset::kLow;
+    });
+    ExpectPerThreadRetraceMatchesTruth(rec);
+    EXPECT_EQ(rec.meta.pt.fields["noretcomp"], noretcomp ? 1u : 0u);
+    EXPECT_EQ(rec.meta.pt.psb_period_bytes, 256u);
+  }
+}
+
+TEST(EmulatedRecorderTest, SnapshotKeepsTheNewestBytesAndDecodesFromTheFirstPsb) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_calls")}, "main", 0, [](RecordOptions& o) {
+    o.snapshot = true;
+    o.snapshot_size = 4096;
+    o.psb_period = 256;
+  });
+  ASSERT_EQ(rec.meta.streams.size(), 1u);
+  const PtStream& stream = rec.meta.streams[0];
+  ASSERT_EQ(stream.chunks.size(), 1u);
+  EXPECT_EQ(stream.chunks[0].size, 4096u);
+  EXPECT_TRUE(stream.chunks[0].overwrite);
+  EXPECT_EQ(stream.chunks[0].reason, "exit");
+  ASSERT_GT(rec.summary.pt_bytes, 4096u);  // the ring did wrap
+  EXPECT_EQ(stream.chunks[0].aux_offset, rec.summary.pt_bytes - 4096);
+  RetraceResult result = RetraceStream(rec.dir, rec.meta, stream);
+  EXPECT_EQ(result.errors, 0) << result.first_error;
+  ASSERT_FALSE(rec.threads.empty());
+  const std::vector<uint64_t>& ips = rec.threads[0].ips;
+  EXPECT_GT(result.instructions, 0u);
+  EXPECT_LT(result.instructions, ips.size());
+  // What survives is the end of the run: the last decoded block starts at one of the
+  // last instructions of the ground truth.
+  ASSERT_FALSE(result.block_ips.empty());
+  const uint64_t last_block = result.block_ips.back();
+  EXPECT_NE(std::find(ips.end() - std::min<size_t>(ips.size(), 64), ips.end(), last_block), ips.end());
+}
+
+TEST(EmulatedRecorderTest, RefusesBadOptions) {
+  RecordOptions options;
+  options.emulate = true;
+  EXPECT_EQ(RecordEmulated(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.command = {"/bin/true"};
+  options.pid = 1;
+  EXPECT_EQ(RecordEmulated(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ptd

@@ -1,0 +1,342 @@
+// Packet-level checks of the generator: the bytes it writes are decoded with libipt's
+// packet decoder and compared with the packets the SDM rules call for.
+#include "recorder/emulate/packet_generator.h"
+
+#include <intel-pt.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "recorder/emulate/memory_sink.h"
+
+namespace ptd {
+namespace {
+
+struct Pkt {
+  pt_packet_type type;
+  uint64_t a = 0;  // ip / tnt payload / tsc
+  int b = 0;       // ipc / tnt bit size
+  bool operator==(const Pkt& o) const { return type == o.type && a == o.a && b == o.b; }
+};
+
+std::string Describe(const Pkt& p) {
+  return std::to_string(p.type) + "(" + std::to_string(p.a) + "," + std::to_string(p.b) + ")";
+}
+
+std::vector<Pkt> DecodePackets(std::vector<uint8_t> bytes) {
+  bytes.resize(bytes.size() + 32, 0);  // libipt may read past the end while syncing
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = bytes.data();
+  config.end = bytes.data() + bytes.size() - 32;
+  pt_packet_decoder* decoder = pt_pkt_alloc_decoder(&config);
+  std::vector<Pkt> out;
+  EXPECT_GE(pt_pkt_sync_set(decoder, 0), 0);
+  for (;;) {
+    pt_packet packet;
+    const int status = pt_pkt_next(decoder, &packet, sizeof(packet));
+    if (status == -pte_eos) break;
+    EXPECT_GE(status, 0) << pt_errstr(pt_errcode(status));
+    if (status < 0) break;
+    Pkt p{packet.type};
+    switch (packet.type) {
+      case ppt_fup: case ppt_tip: case ppt_tip_pge: case ppt_tip_pgd:
+        p.a = packet.payload.ip.ip;
+        p.b = packet.payload.ip.ipc;
+        break;
+      case ppt_tnt_8: case ppt_tnt_64:
+        p.a = packet.payload.tnt.payload;
+        p.b = packet.payload.tnt.bit_size;
+        break;
+      case ppt_tsc: p.a = packet.payload.tsc.tsc; break;
+      case ppt_mode: p.a = packet.payload.mode.bits.exec.csl; p.b = packet.payload.mode.leaf; break;
+      default: break;
+    }
+    out.push_back(p);
+  }
+  pt_pkt_free_decoder(decoder);
+  return out;
+}
+
+void ExpectPackets(const std::vector<Pkt>& got, const std::vector<Pkt>& want) {
+  std::string g, w;
+  for (const Pkt& p : got) g += Describe(p) + " ";
+  for (const Pkt& p : want) w += Describe(p) + " ";
+  EXPECT_EQ(g, w);
+}
+
+constexpr uint64_t kBase = 0x555555554000;
+
+ExecutedInsn Plain(uint64_t ip, uint8_t size) { return {ip, ip + size, size, BranchKind::kNone}; }
+ExecutedInsn Insn(uint64_t ip, uint8_t size, BranchKind kind, uint64_t next) {
+  return {ip, next, size, kind};
+}
+
+// The packets every stream starts with: PSB+ without FUP (tracing not yet on), then the
+// enable at the first instruction. The first IP after PSB compresses against 0.
+std::vector<Pkt> StartPackets(uint64_t ip, uint64_t time, pt_ip_compression ipc) {
+  return {{ppt_psb},
+          {ppt_tsc, time},
+          {ppt_psbend},
+          {ppt_mode, 1, pt_mol_exec},
+          {ppt_tip_pge, ipc == pt_ipc_sext_48 ? (ip & 0xffffffffffffull) : ip, ipc}};
+}
+
+TEST(PacketGeneratorTest, TntBitsOldestInMostSignificantPosition) {
+  MemorySink sink;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 0;
+    PacketGenerator gen(options, &sink);
+    // taken, not taken, taken, taken, then a syscall that forces the flush.
+    gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, kBase + 0x10), 100);
+    gen.Retire(Insn(kBase + 0x10, 2, BranchKind::kCondJump, kBase + 0x12), 101);
+    gen.Retire(Insn(kBase + 0x12, 2, BranchKind::kCondJump, kBase + 0x40), 102);
+    gen.Retire(Insn(kBase + 0x40, 6, BranchKind::kCondJump, kBase + 0x80), 103);
+    gen.Retire(Insn(kBase + 0x80, 2, BranchKind::kFarTransfer, kBase + 0x82), 104);
+    gen.Flush();
+  }
+  std::vector<Pkt> want = StartPackets(kBase, 100, pt_ipc_sext_48);
+  want.push_back({ppt_tnt_8, 0b1011, 4});
+  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
+  ExpectPackets(DecodePackets(sink.bytes()), want);
+}
+
+TEST(PacketGeneratorTest, TntEightFlushesAfterSixBits) {
+  MemorySink sink;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 0;
+    PacketGenerator gen(options, &sink);
+    for (int i = 0; i < 7; ++i) {
+      const bool taken = i % 3 == 0;  // T N N T N N T
+      gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, taken ? kBase : kBase + 2), 1);
+    }
+    gen.Finish(kBase + 2, 2);
+  }
+  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
+  want.push_back({ppt_tnt_8, 0b100100, 6});
+  want.push_back({ppt_tnt_8, 0b1, 1});
+  want.push_back({ppt_fup, (kBase + 2) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
+  ExpectPackets(DecodePackets(sink.bytes()), want);
+}
+
+TEST(PacketGeneratorTest, LongTntUsesTnt64) {
+  MemorySink sink;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 0;
+    options.long_tnt = true;
+    PacketGenerator gen(options, &sink);
+    uint64_t expected = 0;
+    for (int i = 0; i < 10; ++i) {
+      const bool taken = i % 2 == 0;
+      expected = (expected << 1) | (taken ? 1 : 0);
+      gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, taken ? kBase : kBase + 2), 1);
+    }
+    gen.Finish(kBase + 2, 2);
+    EXPECT_EQ(expected, 0b1010101010u);
+  }
+  std::vector<Pkt> got = DecodePackets(sink.bytes());
+  ASSERT_GE(got.size(), 6u);
+  EXPECT_EQ(Describe(got[5]), Describe({ppt_tnt_64, 0b1010101010, 10}));
+}
+
+TEST(PacketGeneratorTest, IpCompressionIsShortestCorrectForm) {
+  MemorySink sink;
+  const uint64_t near = kBase + 0x1234;            // same upper 48 bits as kBase
+  const uint64_t mid = 0x555500001000;             // same upper 32 bits as near? no: 0x5555 vs 0x5555_5555
+  const uint64_t libc = 0x7ffff7a00000;            // different upper 32 bits
+  const uint64_t libc_near = 0x7ffff7a12345;       // same upper 32 bits as libc
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 0;
+    PacketGenerator gen(options, &sink);
+    gen.Retire(Insn(kBase, 2, BranchKind::kIndirectJump, near), 1);
+    gen.Retire(Insn(near, 2, BranchKind::kIndirectJump, mid), 1);
+    gen.Retire(Insn(mid, 2, BranchKind::kIndirectJump, libc), 1);
+    gen.Retire(Insn(libc, 2, BranchKind::kIndirectJump, libc_near), 1);
+    gen.Retire(Insn(libc_near, 2, BranchKind::kFarTransfer, 0), 1);
+    gen.Flush();
+  }
+  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
+  want.push_back({ppt_tip, near & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_tip, mid & 0xffffffff, pt_ipc_update_32});
+  want.push_back({ppt_tip, libc & 0xffffffffffff, pt_ipc_sext_48});
+  want.push_back({ppt_tip, libc_near & 0xffffffff, pt_ipc_update_32});
+  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
+  ExpectPackets(DecodePackets(sink.bytes()), want);
+}
+
+TEST(PacketGeneratorTest, KernelHalfAddressesNeedFullOrSignExtendedIp) {
+  MemorySink sink;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 0;
+    PacketGenerator gen(options, &sink);
+    gen.Retire(Insn(kBase, 2, BranchKind::kIndirectJump, 0xffffffff81000000ull), 1);
+    gen.Retire(Insn(0xffffffff81000000ull, 2, BranchKind::kIndirectJump, 0x1234567812345678ull), 1);
+    gen.Flush();
+  }
+  std::vector<Pkt> got = DecodePackets(sink.bytes());
+  ASSERT_EQ(got.size(), 7u);
+  EXPECT_EQ(Describe(got[5]), Describe({ppt_tip, 0xffff81000000ull, pt_ipc_sext_48}));
+  EXPECT_EQ(Describe(got[6]), Describe({ppt_tip, 0x1234567812345678ull, pt_ipc_full}));
+}
+
+// call f; ... ret (to after the call) is compressed into a taken TNT bit; a ret to
+// anywhere else is a TIP; with noretcomp every ret is a TIP.
+void RunCallReturnSequence(bool noretcomp, MemorySink* sink) {
+  PacketGeneratorOptions options;
+  options.psb_period = 0;
+  options.noretcomp = noretcomp;
+  PacketGenerator gen(options, sink);
+  const uint64_t f = kBase + 0x100;
+  const uint64_t g = kBase + 0x200;
+  gen.Retire(Insn(kBase, 5, BranchKind::kDirectCall, f), 1);        // push kBase+5
+  gen.Retire(Insn(f, 5, BranchKind::kDirectCall, g), 1);            // push f+5
+  gen.Retire(Insn(g, 1, BranchKind::kReturn, f + 5), 1);            // matches: TNT 1
+  gen.Retire(Insn(f + 5, 1, BranchKind::kReturn, kBase + 0x50), 1); // mismatch: TIP
+  gen.Retire(Insn(kBase + 0x50, 5, BranchKind::kDirectCall, kBase + 0x55), 1);  // call next: no push
+  gen.Retire(Insn(kBase + 0x55, 1, BranchKind::kReturn, kBase + 5), 1);  // top is still kBase+5: TNT
+  gen.Retire(Insn(kBase + 5, 2, BranchKind::kFarTransfer, 0), 1);
+  gen.Flush();
+}
+
+TEST(PacketGeneratorTest, ReturnCompressionOn) {
+  MemorySink sink;
+  RunCallReturnSequence(/*noretcomp=*/false, &sink);
+  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
+  want.push_back({ppt_tnt_8, 0b1, 1});
+  want.push_back({ppt_tip, (kBase + 0x50) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_tnt_8, 0b1, 1});
+  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
+  ExpectPackets(DecodePackets(sink.bytes()), want);
+}
+
+TEST(PacketGeneratorTest, ReturnCompressionOff) {
+  MemorySink sink;
+  RunCallReturnSequence(/*noretcomp=*/true, &sink);
+  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
+  want.push_back({ppt_tip, (kBase + 0x105) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_tip, (kBase + 0x50) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_tip, (kBase + 0x5) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
+  ExpectPackets(DecodePackets(sink.bytes()), want);
+}
+
+TEST(PacketGeneratorTest, PsbPlusEveryPeriodCarriesTscModeAndFupOfCurrentIp) {
+  MemorySink sink;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 64;
+    PacketGenerator gen(options, &sink);
+    uint64_t ip = kBase;
+    for (int i = 0; i < 40; ++i) {
+      // Alternating far-apart indirect jumps: 4-byte TIPs (update_32 payload).
+      const uint64_t next = (i % 2 == 0) ? 0x7fff00001000ull + i : kBase + i;
+      gen.Retire(Insn(ip, 2, BranchKind::kIndirectJump, next), 1000 + i);
+      ip = next;
+    }
+    gen.Flush();
+  }
+  std::vector<Pkt> got = DecodePackets(sink.bytes());
+  // Every PSB after the first is followed by TSC, MODE.Exec, FUP (IP compressed
+  // against zero: sext_48 for user addresses), PSBEND; the FUP is the IP of the
+  // instruction about to execute, which is the target of the preceding TIP.
+  int psbs = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].type != ppt_psb) continue;
+    ++psbs;
+    if (psbs == 1) continue;
+    ASSERT_LT(i + 4, got.size());
+    EXPECT_EQ(got[i + 1].type, ppt_tsc);
+    EXPECT_EQ(got[i + 2].type, ppt_mode);
+    EXPECT_EQ(got[i + 3].type, ppt_fup);
+    EXPECT_EQ(got[i + 3].b, pt_ipc_sext_48);
+    EXPECT_EQ(got[i + 4].type, ppt_psbend);
+    ASSERT_GE(i, 1u);
+    EXPECT_EQ(got[i - 1].type, ppt_tip);
+    // The TIP before was compressed against the previous last IP; its low 32 bits
+    // match the FUP's.
+    EXPECT_EQ(got[i - 1].a & 0xffffffff, got[i + 3].a & 0xffffffff);
+  }
+  // 40 TIPs of 5 bytes = 200 bytes plus PSB+ overhead: at least 3 periods of 64 bytes.
+  EXPECT_GE(psbs, 4);
+}
+
+TEST(PacketGeneratorTest, SyscallDisablesAndNextInstructionEnables) {
+  MemorySink sink;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 0;
+    PacketGenerator gen(options, &sink);
+    gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, kBase + 2), 5);
+    gen.Retire(Insn(kBase + 2, 2, BranchKind::kFarTransfer, kBase + 4), 6);
+    gen.Retire(Plain(kBase + 4, 3), 9);
+    gen.AsyncDisable(kBase + 7, 10);  // signal arrives
+    gen.Retire(Plain(kBase + 0x900, 1), 12);  // handler
+    gen.Flush();
+  }
+  std::vector<Pkt> want = StartPackets(kBase, 5, pt_ipc_sext_48);
+  want.push_back({ppt_tnt_8, 0b0, 1});
+  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
+  want.push_back({ppt_tsc, 9});
+  want.push_back({ppt_mode, 1, pt_mol_exec});
+  want.push_back({ppt_tip_pge, (kBase + 4) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_fup, (kBase + 7) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
+  want.push_back({ppt_tsc, 12});
+  want.push_back({ppt_mode, 1, pt_mol_exec});
+  want.push_back({ppt_tip_pge, (kBase + 0x900) & 0xffff, pt_ipc_update_16});
+  ExpectPackets(DecodePackets(sink.bytes()), want);
+}
+
+TEST(PacketGeneratorTest, OverflowFlushesPendingBitsThenResumesWithFup) {
+  MemorySink sink;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 0;
+    PacketGenerator gen(options, &sink);
+    gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, kBase + 2), 1);
+    gen.InjectOverflow(2);
+    gen.Retire(Plain(kBase + 0x40, 2), 3);
+    gen.Flush();
+  }
+  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
+  want.push_back({ppt_tnt_8, 0b0, 1});
+  want.push_back({ppt_ovf});
+  want.push_back({ppt_fup, (kBase + 0x40) & 0xffffffffffff, pt_ipc_sext_48});
+  ExpectPackets(DecodePackets(sink.bytes()), want);
+}
+
+}  // namespace
+}  // namespace ptd
+
+namespace ptd {
+namespace {
+
+TEST(PacketGeneratorTest, NoReturnCompressionForCallsBeforeTheLastPsb) {
+  MemorySink sink;
+  const uint64_t f = kBase + 0x100;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 8;  // MODE.Exec + TIP.PGE after the first PSB+ exceed it
+    PacketGenerator gen(options, &sink);
+    gen.Retire(Insn(kBase, 5, BranchKind::kDirectCall, f), 1);  // push kBase+5
+    gen.Retire(Insn(f, 1, BranchKind::kReturn, kBase + 5), 2);  // PSB+ first: no compression
+    gen.Flush();
+  }
+  std::vector<Pkt> got = DecodePackets(sink.bytes());
+  ASSERT_GE(got.size(), 2u);
+  // ... PSB, TSC, MODE, FUP(f), PSBEND, then the ret as a TIP (no TNT anywhere).
+  EXPECT_EQ(got[got.size() - 1].type, ppt_tip);
+  EXPECT_EQ(got[got.size() - 2].type, ppt_psbend);
+  for (const Pkt& p : got) EXPECT_NE(p.type, ppt_tnt_8);
+}
+
+}  // namespace
+}  // namespace ptd

@@ -1,0 +1,69 @@
+#pragma once
+// Reading FTF back in tests: whole streams into vectors of records.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ftf/byte_source.h"
+#include "ftf/ftf_reader.h"
+#include "ftf/ftf_record.h"
+
+namespace ptd::ftf::testing {
+
+inline absl::StatusOr<std::vector<FtfRecord>> ReadAll(FtfReader& reader) {
+  std::vector<FtfRecord> records;
+  FtfRecord record;
+  for (;;) {
+    absl::StatusOr<bool> more = reader.Next(&record);
+    if (!more.ok()) return more.status();
+    if (!*more) return records;
+    records.push_back(record);
+  }
+}
+
+inline absl::StatusOr<std::vector<FtfRecord>> ReadAllBytes(const std::string& bytes) {
+  std::unique_ptr<FtfReader> reader = FtfReader::FromSource(
+      MakeMemorySource(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                           bytes.size())),
+      "memory.ftf");
+  return ReadAll(*reader);
+}
+
+inline absl::StatusOr<std::vector<FtfRecord>> ReadAllFile(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<FtfReader>> reader = FtfReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  return ReadAll(**reader);
+}
+
+inline std::vector<EventRecord> EventsOf(const std::vector<FtfRecord>& records) {
+  std::vector<EventRecord> events;
+  for (const FtfRecord& r : records) {
+    if (r.type == RecordType::kEvent && !r.skipped) events.push_back(r.event);
+  }
+  return events;
+}
+
+inline std::vector<KernelObjectRecord> ObjectsOf(const std::vector<FtfRecord>& records) {
+  std::vector<KernelObjectRecord> objects;
+  for (const FtfRecord& r : records) {
+    if (r.type == RecordType::kKernelObject && !r.skipped) objects.push_back(r.object);
+  }
+  return objects;
+}
+
+// Little-endian words, for hand-made records.
+inline void PutWord(std::string& out, uint64_t word) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(word >> (8 * i)));
+}
+
+inline uint64_t WordAt(const std::string& bytes, size_t offset) {
+  uint64_t word = 0;
+  for (int i = 7; i >= 0; --i) word = (word << 8) | static_cast<uint8_t>(bytes[offset + i]);
+  return word;
+}
+
+}  // namespace ptd::ftf::testing

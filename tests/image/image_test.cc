@@ -1,0 +1,184 @@
+// image/: demangling, symbol lookup, ELF symbols of real binaries on this machine,
+// maps specifications and page-dump coalescing in `import raw`.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/trace_dir.h"
+#include "common/trace_meta.h"
+#include "gtest/gtest.h"
+#include "image/demangle.h"
+#include "image/elf_reader.h"
+#include "image/maps_spec.h"
+#include "image/mapped_file.h"
+#include "image/module_cache.h"
+#include "image/process_image.h"
+#include "image/raw_import.h"
+#include "image/section_cache.h"
+#include "image/symbol_table.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd::image {
+namespace {
+
+TEST(DemangleTest, CppAndOcamlNamesBecomeReadable) {
+  EXPECT_EQ(Demangle("_ZN3foo3barEi"), "foo::bar(int)");
+  EXPECT_EQ(Demangle("camlStdlib__List__map_277"), "Stdlib.List.map");
+  EXPECT_EQ(Demangle("camlFoo__entry"), "Foo.entry");
+  EXPECT_EQ(Demangle("caml_raise_exn"), "caml_raise_exn");
+  EXPECT_EQ(Demangle("main"), "main");
+  EXPECT_EQ(Demangle("_Znot_really"), "_Znot_really");
+}
+
+TEST(SymbolTableTest, FindsTheSymbolContainingAnAddress) {
+  SymbolTable table;
+  table.Add(0x2000, 0x10, "b");
+  table.Add(0x1000, 0x100, "a");
+  table.Add(0x3000, 0, "unsized");
+  table.Add(0x3100, 0x10, "after");
+  table.Finish();
+  ASSERT_NE(table.Find(0x1050), nullptr);
+  EXPECT_EQ(table.name(*table.Find(0x1050)), "a");
+  EXPECT_EQ(table.Find(0x1100), nullptr);
+  EXPECT_EQ(table.name(*table.Find(0x200f)), "b");
+  EXPECT_EQ(table.Find(0x2010), nullptr);
+  EXPECT_EQ(table.name(*table.Find(0x30ff)), "unsized");  // up to the next symbol
+  EXPECT_EQ(table.name(*table.Find(0x3100)), "after");
+  EXPECT_EQ(table.Find(0xfff), nullptr);
+}
+
+// libc is on every machine this builds on: its PLT, dynamic symbols and build-id.
+TEST(ElfReaderTest, ReadsLibcSymbolsAndBuildId) {
+  const std::string libc = "/lib/x86_64-linux-gnu/libc.so.6";
+  if (!PathExists(libc)) GTEST_SKIP() << "no " << libc;
+  auto file = MappedFile::Open(libc);
+  ASSERT_TRUE(file.ok());
+  auto info = ReadElfInfo((*file)->bytes(), libc);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->build_id.size(), 40u);
+  EXPECT_FALSE(info->segments.empty());
+  SymbolTable table;
+  ASSERT_TRUE(ReadElfSymbols((*file)->bytes(), libc, &table).ok());
+  table.Finish();
+  bool found_printf = false, found_plt = false;
+  for (const Symbol& s : table.symbols()) {
+    if (table.name(s) == "printf") found_printf = true;
+    if (s.plt && table.name(s).size() > 4 && table.name(s).substr(table.name(s).size() - 4) == "@plt") found_plt = true;
+  }
+  EXPECT_TRUE(found_printf);
+  EXPECT_TRUE(found_plt);
+}
+
+TEST(ProcessImageTest, ResolvesSymbolsAtTheMappedAddressAndReadsCode) {
+  const std::string libc = "/lib/x86_64-linux-gnu/libc.so.6";
+  if (!PathExists(libc)) GTEST_SKIP() << "no " << libc;
+  SectionCache sections;
+  ModuleCache modules;
+  auto module = modules.Get(libc);
+  ASSERT_TRUE(module.ok());
+  const ElfSegment* text = nullptr;
+  for (const ElfSegment& s : (*module)->elf.segments) {
+    if (s.executable) text = &s;
+  }
+  ASSERT_NE(text, nullptr);
+  const uint64_t base = 0x7f0000000000;
+  ProcessImage image(&sections, &modules, "test");
+  Mapping m;
+  m.path = libc;
+  m.vaddr = base + text->vaddr;
+  m.file_offset = text->file_offset;
+  m.size = text->file_size;
+  ASSERT_TRUE(image.AddMapping(m).ok());
+  const Symbol* printf_sym = nullptr;
+  for (const Symbol& s : (*module)->symbols.symbols()) {
+    if ((*module)->symbols.name(s) == "printf") printf_sym = &s;
+  }
+  ASSERT_NE(printf_sym, nullptr);
+  FunctionInfo fn = image.Resolve(base + printf_sym->start + 4);
+  EXPECT_EQ(fn.name, "printf");
+  EXPECT_EQ(fn.start, base + printf_sym->start);
+  uint8_t code[4];
+  ASSERT_EQ(image.ReadCode(base + printf_sym->start, code, 4), 4u);
+  const uint8_t* expect = (*module)->file->bytes().data() + printf_sym->start - text->vaddr + text->file_offset;
+  EXPECT_EQ(std::memcmp(code, expect, 4), 0);
+  FunctionInfo outside = image.Resolve(0x1000);
+  EXPECT_FALSE(outside.mapped);
+}
+
+TEST(MapsSpecTest, ParsesFilesPagesAndOptions) {
+  auto specs = ParseMapsText("# comment\nlib.so 0x400000\n/abs/x 4096 0x10 0x20  # tail\n\npages a.addr a.dump\n",
+                             "maps.txt", "/base");
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 3u);
+  EXPECT_EQ((*specs)[0].path, "/base/lib.so");
+  EXPECT_EQ((*specs)[0].vaddr, 0x400000u);
+  EXPECT_EQ((*specs)[1].path, "/abs/x");
+  EXPECT_EQ((*specs)[1].vaddr, 4096u);
+  EXPECT_EQ((*specs)[1].file_offset, 0x10u);
+  EXPECT_EQ((*specs)[1].size, 0x20u);
+  EXPECT_EQ((*specs)[2].kind, MapSpec::Kind::kPages);
+  EXPECT_EQ((*specs)[2].address_file, "/base/a.addr");
+  auto bad = ParseMapsText("x 0xzz\n", "maps.txt", "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("maps.txt:1"), std::string::npos);
+  auto opt = ParseMapOption("/a/b@0x1000:0x20:0x30");
+  ASSERT_TRUE(opt.ok());
+  EXPECT_EQ(opt->vaddr, 0x1000u);
+  EXPECT_EQ(opt->size, 0x30u);
+  EXPECT_FALSE(ParseMapOption("nope").ok());
+  EXPECT_FALSE(ParseMapOption("/a@1:2").ok());
+}
+
+TEST(RawImportTest, CoalescesContiguousPagesIntoOneDump) {
+  ptd::testing::TempDir tmp;
+  // Five pages: three contiguous at 0x10000 (given out of order), two at 0x50000.
+  const uint64_t addrs[] = {0x11000, 0x10000, 0x50000, 0x12000, 0x51000};
+  std::string addr_bytes(reinterpret_cast<const char*>(addrs), sizeof addrs);
+  std::string dump;
+  for (int i = 0; i < 5; ++i) dump += std::string(4096, static_cast<char>('a' + i));
+  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("d.addr"), addr_bytes).ok());
+  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("d.dump"), dump).ok());
+  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("pt.bin"), std::string(64, '\0')).ok());
+  RawImportOptions options;
+  options.pt_path = tmp.Sub("pt.bin");
+  options.output_dir = tmp.Sub("trace");
+  MapSpec pages;
+  pages.kind = MapSpec::Kind::kPages;
+  pages.address_file = tmp.Sub("d.addr");
+  pages.path = tmp.Sub("d.dump");
+  options.maps.push_back(pages);
+  auto result = ImportRaw(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->pieces, 5u);
+  EXPECT_EQ(result->dump_files, 2u);
+  EXPECT_FALSE(result->warnings.empty());  // no --cpu
+  auto meta = ReadTraceMeta(tmp.Sub("trace"));
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->mode, TraceMode::kImported);
+  ASSERT_EQ(meta->images.size(), 2u);
+  EXPECT_EQ(meta->images[0].vaddr, 0x10000u);
+  EXPECT_EQ(meta->images[0].size, 3u * 4096);
+  auto first = ReadFileToString(ResolveTracePath(tmp.Sub("trace"), meta->images[0].path));
+  ASSERT_TRUE(first.ok());
+  // In address order: page 'b' (0x10000), 'a' (0x11000), 'd' (0x12000).
+  EXPECT_EQ((*first)[0], 'b');
+  EXPECT_EQ((*first)[4096], 'a');
+  EXPECT_EQ((*first)[8192], 'd');
+  EXPECT_EQ(meta->images[1].vaddr, 0x50000u);
+  ASSERT_EQ(meta->streams.size(), 1u);
+  EXPECT_EQ(meta->streams[0].chunks[0].size, 64u);
+}
+
+TEST(RawImportTest, CpuTripleParses) {
+  auto cpu = ParseCpuTriple("6/85/4");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu->vendor, "intel");
+  EXPECT_EQ(cpu->model, 85u);
+  EXPECT_FALSE(ParseCpuTriple("6/85").ok());
+  EXPECT_FALSE(ParseCpuTriple("6/x/4").ok());
+}
+
+}  // namespace
+}  // namespace ptd::image

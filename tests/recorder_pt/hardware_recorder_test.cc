@@ -1,0 +1,263 @@
+// The whole hardware recording flow (RecordHardware: PMU discovery, event attr, target
+// launch/attach, rings, session, meta.json) with the kernel's rings replaced by the fake.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "common/file_util.h"
+#include "common/trace_meta.h"
+#include "recorder/pt/hardware_recorder.h"
+#include "recorder/target_process.h"
+#include "tests/recorder_pt/fake_ring_factory.h"
+#include "tests/recorder_pt/fake_sysfs.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd::pt {
+namespace {
+
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using testing::FakePtKernel;
+using testing::FakePtSysfs;
+using testing::FakeRingFactory;
+
+std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> out(n);
+  for (auto& b : out) b = static_cast<uint8_t>(rng() | 1);
+  return out;
+}
+
+std::string Str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+class HardwareRecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FakePtSysfs().WriteTo(sysfs_.path());
+    env_.sysfs_root = sysfs_.path();
+    env_.ring_factory = &factory_;
+    env_.handle_signals = false;
+    options_.output_dir = out_.Sub("trace.dir");
+    options_.quiet = true;
+    options_.snapshot = true;
+    options_.snapshot_size = 16 * 4096;
+    options_.data_size = 16 * 4096;
+  }
+  TraceMeta Meta() {
+    auto meta = ReadTraceMeta(options_.output_dir);
+    EXPECT_TRUE(meta.ok()) << meta.status();
+    return meta.ok() ? *meta : TraceMeta{};
+  }
+  std::string Chunk(const PtStream& stream, size_t i) {
+    auto bytes = ReadFileToString(options_.output_dir + "/" + stream.file);
+    EXPECT_TRUE(bytes.ok());
+    const PtChunk& c = stream.chunks.at(i);
+    return bytes->substr(c.file_offset, c.size);
+  }
+
+  ptd::testing::TempDir sysfs_;
+  ptd::testing::TempDir out_;
+  FakeRingFactory factory_;
+  HardwareRecordEnv env_;
+  RecordOptions options_;
+};
+
+TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
+  factory_.on_open = [](FakePtKernel& k) {
+    k.WriteTrace(Bytes(5000, 100 + k.options().cpu));
+  };
+  options_.command = {"/bin/sleep", "0.2"};
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->end_reason, "exit");
+  EXPECT_EQ(summary->exit_status, 0);
+
+  // One per-CPU ring per CPU, every event attribute as the kernel needs it.
+  const int cpus = get_nprocs_conf();
+  auto requests = factory_.requests();
+  ASSERT_EQ(requests.size(), static_cast<size_t>(cpus));
+  for (const PtRingRequest& r : requests) {
+    EXPECT_EQ(r.attr.type, 8u);  // from the fake sysfs "type"
+    EXPECT_EQ(r.attr.enable_on_exec, 1u);
+    EXPECT_EQ(r.attr.inherit, 1u);
+    EXPECT_EQ(r.attr.exclude_kernel, 1u);
+    EXPECT_EQ(r.attr.context_switch, 1u);
+    EXPECT_EQ(r.attr.sample_id_all, 1u);
+    EXPECT_TRUE(r.overwrite);
+    EXPECT_EQ(r.aux_size, options_.snapshot_size);
+    EXPECT_EQ(r.tids.size(), 1u);  // the launched child; its threads inherit
+  }
+  EXPECT_EQ(factory_.enables(), 0);  // enable_on_exec does it at the exec
+
+  TraceMeta meta = Meta();
+  EXPECT_EQ(meta.mode, TraceMode::kHardware);
+  EXPECT_EQ(meta.per, "cpu");
+  EXPECT_EQ(meta.end_reason, "exit");
+  EXPECT_EQ(meta.command, options_.command);
+  EXPECT_EQ(meta.pt.pmu_type, 8);
+  // normal preset with psb_cyc: pt(0) cyc(1) tsc(10) branch(13) cyc_thresh=1 (19), mtc_period=0
+  EXPECT_EQ(meta.pt.config, (1ull << 0) | (1ull << 1) | (1ull << 10) | (1ull << 13) | (1ull << 19));
+  EXPECT_EQ(meta.pt.timing, "normal");
+  EXPECT_EQ(meta.pt.nom_freq, 24u);
+  EXPECT_EQ(meta.pt.tsc_art_ratio_num, 188u);
+  EXPECT_EQ(meta.pt.caps.at("psb_cyc"), "1");
+  ASSERT_EQ(meta.streams.size(), static_cast<size_t>(cpus));
+  for (const PtStream& s : meta.streams) {
+    ASSERT_EQ(s.chunks.size(), 1u) << s.file;
+    EXPECT_EQ(s.chunks[0].reason, "exit");
+    EXPECT_TRUE(s.chunks[0].overwrite);
+    EXPECT_EQ(Chunk(s, 0), Str(Bytes(5000, 100 + s.cpu))) << s.file;
+  }
+  EXPECT_EQ(meta.sideband.size(), static_cast<size_t>(cpus));
+  bool vdso = false;
+  for (const ImageEntry& image : meta.images) vdso |= image.kind == ImageKind::kVdso;
+  EXPECT_TRUE(vdso) << "the vDSO of the launched image is dumped";
+  EXPECT_THAT(meta.notes, Contains(HasSubstr("exited with 0")));
+}
+
+std::string WaitForFifoAndCommand(const std::string& fifo, const std::string& line) {
+  struct stat st;
+  for (int i = 0; i < 2000 && stat((fifo + ".ack").c_str(), &st) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  int w = open(fifo.c_str(), O_WRONLY);
+  std::string text = line + "\n";
+  EXPECT_EQ(write(w, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(w);
+  int r = open((fifo + ".ack").c_str(), O_RDONLY);
+  std::string answer;
+  char c;
+  while (read(r, &c, 1) == 1 && c != '\n') answer.push_back(c);
+  close(r);
+  return answer;
+}
+
+TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(Bytes(3000, 1)); };
+  options_.command = {"/bin/sleep", "30"};
+  options_.per_thread = true;
+  options_.control_fifo = out_.Sub("ctl");
+  absl::StatusOr<HardwareRecordSummary> summary;
+  std::thread recorder([&] { summary = RecordHardware(options_, env_); });
+  EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "snapshot"), "ack");
+  // The rings exist once the first snapshot is acknowledged.
+  ASSERT_EQ(factory_.size(), 1u);
+  factory_.kernel(0).WriteTrace(Bytes(7000, 2));
+  EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "stop"), "ack");
+  recorder.join();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->end_reason, "control");
+  TraceMeta meta = Meta();
+  EXPECT_EQ(meta.per, "thread");
+  ASSERT_EQ(meta.streams.size(), 1u);
+  const PtStream& s = meta.streams[0];
+  EXPECT_GT(s.tid, 0);
+  EXPECT_EQ(s.file, "aux/tid" + std::to_string(s.tid) + ".pt");
+  ASSERT_EQ(s.chunks.size(), 2u);
+  EXPECT_EQ(s.chunks[0].reason, "control");
+  EXPECT_EQ(s.chunks[1].reason, "control");
+  EXPECT_EQ(Chunk(s, 0), Str(Bytes(3000, 1)));
+  EXPECT_EQ(Chunk(s, 1), Str(Bytes(7000, 2)));
+  EXPECT_EQ(s.chunks[1].aux_offset, 3000u);
+  EXPECT_EQ(factory_.requests()[0].attr.inherit, 0u);  // per-thread rings cannot inherit
+}
+
+TEST_F(HardwareRecorderTest, LinearModeTruncationReachesMetaJson) {
+  const size_t ring = 4 * 4096;
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(Bytes(3 * 4 * 4096, 3)); };
+  options_.command = {"/bin/sleep", "0.2"};
+  options_.per_thread = true;
+  options_.snapshot = false;
+  options_.buffer_size = ring;
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(factory_.requests()[0].attr.aux_watermark, ring / 4);
+  TraceMeta meta = Meta();
+  ASSERT_EQ(meta.streams.size(), 1u);
+  const PtStream& s = meta.streams[0];
+  ASSERT_GE(s.chunks.size(), 1u);
+  EXPECT_TRUE(s.chunks[0].truncated);  // read back from meta.json, not from memory
+  EXPECT_FALSE(s.chunks[0].overwrite);
+  EXPECT_EQ(Chunk(s, 0), Str(Bytes(3 * ring, 3)).substr(0, ring));
+  EXPECT_GE(summary->lost_chunks, 1u);
+}
+
+TEST_F(HardwareRecorderTest, AttachEnablesEventsAndSynthesizesExistingMappings) {
+  LaunchOptions launch;
+  launch.argv = {"/bin/sleep", "30"};
+  auto target = TargetProcess::Launch(launch);
+  ASSERT_TRUE(target.ok());
+  ASSERT_TRUE(target->Release().ok());
+  options_.pid = target->pid();
+  options_.duration_s = 0.2;
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->end_reason, "duration");
+  EXPECT_EQ(factory_.enables(), static_cast<int>(factory_.size()));
+  for (const PtRingRequest& r : factory_.requests()) {
+    EXPECT_EQ(r.attr.enable_on_exec, 0u);
+    EXPECT_EQ(r.tids, std::vector<int>{target->pid()});
+  }
+  TraceMeta meta = Meta();
+  EXPECT_EQ(meta.pids, std::vector<int>{target->pid()});
+  bool synthesized = false;
+  for (const SidebandFile& f : meta.sideband) synthesized |= f.origin == "synthesized";
+  EXPECT_TRUE(synthesized);
+  for (const PtStream& s : meta.streams) {
+    ASSERT_EQ(s.chunks.size(), 0u) << "nothing was produced";
+  }
+}
+
+TEST_F(HardwareRecorderTest, TriggerSymbolTakesTheSnapshot) {
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(Bytes(1000, 4)); };
+  options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "2",
+                      "300"};
+  options_.per_thread = true;
+  options_.trigger_symbol = "ptd_trigger_point";
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->end_reason, "trigger");
+  TraceMeta meta = Meta();
+  ASSERT_EQ(meta.streams.size(), 1u);
+  ASSERT_EQ(meta.streams[0].chunks.size(), 1u);
+  EXPECT_EQ(meta.streams[0].chunks[0].reason, "trigger");
+  EXPECT_THAT(meta.notes, Contains(HasSubstr("trigger hit")));
+}
+
+TEST_F(HardwareRecorderTest, BadOptionsFailBeforeAnythingIsCreated) {
+  options_.command = {"/bin/true"};
+  options_.snapshot_size = 3000;
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(summary.status().message()), HasSubstr("--snapshot-size"));
+  EXPECT_FALSE(PathExists(options_.output_dir));
+  EXPECT_EQ(factory_.size(), 0u);
+  options_.snapshot_size = 16 * 4096;
+  options_.pt_config = "nonsense=1";
+  summary = RecordHardware(options_, env_);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_THAT(std::string(summary.status().message()), HasSubstr("nonsense"));
+}
+
+TEST_F(HardwareRecorderTest, NoPmuIsTheExactMessageAndNothingIsTouched) {
+  ptd::testing::TempDir empty_sysfs;
+  env_.sysfs_root = empty_sysfs.path();
+  options_.pid = getpid();
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_EQ(summary.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(summary.status().message()),
+            "no intel_pt PMU on this machine (AMD, VM, or old kernel); use --emulate");
+  EXPECT_FALSE(PathExists(options_.output_dir));
+}
+
+}  // namespace
+}  // namespace ptd::pt
