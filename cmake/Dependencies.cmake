@@ -37,6 +37,8 @@ function(ptd_test name)
   cmake_parse_arguments(T "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  # gtest/gmock headers dominate test compile time; precompile them once per test target.
+  target_precompile_headers(${name} PRIVATE <gtest/gtest.h> <gmock/gmock.h>)
   target_compile_definitions(${name} PRIVATE
     PTD_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     PTD_BINARY_DIR="${CMAKE_BINARY_DIR}"
