@@ -94,6 +94,13 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   if (options.virtual_cpus < 0 || options.virtual_cpus > 256) {
     return absl::InvalidArgumentError("record --emulate: --virtual-cpus must be 0..256");
   }
+  // Snapshot triggers are implemented by the hardware path's session loop only; refusing
+  // them is better than a recording that silently ignores what the user asked for.
+  if (!options.trigger_symbol.empty() || !options.control_fifo.empty() || options.multi_snapshot) {
+    return absl::UnimplementedError(
+        "record --emulate: --trigger, --control and --multi-snapshot are not supported by the "
+        "emulation backend yet (snapshots are taken at exit, SIGINT or --duration)");
+  }
   if (options.snapshot && options.snapshot_size < 4096) {
     return absl::InvalidArgumentError("record --emulate: --snapshot-size must be at least 4096 bytes");
   }

@@ -245,5 +245,21 @@ TEST(EmulatedRecorderTest, RefusesBadOptions) {
   EXPECT_EQ(RecordEmulated(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(EmulatedRecorderTest, RefusesSnapshotTriggersItCannotHonour) {
+  TempDir tmp;
+  for (int which = 0; which < 3; ++which) {
+    RecordOptions options;
+    options.emulate = true;
+    options.command = {"/bin/true"};
+    options.output_dir = tmp.Sub("never");
+    if (which == 0) options.trigger_symbol = "main";
+    if (which == 1) options.control_fifo = tmp.Sub("fifo");
+    if (which == 2) options.multi_snapshot = true;
+    absl::StatusOr<EmulatedRecordSummary> r = RecordEmulated(options);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << which;
+    EXPECT_FALSE(PathExists(tmp.Sub("never"))) << "nothing may be written";
+  }
+}
+
 }  // namespace
 }  // namespace ptd
