@@ -13,6 +13,9 @@ namespace {
 static_assert(std::endian::native == std::endian::little);
 
 constexpr size_t kWindowBytes = size_t{1} << 20;
+// Start small and grow on demand: most inputs (and every fuzz input) are tiny, and a
+// zero-filled 1 MiB window per reader made short reads cost more than parsing.
+constexpr size_t kInitialWindowBytes = size_t{64} << 10;
 // A hostile file could announce a new provider in every record; each has its own tables.
 constexpr size_t kMaxProviders = 1024;
 
@@ -67,7 +70,7 @@ std::unique_ptr<FtfReader> FtfReader::FromSource(std::unique_ptr<ByteSource> sou
 }
 
 FtfReader::FtfReader(std::unique_ptr<ByteSource> source, std::string name)
-    : source_(std::move(source)), name_(std::move(name)), window_(kWindowBytes) {
+    : source_(std::move(source)), name_(std::move(name)), window_(kInitialWindowBytes) {
   // Provider 0 is implied when a file has no provider records.
   current_ = &Provider(0);
 }
