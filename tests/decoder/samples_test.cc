@@ -203,7 +203,7 @@ INSTANTIATE_TEST_SUITE_P(Samples, SampleTest, ::testing::ValuesIn(kSamples),
 // with the oracle's one-IP-per-instruction listing.
 class Expander : public BlockObserver {
  public:
-  explicit Expander(image::ProcessImage* image) : image_(image), classifier_(image) {}
+  explicit Expander(image::ProcessImage* image) : classifier_(image) {}
   void OnBlock(uint64_t ip, uint64_t end_ip, uint32_t count) override {
     uint64_t at = ip;
     for (uint32_t i = 0; i < count; ++i) {
@@ -223,7 +223,6 @@ class Expander : public BlockObserver {
   bool bad = false;
 
  private:
-  image::ProcessImage* image_;
   InsnClassifier classifier_;
 };
 
