@@ -63,6 +63,7 @@ absl::StatusOr<PmuFormatField> ParsePmuFormatField(absl::string_view text,
     return bad("unknown config word (want config, config1 or config2)");
   }
   int total = 0;
+  uint64_t used_bits = 0;  // ranges that overlap cannot hold a value: malformed sysfs
   for (absl::string_view part : absl::StrSplit(body.substr(colon + 1), ',')) {
     std::vector<absl::string_view> ends = absl::StrSplit(part, '-');
     int low = 0, high = 0;
@@ -74,6 +75,10 @@ absl::StatusOr<PmuFormatField> ParsePmuFormatField(absl::string_view text,
     if (low < 0 || high > 63 || low > high) return bad("bit range outside 0-63");
     total += high - low + 1;
     if (total > 64) return bad("field wider than 64 bits");
+    const uint64_t bits = (high == 63 ? ~uint64_t{0} : ((uint64_t{1} << (high + 1)) - 1)) &
+                          ~((uint64_t{1} << low) - 1);
+    if (used_bits & bits) return bad("bit ranges overlap");
+    used_bits |= bits;
     field.ranges.emplace_back(low, high);
   }
   return field;
