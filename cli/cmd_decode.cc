@@ -1,15 +1,22 @@
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <thread>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
 #include "common/file_util.h"
 #include "decoder/trace_decoder.h"
+#include "perfdata/perf_data_input.h"
 
 namespace ptd::cli {
 
@@ -24,7 +31,28 @@ struct DecodeArgs {
   std::string time_range;
   std::string stats_json;
   bool quiet = false;
+  bool progress = false;
+  int jobs = 0;                 // 0: one per core
+  uint64_t piece_bytes = 0;     // 0: automatic
+  std::vector<std::string> buildid_dirs;  // perf.data input only
 };
+
+// SIGINT/SIGTERM during a decode: stop, close every open slice, finish the file. A
+// second signal kills as usual (the handler puts the default back).
+std::atomic<bool> g_decode_interrupted{false};
+
+void OnInterrupt(int signal_number) {
+  g_decode_interrupted.store(true, std::memory_order_relaxed);
+  ::signal(signal_number, SIG_DFL);
+}
+
+void CatchInterrupts() {
+  struct sigaction action = {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
 
 absl::Status RunDecode(const DecodeArgs& args) {
   decoder::DecodeOptions options;
@@ -52,8 +80,24 @@ absl::Status RunDecode(const DecodeArgs& args) {
       return absl::InvalidArgumentError("--time-range must be BEGIN:END (output time units; either may be empty)");
     }
   }
-  options.progress = !args.quiet && ::isatty(2);
-  absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTraceToFtf(args.input, args.output, options);
+  options.progress = args.progress || (!args.quiet && ::isatty(2));
+  if (args.jobs < 0) return absl::InvalidArgumentError("--jobs must be 1 or more (0: one per core)");
+  options.jobs = args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.piece_bytes = args.piece_bytes;
+  CatchInterrupts();
+  options.cancel = &g_decode_interrupted;
+  // A perf.data is imported into a temporary trace directory, removed on return.
+  std::optional<perfdata::TemporaryPerfImport> perf_import;
+  if (perfdata::IsPerfDataFile(args.input)) {
+    absl::StatusOr<perfdata::TemporaryPerfImport> imported =
+        perfdata::TemporaryPerfImport::Create(args.input, args.buildid_dirs);
+    if (!imported.ok()) return imported.status();
+    perf_import.emplace(*std::move(imported));
+    const std::string missing = perf_import->MissingBinariesWarning();
+    if (!missing.empty()) std::fprintf(stderr, "ptrace-direct: warning: %s\n", missing.c_str());
+  }
+  const std::string& trace_dir = perf_import ? perf_import->trace_dir() : args.input;
+  absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTraceToFtf(trace_dir, args.output, options);
   if (!result.ok()) return result.status();
   for (const std::string& w : result->warnings) std::fprintf(stderr, "ptrace-direct: warning: %s\n", w.c_str());
   const decoder::DecodeStats& s = result->stats;
@@ -68,6 +112,11 @@ absl::Status RunDecode(const DecodeArgs& args) {
     absl::Status w = WriteFileAtomic(args.stats_json, decoder::DecodeStatsJson(s));
     if (!w.ok()) return w;
   }
+  if (result->interrupted) {
+    return absl::CancelledError(
+        absl::StrCat("decode interrupted: ", args.output,
+                     " is complete as a file but partial (it ends where decoding stopped)"));
+  }
   return absl::OkStatus();
 }
 
@@ -76,14 +125,20 @@ absl::Status RunDecode(const DecodeArgs& args) {
 void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
   auto args = std::make_shared<DecodeArgs>();
   CLI::App* cmd = app.add_subcommand("decode", "Decode a trace directory into per-thread call stacks (FTF)");
-  cmd->add_option("input", args->input, "Trace directory")->required();
+  cmd->add_option("input", args->input, "Trace directory or perf.data (intel_pt)")->required();
+  cmd->add_option("--buildid-dir", args->buildid_dirs,
+                  "perf.data input: build-id cache searched for binaries (repeatable; then ~/.debug)");
   cmd->add_option("--output,-o", args->output, "Output .ftf or .ftf.gz")->required();
   cmd->add_option("--time-axis", args->time_axis, "time, cycles or instructions (default time)");
   cmd->add_option("--decoder", args->decoder, "block (default, fast) or insn (reference)");
   cmd->add_option("--tid", args->tid, "Only this thread");
   cmd->add_option("--time-range", args->time_range, "BEGIN:END, keep slices that begin inside (output time units)");
   cmd->add_option("--stats-json", args->stats_json, "Write decode counts as JSON");
+  cmd->add_option("--jobs,-j", args->jobs, "Decoding threads (default: one per core; 1: no parallel decoding)");
+  cmd->add_option("--piece-bytes", args->piece_bytes,
+                  "Parallel decoding: PT bytes per piece (default: from the trace size and --jobs)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
+  cmd->add_flag("--progress", args->progress, "Progress on stderr even when it is not a terminal");
   cmd->callback([&ctx, args]() {
     absl::Status s = RunDecode(*args);
     if (!s.ok()) ctx.exit_code = ReportError(s);

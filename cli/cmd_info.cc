@@ -110,16 +110,7 @@ Json StreamsJson(const std::string& dir, const TraceMeta& meta) {
   for (const PtStream& s : meta.streams) {
     Json chunks = Json::array();
     for (const PtChunk& c : s.chunks) {
-      chunks.push_back({{"file_offset", c.file_offset},
-                        {"size", c.size},
-                        {"aux_offset", Hex(c.aux_offset)},
-                        {"time_ns", c.time_ns},
-                        {"reason", c.reason},
-                        {"truncated", c.truncated},
-                        {"partial", c.partial},
-                        {"collision", c.collision},
-                        {"overwrite", c.overwrite},
-                        {"lost_before", c.lost_before}});
+      chunks.push_back(PtChunkToJson(c));
     }
     streams.push_back({{"file", s.file},
                        {"cpu", s.cpu},
@@ -173,6 +164,8 @@ Json InfoJson(const std::string& dir, const TraceMeta& meta, const Sideband& sb)
   j["start_ns"] = meta.start_ns;
   j["end_ns"] = meta.end_ns;
   j["end_reason"] = meta.end_reason;
+  j["partial"] = meta.partial;
+  j["partial_reason"] = meta.partial_reason;
   j["threads"] = ThreadsJson(sb);
   j["mmaps"] = MmapsJson(sb);
   j["vdso"] = VdsoJson(dir, meta, sb);
@@ -193,6 +186,21 @@ Json InfoJson(const std::string& dir, const TraceMeta& meta, const Sideband& sb)
   return j;
 }
 
+// end_reason in words (docs/trace-dir.md lists the values).
+const char* EndReasonText(const std::string& reason) {
+  if (reason == "exit") return "the target exited";
+  if (reason == "target_killed") return "the target was killed by a signal";
+  if (reason == "sigint") return "the recorder got SIGINT (Ctrl-C)";
+  if (reason == "sigterm") return "the recorder was stopped by SIGTERM";
+  if (reason == "duration") return "--duration elapsed";
+  if (reason == "control") return "'stop' on the control FIFO";
+  if (reason == "trigger") return "the --trigger function ran";
+  if (reason == "error") return "an error stopped the recording";
+  if (reason == "import") return "imported";
+  if (reason.empty()) return "not recorded";
+  return "see notes";
+}
+
 std::string Str(const Json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
 
 void PrintText(const Json& j) {
@@ -209,8 +217,13 @@ void PrintText(const Json& j) {
   std::printf("pids:    %s   streams per %s\n",
               absl::StrJoin(j["pids"].get<std::vector<int>>(), " ").c_str(),
               Str(j["per"]).c_str());
-  std::printf("time:    %s .. %s ns, ended by %s\n", Str(j["start_ns"]).c_str(),
-              Str(j["end_ns"]).c_str(), Str(j["end_reason"]).c_str());
+  std::printf("time:    %s .. %s ns, ended by %s (%s)\n", Str(j["start_ns"]).c_str(),
+              Str(j["end_ns"]).c_str(), Str(j["end_reason"]).c_str(),
+              EndReasonText(Str(j["end_reason"])));
+  if (j["partial"].get<bool>()) {
+    std::printf("PARTIAL: recording stopped on an error; what was written before it is kept: %s\n",
+                Str(j["partial_reason"]).c_str());
+  }
 
   std::printf("\nthreads (%zu):\n", j["threads"].size());
   for (const Json& t : j["threads"]) {

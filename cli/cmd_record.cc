@@ -22,9 +22,12 @@ absl::Status RunRecord(const RecordOptions& options) {
     absl::StatusOr<EmulatedRecordSummary> summary = RecordEmulated(options);
     if (!summary.ok()) return summary.status();
     if (!options.quiet) {
-      std::fprintf(stderr, "ptrace-direct: %s (emulated): %llu PT bytes, %llu threads, ended by %s\n",
+      std::fprintf(stderr,
+                   "ptrace-direct: %s (emulated): %llu PT bytes, %llu threads, %llu snapshots, "
+                   "ended by %s\n",
                    summary->trace_dir.c_str(), static_cast<unsigned long long>(summary->pt_bytes),
-                   static_cast<unsigned long long>(summary->threads), summary->end_reason.c_str());
+                   static_cast<unsigned long long>(summary->threads),
+                   static_cast<unsigned long long>(summary->snapshots), summary->end_reason.c_str());
     }
     return absl::OkStatus();
 #else
@@ -87,8 +90,8 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--filter", opts->filter,
                   "IP filter for PERF_EVENT_IOC_SET_FILTER, e.g. 'filter main @ /bin/prog'");
   cmd->add_option("--trigger", opts->trigger_symbol,
-                  "Snapshot when this function runs (hardware breakpoint per thread); "
-                  "NAME or NAME@LIBRARY");
+                  "Snapshot when this function runs (hardware breakpoint per thread; "
+                  "--emulate: a stepped thread reaching it); NAME or NAME@LIBRARY");
   cmd->add_flag("--multi-snapshot", opts->multi_snapshot,
                 "Keep recording after each --trigger snapshot");
   cmd->add_option("--control", opts->control_fifo,
@@ -96,7 +99,8 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--duration", opts->duration_s, "Stop by itself after this many seconds")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--start-at", opts->start_at_symbol,
-                  "Emulation: begin tracing when this function is reached");
+                  "Emulation: begin tracing when this function is reached (NAME or "
+                  "NAME@LIBRARY; libraries loaded later too)");
   cmd->add_option("--ground-truth", opts->ground_truth_path,
                   "Emulation: write the executed IPs and call/return events here");
   cmd->add_option("--virtual-cpus", opts->virtual_cpus,

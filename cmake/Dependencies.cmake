@@ -15,9 +15,24 @@ add_library(ptd_libipt INTERFACE)
 target_include_directories(ptd_libipt INTERFACE ${LIBIPT_INCLUDE_DIR})
 target_link_libraries(ptd_libipt INTERFACE ${LIBIPT_LIBRARY})
 
+# Where tests find the sources, the build and the CLI. The shared test PCH is compiled
+# with exactly these, so every test target can reuse it.
+function(ptd_test_definitions target)
+  target_compile_definitions(${target} PRIVATE
+    PTD_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    PTD_BINARY_DIR="${CMAKE_BINARY_DIR}"
+    PTD_CLI_PATH="$<TARGET_FILE:ptrace-direct>")
+endfunction()
+
 if(PTD_BUILD_TESTS)
   find_package(GTest REQUIRED CONFIG)
   include(GoogleTest)
+  # gtest/gmock headers dominate test compile time: precompile them once, in this small
+  # target, and let every test executable reuse that one header (same flags and defines).
+  add_library(ptd_test_pch STATIC ${PROJECT_SOURCE_DIR}/tests/testing/pch_anchor.cc)
+  target_link_libraries(ptd_test_pch PRIVATE GTest::gtest GTest::gmock)
+  target_precompile_headers(ptd_test_pch PRIVATE <gtest/gtest.h> <gmock/gmock.h>)
+  ptd_test_definitions(ptd_test_pch)
 endif()
 if(PTD_BUILD_BENCH)
   find_package(benchmark REQUIRED CONFIG)
@@ -37,11 +52,7 @@ function(ptd_test name)
   cmake_parse_arguments(T "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
-  # gtest/gmock headers dominate test compile time; precompile them once per test target.
-  target_precompile_headers(${name} PRIVATE <gtest/gtest.h> <gmock/gmock.h>)
-  target_compile_definitions(${name} PRIVATE
-    PTD_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-    PTD_BINARY_DIR="${CMAKE_BINARY_DIR}"
-    PTD_CLI_PATH="$<TARGET_FILE:ptrace-direct>")
+  target_precompile_headers(${name} REUSE_FROM ptd_test_pch)
+  ptd_test_definitions(${name})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${T_LABELS}")
 endfunction()

@@ -23,6 +23,7 @@ absl::Status ErrnoError(absl::string_view what, absl::string_view path, int errn
       return absl::PermissionDeniedError(msg);
     case ENOSPC:
     case EDQUOT:
+    case EFBIG:
       return absl::ResourceExhaustedError(msg);
     case EEXIST:
       return absl::AlreadyExistsError(msg);

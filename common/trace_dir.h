@@ -31,8 +31,13 @@ class TraceDirWriter {
   const std::string& final_dir() const { return final_dir_; }
   std::string FilePath(const std::string& relative) const;
 
-  // Writes meta.json and moves the directory into place.
+  // Writes meta.json and moves the directory into place. When that fails the staging
+  // directory is kept (never lose what was recorded) and the error names it.
   absl::Status Commit(const TraceMeta& meta);
+  // For a recording that stopped on `error` (disk full ...): marks `meta` partial with
+  // the reason, cuts chunks down to the bytes actually on disk (a failed write leaves
+  // less than was generated) and commits, so what was written decodes.
+  absl::Status CommitPartial(TraceMeta meta, const absl::Status& error);
   // Keeps nothing.
   void Abort();
 
@@ -47,5 +52,10 @@ class TraceDirWriter {
 
 // Resolves a path stored in meta.json: relative ones are inside `trace_dir`.
 std::string ResolveTracePath(const std::string& trace_dir, const std::string& path);
+
+// Makes every chunk of `meta` lie within its stream file as it is on disk under
+// `trace_dir`: a chunk reaching past the end is cut (and marked truncated), one that
+// starts past it is dropped. Returns how many chunks changed.
+size_t ClampChunksToFiles(const std::string& trace_dir, TraceMeta* meta);
 
 }  // namespace ptd

@@ -10,7 +10,8 @@
 
 namespace ptd {
 
-using Json = nlohmann::json;
+// Ordered: meta.json lists keys in the order of this file, which reads better than sorted.
+using Json = nlohmann::ordered_json;
 
 const char* TraceModeName(TraceMode mode) {
   switch (mode) {
@@ -314,16 +315,41 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
     if (im.kind != ImageKind::kFile) CheckRelativePath(s, "path", im.path);
     m.images.push_back(std::move(im));
   });
+  if (r.Has("build_ids")) {
+    FieldReader ids = r.Child("build_ids");
+    if (ids.json().is_object()) {
+      for (auto it = ids.json().begin(); it != ids.json().end(); ++it) {
+        m.build_ids[it.key()] = ids.Str(it.key().c_str());
+      }
+    } else {
+      r.Fail("build_ids", "expected an object");
+    }
+  }
   m.end_reason = r.Str("end_reason");
   r.Array("notes", [&](const FieldReader& e) {
     if (e.json().is_string()) m.notes.push_back(e.json().get<std::string>());
     else e.Fail("", "expected a string");
   });
+  m.partial = r.Bool("partial");
+  m.partial_reason = r.Str("partial_reason");
   m.start_ns = r.U64("start_ns");
   m.end_ns = r.U64("end_ns");
 
   if (!status.ok()) return status;
   return m;
+}
+
+Json PtChunkToJson(const PtChunk& c) {
+  return {{"file_offset", c.file_offset},
+          {"size", c.size},
+          {"aux_offset", Hex(c.aux_offset)},
+          {"time_ns", c.time_ns},
+          {"reason", c.reason},
+          {"truncated", c.truncated},
+          {"partial", c.partial},
+          {"collision", c.collision},
+          {"overwrite", c.overwrite},
+          {"lost_before", c.lost_before}};
 }
 
 std::string SerializeTraceMeta(const TraceMeta& m) {
@@ -363,16 +389,7 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
   for (const PtStream& s : m.streams) {
     Json chunks = Json::array();
     for (const PtChunk& c : s.chunks) {
-      chunks.push_back({{"file_offset", c.file_offset},
-                        {"size", c.size},
-                        {"aux_offset", c.aux_offset},
-                        {"time_ns", c.time_ns},
-                        {"reason", c.reason},
-                        {"truncated", c.truncated},
-                        {"partial", c.partial},
-                        {"collision", c.collision},
-                        {"overwrite", c.overwrite},
-                        {"lost_before", c.lost_before}});
+      chunks.push_back(PtChunkToJson(c));
     }
     streams.push_back({{"file", s.file}, {"cpu", s.cpu}, {"tid", s.tid}, {"chunks", chunks}});
   }
@@ -400,8 +417,13 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
                       {"build_id", im.build_id}});
   }
   root["images"] = images;
+  Json build_ids = Json::object();
+  for (const auto& [path, id] : m.build_ids) build_ids[path] = id;
+  root["build_ids"] = build_ids;
   root["end_reason"] = m.end_reason;
   root["notes"] = m.notes;
+  root["partial"] = m.partial;
+  root["partial_reason"] = m.partial_reason;
   root["start_ns"] = m.start_ns;
   root["end_ns"] = m.end_ns;
   return root.dump(2) + "\n";

@@ -11,12 +11,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/host_info.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace ptd {
 
 // Major changes break readers; minor changes only add fields that old readers ignore.
 inline constexpr int kTraceFormatMajor = 1;
-inline constexpr int kTraceFormatMinor = 0;
+inline constexpr int kTraceFormatMinor = 1;  // 1.1: partial, partial_reason, build_ids
 inline constexpr char kMetaFileName[] = "meta.json";
 
 enum class TraceMode { kHardware, kEmulated, kImported };
@@ -109,8 +110,15 @@ struct TraceMeta {
   std::vector<PtStream> streams;
   std::vector<SidebandFile> sideband;
   std::vector<ImageEntry> images;
+  // Build-ids of the host files the target mapped, read when recording ended (absolute
+  // path -> hex): decode warns when a file has changed since.
+  std::map<std::string, std::string> build_ids;
   std::string end_reason;          // "exit", "sigint", "duration", "sigterm", "target_killed" ...
   std::vector<std::string> notes;  // what happened while recording, for `info`
+  // The recording stopped on an error (disk full ...): the files hold what was written
+  // before it and the chunks describe only bytes that are on disk.
+  bool partial = false;
+  std::string partial_reason;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
 };
@@ -119,6 +127,8 @@ struct TraceMeta {
 absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text,
                                          const std::string& source = kMetaFileName);
 std::string SerializeTraceMeta(const TraceMeta& meta);
+// One chunk as meta.json holds it; `info --json` shows the same object.
+nlohmann::ordered_json PtChunkToJson(const PtChunk& chunk);
 
 absl::StatusOr<TraceMeta> ReadTraceMeta(const std::string& trace_dir);
 absl::Status WriteTraceMeta(const std::string& trace_dir, const TraceMeta& meta);

@@ -20,6 +20,7 @@ CallStackModel::Frame CallStackModel::MakeFrame(uint64_t address, bool target_kn
     frame.fn_end = info.end;
     frame.name = info.name;
     frame.plt_pending = info.plt;
+    frame.symbol = info.symbol;
   } else {
     frame.name = kUntracedName;
   }
@@ -134,6 +135,7 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
   }
   frames_.insert(frames_.begin(), frame);
   for (size_t& depth : trap_depths_) ++depth;
+  ++raise_depth_;
   stats_.max_depth = std::max<uint64_t>(stats_.max_depth, frames_.size());
 }
 
@@ -229,13 +231,13 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
       break;
     case FlowKind::kRaise:
       PopMarkers(event);
+      // The stack now is the handler's; PT shows it at the ret/jmp that follows, which
+      // enters the handler: the frames above the innermost trap end there.
+      raise_depth_ = frames_.size();
       if (!trap_depths_.empty()) {
-        size_t depth = std::max<size_t>(trap_depths_.back(), 1);
+        raise_depth_ = std::max<size_t>(trap_depths_.back(), 1);
         trap_depths_.pop_back();
-        if (frames_.size() > depth) ++stats_.unwinds;
-        while (frames_.size() > depth) PopTop(event);
       }
-      // The ret/jmp that follows enters the handler in the (new) top frame.
       raise_pending_ = true;
       break;
     default:
@@ -255,11 +257,30 @@ void CallStackModel::OnCall(const FlowEvent& event) {
   Push(frame);
 }
 
+void CallStackModel::UnwindTo(size_t depth, const FlowEvent& event) {
+  if (frames_.size() > depth) ++stats_.unwinds;
+  while (frames_.size() > depth) PopTop(event);
+}
+
+size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) const {
+  for (size_t i = frames_.size() - 1; i-- > 0;) {
+    const Frame& f = frames_[i];
+    // Only symbol ranges: without symbols a "function" is a whole mapping or dump, and
+    // any jump inside it would look like a return into an ancestor.
+    if (f.kind == FrameKind::kFunction && f.symbol && f.contains(address) &&
+        (!mid_function || address != f.fn_start)) {
+      return i;
+    }
+  }
+  return kNoFrame;
+}
+
 void CallStackModel::OnReturn(const FlowEvent& event) {
   PopMarkers(event);
   ++stats_.returns;
   if (raise_pending_) {
     raise_pending_ = false;
+    UnwindTo(raise_depth_, event);
     return;
   }
   if (frames_.empty()) {
@@ -277,6 +298,12 @@ void CallStackModel::OnReturn(const FlowEvent& event) {
       if (frames_.empty()) InferParent(event.target, event);
       return;
     }
+  }
+  // A return into the middle of a function further down the stack: an unwinder that
+  // finishes with a ret (C++ landing pads reached through _Unwind_*).
+  if (size_t i = AncestorHolding(event.target, false); i != kNoFrame) {
+    UnwindTo(i + 1, event);
+    return;
   }
   bool reentered = frames_.back().return_address == 0 && frames_.size() > 1;
   PopTop(event);
@@ -303,11 +330,20 @@ void CallStackModel::OnJump(const FlowEvent& event) {
   PopMarkers(event);
   if (raise_pending_) {
     raise_pending_ = false;
+    UnwindTo(raise_depth_, event);
     return;
   }
   if (frames_.empty() || !event.target_known) return;
+  if (frames_.back().contains(event.target)) return;
+  if (!frames_.back().plt_pending) {
+    // A jump into the middle of a function further down the stack: longjmp (or another
+    // stack switch) back into that frame. A jump to a function's entry is a tail call.
+    if (size_t i = AncestorHolding(event.target, true); i != kNoFrame) {
+      UnwindTo(i + 1, event);
+      return;
+    }
+  }
   Frame& top = frames_.back();
-  if (top.contains(event.target)) return;
   FunctionInfo info = resolver_->Resolve(event.target);
   if (top.plt_pending && !top.begun) {
     // Still inside the PLT (PLT0, lazy binding) or leaving it: the slice takes the
@@ -315,6 +351,7 @@ void CallStackModel::OnJump(const FlowEvent& event) {
     top.fn_start = info.start;
     top.fn_end = info.end;
     top.name = info.name;
+    top.symbol = info.symbol;
     if (!info.plt) MaterializeTop();
     return;
   }

@@ -11,7 +11,10 @@
 // - syscall → "[syscall]" child until tracing resumes; other disabled regions →
 //   "[untraced]"; re-entry elsewhere (signal handler, callback) → child frame that ends
 //   when it returns or when execution resumes in a frame below.
-// - OCaml exceptions: a trap push remembers the depth, a raise unwinds to it.
+// - OCaml exceptions: a trap push remembers the depth, a raise unwinds to it (at the
+//   ret/jmp that enters the handler).
+// - a jump into the middle of, or a return into, a function further down the stack
+//   (longjmp, C++ landing pads) unwinds to that frame.
 // - decode error, overflow, lost data: instant event naming the cause, every frame closed,
 //   a new segment at the next enable.
 // - frames deeper than kFoldDepth are folded into one marked slice (Perfetto drops slices
@@ -79,6 +82,7 @@ class CallStackModel {
     bool fold_marker = false;   // its slice is the fold marker
     bool begun = false;         // Begin written
     bool plt_pending = false;   // named once the PLT stub jumps on
+    bool symbol = false;        // [fn_start, fn_end) is a real symbol's range
     bool contains(uint64_t a) const { return a >= fn_start && a < fn_end; }
   };
 
@@ -100,6 +104,11 @@ class CallStackModel {
   void PopMarkers(const FlowEvent& event);
   void InferParent(uint64_t address, const FlowEvent& event);
   void MaterializeTop();
+  void UnwindTo(size_t depth, const FlowEvent& event);
+  // The innermost frame below the top whose function holds `address` (with
+  // `mid_function`, not at its entry), or kNoFrame.
+  static constexpr size_t kNoFrame = ~size_t{0};
+  size_t AncestorHolding(uint64_t address, bool mid_function) const;
 
   void OnCall(const FlowEvent& event);
   void OnReturn(const FlowEvent& event);
@@ -114,6 +123,7 @@ class CallStackModel {
   size_t emitted_on_stack_ = 0;
   bool in_segment_ = false;
   bool raise_pending_ = false;
+  size_t raise_depth_ = 0;  // frames left once the pending raise lands
   uint64_t segment_start_time_ = 0;
   uint64_t segment_start_instructions_ = 0;
   uint64_t segment_start_cycles_ = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace ptd::decoder {
@@ -68,34 +69,35 @@ bool StreamHasTsc(absl::Span<const uint8_t> padded_bytes, size_t size, size_t li
 
 PtStreamDecoder::PtStreamDecoder(const PtDecodeConfig& config, image::ProcessImage* image,
                                  FlowConsumer* consumer)
-    : config_(config), image_(image), consumer_(consumer), classifier_(image) {}
+    : config_(config),
+      image_(image),
+      consumer_(consumer),
+      classifier_(image),
+      traps_(image),
+      clock_(config.axis, config.conversion) {}
 
+// On the time axis a piece cannot compute times (the rate and the clamp come from the
+// pieces before it): it logs the sample and hands out its index instead.
 uint64_t PtStreamDecoder::Now() {
-  if (config_.axis == TimeAxis::kInstructions || !have_time_) {
-    last_time_ = std::max(last_time_, config_.axis == TimeAxis::kInstructions ? instructions_ : last_time_);
-    return last_time_;
+  if (time_steps_ == nullptr) return clock_.Now(instructions_);
+  if (config_.axis == TimeAxis::kInstructions) {
+    outcome_->sampled_time = true;
+    outcome_->last_sample = instructions_;
+    return instructions_;
   }
-  // Between timing packets, time advances with the instructions executed.
-  double t = static_cast<double>(time_base_ns_) +
-             ns_per_insn_ * static_cast<double>(instructions_ - time_base_insns_);
-  uint64_t now = static_cast<uint64_t>(t);
-  last_time_ = std::max(last_time_, now);
-  return last_time_;
+  time_steps_->push_back({false, 0, instructions_});
+  return time_steps_->size() - 1;
 }
 
 void PtStreamDecoder::UpdateTime(uint64_t tsc) {
-  if (config_.axis != TimeAxis::kTime || tsc == 0 || tsc == last_tsc_) return;
-  last_tsc_ = tsc;
-  uint64_t ns = config_.conversion.TscToNs(tsc);
-  if (have_time_ && ns > time_base_ns_ && instructions_ > time_base_insns_) {
-    ns_per_insn_ = static_cast<double>(ns - time_base_ns_) /
-                   static_cast<double>(instructions_ - time_base_insns_);
+  if (config_.axis != TimeAxis::kTime || tsc == 0) return;
+  if (time_steps_ == nullptr) {
+    clock_.Update(tsc, instructions_);
+  } else if (tsc != last_logged_tsc_) {
+    // Repeats change nothing on replay either (the clock ignores an unchanged TSC).
+    last_logged_tsc_ = tsc;
+    time_steps_->push_back({true, tsc, instructions_});
   }
-  if (!have_time_ || ns > time_base_ns_) {
-    time_base_ns_ = ns;
-    time_base_insns_ = instructions_;
-  }
-  have_time_ = true;
 }
 
 void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t offset,
@@ -108,12 +110,17 @@ void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t 
   event.time = Now();
   event.offset = offset;
   event.message = message;
-  consumer_->OnFlow(event);
+  if (piece_events_ != nullptr) {
+    piece_events_->push_back(event);
+  } else {
+    consumer_->OnFlow(event);
+  }
 }
 
 void PtStreamDecoder::MarkLostData(uint64_t offset) {
   pending_.valid = false;
   need_enable_ = true;
+  need_enable_carried_ = false;
   Emit(FlowKind::kLostData, 0, false, offset);
 }
 
@@ -126,38 +133,77 @@ void PtStreamDecoder::SetPending(InsnClass klass, uint64_t ip, uint64_t size) {
   pending_.time = Now();
 }
 
+bool PtStreamDecoder::PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event) {
+  switch (pending.klass) {
+    case InsnClass::kCall: event->kind = FlowKind::kCall; break;
+    case InsnClass::kReturn: event->kind = FlowKind::kReturn; break;
+    case InsnClass::kFarCall: event->kind = FlowKind::kSyscall; break;
+    case InsnClass::kJump:
+    case InsnClass::kCondJump:
+    case InsnClass::kFarJump:
+    case InsnClass::kFarReturn: event->kind = FlowKind::kJump; break;
+    default: return false;
+  }
+  event->ip = pending.ip;
+  event->target = target;
+  event->target_known = known;
+  event->fallthrough = pending.fallthrough;
+  event->instructions = pending.instructions;
+  event->time = pending.time;
+  return true;
+}
+
 void PtStreamDecoder::FlushPending(uint64_t target, bool known) {
   if (!pending_.valid) return;
   pending_.valid = false;
   FlowEvent event;
-  event.ip = pending_.ip;
-  event.target = target;
-  event.target_known = known;
-  event.fallthrough = pending_.fallthrough;
-  event.instructions = pending_.instructions;
-  event.time = pending_.time;
-  switch (pending_.klass) {
-    case InsnClass::kCall: event.kind = FlowKind::kCall; break;
-    case InsnClass::kReturn: event.kind = FlowKind::kReturn; break;
-    case InsnClass::kFarCall: event.kind = FlowKind::kSyscall; break;
-    case InsnClass::kJump:
-    case InsnClass::kCondJump:
-    case InsnClass::kFarJump:
-    case InsnClass::kFarReturn: event.kind = FlowKind::kJump; break;
-    default: return;
+  if (PendingEvent(pending_, target, known, &event)) {
+    if (piece_events_ != nullptr) {
+      piece_events_->push_back(event);
+    } else {
+      consumer_->OnFlow(event);
+    }
+  } else if (pending_.klass == InsnClass::kUnknown && outcome_ != nullptr) {
+    // The previous piece's last branch (kUnknown marks it): the stitcher flushes it here.
+    outcome_->carried_flush = true;
+    outcome_->carried_flush_index = piece_events_->size();
+    outcome_->carried_flush_target = target;
+    outcome_->carried_flush_known = known;
   }
-  consumer_->OnFlow(event);
 }
 
-// The start of a run of instructions at `first_ip`: either tracing (re)starts here or the
-// previous branch went here.
-void PtStreamDecoder::OnInstructionRun(uint64_t first_ip, uint64_t count) {
-  if (need_enable_) {
+// need_enable_ as the single decoder would have it; a piece that starts by continuing
+// the previous one only guesses it until it is first overwritten.
+bool PtStreamDecoder::ReadNeedEnable() {
+  if (need_enable_carried_ && outcome_ != nullptr) outcome_->used_carried_need_enable = true;
+  return need_enable_;
+}
+
+void PtStreamDecoder::StartRun(uint64_t first_ip) {
+  bool enable = ReadNeedEnable();
+  need_enable_carried_ = false;
+  if (enable) {
     pending_.valid = false;
     need_enable_ = false;
     Emit(FlowKind::kEnable, first_ip, true);
   } else {
     FlushPending(first_ip, true);
+  }
+}
+
+// The start of a run of instructions at `first_ip`: either tracing (re)starts here or the
+// previous branch went here.
+void PtStreamDecoder::OnInstructionRun(uint64_t first_ip, uint64_t count) {
+  if (need_enable_ || need_enable_carried_) [[unlikely]] {
+    StartRun(first_ip);
+  } else {
+    FlushPending(first_ip, true);
+  }
+  // OCaml exception traps inside the run, each with its own instruction count.
+  for (const TrapMark& mark : traps_.Scan(first_ip, count)) {
+    instructions_ += mark.index + 1;
+    Emit(mark.kind, mark.ip, true);
+    instructions_ -= mark.index + 1;
   }
   instructions_ += count;
 }
@@ -168,17 +214,20 @@ void PtStreamDecoder::HandleEvent(const pt_event& event) {
     case ptev_enabled:
       pending_.valid = false;
       need_enable_ = false;
+      need_enable_carried_ = false;
       Emit(FlowKind::kEnable, event.variant.enabled.ip, true);
       break;
     case ptev_disabled:
       FlushPending(event.variant.disabled.ip, !event.ip_suppressed);
-      if (!need_enable_) Emit(FlowKind::kDisable, 0, false);
+      if (!ReadNeedEnable()) Emit(FlowKind::kDisable, 0, false);
       need_enable_ = false;
+      need_enable_carried_ = false;
       break;
     case ptev_async_disabled:
       FlushPending(event.variant.async_disabled.at, true);
-      if (!need_enable_) Emit(FlowKind::kDisable, 0, false);
+      if (!ReadNeedEnable()) Emit(FlowKind::kDisable, 0, false);
       need_enable_ = false;
+      need_enable_carried_ = false;
       break;
     case ptev_async_branch:
       FlushPending(event.variant.async_branch.from, true);
@@ -188,6 +237,7 @@ void PtStreamDecoder::HandleEvent(const pt_event& event) {
       pending_.valid = false;
       Emit(FlowKind::kOverflow, 0, false);
       need_enable_ = true;
+      need_enable_carried_ = false;
       if (!event.ip_suppressed) {
         need_enable_ = false;
         Emit(FlowKind::kEnable, event.variant.overflow.ip, true);
@@ -197,15 +247,6 @@ void PtStreamDecoder::HandleEvent(const pt_event& event) {
     default:
       break;
   }
-}
-
-absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, uint64_t base_offset) {
-  stats_.bytes += size;
-  need_enable_ = true;
-  pending_.valid = false;
-  std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
-  if (config_.kind == DecoderKind::kBlock) return DecodeBlocks(padded, size, base_offset, psbs);
-  return DecodeInsns(padded, size, base_offset, psbs);
 }
 
 namespace {
@@ -252,161 +293,367 @@ bool NextSyncPoint(const std::vector<uint64_t>& psbs, uint64_t previous_call, ui
   return true;
 }
 
+// A PSB+ status update bound to the IP where the PSB was taken (tracing on): the single
+// decoder has run every instruction before that PSB when it reports it.
+bool IsPsbAnchor(const pt_event& event) {
+  if (!event.status_update) return false;
+  switch (event.type) {
+    case ptev_exec_mode:
+    case ptev_async_paging:
+    case ptev_async_vmcs:
+      return true;
+    case ptev_tsx:
+      return !event.ip_suppressed;
+    default:
+      return false;
+  }
+}
+
+// How often (in loop steps) the cancel flag is looked at.
+constexpr uint32_t kCancelCheckInterval = 4096;
+
 }  // namespace
 
-absl::Status PtStreamDecoder::DecodeBlocks(const uint8_t* begin, size_t size, uint64_t base_offset,
-                                           const std::vector<uint64_t>& psbs) {
-  bool errata_ok = true;
-  pt_config c = MakeConfig(config_, begin, size, &errata_ok);
-  if (!errata_ok && errata_ok_) {
+// The two libipt decoders differ only in their function names and in what one step
+// yields (a block or an instruction); the loop around them is written once, in Run.
+struct BlockApi {
+  using Decoder = pt_block_decoder;
+  static Decoder* Alloc(const pt_config* c) { return pt_blk_alloc_decoder(c); }
+  static void Free(Decoder* d) { pt_blk_free_decoder(d); }
+  static int SetImage(Decoder* d, pt_image* image) { return pt_blk_set_image(d, image); }
+  static int SyncForward(Decoder* d) { return pt_blk_sync_forward(d); }
+  static int SyncSet(Decoder* d, uint64_t offset) { return pt_blk_sync_set(d, offset); }
+  static int GetOffset(const Decoder* d, uint64_t* offset) { return pt_blk_get_offset(d, offset); }
+  static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return pt_blk_get_sync_offset(d, offset); }
+  static int Time(Decoder* d, uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
+    return pt_blk_time(d, tsc, lost_mtc, lost_cyc);
+  }
+  static int Event(Decoder* d, pt_event* event) { return pt_blk_event(d, event, sizeof *event); }
+  static int Next(PtStreamDecoder* self, Decoder* d) { return self->NextBlock(d); }
+  static constexpr const char* kAllocName = "pt_blk_alloc_decoder";
+};
+
+struct InsnApi {
+  using Decoder = pt_insn_decoder;
+  static Decoder* Alloc(const pt_config* c) { return pt_insn_alloc_decoder(c); }
+  static void Free(Decoder* d) { pt_insn_free_decoder(d); }
+  static int SetImage(Decoder* d, pt_image* image) { return pt_insn_set_image(d, image); }
+  static int SyncForward(Decoder* d) { return pt_insn_sync_forward(d); }
+  static int SyncSet(Decoder* d, uint64_t offset) { return pt_insn_sync_set(d, offset); }
+  static int GetOffset(const Decoder* d, uint64_t* offset) { return pt_insn_get_offset(d, offset); }
+  static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return pt_insn_get_sync_offset(d, offset); }
+  static int Time(Decoder* d, uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
+    return pt_insn_time(d, tsc, lost_mtc, lost_cyc);
+  }
+  static int Event(Decoder* d, pt_event* event) { return pt_insn_event(d, event, sizeof *event); }
+  static int Next(PtStreamDecoder* self, Decoder* d) { return self->NextInsn(d); }
+  static constexpr const char* kAllocName = "pt_insn_alloc_decoder";
+};
+
+// One block. An error can come with the instructions decoded before it: they count.
+int PtStreamDecoder::NextBlock(pt_block_decoder* decoder) {
+  pt_block block;
+  int status = pt_blk_next(decoder, &block, sizeof block);
+  if (block.ninsn > 0) {
+    ++stats_.blocks;
+    OnInstructionRun(block.ip, block.ninsn);
+    if (observer_ != nullptr) observer_->OnBlock(block.ip, block.end_ip, block.ninsn);
+    InsnClass klass = FromLibipt(block.iclass);
+    if (klass == InsnClass::kUnknown) {
+      InsnInfo info = block.truncated ? classifier_.ClassifyBytes(block.raw, block.size, block.end_ip)
+                                      : classifier_.Classify(block.end_ip);
+      klass = info.klass;
+    }
+    if (klass != InsnClass::kOther && klass != InsnClass::kUnknown) {
+      uint64_t insn_size = 0;
+      if (klass == InsnClass::kCall || klass == InsnClass::kFarCall) {
+        insn_size = block.truncated ? block.size : classifier_.Classify(block.end_ip).size;
+      }
+      SetPending(klass, block.end_ip, insn_size);
+    }
+  }
+  return status;
+}
+
+int PtStreamDecoder::NextInsn(pt_insn_decoder* decoder) {
+  pt_insn insn;
+  int status = pt_insn_next(decoder, &insn, sizeof insn);
+  if (status < 0) return status;
+  OnInstructionRun(insn.ip, 1);
+  if (observer_ != nullptr) observer_->OnBlock(insn.ip, insn.ip, 1);
+  InsnClass klass = FromLibipt(insn.iclass);
+  if (klass != InsnClass::kOther && klass != InsnClass::kUnknown) {
+    ++stats_.blocks;
+    SetPending(klass, insn.ip, insn.size);
+  }
+  return status;
+}
+
+void PtStreamDecoder::WarnErrata() {
+  if (errata_ok_) {
     errata_ok_ = false;
     warnings_.push_back(absl::StrFormat("libipt 2.0.5 does not know cpu %d/%d/%d: decoding without errata",
                                         config_.cpu.family, config_.cpu.model, config_.cpu.stepping));
   }
-  pt_block_decoder* decoder = pt_blk_alloc_decoder(&c);
-  if (decoder == nullptr) return absl::InternalError("pt_blk_alloc_decoder failed");
-  pt_blk_set_image(decoder, image_->libipt_image());
+}
 
-  int status = pt_blk_sync_forward(decoder);
-  uint64_t sync_offset = 0;
-  bool synced_once = false;
+// The decode loop: sync, drain events, next block/instruction, time; after an error the
+// resync remedy. With a piece spec it may start mid-buffer and stops at the next piece.
+template <class Api>
+absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t base_offset,
+                                  const std::vector<uint64_t>& psbs, const PieceSpec& spec, pt_image* libipt_image,
+                                  PieceOutcome* outcome) {
+  bool errata_ok = true;
+  pt_config c = MakeConfig(config_, begin, size, &errata_ok);
+  if (!errata_ok) WarnErrata();
+  typename Api::Decoder* decoder = Api::Alloc(&c);
+  if (decoder == nullptr) return absl::InternalError(absl::StrCat(Api::kAllocName, " failed"));
+  Api::SetImage(decoder, libipt_image);
+
+  // Piece mode checkpoints, each a PSB the single decoder passes: where to start
+  // keeping events (emit_from), the head digest, the stop, the tail digest.
+  const bool piece = outcome != nullptr;
+  uint64_t stop = spec.stop_offset;
+  bool emitting = spec.emit_from == 0;
+  bool head_done = !piece || spec.head_psb == 0;
+  bool in_overlap = false;
+  Mark at_stop_mark;
+  PtDecodeStats base_stats = stats_;
+  auto relative_stats = [&]() {
+    PtDecodeStats d;
+    d.instructions = instructions_;
+    d.blocks = stats_.blocks - base_stats.blocks;
+    d.errors = stats_.errors - base_stats.errors;
+    d.overflows = stats_.overflows - base_stats.overflows;
+    d.syncs = stats_.syncs - base_stats.syncs;
+    d.undecodable = classifier_.undecodable() - base_stats.undecodable;
+    return d;
+  };
+  base_stats.undecodable = classifier_.undecodable();
+  auto digest = [&](bool ended) {
+    PieceOutcome::Digest d;
+    d.instructions = instructions_;
+    d.events = piece_events_->size();
+    d.ended = ended;
+    return d;
+  };
+  // Called when the decoder reports a PSB anchor (or waits with tracing off) at `at`.
+  // True: stop the loop here, before the event is handled.
+  uint64_t previous_call = spec.previous_call;
+  uint64_t sync_offset = spec.sync_offset;
+  bool synced_once = spec.synced_once;
+  auto checkpoint = [&](uint64_t at) -> bool {
+    if (!emitting && at > spec.emit_from) {
+      // Where the piece before stopped: from here on, this is the continuing piece.
+      emitting = true;
+      piece_events_->clear();
+      time_steps_->clear();
+      last_logged_tsc_ = 0;
+      instructions_ = 0;
+      base_stats = stats_;
+      base_stats.undecodable = classifier_.undecodable();
+      if (pending_.valid) pending_.klass = InsnClass::kUnknown;  // the stitcher holds it
+      return false;
+    }
+    if (!emitting) return false;
+    if (!head_done && at > spec.head_psb) {
+      head_done = true;
+      outcome->head = digest(false);
+    }
+    if (!in_overlap && at > stop) {
+      at_stop_mark = MarkHere(previous_call, sync_offset, synced_once);
+      if (spec.tail_psb == 0) return true;
+      in_overlap = true;  // decode on to the next PSB for the tail digest
+      return false;
+    }
+    if (in_overlap && at > spec.tail_psb) {
+      outcome->tail = digest(false);
+      outcome->tail.instructions -= at_stop_mark.instructions;
+      outcome->tail.events -= at_stop_mark.events;
+      return true;
+    }
+    return false;
+  };
+  const bool watching = piece && (stop != UINT64_MAX || !emitting || !head_done);
+
+  int status = spec.start == PieceSpec::Start::kSyncForward ? Api::SyncForward(decoder)
+                                                            : Api::SyncSet(decoder, spec.start_psb);
+  bool continuing = spec.start == PieceSpec::Start::kContinue;
+  bool previous_call_carried = continuing;
+  uint32_t until_cancel_check = kCancelCheckInterval;
+  bool at_stop = false;
+  if (piece) outcome->end = PieceOutcome::End::kEnd;
   while (true) {
     if (status < 0) break;  // no (further) PSB
-    pt_blk_get_sync_offset(decoder, &sync_offset);
-    synced_once = true;
-    if (config_.axis == TimeAxis::kTime) {
-      // The PSB+ just read carries the TSC: the segment's first events need it.
-      uint64_t tsc = 0;
-      uint32_t lost_mtc = 0, lost_cyc = 0;
-      if (pt_blk_time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
-    }
-    ++stats_.syncs;
-    need_enable_ = true;
-    pending_.valid = false;
-    uint64_t previous_call = sync_offset;
-    while (true) {
-      while (status & pts_event_pending) {
-        pt_event event;
-        status = pt_blk_event(decoder, &event, sizeof event);
-        if (status < 0) break;
-        HandleEvent(event);
-      }
-      if (status < 0) break;
-      pt_blk_get_offset(decoder, &previous_call);
-      pt_block block;
-      status = pt_blk_next(decoder, &block, sizeof block);
-      if (block.ninsn > 0) {
-        ++stats_.blocks;
-        OnInstructionRun(block.ip, block.ninsn);
-        if (observer_ != nullptr) observer_->OnBlock(block.ip, block.end_ip, block.ninsn);
-        InsnClass klass = FromLibipt(block.iclass);
-        if (klass == InsnClass::kUnknown) {
-          InsnInfo info = block.truncated ? classifier_.ClassifyBytes(block.raw, block.size, block.end_ip)
-                                          : classifier_.Classify(block.end_ip);
-          klass = info.klass;
-        }
-        if (klass != InsnClass::kOther && klass != InsnClass::kUnknown) {
-          uint64_t insn_size = 0;
-          if (klass == InsnClass::kCall || klass == InsnClass::kFarCall) {
-            insn_size = block.truncated ? block.size : classifier_.Classify(block.end_ip).size;
-          }
-          SetPending(klass, block.end_ip, insn_size);
-        }
-      }
-      if (status >= 0) {
+    if (continuing) {
+      // The single decoder meets this PSB in flight: its PSB+ is status updates only.
+      continuing = false;
+    } else {
+      Api::GetSyncOffset(decoder, &sync_offset);
+      synced_once = true;
+      if (config_.axis == TimeAxis::kTime) {
+        // The PSB+ just read carries the TSC: the segment's first events need it.
         uint64_t tsc = 0;
         uint32_t lost_mtc = 0, lost_cyc = 0;
-        if (config_.axis == TimeAxis::kTime && pt_blk_time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) {
-          UpdateTime(tsc);
+        if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
+      }
+      ++stats_.syncs;
+      need_enable_ = true;
+      need_enable_carried_ = false;
+      pending_.valid = false;
+      previous_call = sync_offset;
+      previous_call_carried = false;
+    }
+    while (true) {
+      while (status & pts_event_pending) {
+        // Tracing off and a checkpoint's PSB read: nothing left to run before it.
+        if (watching && (status & pts_ip_suppressed)) {
+          uint64_t at = 0;
+          if (Api::GetOffset(decoder, &at) >= 0 && checkpoint(at)) {
+            at_stop = true;
+            break;
+          }
         }
+        pt_event event;
+        status = Api::Event(decoder, &event);
+        if (status < 0) break;
+        // A PSB+ bound at its IP: every instruction before that PSB has run.
+        if (watching && IsPsbAnchor(event)) {
+          uint64_t at = 0;
+          if (Api::GetOffset(decoder, &at) >= 0 && checkpoint(at)) {
+            at_stop = true;
+            break;
+          }
+        }
+        HandleEvent(event);
+      }
+      if (at_stop || status < 0) break;
+      Api::GetOffset(decoder, &previous_call);
+      previous_call_carried = false;
+      if (cancel_ != nullptr && --until_cancel_check == 0) {
+        until_cancel_check = kCancelCheckInterval;
+        if (cancel_->load(std::memory_order_relaxed)) {
+          cancelled_ = true;
+          break;
+        }
+      }
+      status = Api::Next(this, decoder);
+      if (status >= 0 && config_.axis == TimeAxis::kTime) {
+        uint64_t tsc = 0;
+        uint32_t lost_mtc = 0, lost_cyc = 0;
+        if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
       }
       if (status < 0) break;
     }
-    if (status == -pte_eos) break;
+    if (at_stop || cancelled_ || status == -pte_eos) break;
+    if (in_overlap) break;  // an error past the stop ends the tail
     uint64_t error_offset = 0;
-    pt_blk_get_offset(decoder, &error_offset);
+    Api::GetOffset(decoder, &error_offset);
     ++stats_.errors;
     pending_.valid = false;
     Emit(FlowKind::kError, 0, false, base_offset + error_offset, pt_errstr(pt_errcode(status)));
+    // The remedy below reads the state carried in when nothing here replaced it yet.
+    if (previous_call_carried && piece) outcome->used_carried_resync = true;
     uint64_t next = 0;
     if (!NextSyncPoint(psbs, previous_call, sync_offset, synced_once, &next)) break;
-    status = pt_blk_sync_set(decoder, next);
+    if (piece && emitting && next >= stop) {
+      outcome->end = PieceOutcome::End::kResyncAt;
+      outcome->resync_at = next;
+      break;
+    }
+    status = Api::SyncSet(decoder, next);
     if (status < 0) break;
+  }
+  if (piece) {
+    if (!head_done) outcome->head = digest(true);
+    if (in_overlap) {
+      if (!at_stop) {
+        outcome->tail = digest(true);
+        outcome->tail.instructions -= at_stop_mark.instructions;
+        outcome->tail.events -= at_stop_mark.events;
+      }
+      at_stop = true;
+    }
+    if (at_stop) {
+      // Back to the stop: the overlap was only looked at.
+      if (in_overlap) {
+        piece_events_->resize(at_stop_mark.events);
+        time_steps_->resize(at_stop_mark.steps);
+        instructions_ = at_stop_mark.instructions;
+        stats_ = at_stop_mark.stats;
+      }
+      outcome->end = PieceOutcome::End::kBoundary;
+      outcome->next = at_stop_mark.next;
+      outcome->pending = at_stop_mark.pending;
+    } else {
+      outcome->next.need_enable = need_enable_;
+      outcome->next.previous_call = previous_call;
+      outcome->next.sync_offset = sync_offset;
+      outcome->next.synced_once = synced_once;
+      outcome->pending = pending_;
+    }
+    outcome->stats = relative_stats();
   }
   stats_.instructions = instructions_;
   stats_.undecodable = classifier_.undecodable();
-  pt_blk_free_decoder(decoder);
+  Api::Free(decoder);
   return absl::OkStatus();
 }
 
-absl::Status PtStreamDecoder::DecodeInsns(const uint8_t* begin, size_t size, uint64_t base_offset,
-                                          const std::vector<uint64_t>& psbs) {
-  bool errata_ok = true;
-  pt_config c = MakeConfig(config_, begin, size, &errata_ok);
-  if (!errata_ok && errata_ok_) {
-    errata_ok_ = false;
-    warnings_.push_back(absl::StrFormat("libipt 2.0.5 does not know cpu %d/%d/%d: decoding without errata",
-                                        config_.cpu.family, config_.cpu.model, config_.cpu.stepping));
-  }
-  pt_insn_decoder* decoder = pt_insn_alloc_decoder(&c);
-  if (decoder == nullptr) return absl::InternalError("pt_insn_alloc_decoder failed");
-  pt_insn_set_image(decoder, image_->libipt_image());
+PtStreamDecoder::Mark PtStreamDecoder::MarkHere(uint64_t previous_call, uint64_t sync_offset, bool synced_once) const {
+  Mark mark;
+  mark.events = piece_events_->size();
+  mark.steps = time_steps_->size();
+  mark.instructions = instructions_;
+  mark.stats = stats_;
+  mark.next.need_enable = need_enable_;
+  mark.next.previous_call = previous_call;
+  mark.next.sync_offset = sync_offset;
+  mark.next.synced_once = synced_once;
+  mark.pending = pending_;
+  return mark;
+}
 
-  int status = pt_insn_sync_forward(decoder);
-  uint64_t sync_offset = 0;
-  bool synced_once = false;
-  while (true) {
-    if (status < 0) break;
-    pt_insn_get_sync_offset(decoder, &sync_offset);
-    synced_once = true;
-    if (config_.axis == TimeAxis::kTime) {
-      uint64_t tsc = 0;
-      uint32_t lost_mtc = 0, lost_cyc = 0;
-      if (pt_insn_time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
-    }
-    ++stats_.syncs;
-    need_enable_ = true;
-    pending_.valid = false;
-    uint64_t previous_call = sync_offset;
-    while (true) {
-      while (status & pts_event_pending) {
-        pt_event event;
-        status = pt_insn_event(decoder, &event, sizeof event);
-        if (status < 0) break;
-        HandleEvent(event);
-      }
-      if (status < 0) break;
-      pt_insn_get_offset(decoder, &previous_call);
-      pt_insn insn;
-      status = pt_insn_next(decoder, &insn, sizeof insn);
-      if (status < 0) break;
-      OnInstructionRun(insn.ip, 1);
-      if (observer_ != nullptr) observer_->OnBlock(insn.ip, insn.ip, 1);
-      InsnClass klass = FromLibipt(insn.iclass);
-      if (klass != InsnClass::kOther && klass != InsnClass::kUnknown) {
-        ++stats_.blocks;
-        SetPending(klass, insn.ip, insn.size);
-      }
-      if (config_.axis == TimeAxis::kTime) {
-        uint64_t tsc = 0;
-        uint32_t lost_mtc = 0, lost_cyc = 0;
-        if (pt_insn_time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
-      }
-    }
-    if (status == -pte_eos) break;
-    uint64_t error_offset = 0;
-    pt_insn_get_offset(decoder, &error_offset);
-    ++stats_.errors;
-    pending_.valid = false;
-    Emit(FlowKind::kError, 0, false, base_offset + error_offset, pt_errstr(pt_errcode(status)));
-    uint64_t next = 0;
-    if (!NextSyncPoint(psbs, previous_call, sync_offset, synced_once, &next)) break;
-    status = pt_insn_sync_set(decoder, next);
-    if (status < 0) break;
+absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, uint64_t base_offset) {
+  stats_.bytes += size;
+  need_enable_ = true;
+  pending_.valid = false;
+  std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
+  PieceSpec whole;
+  if (config_.kind == DecoderKind::kBlock) {
+    return Run<BlockApi>(padded, size, base_offset, psbs, whole, image_->libipt_image(), nullptr);
   }
-  stats_.instructions = instructions_;
-  pt_insn_free_decoder(decoder);
-  return absl::OkStatus();
+  return Run<InsnApi>(padded, size, base_offset, psbs, whole, image_->libipt_image(), nullptr);
+}
+
+absl::StatusOr<PieceOutcome> PtStreamDecoder::DecodePiece(const uint8_t* padded, size_t size, uint64_t base_offset,
+                                                          const std::vector<uint64_t>& psbs, const PieceSpec& spec,
+                                                          pt_image* libipt_image, std::vector<FlowEvent>* events,
+                                                          std::vector<TimeStep>* time_steps) {
+  PieceOutcome outcome;
+  outcome_ = &outcome;
+  time_steps_ = time_steps;
+  piece_events_ = events;
+  instructions_ = 0;
+  last_logged_tsc_ = 0;
+  need_enable_ = true;
+  need_enable_carried_ = false;
+  pending_.valid = false;
+  if (spec.start == PieceSpec::Start::kContinue) {
+    need_enable_ = spec.need_enable;
+    need_enable_carried_ = true;
+    // The previous piece's last branch, whatever it is: kUnknown marks it.
+    pending_.valid = true;
+    pending_.klass = InsnClass::kUnknown;
+  }
+  absl::Status status = config_.kind == DecoderKind::kBlock
+                            ? Run<BlockApi>(padded, size, base_offset, psbs, spec, libipt_image, &outcome)
+                            : Run<InsnApi>(padded, size, base_offset, psbs, spec, libipt_image, &outcome);
+  outcome_ = nullptr;
+  time_steps_ = nullptr;
+  piece_events_ = nullptr;
+  if (!status.ok()) return status;
+  return outcome;
 }
 
 }  // namespace ptd::decoder

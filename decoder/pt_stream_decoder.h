@@ -8,28 +8,35 @@
 // resync after an error that would skip a good PSB segment (sync_set on the first PSB at
 // or after the offset of the call before the error), 16+ zero bytes after the buffer
 // (the PSB search reads past the end), and -pte_bad_cpu (no errata, with a warning).
-// No global state: one object per stream; streams may be decoded on separate threads as
-// long as each has its own ProcessImage.
+// No global state: one object per stream or piece; pieces and streams are decoded on
+// separate threads, each with its own libipt image (pt_image moves the section it finds
+// to the front: not safe to share).
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/host_info.h"
 #include "common/trace_meta.h"
 #include "decoder/flow_event.h"
 #include "decoder/insn_classifier.h"
+#include "decoder/trap_scanner.h"
+#include "decoder/time_interpolator.h"
 #include "image/process_image.h"
 
 struct pt_block;
 struct pt_event;
+struct pt_image;
+struct pt_block_decoder;
+struct pt_insn_decoder;
 
 namespace ptd::decoder {
 
 enum class DecoderKind { kBlock, kInsn };
-enum class TimeAxis { kTime, kInstructions };
 
 class FlowConsumer {
  public:
@@ -67,6 +74,89 @@ struct PtDecodeStats {
 // Zero bytes every buffer handed to libipt must have after its end.
 inline constexpr size_t kPtPadding = 64;
 
+// The branch that ended the last block, waiting for the next block (its target).
+struct PendingBranch {
+  bool valid = false;
+  InsnClass klass = InsnClass::kOther;
+  uint64_t ip = 0;
+  uint64_t fallthrough = 0;
+  uint64_t instructions = 0;
+  uint64_t time = 0;
+};
+
+// Parallel decoding cuts a buffer at PSBs into pieces, each decoded by its own libipt
+// decoder. A piece reproduces what one decoder over the whole buffer does between the
+// same two PSBs; what it cannot know (the state the previous piece ends in) it guesses,
+// and says so, so the stitcher can redo it when the guess was wrong (rare).
+struct PieceSpec {
+  enum class Start : uint8_t {
+    kSyncForward,  // the buffer's first piece: sync on the first PSB
+    kResync,       // sync at `start_psb` as after a decode error
+    kContinue,     // the single decoder passes `start_psb` in flight: no new segment
+  };
+  Start start = Start::kSyncForward;
+  uint64_t start_psb = 0;
+  uint64_t stop_offset = UINT64_MAX;  // the next piece's PSB: stop once past it
+  uint64_t head_psb = 0;              // the first PSB after start_psb (0: none)
+  uint64_t tail_psb = 0;              // the first PSB after stop_offset (0: none)
+  // Non-zero: decode from the buffer's start but keep only what follows the point where
+  // the piece stopping at `emit_from` stops (the exact fallback: one decoder throughout).
+  uint64_t emit_from = 0;
+  // kContinue: the previous piece's final state. Guessed by speculative pieces.
+  bool need_enable = false;
+  uint64_t previous_call = 0;  // decoder offset before the last next() (error remedy)
+  uint64_t sync_offset = 0;
+  bool synced_once = false;
+};
+
+struct PieceOutcome {
+  enum class End : uint8_t {
+    kEnd,       // the decoder is done with the buffer (end of trace, or no PSB to resync on)
+    kBoundary,  // reached `stop_offset`
+    kResyncAt,  // a decode error resyncs at `resync_at` >= stop_offset
+  };
+  End end = End::kEnd;
+  uint64_t resync_at = 0;
+  // Read a carried-in (kContinue) value before overwriting it: the piece is right only
+  // if the guess was.
+  bool used_carried_need_enable = false;
+  bool used_carried_resync = false;
+  // The first flush of the branch carried in from the previous piece: it goes before
+  // event `carried_flush_index` with this target.
+  bool carried_flush = false;
+  size_t carried_flush_index = 0;
+  uint64_t carried_flush_target = 0;
+  bool carried_flush_known = false;
+  // Instruction axis: the last time handed out (piece-relative), if any.
+  bool sampled_time = false;
+  uint64_t last_sample = 0;
+  PtDecodeStats stats;  // of this piece alone (instructions: piece-relative count)
+  // Instructions and events of the first PSB interval: from this piece's start to
+  // `head_psb` (head), and from `stop_offset` to `tail_psb` decoded on past the stop
+  // (tail). A continuing piece whose head differs from the previous piece's tail did not
+  // start where the single decoder was (e.g. TNT bits held across the PSB).
+  struct Digest {
+    uint64_t instructions = 0;
+    uint64_t events = 0;  // not blocks: a fresh decoder may split a block the other did not
+    bool ended = false;   // the decoder stopped (end, error) before the PSB
+    bool operator==(const Digest& o) const {
+      return instructions == o.instructions && events == o.events && ended == o.ended;
+    }
+  };
+  Digest head;
+  Digest tail;
+  // Final state (kBoundary): what the next piece continues from.
+  PieceSpec next;
+  PendingBranch pending;  // instructions piece-relative; time as for events
+};
+
+// One step of the time axis inside a piece, replayed when the piece is stitched.
+struct TimeStep {
+  bool update = false;        // true: a timing packet said `tsc`; false: a Now() sample
+  uint64_t tsc = 0;
+  uint64_t instructions = 0;  // piece-relative
+};
+
 class PtStreamDecoder {
  public:
   PtStreamDecoder(const PtDecodeConfig& config, image::ProcessImage* image, FlowConsumer* consumer);
@@ -77,55 +167,83 @@ class PtStreamDecoder {
   // not run at all.
   absl::Status DecodeChunk(const uint8_t* padded, size_t size, uint64_t base_offset);
 
+  // Parallel decoding: one piece of a buffer (`psbs` are the buffer's PSB offsets), with
+  // its own libipt image (`libipt_image`, not shared with another thread). Events carry
+  // instruction counts relative to the piece's start; on the time axis their `time` is
+  // an index into `time_steps` (the Now() sample that gave it), on the instruction axis
+  // the piece-relative count. The stitcher turns both into real values.
+  absl::StatusOr<PieceOutcome> DecodePiece(const uint8_t* padded, size_t size, uint64_t base_offset,
+                                           const std::vector<uint64_t>& psbs, const PieceSpec& spec,
+                                           pt_image* libipt_image, std::vector<FlowEvent>* events,
+                                           std::vector<TimeStep>* time_steps);
+
   const PtDecodeStats& stats() const { return stats_; }
   const std::vector<std::string>& warnings() const { return warnings_; }
   uint64_t instructions() const { return instructions_; }
-  uint64_t last_time() const { return last_time_; }
+  uint64_t last_time() const { return clock_.last(); }
 
   void set_block_observer(BlockObserver* observer) { observer_ = observer; }
+  // Checked between blocks: when it turns true, decoding stops (Ctrl-C).
+  void set_cancel_flag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
+  bool cancelled() const { return cancelled_; }
 
   // Emits a kLostData event (gap between chunks).
   void MarkLostData(uint64_t offset);
 
- private:
-  struct Pending {
-    bool valid = false;
-    InsnClass klass = InsnClass::kOther;
-    uint64_t ip = 0;
-    uint64_t fallthrough = 0;
-    uint64_t instructions = 0;
-    uint64_t time = 0;
-  };
+  // The event a pending branch becomes once its target is known; false for branches
+  // that make none.
+  static bool PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event);
 
-  absl::Status DecodeBlocks(const uint8_t* begin, size_t size, uint64_t base_offset,
-                            const std::vector<uint64_t>& psbs);
-  absl::Status DecodeInsns(const uint8_t* begin, size_t size, uint64_t base_offset,
-                           const std::vector<uint64_t>& psbs);
+ private:
+  friend struct BlockApi;
+  friend struct InsnApi;
+
+  // A point of the decode to come back to (the end of a piece, before its overlap).
+  struct Mark {
+    size_t events = 0;
+    size_t steps = 0;
+    uint64_t instructions = 0;
+    PtDecodeStats stats;
+    PieceSpec next;
+    PendingBranch pending;
+  };
+  Mark MarkHere(uint64_t previous_call, uint64_t sync_offset, bool synced_once) const;
+  template <class Api>
+  absl::Status Run(const uint8_t* begin, size_t size, uint64_t base_offset, const std::vector<uint64_t>& psbs,
+                   const PieceSpec& spec, pt_image* libipt_image, PieceOutcome* outcome);
+  int NextBlock(pt_block_decoder* decoder);
+  int NextInsn(pt_insn_decoder* decoder);
   void OnInstructionRun(uint64_t first_ip, uint64_t count);
+  void StartRun(uint64_t first_ip);
+  bool ReadNeedEnable();
   void SetPending(InsnClass klass, uint64_t ip, uint64_t size);
   void FlushPending(uint64_t target, bool known);
   void HandleEvent(const pt_event& event);
   void Emit(FlowKind kind, uint64_t target, bool known, uint64_t offset = 0, const char* message = "");
   void UpdateTime(uint64_t tsc);
   uint64_t Now();
+  void WarnErrata();
 
   PtDecodeConfig config_;
   image::ProcessImage* image_;
   FlowConsumer* consumer_;
   BlockObserver* observer_ = nullptr;
+  const std::atomic<bool>* cancel_ = nullptr;
+  bool cancelled_ = false;
   InsnClassifier classifier_;
+  TrapScanner traps_;  // OCaml trap push/pop/raise inside runs
   bool errata_ok_ = true;
   bool need_enable_ = true;
-  Pending pending_;
+  PendingBranch pending_;
   uint64_t instructions_ = 0;
-  // Time interpolation: ns at the last timing update and instructions then, and the
-  // ns-per-instruction rate of the interval before.
-  uint64_t last_tsc_ = 0;
-  uint64_t time_base_ns_ = 0;
-  uint64_t time_base_insns_ = 0;
-  double ns_per_insn_ = 0;
-  uint64_t last_time_ = 0;
-  bool have_time_ = false;
+  TimeInterpolator clock_;
+  // Piece mode: time steps are logged instead of computed; the carried-in state is a
+  // guess until overwritten.
+  std::vector<TimeStep>* time_steps_ = nullptr;
+  uint64_t last_logged_tsc_ = 0;
+  bool need_enable_carried_ = false;
+  PieceOutcome* outcome_ = nullptr;
+  std::vector<FlowEvent>* piece_events_ = nullptr;
   PtDecodeStats stats_;
   std::vector<std::string> warnings_;
 };

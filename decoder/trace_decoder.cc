@@ -15,6 +15,7 @@
 #include "common/trace_meta.h"
 #include "decoder/call_stack_model.h"
 #include "decoder/ftf_slice_sink.h"
+#include "decoder/parallel_decode.h"
 #include "ftf/ftf_writer.h"
 #include "image/mapped_file.h"
 #include "image/module_cache.h"
@@ -36,6 +37,9 @@ struct ThreadState {
   int tid = 0;
   std::unique_ptr<ImageFunctionResolver> resolver;
   std::unique_ptr<CallStackModel> model;
+  SliceSink* sink = nullptr;
+  uint64_t last_time = 0;  // of the last event routed here
+  uint64_t last_instructions = 0;
 };
 
 // Feeds a stream's events to the model of the thread that runs them: the stream's own
@@ -43,27 +47,34 @@ struct ThreadState {
 class ThreadRouter : public FlowConsumer {
  public:
   using ThreadLookup = std::function<ThreadState*(uint64_t time)>;
-  explicit ThreadRouter(ThreadLookup lookup) : lookup_(std::move(lookup)) {}
+  // `fixed`: the stream's only thread; else `lookup` routes by time.
+  ThreadRouter(ThreadState* fixed, ThreadLookup lookup) : fixed_(fixed), lookup_(std::move(lookup)) {}
 
   void OnFlow(const FlowEvent& event) override {
-    ThreadState* thread = lookup_(event.time);
+    ThreadState* thread = fixed_ != nullptr ? fixed_ : (lookup_ ? lookup_(event.time) : nullptr);
     if (thread != current_ && current_ != nullptr) {
       // Switched out: its frames end here; it starts a fresh segment when it runs again.
       current_->model->Finish(event.time, event.instructions, event.cycles);
     }
     current_ = thread;
-    if (thread != nullptr) thread->model->OnEvent(event);
-    last_ = event;
+    if (thread != nullptr) {
+      thread->model->OnEvent(event);
+      thread->last_time = event.time;
+      thread->last_instructions = event.instructions;
+    }
   }
   void Finish(uint64_t time, uint64_t instructions) {
-    if (current_ != nullptr) current_->model->Finish(time, instructions, 0);
+    if (current_ != nullptr) {
+      current_->model->Finish(time, instructions, 0);
+      current_->last_time = std::max(current_->last_time, time);
+    }
     current_ = nullptr;
   }
 
  private:
+  ThreadState* fixed_;
   ThreadLookup lookup_;
   ThreadState* current_ = nullptr;
-  FlowEvent last_;
 };
 
 class FtfSinks : public ThreadSinkFactory {
@@ -92,9 +103,20 @@ class Decoding {
   absl::StatusOr<DecodeResult> Run();
 
  private:
+  // A stream ready to decode: where its events go, its bytes and checked chunks.
+  struct StreamState {
+    std::string name;
+    std::unique_ptr<ThreadRouter> router;
+    StreamJob job;
+  };
+
   absl::StatusOr<image::ProcessImage*> ImageFor(int pid);
   ThreadState* Thread(int pid, int tid, image::ProcessImage* image, bool has_cycles);
-  absl::Status DecodeStream(const PtStream& stream, size_t index);
+  absl::StatusOr<std::unique_ptr<StreamState>> PrepareStream(const PtStream& stream, size_t index);
+  absl::Status DecodeStream(StreamState* state);
+  void FinishStream(StreamState* state);
+  void Progress(uint64_t done_bytes);
+  bool Cancelled() const { return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed); }
 
   std::string dir_;
   DecodeOptions options_;
@@ -108,6 +130,7 @@ class Decoding {
   DecodeResult result_;
   uint64_t total_bytes_ = 0;
   uint64_t done_bytes_ = 0;
+  int last_percent_ = -1;
 };
 
 absl::StatusOr<image::ProcessImage*> Decoding::ImageFor(int pid) {
@@ -131,6 +154,9 @@ absl::StatusOr<image::ProcessImage*> Decoding::ImageFor(int pid) {
       mapping.file_offset = m.pgoff;
       mapping.size = m.end - m.start;
       mapping.build_id = m.build_id;
+      if (auto recorded = meta_.build_ids.find(m.path); mapping.build_id.empty() && recorded != meta_.build_ids.end()) {
+        mapping.build_id = recorded->second;  // noted by the recorder (meta.json build_ids)
+      }
       absl::Status s = image->AddMapping(mapping);
       if (!s.ok()) result_.warnings.push_back(std::string(s.message()));
     }
@@ -176,13 +202,15 @@ ThreadState* Decoding::Thread(int pid, int tid, image::ProcessImage* image, bool
   state->tid = tid;
   state->resolver = std::make_unique<ImageFunctionResolver>(image);
   SliceSink* sink = sinks_->ForThread(pid, tid, thread_name, process_name);
+  state->sink = sink;
   state->model = std::make_unique<CallStackModel>(state->resolver.get(), sink, has_cycles);
   ThreadState* raw = state.get();
   threads_.emplace(tid, std::move(state));
   return raw;
 }
 
-absl::Status Decoding::DecodeStream(const PtStream& stream, size_t index) {
+absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(const PtStream& stream,
+                                                                                size_t index) {
   std::string path = ResolveTracePath(dir_, stream.file);
   absl::StatusOr<std::shared_ptr<const image::MappedFile>> file = image::MappedFile::Open(path);
   if (!file.ok()) return file.status();
@@ -204,13 +232,14 @@ absl::Status Decoding::DecodeStream(const PtStream& stream, size_t index) {
   absl::StatusOr<image::ProcessImage*> image = ImageFor(pid);
   if (!image.ok()) return image.status();
 
-  PtDecodeConfig config;
+  auto state = std::make_unique<StreamState>();
+  state->name = stream.file;
+  PtDecodeConfig& config = state->job.config;
   config.kind = options_.decoder;
   config.cpu = meta_.host.cpu;
   config.pt = meta_.pt;
   config.conversion = meta_.time;
   // The time axis needs timing packets; without them instructions stand in for time.
-  std::vector<uint8_t> padded;
   bool has_tsc = false;
   if (!stream.chunks.empty()) {
     const PtChunk& first = stream.chunks.front();
@@ -236,24 +265,60 @@ absl::Status Decoding::DecodeStream(const PtStream& stream, size_t index) {
   if (route_by_schedule && config.axis != TimeAxis::kTime) route_by_schedule = false;
   if (!route_by_schedule && tid < 0) tid = 0x7f000000 + stream.cpu;
 
-  ThreadState* fixed = route_by_schedule ? nullptr : Thread(pid, tid, *image, false);
-  int cpu = stream.cpu;
-  ThreadRouter router([&, cpu](uint64_t time) -> ThreadState* {
-    if (!route_by_schedule) return fixed;
-    std::optional<CpuInterval> interval = sideband_->schedule.ThreadAt(cpu, time);
-    if (!interval) return nullptr;
-    return Thread(interval->pid >= 0 ? interval->pid : pid, interval->tid, *image, false);
-  });
-  PtStreamDecoder decoder(config, *image, &router);
-  decoder.set_block_observer(options_.block_observer);
-  bool previous_truncated = false;
+  image::ProcessImage* process_image = *image;
+  if (route_by_schedule) {
+    int cpu = stream.cpu;
+    state->router = std::make_unique<ThreadRouter>(nullptr, [this, cpu, pid, process_image](uint64_t time) -> ThreadState* {
+      std::optional<CpuInterval> interval = sideband_->schedule.ThreadAt(cpu, time);
+      if (!interval) return nullptr;
+      return Thread(interval->pid >= 0 ? interval->pid : pid, interval->tid, process_image, false);
+    });
+  } else {
+    // --tid filtering: a stream of another thread feeds nothing.
+    state->router = std::make_unique<ThreadRouter>(Thread(pid, tid, process_image, false), nullptr);
+  }
+  state->job.image = process_image;
+  state->job.consumer = state->router.get();
+  state->job.file = *file;
   for (size_t c = 0; c < stream.chunks.size(); ++c) {
-    const PtChunk& chunk = stream.chunks[c];
-    if (chunk.file_offset >= bytes.size() || chunk.size > bytes.size() - chunk.file_offset) {
+    PtChunk chunk = stream.chunks[c];
+    if (chunk.file_offset >= bytes.size()) {
       result_.warnings.push_back(absl::StrFormat("%s: chunk %d [0x%x, +0x%x) is beyond the file's end (0x%x)",
                                                  stream.file, c, chunk.file_offset, chunk.size, bytes.size()));
       continue;
     }
+    if (chunk.size > bytes.size() - chunk.file_offset) {
+      // A truncated file (copy cut short, disk full): decode the bytes that are there.
+      result_.warnings.push_back(absl::StrFormat(
+          "%s: chunk %d [0x%x, +0x%x) reaches past the file's end (0x%x): decoding the 0x%x bytes there",
+          stream.file, c, chunk.file_offset, chunk.size, bytes.size(), bytes.size() - chunk.file_offset));
+      chunk.size = bytes.size() - chunk.file_offset;
+      chunk.truncated = true;
+    }
+    state->job.chunks.push_back(chunk);
+  }
+  return state;
+}
+
+void Decoding::Progress(uint64_t done_bytes) {
+  if (!options_.progress) return;
+  int percent = total_bytes_ ? static_cast<int>(100 * done_bytes / total_bytes_) : 100;
+  if (percent == last_percent_) return;
+  last_percent_ = percent;
+  std::fprintf(stderr, "\rdecoding: %3d%% ", percent);
+}
+
+// One libipt decoder over each chunk of the stream, in order (--jobs 1).
+absl::Status Decoding::DecodeStream(StreamState* state) {
+  StreamJob& job = state->job;
+  PtStreamDecoder decoder(job.config, job.image, job.consumer);
+  decoder.set_block_observer(options_.block_observer);
+  decoder.set_cancel_flag(options_.cancel);
+  std::vector<uint8_t> padded;
+  bool previous_truncated = false;
+  absl::Span<const uint8_t> bytes = job.file->bytes();
+  for (size_t c = 0; c < job.chunks.size() && !decoder.cancelled(); ++c) {
+    const PtChunk& chunk = job.chunks[c];
     if (c > 0 && (chunk.lost_before || previous_truncated)) decoder.MarkLostData(chunk.file_offset);
     previous_truncated = chunk.truncated;
     // libipt reads past the end while searching for a PSB: give it zeros there.
@@ -262,19 +327,24 @@ absl::Status Decoding::DecodeStream(const PtStream& stream, size_t index) {
     absl::Status s = decoder.DecodeChunk(padded.data(), chunk.size, chunk.file_offset);
     if (!s.ok()) return s;
     done_bytes_ += chunk.size;
-    if (options_.progress) {
-      std::fprintf(stderr, "\rdecoding: %3d%% ", total_bytes_ ? static_cast<int>(100 * done_bytes_ / total_bytes_) : 100);
-    }
+    Progress(done_bytes_);
   }
-  router.Finish(decoder.last_time(), decoder.instructions());
-  const PtDecodeStats& ds = decoder.stats();
-  result_.stats.instructions += ds.instructions;
-  result_.stats.blocks += ds.blocks;
-  result_.stats.syncs += ds.syncs;
-  result_.stats.bytes += ds.bytes;
-  result_.stats.undecodable += ds.undecodable;
-  for (const std::string& w : decoder.warnings()) result_.warnings.push_back(w);
+  job.stats = decoder.stats();
+  job.instructions = decoder.instructions();
+  job.last_time = decoder.last_time();
+  job.warnings = decoder.warnings();
   return absl::OkStatus();
+}
+
+void Decoding::FinishStream(StreamState* state) {
+  StreamJob& job = state->job;
+  state->router->Finish(job.last_time, job.instructions);
+  result_.stats.instructions += job.stats.instructions;
+  result_.stats.blocks += job.stats.blocks;
+  result_.stats.syncs += job.stats.syncs;
+  result_.stats.bytes += job.stats.bytes;
+  result_.stats.undecodable += job.stats.undecodable;
+  for (const std::string& w : job.warnings) result_.warnings.push_back(w);
 }
 
 absl::StatusOr<DecodeResult> Decoding::Run() {
@@ -299,11 +369,46 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   for (const PtStream& s : meta_.streams) {
     for (const PtChunk& c : s.chunks) total_bytes_ += c.size;
   }
+  std::vector<std::unique_ptr<StreamState>> streams;
   for (size_t i = 0; i < meta_.streams.size(); ++i) {
-    absl::Status s = DecodeStream(meta_.streams[i], i);
+    absl::StatusOr<std::unique_ptr<StreamState>> state = PrepareStream(meta_.streams[i], i);
+    if (!state.ok()) return state.status();
+    streams.push_back(*std::move(state));
+  }
+  size_t finished = 0;  // streams whose routers are finished
+  if (options_.jobs <= 1 || options_.block_observer != nullptr) {
+    for (; finished < streams.size() && !Cancelled(); ++finished) {
+      absl::Status s = DecodeStream(streams[finished].get());
+      if (!s.ok()) return s;
+      if (Cancelled()) break;
+      FinishStream(streams[finished].get());
+    }
+  } else {
+    std::vector<StreamJob*> jobs;
+    for (auto& state : streams) jobs.push_back(&state->job);
+    ParallelOptions parallel;
+    parallel.jobs = options_.jobs;
+    parallel.piece_bytes = options_.piece_bytes;
+    parallel.cancel = options_.cancel;
+    parallel.progress = [this](uint64_t done) { Progress(done); };
+    parallel.stream_done = [&](size_t index) {
+      FinishStream(streams[index].get());
+      finished = index + 1;
+    };
+    absl::Status s = DecodeStreamsInParallel(jobs, parallel);
     if (!s.ok()) return s;
   }
-  if (options_.progress) std::fprintf(stderr, "\rdecoding: done  \n");
+  if (Cancelled()) {
+    // Ctrl-C: close what the stream being decoded left open, then say so on every thread
+    // seen, so the partial file reads as partial.
+    result_.interrupted = true;
+    if (finished < streams.size()) FinishStream(streams[finished].get());
+    for (const auto& [tid, thread] : threads_) {
+      thread->sink->Instant(thread->last_time, "decode interrupted",
+                            "decoding stopped by a signal: the trace after this point is not in this file");
+    }
+  }
+  if (options_.progress) std::fprintf(stderr, Cancelled() ? "\n" : "\rdecoding: done  \n");
   for (const auto& [tid, thread] : threads_) {
     const CallStackStats& ms = thread->model->stats();
     result_.stats.calls += ms.calls;
@@ -328,6 +433,8 @@ absl::StatusOr<DecodeResult> DecodeTrace(const std::string& trace_dir, const Dec
 
 absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
                                               const DecodeOptions& options) {
+  // An unreadable trace directory (no or corrupt meta.json) makes no output file.
+  if (absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace_dir); !meta.ok()) return meta.status();
   absl::StatusOr<std::unique_ptr<ftf::FtfWriter>> writer = ftf::FtfWriter::Open(output);
   if (!writer.ok()) return writer.status();
   FtfSinks sinks(writer->get(), options);

@@ -3,6 +3,7 @@
 // image per process over one shared section cache, runs a PtStreamDecoder per stream and
 // a CallStackModel per thread, and hands slices to per-thread sinks (FTF in the product).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,7 +27,12 @@ struct DecodeOptions {
   uint64_t window_end = UINT64_MAX;
   bool progress = false;                  // progress on stderr
   std::string debug_root = "/usr/lib/debug";
-  BlockObserver* block_observer = nullptr;  // tests: sees every instruction run
+  BlockObserver* block_observer = nullptr;  // tests: sees every instruction run (forces jobs 1)
+  // Threads decoding: 1 decodes each stream with one libipt decoder, in order; more cut
+  // streams at PSBs into pieces decoded in parallel (docs/decoder.md). Same output.
+  int jobs = 1;
+  uint64_t piece_bytes = 0;                  // parallel: PT bytes per piece (0: automatic)
+  const std::atomic<bool>* cancel = nullptr;  // turns true (SIGINT): stop, close, mark
 };
 
 struct DecodeStats {
@@ -49,6 +55,9 @@ struct DecodeResult {
   DecodeStats stats;
   std::vector<std::string> warnings;
   bool time_axis_is_instructions = false;
+  // Stopped by `cancel`: every open slice was closed and each thread got a
+  // "decode interrupted" instant; the output is partial.
+  bool interrupted = false;
 };
 
 // Makes the slice sink of a thread; called once per thread before its first slice.

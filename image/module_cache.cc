@@ -44,6 +44,9 @@ absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::strin
     }
   }
   module->symbols.Finish();
+  for (const Symbol& sym : module->symbols.symbols()) {
+    if (module->symbols.name(sym) == "caml_start_program") module->ocaml = true;
+  }
   return std::shared_ptr<const Module>(std::move(module));
 }
 

@@ -95,7 +95,16 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
   std::sort(kept.begin(), kept.end(), [](const Region& a, const Region& b) { return a.start < b.start; });
   regions_ = std::move(kept);
   resolved_.clear();
+  has_ocaml_ = false;
+  for (const Region& r : regions_) has_ocaml_ |= r.module->ocaml;
   return absl::OkStatus();
+}
+
+void ProcessImage::Clear() {
+  pt_image_remove_by_asid(image_, nullptr);
+  regions_.clear();
+  resolved_.clear();
+  has_ocaml_ = false;
 }
 
 absl::Status ProcessImage::AddPerfMap(const std::string& path) {
@@ -143,7 +152,7 @@ FunctionInfo ProcessImage::Resolve(uint64_t address) {
 FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
   FunctionInfo info;
   if (const Symbol* jit = jit_symbols_.Find(address)) {
-    return FunctionInfo{jit->start, jit->end, jit_symbols_.name(*jit), false, true};
+    return FunctionInfo{jit->start, jit->end, jit_symbols_.name(*jit), false, true, true};
   }
   const Region* region = FindRegion(address);
   if (region == nullptr) {
@@ -161,6 +170,7 @@ FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
       info.end = std::min(sym->end + region->bias, region->end);
       info.name = table.name(*sym);
       info.plt = sym->plt;
+      info.symbol = true;
       return info;
     }
     // Between symbols: the gap is one unnamed function as far as we can tell.

@@ -40,6 +40,7 @@ struct FunctionInfo {
   absl::string_view name;     // stays valid as long as the ProcessImage
   bool plt = false;
   bool mapped = false;        // false: no code known at this address
+  bool symbol = false;        // [start, end) is a symbol's (ELF, JIT), not a guessed range
 };
 
 class ProcessImage {
@@ -51,10 +52,14 @@ class ProcessImage {
 
   // Maps `mapping`; a later mapping replaces what it overlaps (as mmap does).
   absl::Status AddMapping(const Mapping& mapping);
+  // Unmaps everything (exec). JIT symbols stay; names handed out stay valid.
+  void Clear();
   // Symbols for JIT code from a perf map file ("START SIZE name" per line, hex).
   absl::Status AddPerfMap(const std::string& path);
 
   pt_image* libipt_image() const { return image_; }
+  // Some mapped file holds OCaml native code (its exception traps are worth scanning for).
+  bool has_ocaml() const { return has_ocaml_; }
 
   // Cached by address; call on branch targets, not on every instruction.
   FunctionInfo Resolve(uint64_t address);
@@ -86,6 +91,7 @@ class ProcessImage {
   std::string name_;
   pt_image* image_;
   std::vector<Region> regions_;  // sorted, non-overlapping
+  bool has_ocaml_ = false;
   SymbolTable jit_symbols_;
   absl::flat_hash_map<uint64_t, FunctionInfo> resolved_;
   std::deque<std::string> names_;  // storage for names made up here

@@ -1,7 +1,9 @@
 #include "perfdata/perf_importer.h"
 
 #include <linux/perf_event.h>
+#include <limits.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -105,6 +107,15 @@ std::vector<AuxEvent> CollectAuxEvents(const PerfData& data) {
     out.push_back(e);
   }
   return out;
+}
+
+// meta.json paths that are not absolute are read relative to the trace directory, so a
+// binary found through a relative --buildid-dir must be stored absolute.
+std::string AbsolutePath(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof(cwd)) == nullptr) return path;
+  return absl::StrCat(cwd, "/", path);
 }
 
 }  // namespace
@@ -330,11 +341,23 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
     image.build_id = build_id;
     image.kind = name.rfind("[vdso", 0) == 0 ? ImageKind::kVdso : ImageKind::kFile;
     // The cache copy is the exact binary that ran; the recorded path may have changed since.
-    image.path = build_id.empty() ? "" : cache.Find(build_id, name);
+    image.path = build_id.empty() ? "" : AbsolutePath(cache.Find(build_id, name));
     if (image.path.empty() && !name.empty() && name[0] == '/' && PathExists(name)) image.path = name;
     if (image.path.empty()) {
       missing.insert(build_id.empty() ? name : absl::StrCat(name, " (build-id ", build_id, ")"));
       continue;
+    }
+    if (image.kind != ImageKind::kFile) {
+      // meta.json keeps vDSO images inside the trace directory (docs/trace-dir.md).
+      const std::string copy = absl::StrCat(kImagesSubdir, "/vdso.", build_id.empty() ? std::to_string(pid) : build_id, ".so");
+      if (!PathExists(writer->FilePath(copy))) {
+        absl::Status st = MakeDirs(writer->FilePath(kImagesSubdir));
+        absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(image.path);
+        if (!bytes.ok()) return bytes.status();
+        if (st.ok()) st = WriteFileAtomic(writer->FilePath(copy), *bytes);
+        if (!st.ok()) return st;
+      }
+      image.path = copy;
     }
     meta.images.push_back(image);
   }

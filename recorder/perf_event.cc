@@ -21,7 +21,8 @@ std::string OpenErrorHint(int err) {
     case EACCES:
     case EPERM:
       return "; run as root, grant CAP_PERFMON, or lower "
-             "/proc/sys/kernel/perf_event_paranoid (e.g. to 1)";
+             "/proc/sys/kernel/perf_event_paranoid (e.g. to 1); a process of another user "
+             "also needs its owner or CAP_SYS_PTRACE";
     case ENOENT:
     case ENODEV:
       return "; this PMU or event type does not exist on this machine";

@@ -84,6 +84,34 @@ std::string DescribeWaitStatus(int status) {
   return absl::StrCat("wait status 0x", absl::Hex(status));
 }
 
+absl::Status PtraceAttachError(int errno_value, int pid, int tid) {
+  const std::string what = tid == pid ? absl::StrCat("process ", pid)
+                                      : absl::StrCat("thread ", tid, " of process ", pid);
+  switch (errno_value) {
+    case EPERM:
+    case EACCES:
+      return absl::PermissionDeniedError(absl::StrCat(
+          "ptrace(PTRACE_ATTACH) of ", what, ": ", std::strerror(errno_value),
+          ": it may already be traced (a debugger, strace), belong to another user, or be "
+          "protected: run as its owner or with CAP_SYS_PTRACE (e.g. as root), and check "
+          "/proc/sys/kernel/yama/ptrace_scope (0 or 1 lets a user trace its own processes)"));
+    case ESRCH:
+      return absl::NotFoundError(
+          absl::StrCat("ptrace(PTRACE_ATTACH) of ", what, ": it exited during the attach"));
+    default:
+      return ErrnoError("ptrace(PTRACE_ATTACH)", what, errno_value);
+  }
+}
+
+bool IsZombie(int pid) {
+  absl::StatusOr<std::string> stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) return false;
+  // "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
+  const size_t paren = stat->rfind(')');
+  return paren != std::string::npos && paren + 2 < stat->size() &&
+         ((*stat)[paren + 2] == 'Z' || (*stat)[paren + 2] == 'X');
+}
+
 absl::StatusOr<TargetProcess> TargetProcess::Launch(const LaunchOptions& options) {
   if (options.argv.empty()) return absl::InvalidArgumentError("no command to launch");
   absl::StatusOr<std::string> exe = ResolveExecutable(options.argv[0]);
@@ -150,6 +178,10 @@ absl::StatusOr<TargetProcess> TargetProcess::Attach(int pid) {
   if (pid <= 0) return absl::InvalidArgumentError(absl::StrCat("invalid pid ", pid));
   if (!IsDirectory(absl::StrCat("/proc/", pid))) {
     return absl::NotFoundError(absl::StrCat("no process with pid ", pid));
+  }
+  if (IsZombie(pid)) {
+    return absl::NotFoundError(
+        absl::StrCat("process ", pid, " has exited (a zombie waiting for its parent): nothing to record"));
   }
   TargetProcess target;
   target.pid_ = pid;

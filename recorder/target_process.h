@@ -30,7 +30,7 @@ class TargetProcess {
   // enable_on_exec) and then calls Release() to let it exec. The executable is resolved
   // in the parent so a missing command is reported before the fork.
   static absl::StatusOr<TargetProcess> Launch(const LaunchOptions& options);
-  // An existing process; checks that /proc/PID exists.
+  // An existing process; checks that /proc/PID exists and has not exited (a zombie).
   static absl::StatusOr<TargetProcess> Attach(int pid);
 
   TargetProcess(TargetProcess&& other) noexcept;
@@ -87,5 +87,13 @@ std::string SignalName(int signal);
 
 // Text form of a wait status: "exited with 3", "killed by SIGSEGV".
 std::string DescribeWaitStatus(int status);
+
+// The error for a failed PTRACE_ATTACH (or PTRACE_SEIZE) of thread `tid` of process
+// `pid`, saying what to change: EPERM names an existing tracer, ptrace_scope and
+// CAP_SYS_PTRACE; ESRCH says the process exited during the attach.
+absl::Status PtraceAttachError(int errno_value, int pid, int tid);
+
+// True when /proc/PID/stat says the process is a zombie (exited, not yet reaped).
+bool IsZombie(int pid);
 
 }  // namespace ptd

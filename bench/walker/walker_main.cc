@@ -1,7 +1,11 @@
 // ptd_walker: writes a synthetic-walk trace directory and reports its speed; with
-// --verify, retraces it with libipt's block decoder and compares instruction counts.
+// --verify, retraces it with libipt's block decoder and compares instruction counts;
+// --count-ground-truth FILE counts the instructions a ground-truth file records.
 #include <intel-pt.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <cstdio>
@@ -92,6 +96,64 @@ VerifyResult Verify(const std::string& trace_dir) {
   return result;
 }
 
+// Streams a ground-truth file (format in recorder/emulate/ground_truth.h) without the
+// reader, which holds the whole file in memory: big walks write GBs. Returns the number
+// of instructions its INSNS records hold, or -1 with a message.
+int64_t CountGroundTruthInstructions(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_size < 16) {
+    std::fprintf(stderr, "ptd_walker: %s: cannot read a ground-truth file\n", path.c_str());
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return -1;
+  ::madvise(map, size, MADV_SEQUENTIAL);
+  const uint8_t* p = static_cast<const uint8_t*>(map);
+  const uint8_t* end = p + size;
+  bool ok = std::string(reinterpret_cast<const char*>(p), 8) == "PTDGTRU1";
+  p += 16;
+  auto varint = [&](uint64_t* value) {
+    uint64_t v = 0;
+    for (int shift = 0; p < end && shift < 64; shift += 7) {
+      const uint8_t b = *p++;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) {
+        *value = v;
+        return true;
+      }
+    }
+    return false;
+  };
+  // Varints after the tag, by tag (INSNS is handled apart).
+  constexpr int kFields[10] = {-1, 2, -1, 6, 4, 5, 2, 4, 1, 2};
+  int64_t instructions = 0;
+  uint64_t v = 0;
+  while (ok && p < end) {
+    const uint8_t tag = *p++;
+    if (tag == 2) {
+      uint64_t n = 0;
+      ok = varint(&v) && varint(&n);
+      for (uint64_t i = 0; ok && i < n; ++i) ok = varint(&v);
+      instructions += static_cast<int64_t>(n);
+    } else if (tag < 10 && kFields[tag] > 0) {
+      for (int i = 0; ok && i < kFields[tag]; ++i) ok = varint(&v);
+    } else {
+      ok = false;
+    }
+  }
+  const size_t offset = static_cast<size_t>(p - static_cast<const uint8_t*>(map));
+  ::munmap(map, size);
+  if (!ok) {
+    std::fprintf(stderr, "ptd_walker: %s: corrupt ground truth near offset %zu\n", path.c_str(), offset);
+    return -1;
+  }
+  return instructions;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,6 +165,7 @@ int main(int argc, char** argv) {
   uint64_t bytes_mb = 16;
   uint64_t instructions = 0;
   bool verify = false;
+  std::string count_truth;
   bool force = false;
   app.add_option("--elf", options.elf_path, "ELF whose code is walked")->capture_default_str();
   app.add_option("-o,--output", out, "Trace directory to write")->capture_default_str();
@@ -116,7 +179,14 @@ int main(int argc, char** argv) {
   app.add_flag("--long-tnt", options.generator.long_tnt, "TNT-64 packets");
   app.add_option("--overflow-every", options.overflow_every_bytes, "Inject OVF every N bytes");
   app.add_flag("--verify", verify, "Retrace with libipt and compare instruction counts");
+  app.add_option("--count-ground-truth", count_truth, "Only count the instructions of this ground-truth file");
   CLI11_PARSE(app, argc, argv);
+  if (!count_truth.empty()) {
+    const int64_t n = CountGroundTruthInstructions(count_truth);
+    if (n < 0) return 1;
+    std::printf("%s: %lld instructions\n", count_truth.c_str(), static_cast<long long>(n));
+    return 0;
+  }
   options.max_pt_bytes = bytes_mb << 20;
   options.max_instructions = instructions == 0 ? ~0ull : instructions;
 

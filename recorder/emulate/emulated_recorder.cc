@@ -15,45 +15,22 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/elf_build_id.h"
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/emulate/elf_symbol.h"
+#include "recorder/emulate/emulation_control.h"
 #include "recorder/emulate/ground_truth_writer.h"
 #include "recorder/emulate/ptrace_stepper.h"
 #include "recorder/emulate/pt_stream_set.h"
+#include "recorder/proc_maps.h"
+#include "recorder/pt/breakpoint_trigger.h"
 #include "recorder/sideband_session.h"
+#include "recorder/target_process.h"
+#include "sideband/record_reader.h"
 
 namespace ptd {
 namespace {
-
-PtraceStepper* g_active_stepper = nullptr;
-
-void OnStopSignal(int) {
-  if (g_active_stepper != nullptr) g_active_stepper->RequestStop();
-}
-
-// Restores the previous SIGINT/SIGTERM handlers when recording ends.
-class StopSignalScope {
- public:
-  explicit StopSignalScope(PtraceStepper* stepper) {
-    g_active_stepper = stepper;
-    struct sigaction action;
-    std::memset(&action, 0, sizeof(action));
-    action.sa_handler = OnStopSignal;
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~StopSignalScope() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-    g_active_stepper = nullptr;
-  }
-
- private:
-  struct sigaction old_int_;
-  struct sigaction old_term_;
-};
 
 uint64_t MonotonicNs() {
   timespec ts;
@@ -94,13 +71,6 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   if (options.virtual_cpus < 0 || options.virtual_cpus > 256) {
     return absl::InvalidArgumentError("record --emulate: --virtual-cpus must be 0..256");
   }
-  // Snapshot triggers are implemented by the hardware path's session loop only; refusing
-  // them is better than a recording that silently ignores what the user asked for.
-  if (!options.trigger_symbol.empty() || !options.control_fifo.empty() || options.multi_snapshot) {
-    return absl::UnimplementedError(
-        "record --emulate: --trigger, --control and --multi-snapshot are not supported by the "
-        "emulation backend yet (snapshots are taken at exit, SIGINT or --duration)");
-  }
   if (options.snapshot && options.snapshot_size < 4096) {
     return absl::InvalidArgumentError("record --emulate: --snapshot-size must be at least 4096 bytes");
   }
@@ -138,10 +108,13 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   stream_options.generator.psb_period = options.psb_period;
   stream_options.generator.noretcomp =
       options.noretcomp || options.timing == TimingPreset::kHigh;
-  // The emulated clock is coarse (one step is tens of microseconds): "normal" and
-  // "high" put a TSC before packets whenever a microsecond has passed, "low" only
-  // in PSB+ and at enables, as the hardware's tsc-only setting does.
-  stream_options.generator.tsc_interval = options.timing == TimingPreset::kLow ? 0 : 1000;
+  // Timing as the hardware presets: low = TSC only (in PSB+ and at enables); normal and
+  // high = + MTC and cycle-accurate CYC (cyc_thresh=1) from the same clock: the "TSC" is
+  // CLOCK_MONOTONIC ns, the ART runs at 1/256 of it, the core clock equals it.
+  const bool timed = options.timing != TimingPreset::kLow;
+  stream_options.generator.tsc_interval = 0;
+  stream_options.generator.mtc = timed;
+  stream_options.generator.cyc = timed;
   stream_options.virtual_cpus = options.virtual_cpus;
   stream_options.snapshot = options.snapshot;
   stream_options.snapshot_size = options.snapshot_size;
@@ -152,11 +125,71 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   stepper_options.progress = !options.quiet && isatty(STDERR_FILENO);
   stepper_options.kill_on_exit = !options.command.empty();
   if (!options.start_at_symbol.empty()) {
-    absl::StatusOr<uint64_t> address = ResolveStartSymbol(pid, options.start_at_symbol);
-    if (!address.ok()) return address.status();
-    stepper_options.start_address = *address;
+    // In the executable (or any file mapped at exec) now; else in a library once it is
+    // mapped (the stepper asks again after every mmap).
+    const std::string symbol = options.start_at_symbol;
+    stepper_options.resolve_start = [pid, symbol]() -> absl::StatusOr<uint64_t> {
+      absl::StatusOr<uint64_t> address = pt::ResolveSymbolInProcess(pid, symbol);
+      if (!address.ok()) return address;
+      // ld.so maps a library read-only first and its code segment over that later
+      // (MAP_FIXED), which would discard an int3 planted too early.
+      absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(pid);
+      if (!maps.ok()) return maps.status();
+      for (const ProcMapping& m : *maps) {
+        if (*address >= m.start && *address < m.end && m.executable()) return address;
+      }
+      return absl::NotFoundError(absl::StrCat(symbol, ": not in executable memory yet"));
+    };
   }
+  if (!options.trigger_symbol.empty()) {
+    const std::string symbol = options.trigger_symbol;
+    stepper_options.resolve_trigger = [pid, symbol]() -> absl::StatusOr<uint64_t> {
+      return pt::ResolveSymbolInProcess(pid, symbol);
+    };
+  }
+  // Requests are served between two steps; a stop asked for on the FIFO is answered
+  // once the trace directory is committed.
+  absl::StatusOr<std::unique_ptr<EmulationControl>> control =
+      EmulationControl::Start(options.control_fifo, options.duration_s);
+  if (!control.ok()) return control.status();
+  std::vector<EmulationRequest> stop_requests;
+  std::vector<std::string> request_notes;
+  PtraceStepper* stepper_ptr = nullptr;
+  stepper_options.requests_pending = (*control)->pending();
+  stepper_options.serve_requests = [&]() {
+    for (const EmulationRequest& request : (*control)->Take()) {
+      switch (request.kind) {
+        case EmulationRequest::Kind::kSnapshot:
+          (*control)->Answer(request, streams.Snapshot(request.reason, MonotonicNs()));
+          break;
+        case EmulationRequest::Kind::kStop:
+          if (request.from_fifo) stop_requests.push_back(request);
+          // String literals: RequestStop keeps the pointer.
+          stepper_ptr->RequestStop(request.reason == "control"    ? "control"
+                                   : request.reason == "duration" ? "duration"
+                                   : request.reason == "sigterm"  ? "sigterm"
+                                                                  : "sigint");
+          break;
+        case EmulationRequest::Kind::kUnknownCommand:
+          request_notes.push_back(absl::StrCat("control: unknown command \"", request.text, "\""));
+          (*control)->Answer(request, absl::InvalidArgumentError(absl::StrCat(
+                                          "unknown command \"", request.text, "\" (want snapshot or stop)")));
+          break;
+      }
+    }
+  };
+  uint64_t trigger_hits = 0;
+  stepper_options.on_trigger = [&](int, int) {
+    ++trigger_hits;
+    if (options.multi_snapshot) {
+      absl::Status s = streams.Snapshot("trigger", MonotonicNs());
+      if (!s.ok()) request_notes.push_back(absl::StrCat("trigger snapshot: ", s.message()));
+    } else {
+      stepper_ptr->RequestStop("trigger");
+    }
+  };
   PtraceStepper stepper(stepper_options, &streams, truth ? &*truth : nullptr);
+  stepper_ptr = &stepper;
 
   if (!options.command.empty()) {
     if (absl::Status s = stepper.AddStoppedThread(pid, pid); !s.ok()) return s;
@@ -165,22 +198,18 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
     if (!tids.ok()) return tids.status();
     for (int tid : *tids) {
       if (ptrace(PTRACE_ATTACH, tid, nullptr, nullptr) != 0) {
-        return ErrnoError("ptrace(PTRACE_ATTACH)", absl::StrFormat("thread %d of process %d", tid, pid),
-                          errno);
+        return PtraceAttachError(errno, pid, tid);
       }
       int status = 0;
       if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) {
-        return absl::InternalError(absl::StrFormat("thread %d of process %d did not stop after attach", tid, pid));
+        return absl::NotFoundError(absl::StrFormat(
+            "thread %d of process %d did not stop after attach (it exited during the attach?)", tid, pid));
       }
       if (absl::Status s = stepper.AddStoppedThread(pid, tid); !s.ok()) return s;
     }
   }
 
-  absl::Status run_status;
-  {
-    StopSignalScope stop_scope(&stepper);
-    run_status = stepper.Run();
-  }
+  absl::Status run_status = stepper.Run();
   const uint64_t end_ns = MonotonicNs();
 
   EmulatedRecordSummary summary;
@@ -196,10 +225,30 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   meta.pt.user_only = true;
   meta.pt.fields["tsc"] = 1;
   meta.pt.fields["noretcomp"] = stream_options.generator.noretcomp ? 1 : 0;
+  if (timed) {
+    // What a decoder needs to turn MTC and CYC into time (libipt: cpuid_0x15_eax/ebx,
+    // mtc_freq, nom_freq), consistent with the packets PacketGenerator wrote.
+    const PacketGeneratorOptions& g = stream_options.generator;
+    meta.pt.fields["mtc"] = 1;
+    meta.pt.fields["mtc_period"] = g.mtc_freq;
+    meta.pt.fields["cyc"] = 1;
+    meta.pt.fields["cyc_thresh"] = 1;
+    meta.pt.mtc_freq = g.mtc_freq;
+    meta.pt.cpuid_0x15_eax = 1;
+    meta.pt.cpuid_0x15_ebx = g.art_ratio;
+    meta.pt.tsc_art_ratio_num = g.art_ratio;
+    meta.pt.tsc_art_ratio_den = 1;
+    meta.pt.nom_freq = g.core_ratio;
+  }
   meta.pt.psb_period_bytes = options.psb_period;
   meta.time = TimeConversion{};  // identity: TSC packets carry CLOCK_MONOTONIC ns
   meta.time.cap_user_time_zero = true;
   meta.end_reason = stepper.end_reason();
+  // How the target ended, for `info` (docs/robustness.md).
+  if (const int target_status = stepper.exit_status(pid); target_status >= 0) {
+    meta.notes.push_back(absl::StrCat("target process ", pid, " ", DescribeWaitStatus(target_status)));
+    if (WIFSIGNALED(target_status) && meta.end_reason == "exit") meta.end_reason = "target_killed";
+  }
   if (meta.end_ns < end_ns) meta.end_ns = end_ns;
   const PtraceStepperStats& stats = stepper.stats();
   meta.notes.push_back(absl::StrFormat(
@@ -212,6 +261,13 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
         "%u executed instructions could not be decoded by capstone; they were traced as "
         "non-branches", stats.undecodable));
   }
+  if (!options.trigger_symbol.empty()) {
+    meta.notes.push_back(stepper.trigger_address() == 0
+                             ? absl::StrCat("--trigger ", options.trigger_symbol, ": never resolved")
+                             : absl::StrFormat("--trigger %s at 0x%x: %u hits", options.trigger_symbol,
+                                               stepper.trigger_address(), trigger_hits));
+  }
+  meta.notes.insert(meta.notes.end(), request_notes.begin(), request_notes.end());
   if (!options.start_at_symbol.empty() && !stats.start_reached) {
     meta.notes.push_back(absl::StrCat("--start-at ", options.start_at_symbol,
                                       ": never reached; nothing was traced"));
@@ -232,9 +288,38 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   if (truth) {
     if (absl::Status s = truth->Close(); !s.ok()) return s;
   }
-  if (!streams_status.ok()) return streams_status;
+  // Build-ids of the mapped files, so a decode elsewhere can tell a changed file. Only
+  // the MMAP records are looked at (the sideband may hold millions of switches).
+  for (const SidebandFile& file : meta.sideband) {
+    absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(dir->FilePath(file.file));
+    if (!bytes.ok()) continue;
+    RecordReader reader(*bytes, file.file, RecordFormat{file.sample_type, file.sample_id_all});
+    for (absl::StatusOr<std::optional<PerfRecord>> r = reader.Next(); r.ok() && r->has_value(); r = reader.Next()) {
+      const std::string* path = nullptr;
+      if (const auto* m2 = std::get_if<Mmap2Record>(&(*r)->body)) path = &m2->filename;
+      if (const auto* m1 = std::get_if<MmapRecord>(&(*r)->body)) path = &m1->filename;
+      if (path == nullptr || path->empty() || (*path)[0] != '/' || meta.build_ids.count(*path)) continue;
+      absl::StatusOr<std::string> id = ReadElfBuildId(*path);
+      if (id.ok() && !id->empty()) meta.build_ids[*path] = *id;
+    }
+  }
+  // A failed write (disk full, file size limit): commit what reached the disk, marked
+  // partial, and still fail (docs/robustness.md).
+  const absl::Status write_error = !streams_status.ok() ? streams_status
+                                   : absl::IsResourceExhausted(session_status) ? session_status
+                                                                               : absl::OkStatus();
+  if (!write_error.ok()) {
+    if (absl::Status kept = dir->CommitPartial(meta, write_error); !kept.ok()) {
+      return absl::Status(write_error.code(), absl::StrCat(write_error.message(), "; ", kept.message()));
+    }
+    return absl::Status(write_error.code(),
+                        absl::StrCat(write_error.message(), "; what was written is kept in ",
+                                     options.output_dir, " (marked partial)"));
+  }
   if (!run_status.ok()) meta.notes.push_back(absl::StrCat("tracer error: ", run_status.message()));
-  if (absl::Status s = dir->Commit(meta); !s.ok()) return s;
+  absl::Status committed = dir->Commit(meta);
+  for (const EmulationRequest& request : stop_requests) (*control)->Answer(request, committed);
+  if (!committed.ok()) return committed;
 
   summary.trace_dir = options.output_dir;
   summary.steps = stats.steps;
@@ -243,6 +328,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   summary.threads = stats.threads;
   summary.undecodable = stats.undecodable;
   summary.signals_delivered = stats.signals_delivered;
+  summary.snapshots = streams.stats().snapshots;
+  summary.trigger_hits = trigger_hits;
   summary.seconds = stats.seconds;
   summary.end_reason = stepper.end_reason();
   const int status = stepper.exit_status(pid);

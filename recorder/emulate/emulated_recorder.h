@@ -22,14 +22,17 @@ struct EmulatedRecordSummary {
   uint64_t threads = 0;          // threads seen
   uint64_t undecodable = 0;      // instructions capstone could not decode (traced as unknown)
   uint64_t signals_delivered = 0;
+  uint64_t snapshots = 0;        // snapshots taken before the end (signals, FIFO, trigger)
+  uint64_t trigger_hits = 0;
   double seconds = 0;            // wall time spent stepping
   int exit_status = -1;          // launched target: exit code, or 128+signal; -1 if attached
   std::string end_reason;        // as in meta.json
 };
 
 // Honours: command / pid, output_dir, force, per_thread or virtual_cpus (per-CPU mode),
-// snapshot / snapshot_size, buffer_size, timing (TSC always; MTC/CYC for kHigh),
-// noretcomp, psb_period, start_at_symbol, ground_truth_path, duration_s, quiet.
+// snapshot / snapshot_size, timing, noretcomp, psb_period, start_at_symbol (executable
+// or library), trigger_symbol / multi_snapshot, control_fifo, duration_s, quiet;
+// SIGUSR2 takes a snapshot, SIGINT/SIGTERM stop.
 // Errors: InvalidArgument for bad options, FailedPrecondition when ptrace is not
 // permitted, Internal for tracer failures (the message names the thread and address).
 absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& options);

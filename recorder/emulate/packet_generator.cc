@@ -110,25 +110,104 @@ void PacketGenerator::EmitSuppressedIp(int type) {
   Emit(&packet);
 }
 
+namespace {
+uint64_t MtcPeriod(const PacketGeneratorOptions& options) {
+  return static_cast<uint64_t>(options.art_ratio) << options.mtc_freq;
+}
+}  // namespace
+
+void PacketGenerator::EmitCyc(uint64_t time) {
+  if (!options_.cyc) return;
+  // cyc_thresh=1: a CYC only when at least one cycle passed since the previous one.
+  if (time <= last_cyc_time_) return;
+  pt_packet packet;
+  std::memset(&packet, 0, sizeof(packet));
+  packet.type = ppt_cyc;
+  packet.payload.cyc.value = time - last_cyc_time_;
+  Emit(&packet);
+  last_cyc_time_ = time;
+  ++stats_.cycs;
+}
+
+void PacketGenerator::EmitMtcsUpTo(uint64_t time) {
+  if (!options_.mtc) return;
+  const uint64_t period = MtcPeriod(options_);
+  const uint64_t edge = time / period;
+  if (edge <= last_mtc_edge_) return;
+  if (edge - last_mtc_edge_ > 255) {
+    // More than the 8-bit payload can tell apart: a full timestamp instead.
+    EmitTsc(time);
+    return;
+  }
+  for (uint64_t e = last_mtc_edge_ + 1; e <= edge; ++e) {
+    // A CYC up to the edge first: the cycle count between two MTCs is then exactly the
+    // MTC period, which is what libipt's calibration (and its CYC-after-MTC estimate)
+    // assumes. Real hardware puts no CYC before MTC; its CYCs are dense enough that the
+    // misalignment is small, the emulator's (one per step) are not.
+    EmitCyc(e * period);
+    pt_packet packet;
+    std::memset(&packet, 0, sizeof(packet));
+    packet.type = ppt_mtc;
+    packet.payload.mtc.ctc = static_cast<uint8_t>(e & 0xff);  // ART[mtc_freq+7 : mtc_freq]
+    Emit(&packet);
+    ++stats_.mtcs;
+  }
+  last_mtc_edge_ = edge;
+}
+
+void PacketGenerator::Timing(uint64_t time) {
+  EmitMtcsUpTo(time);
+  EmitCyc(time);
+  MaybeTscInterval(time);
+}
+
+void PacketGenerator::MaybeTscInterval(uint64_t time) {
+  if (options_.tsc_interval != 0 && time >= last_tsc_ + options_.tsc_interval) EmitTsc(time);
+}
+
 void PacketGenerator::EmitTsc(uint64_t time) {
+  // The CYC before it ends the cycle count at the TSC, so the next CYC counts from there
+  // (libipt adds a CYC after TSC + TMA to the TSC).
+  EmitCyc(time);
   pt_packet packet;
   std::memset(&packet, 0, sizeof(packet));
   packet.type = ppt_tsc;
   packet.payload.tsc.tsc = time & ((1ull << 56) - 1);  // TSC packets carry 7 bytes
   Emit(&packet);
   last_tsc_ = time;
-}
-
-void PacketGenerator::MaybeTsc(uint64_t time) {
-  if (options_.tsc_interval != 0 && time >= last_tsc_ + options_.tsc_interval) EmitTsc(time);
+  last_cyc_time_ = time;
+  if (options_.mtc) {
+    // TMA: the ART's low 16 bits and the TSC ticks since the last ART tick.
+    std::memset(&packet, 0, sizeof(packet));
+    packet.type = ppt_tma;
+    packet.payload.tma.ctc = static_cast<uint16_t>((time / options_.art_ratio) & 0xffff);
+    packet.payload.tma.fc = static_cast<uint16_t>(time % options_.art_ratio);
+    Emit(&packet);
+    last_mtc_edge_ = time / MtcPeriod(options_);
+  }
 }
 
 void PacketGenerator::EmitPsbPlus(uint64_t ip, uint64_t time, bool with_fup) {
   FlushTnt();
+  if (stats_.psbs == 0) {
+    // The cycle counter and the MTC edges start with tracing.
+    last_cyc_time_ = time;
+    if (options_.mtc) last_mtc_edge_ = time / MtcPeriod(options_);
+  }
+  // Timing that belongs before the PSB (CYC is not a PSB+ packet).
+  EmitMtcsUpTo(time);
+  EmitCyc(time);
   EmitSimple(ppt_psb);
   // Hardware resets the last IP at PSB; the FUP below is compressed against zero.
   last_ip_ = 0;
   EmitTsc(time);
+  if (options_.cyc) {
+    pt_packet cbr;
+    std::memset(&cbr, 0, sizeof(cbr));
+    cbr.type = ppt_cbr;
+    cbr.payload.cbr.ratio = options_.core_ratio;
+    Emit(&cbr);
+  }
   if (with_fup) {
     pt_packet mode;
     std::memset(&mode, 0, sizeof(mode));
@@ -152,6 +231,8 @@ void PacketGenerator::Enable(uint64_t ip, uint64_t time) {
     // PacketEn is still 0: the PSB+ carries no FUP, the TIP.PGE below says where.
     EmitPsbPlus(ip, time, /*with_fup=*/false);
   } else {
+    // No MTCs for the disabled stretch (a syscall: the thread may have slept, and a
+    // per-thread event is off while its thread is scheduled out); TSC + TMA resync.
     EmitTsc(time);
   }
   pt_packet mode;
@@ -166,6 +247,7 @@ void PacketGenerator::Enable(uint64_t ip, uint64_t time) {
 }
 
 void PacketGenerator::AddTntBit(bool taken) {
+  if (tnt_bits_ == 0) tnt_first_time_ = last_time_;
   tnt_payload_ = (tnt_payload_ << 1) | (taken ? 1 : 0);
   ++tnt_bits_;
   ++stats_.tnt_bits;
@@ -175,7 +257,10 @@ void PacketGenerator::AddTntBit(bool taken) {
 
 void PacketGenerator::FlushTnt() {
   if (tnt_bits_ == 0) return;
-  MaybeTsc(last_time_);
+  MaybeTscInterval(last_time_);
+  // The CYC before a TNT gives the retirement time of its first branch (SDM).
+  EmitMtcsUpTo(tnt_first_time_);
+  EmitCyc(tnt_first_time_);
   pt_packet packet;
   std::memset(&packet, 0, sizeof(packet));
   packet.type = tnt_bits_ <= kTnt8MaxBits ? ppt_tnt_8 : ppt_tnt_64;
@@ -224,13 +309,13 @@ void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
     case BranchKind::kIndirectCall:
       PushReturn(fall_through);
       FlushTnt();
-      MaybeTsc(time);
+      Timing(time);
       EmitIpPacket(ppt_tip, insn.next_ip);
       ++stats_.tips;
       break;
     case BranchKind::kIndirectJump:
       FlushTnt();
-      MaybeTsc(time);
+      Timing(time);
       EmitIpPacket(ppt_tip, insn.next_ip);
       ++stats_.tips;
       break;
@@ -246,7 +331,7 @@ void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
         }
       }
       FlushTnt();
-      MaybeTsc(time);
+      Timing(time);
       EmitIpPacket(ppt_tip, insn.next_ip);
       ++stats_.tips;
       break;
@@ -255,7 +340,7 @@ void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
       // User-only tracing: the CPU enters the kernel, PacketEn drops, and the target
       // (a kernel address) is suppressed.
       FlushTnt();
-      MaybeTsc(time);
+      Timing(time);
       EmitSuppressedIp(ppt_tip_pgd);
       enabled_ = false;
       ++stats_.disables;
@@ -266,7 +351,7 @@ void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
 void PacketGenerator::AsyncDisable(uint64_t ip, uint64_t time) {
   if (!enabled_) return;
   FlushTnt();
-  MaybeTsc(time);
+  Timing(time);
   EmitIpPacket(ppt_fup, ip);
   EmitSuppressedIp(ppt_tip_pgd);
   enabled_ = false;
@@ -278,7 +363,7 @@ void PacketGenerator::InjectOverflow(uint64_t time) {
   // is what the overflow lost. Like the CPU, the trace resumes with FUP (or TIP.PGE
   // when tracing is off by then) at the next instruction.
   FlushTnt();
-  MaybeTsc(time);
+  Timing(time);
   EmitSimple(ppt_ovf);
   ret_depth_ = 0;
   need_ovf_fup_ = enabled_;

@@ -36,6 +36,16 @@ struct PacketGeneratorOptions {
   // Besides PSB+ and enables, a TSC packet before a packet whenever the clock moved at
   // least this much since the last TSC (0: never). Clock units are the caller's (ns).
   uint64_t tsc_interval = 0;
+  // Timing model of MTC/CYC (hardware's cyc + mtc with cyc_thresh=1), for a clock that
+  // counts TSC ticks: ART = TSC / art_ratio (cpuid 0x15 ebx/eax = art_ratio/1; at most
+  // 512 so TMA's 9-bit FastCounter holds the remainder), MTC whenever bits
+  // [mtc_freq+7 : mtc_freq] of the ART change, core clock = TSC clock (CBR = nom_freq =
+  // core_ratio), so a CYC payload is the TSC ticks since the previous CYC.
+  bool mtc = false;
+  bool cyc = false;
+  uint32_t mtc_freq = 8;     // mtc_period field; must be <= 8 (TMA carries 16 CTC bits)
+  uint32_t art_ratio = 256;  // TSC ticks per ART tick
+  uint8_t core_ratio = 10;   // CBR payload and nominal frequency ratio
 };
 
 struct PacketGeneratorStats {
@@ -50,6 +60,8 @@ struct PacketGeneratorStats {
   uint64_t async_disables = 0;
   uint64_t overflows = 0;
   uint64_t unknown_insns = 0;
+  uint64_t mtcs = 0;
+  uint64_t cycs = 0;
 };
 
 class PacketGenerator {
@@ -81,6 +93,10 @@ class PacketGenerator {
   // belongs to the previous thread).
   void ClearReturnStack() { ret_depth_ = 0; }
 
+  // The next packet starts a PSB+ (tracing restarted, e.g. after a snapshot stopped the
+  // hardware: TraceEn 0 -> 1 begins with PSB+).
+  void RestartWithPsb() { need_psb_ = true; }
+
   // Writes buffered bytes to the sink (packets are only ever buffered whole).
   void Flush();
 
@@ -92,8 +108,13 @@ class PacketGenerator {
   void EmitPsbPlus(uint64_t ip, uint64_t time, bool with_fup);
   void AddTntBit(bool taken);
   void FlushTnt();
-  void MaybeTsc(uint64_t time);
-  void EmitTsc(uint64_t time);
+  // Timing packets due before a packet that happens at `time`: MTCs for the ART edges
+  // passed, then CYC (cycle-accurate mode), or a TSC every tsc_interval.
+  void Timing(uint64_t time);
+  void EmitMtcsUpTo(uint64_t time);
+  void EmitCyc(uint64_t time);
+  void MaybeTscInterval(uint64_t time);
+  void EmitTsc(uint64_t time);  // CYC (resets the cycle count), TSC, TMA with MTC
   void EmitIpPacket(int type, uint64_t ip);  // type: enum pt_packet_type
   void EmitSuppressedIp(int type);
   void EmitSimple(int type);
@@ -115,6 +136,9 @@ class PacketGenerator {
   uint64_t last_ip_ = 0;
   uint64_t last_tsc_ = 0;
   uint64_t last_time_ = 0;  // time of the newest retired instruction
+  uint64_t last_cyc_time_ = 0;   // cycle counter reference (last CYC or TSC)
+  uint64_t last_mtc_edge_ = 0;   // MTC periods since time 0 accounted for
+  uint64_t tnt_first_time_ = 0;  // retirement of the oldest pending TNT bit
   uint64_t tnt_payload_ = 0;
   int tnt_bits_ = 0;
   uint64_t ret_stack_[kRetStackSize];

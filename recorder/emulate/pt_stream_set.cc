@@ -25,6 +25,9 @@ struct PtStreamSet::Stream {
   std::unordered_map<int, bool> itrace_started;
   std::unique_ptr<RecordBuilder> sideband;
   bool finished = false;
+  std::vector<PtChunk> chunks;
+  uint64_t taken_head = 0;  // stream position the last chunk ended at
+  uint64_t file_bytes = 0;  // bytes in the stream file (snapshot mode)
 };
 
 PtStreamSet::PtStreamSet(const PtStreamSetOptions& options, const TraceDirWriter* dir)
@@ -41,12 +44,13 @@ PtStreamSet::Stream* PtStreamSet::NewStream(int cpu, int tid) {
   stream->relative_path = cpu >= 0 ? absl::StrCat(kAuxSubdir, "/cpu", cpu, ".pt")
                                    : absl::StrCat(kAuxSubdir, "/tid", tid, ".pt");
   PacketSink* sink = nullptr;
+  // Linear mode: the generator writes the file; snapshot mode: a ring, whose chunks are
+  // appended to the file as they are taken.
+  stream->file = std::make_unique<FileSink>(dir_->FilePath(stream->relative_path));
+  sink = stream->file.get();
   if (options_.snapshot) {
     stream->ring = std::make_unique<SnapshotRingSink>(options_.snapshot_size);
     sink = stream->ring.get();
-  } else {
-    stream->file = std::make_unique<FileSink>(dir_->FilePath(stream->relative_path));
-    sink = stream->file.get();
   }
   stream->generator = std::make_unique<PacketGenerator>(options_.generator, sink);
   if (cpu >= 0) stream->sideband = std::make_unique<RecordBuilder>();
@@ -172,39 +176,16 @@ absl::Status PtStreamSet::Finish(uint64_t time, TraceMeta* meta) {
   }
   for (auto& stream : streams_) {
     stream->generator->Flush();
+    absl::Status taken = TakeChunk(stream.get(), options_.snapshot ? options_.end_reason : "linear", time);
+    if (!taken.ok() && first_error.ok()) first_error = taken;
+    absl::Status closed = stream->file->Close();
+    if (!closed.ok() && first_error.ok()) first_error = closed;
     PtStream entry;
     entry.file = stream->relative_path;
     entry.cpu = stream->cpu;
     entry.tid = stream->tid;
-    PtChunk chunk;
-    chunk.time_ns = time;
-    if (options_.snapshot) {
-      std::vector<uint8_t> bytes = stream->ring->Snapshot();
-      absl::Status s = WriteFileAtomic(dir_->FilePath(stream->relative_path),
-                                       absl::Span<const uint8_t>(bytes));
-      if (!s.ok() && first_error.ok()) first_error = s;
-      chunk.size = bytes.size();
-      chunk.aux_offset = stream->ring->head() - bytes.size();
-      chunk.reason = options_.end_reason;
-      chunk.overwrite = true;
-    } else {
-      absl::Status s = stream->file->Close();
-      if (!s.ok() && first_error.ok()) first_error = s;
-      chunk.size = stream->file->bytes();
-      chunk.reason = "linear";
-    }
-    if (chunk.size > 0) entry.chunks.push_back(chunk);
+    entry.chunks = stream->chunks;
     if (stream->sideband != nullptr) {
-      AuxRecord aux;
-      aux.aux_offset = chunk.aux_offset;
-      aux.aux_size = chunk.size;
-      aux.flags = chunk.overwrite ? kPerfAuxFlagOverwrite : 0;
-      SampleId id;
-      id.time = time;
-      id.cpu = static_cast<uint32_t>(stream->cpu);
-      id.pid = static_cast<uint32_t>(stream->current_pid < 0 ? stream->last_pid : stream->current_pid);
-      id.tid = static_cast<uint32_t>(stream->current_tid < 0 ? stream->last_tid : stream->current_tid);
-      if (chunk.size > 0) stream->sideband->Append(aux, id);
       SidebandFile file;
       file.file = absl::StrCat(kSidebandSubdir, "/vcpu", stream->cpu, ".data");
       file.cpu = stream->cpu;
@@ -221,6 +202,66 @@ absl::Status PtStreamSet::Finish(uint64_t time, TraceMeta* meta) {
   return first_error;
 }
 
+absl::Status PtStreamSet::TakeChunk(Stream* stream, const std::string& reason, uint64_t time) {
+  PtChunk chunk;
+  chunk.time_ns = time;
+  chunk.reason = reason;
+  if (options_.snapshot) {
+    const uint64_t head = stream->ring->head();
+    std::vector<uint8_t> bytes = stream->ring->Since(stream->taken_head);
+    chunk.aux_offset = head - bytes.size();
+    chunk.size = bytes.size();
+    chunk.overwrite = true;
+    chunk.lost_before = chunk.aux_offset > stream->taken_head;
+    chunk.file_offset = stream->file_bytes;
+    stream->file->Write(bytes.data(), bytes.size());
+    stream->file_bytes += bytes.size();
+    stream->taken_head = head;
+  } else {
+    const uint64_t end = stream->file->bytes();
+    chunk.aux_offset = chunk.file_offset = stream->taken_head;
+    chunk.size = end - stream->taken_head;
+    stream->taken_head = end;
+  }
+  if (chunk.size == 0) return absl::OkStatus();
+  if (stream->sideband != nullptr) {
+    AuxRecord aux;
+    aux.aux_offset = chunk.aux_offset;
+    aux.aux_size = chunk.size;
+    aux.flags = chunk.overwrite ? kPerfAuxFlagOverwrite : 0;
+    SampleId id;
+    id.time = time;
+    id.cpu = static_cast<uint32_t>(stream->cpu);
+    id.pid = static_cast<uint32_t>(stream->current_pid < 0 ? stream->last_pid : stream->current_pid);
+    id.tid = static_cast<uint32_t>(stream->current_tid < 0 ? stream->last_tid : stream->current_tid);
+    stream->sideband->Append(aux, id);
+  }
+  stream->chunks.push_back(chunk);
+  return absl::OkStatus();
+}
+
+absl::Status PtStreamSet::Snapshot(const std::string& reason, uint64_t time) {
+  ++snapshots_;
+  if (options_.snapshot) {
+    // The interrupt that stops the hardware is an asynchronous exit from user space.
+    for (auto& [tid, slot] : threads_) {
+      if (slot.stream == nullptr) continue;
+      if (slot.stream->cpu < 0 || slot.stream->current_tid == tid) {
+        slot.stream->generator->AsyncDisable(slot.resume_ip, time);
+      }
+    }
+    for (auto& stream : streams_) stream->generator->RestartWithPsb();
+  }
+  absl::Status first_error;
+  for (auto& stream : streams_) {
+    if (stream->finished && options_.snapshot && stream->ring->head() == stream->taken_head) continue;
+    stream->generator->Flush();
+    absl::Status s = TakeChunk(stream.get(), reason, time);
+    if (!s.ok() && first_error.ok()) first_error = s;
+  }
+  return first_error;
+}
+
 PtStreamSetStats PtStreamSet::stats() const {
   PtStreamSetStats stats;
   for (const auto& stream : streams_) {
@@ -229,6 +270,7 @@ PtStreamSetStats PtStreamSet::stats() const {
   }
   stats.context_switches = context_switches_;
   stats.streams = streams_.size();
+  stats.snapshots = snapshots_;
   return stats;
 }
 

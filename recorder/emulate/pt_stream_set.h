@@ -35,6 +35,7 @@ struct PtStreamSetStats {
   uint64_t instructions = 0;
   uint64_t context_switches = 0;
   uint64_t streams = 0;
+  uint64_t snapshots = 0;  // Snapshot() calls
 };
 
 class PtStreamSet {
@@ -52,8 +53,16 @@ class PtStreamSet {
   // `next_ip`, or its virtual CPU is released.
   void ThreadEnded(int pid, int tid, uint64_t next_ip, uint64_t time);
 
-  // Finishes every stream, writes snapshot data and synthesized sideband, and appends
-  // streams[] / sideband[] entries to `meta`.
+  // A snapshot (signal, control FIFO, trigger) tagged `reason`. Snapshot mode: every
+  // enabled stream is disabled asynchronously at its thread's next IP (what the
+  // interrupt that stops the hardware shows), and the bytes each ring received since the
+  // previous snapshot, at most snapshot_size of them, become a chunk of the stream file
+  // (lost_before when some were overwritten). Linear mode: the bytes written so far end
+  // a chunk tagged `reason`, as a drain does in hardware mode.
+  absl::Status Snapshot(const std::string& reason, uint64_t time);
+
+  // Finishes every stream, takes the last chunk (reason: the end reason) and writes the
+  // synthesized sideband; appends streams[] / sideband[] entries to `meta`.
   absl::Status Finish(uint64_t time, TraceMeta* meta);
 
   PtStreamSetStats stats() const;
@@ -71,6 +80,7 @@ class PtStreamSet {
   Stream* NewStream(int cpu, int tid);
   ThreadSlot& Slot(int pid, int tid, uint64_t time);
   void SwitchTo(Stream* stream, int pid, int tid, uint64_t time);
+  absl::Status TakeChunk(Stream* stream, const std::string& reason, uint64_t time);
 
   PtStreamSetOptions options_;
   const TraceDirWriter* dir_;
@@ -78,6 +88,7 @@ class PtStreamSet {
   std::unordered_map<int, ThreadSlot> threads_;
   int next_vcpu_ = 0;
   uint64_t context_switches_ = 0;
+  uint64_t snapshots_ = 0;
   bool finished_ = false;
 };
 

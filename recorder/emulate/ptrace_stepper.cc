@@ -58,7 +58,9 @@ struct PtraceStepper::Thread {
 PtraceStepper::PtraceStepper(const PtraceStepperOptions& options, PtStreamSet* streams,
                              GroundTruthWriter* truth)
     : options_(options), streams_(streams), truth_(truth) {
-  tracing_ = options_.start_address == 0;
+  start_address_ = options_.start_address;
+  awaiting_start_symbol_ = start_address_ == 0 && options_.resolve_start != nullptr;
+  tracing_ = start_address_ == 0 && !awaiting_start_symbol_;
 }
 
 PtraceStepper::~PtraceStepper() = default;
@@ -98,33 +100,62 @@ absl::Status PtraceStepper::AddStoppedThread(int pid, int tid) {
   long flags = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
                PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT;
   if (options_.kill_on_exit) flags |= PTRACE_O_EXITKILL;
+  if (awaiting_start_symbol_) flags |= PTRACE_O_TRACESYSGOOD;  // syscall stops: SIGTRAP|0x80
   if (ptrace(PTRACE_SETOPTIONS, tid, nullptr, reinterpret_cast<void*>(flags)) != 0) {
     return ErrnoError("ptrace(PTRACE_SETOPTIONS)", absl::StrFormat("thread %d", tid), errno);
   }
   Thread* thread = NewThread(pid, tid);
   if (initial_tid_ < 0) {
     initial_tid_ = tid;
-    if (options_.start_address != 0) {
-      // int3 at the start address; the original word is restored when it is hit.
-      errno = 0;
-      const long word = ptrace(PTRACE_PEEKTEXT, tid, reinterpret_cast<void*>(options_.start_address), nullptr);
-      if (errno != 0) {
-        return ErrnoError("ptrace(PTRACE_PEEKTEXT) for --start-at",
-                          absl::StrFormat("thread %d, address 0x%x", tid, options_.start_address), errno);
+    if (awaiting_start_symbol_) {
+      absl::StatusOr<uint64_t> address = options_.resolve_start();
+      if (address.ok()) {
+        start_address_ = *address;
+        awaiting_start_symbol_ = false;
+      } else if (address.status().code() != absl::StatusCode::kNotFound) {
+        return address.status();
       }
-      start_word_ = word;
-      const long patched = (word & ~0xffl) | 0xcc;
-      if (ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(options_.start_address),
-                 reinterpret_cast<void*>(patched)) != 0) {
-        return ErrnoError("ptrace(PTRACE_POKETEXT) for --start-at",
-                          absl::StrFormat("thread %d, address 0x%x", tid, options_.start_address), errno);
-      }
-      breakpoint_armed_ = true;
     }
+    if (start_address_ != 0) {
+      if (absl::Status s = PlantStartBreakpoint(tid); !s.ok()) return s;
+    }
+    TryResolveTrigger();
   }
   if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
   Resume(thread, 0);
   return absl::OkStatus();
+}
+
+absl::Status PtraceStepper::PlantStartBreakpoint(int tid) {
+  // int3 at the start address; the original word is restored when it is hit.
+  errno = 0;
+  const long word = ptrace(PTRACE_PEEKTEXT, tid, reinterpret_cast<void*>(start_address_), nullptr);
+  if (errno != 0) {
+    return ErrnoError("ptrace(PTRACE_PEEKTEXT) for --start-at",
+                      absl::StrFormat("thread %d, address 0x%x", tid, start_address_), errno);
+  }
+  start_word_ = word;
+  const long patched = (word & ~0xffl) | 0xcc;
+  if (ptrace(PTRACE_POKETEXT, tid, reinterpret_cast<void*>(start_address_),
+             reinterpret_cast<void*>(patched)) != 0) {
+    return ErrnoError("ptrace(PTRACE_POKETEXT) for --start-at",
+                      absl::StrFormat("thread %d, address 0x%x", tid, start_address_), errno);
+  }
+  breakpoint_armed_ = true;
+  return absl::OkStatus();
+}
+
+void PtraceStepper::TryResolveTrigger() {
+  if (trigger_address_ != 0 || !options_.resolve_trigger) return;
+  absl::StatusOr<uint64_t> address = options_.resolve_trigger();
+  if (address.ok()) trigger_address_ = *address;
+}
+
+void PtraceStepper::ServeRequests() {
+  if (options_.requests_pending != nullptr && options_.requests_pending->load() &&
+      options_.serve_requests) {
+    options_.serve_requests();
+  }
 }
 
 void PtraceStepper::LoadInstruction(Thread* thread) {
@@ -197,17 +228,25 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
       if (static_cast<long>(regs.orig_rax) == nr) {
         thread->space->classifier.Invalidate();
         ++stats_.cache_invalidations;
+        if (nr == 9) TryResolveTrigger();  // a library may just have been mapped
       }
     }
   }
   thread->ip = regs.rip;
   thread->rsp = regs.rsp;
   LoadInstruction(thread);
+  if (tracing_ && trigger_address_ != 0 && regs.rip == trigger_address_ && options_.on_trigger) {
+    options_.on_trigger(thread->pid, thread->tid);
+  }
   return absl::OkStatus();
 }
 
 void PtraceStepper::Resume(Thread* thread, int signal) {
-  const auto request = tracing_ ? PTRACE_SINGLESTEP : PTRACE_CONT;
+  // A stop was asked for (e.g. by the trigger): leave the thread stopped for DetachAll,
+  // so nothing runs untraced after the point the trace ends at.
+  if (stop_requested_.load() && signal == 0) return;
+  const auto request = tracing_ ? PTRACE_SINGLESTEP
+                       : awaiting_start_symbol_ ? PTRACE_SYSCALL : PTRACE_CONT;
   thread->injected = signal != 0;
   thread->injected_signo = signal;
   if (ptrace(request, thread->tid, nullptr, reinterpret_cast<void*>(static_cast<long>(signal))) == 0) {
@@ -240,6 +279,23 @@ absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
     thread->awaiting_first_stop = false;
     if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
     Resume(thread, sig == SIGSTOP ? 0 : sig);
+    return absl::OkStatus();
+  }
+  if (sig == (SIGTRAP | 0x80)) {
+    // A syscall stop while waiting for --start-at's library: after an mmap, look again.
+    user_regs_struct regs;
+    if (awaiting_start_symbol_ && ptrace(PTRACE_GETREGS, thread->tid, nullptr, &regs) == 0 &&
+        regs.orig_rax == 9 /*mmap*/) {
+      absl::StatusOr<uint64_t> address = options_.resolve_start();
+      if (address.ok()) {
+        start_address_ = *address;
+        awaiting_start_symbol_ = false;
+        if (absl::Status s = PlantStartBreakpoint(thread->tid); !s.ok()) return s;
+      } else if (address.status().code() != absl::StatusCode::kNotFound) {
+        return address.status();
+      }
+    }
+    Resume(thread, 0);
     return absl::OkStatus();
   }
   if (sig == SIGTRAP && event != 0) {
@@ -293,14 +349,15 @@ absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
     if (breakpoint_armed_) {
       user_regs_struct regs;
       if (ptrace(PTRACE_GETREGS, thread->tid, nullptr, &regs) == 0 &&
-          regs.rip == options_.start_address + 1) {
-        ptrace(PTRACE_POKETEXT, thread->tid, reinterpret_cast<void*>(options_.start_address),
+          regs.rip == start_address_ + 1) {
+        ptrace(PTRACE_POKETEXT, thread->tid, reinterpret_cast<void*>(start_address_),
                reinterpret_cast<void*>(start_word_));
-        regs.rip = options_.start_address;
+        regs.rip = start_address_;
         ptrace(PTRACE_SETREGS, thread->tid, nullptr, &regs);
         breakpoint_armed_ = false;
         tracing_ = true;
         stats_.start_reached = true;
+        TryResolveTrigger();
         for (auto& [tid, other] : threads_) other->have_insn = false;
         if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
         Resume(thread, 0);
@@ -353,7 +410,7 @@ void PtraceStepper::DetachAll() {
         continue;
       }
       if (breakpoint_armed_ && thread->pid == threads_.begin()->second->pid) {
-        ptrace(PTRACE_POKETEXT, thread->tid, reinterpret_cast<void*>(options_.start_address),
+        ptrace(PTRACE_POKETEXT, thread->tid, reinterpret_cast<void*>(start_address_),
                reinterpret_cast<void*>(start_word_));
         breakpoint_armed_ = false;
       }
@@ -364,6 +421,7 @@ void PtraceStepper::DetachAll() {
     if (!any_running) break;
     int status = 0;
     const pid_t tid = waitpid(-1, &status, __WALL);
+    if (tid < 0 && errno == EINTR) continue;  // EmulationControl's wake-up signal
     if (tid < 0) break;
     auto it = threads_.find(tid);
     if (it == threads_.end()) continue;
@@ -386,8 +444,9 @@ absl::Status PtraceStepper::Run() {
   last_progress_ns_ = start_ns_;
   absl::Status result;
   while (!threads_.empty()) {
+    ServeRequests();
     if (stop_requested_.load()) {
-      end_reason_ = "sigint";
+      end_reason_ = stop_reason_.load();
       DetachAll();
       break;
     }

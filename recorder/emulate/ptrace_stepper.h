@@ -18,6 +18,7 @@
 
 #include <unordered_map>
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "recorder/emulate/ground_truth_writer.h"
 #include "recorder/emulate/insn_classifier.h"
 #include "recorder/emulate/pt_stream_set.h"
@@ -34,6 +35,20 @@ struct PtraceStepperOptions {
   bool kill_on_exit = false;  // PTRACE_O_EXITKILL: launched targets die with the recorder
   // Called for every thread that appears (per-thread sideband needs a ring for it).
   std::function<void(int tid)> on_new_thread;
+  // --start-at in a library not loaded yet: with start_address 0 and this set, the
+  // target runs with PTRACE_SYSCALL and the resolver is asked again after every mmap
+  // until it finds the address (NotFound: not yet); tracing begins there.
+  std::function<absl::StatusOr<uint64_t>()> resolve_start;
+  // Requests (snapshots, stops) from signals, the control FIFO, --duration: while
+  // *requests_pending reads true, serve_requests runs on the stepper's thread before the
+  // next wait (EmulationControl interrupts a blocked wait).
+  const std::atomic<bool>* requests_pending = nullptr;
+  std::function<void()> serve_requests;
+  // --trigger: on_trigger(pid, tid) runs when a traced thread is about to execute the
+  // address resolve_trigger returns (asked at start, when --start-at is reached and
+  // after every mmap until it is found).
+  std::function<absl::StatusOr<uint64_t>()> resolve_trigger;
+  std::function<void(int pid, int tid)> on_trigger;
 };
 
 struct PtraceStepperStats {
@@ -65,14 +80,19 @@ class PtraceStepper {
   // Threads still alive then are detached (and keep running).
   absl::Status Run();
 
-  // Async-signal-safe: ends Run() soon.
-  void RequestStop() { stop_requested_.store(true); }
+  // Ends Run() soon; `reason` (a string literal) becomes end_reason(). Async-signal-safe.
+  void RequestStop(const char* reason = "sigint") {
+    stop_reason_.store(reason);
+    stop_requested_.store(true);
+  }
 
   const PtraceStepperStats& stats() const { return stats_; }
   // Wait status of `pid` if it exited while traced (-1 otherwise).
   int exit_status(int pid) const;
-  // "exit", "duration", "sigint" (RequestStop), "error".
+  // "exit", "duration", "error", or the reason given to RequestStop.
   const char* end_reason() const { return end_reason_; }
+  // The trigger address once resolved (0: not yet / none).
+  uint64_t trigger_address() const { return trigger_address_; }
 
  private:
   struct AddressSpace;
@@ -86,6 +106,9 @@ class PtraceStepper {
   void Resume(Thread* thread, int signal);
   void EndThread(Thread* thread, uint64_t next_ip, uint64_t time);
   void DetachAll();
+  absl::Status PlantStartBreakpoint(int tid);
+  void TryResolveTrigger();
+  void ServeRequests();
   void ReportProgress(bool final);
   static uint64_t Now();
 
@@ -97,6 +120,10 @@ class PtraceStepper {
   std::unordered_map<int, int> exit_statuses_;
   std::unordered_map<int, int> pending_new_;  // tid -> wait status seen before its parent's event
   std::atomic<bool> stop_requested_{false};
+  std::atomic<const char*> stop_reason_{"sigint"};
+  bool awaiting_start_symbol_ = false;  // PTRACE_SYSCALL until resolve_start succeeds
+  uint64_t start_address_ = 0;
+  uint64_t trigger_address_ = 0;
   PtraceStepperStats stats_;
   const char* end_reason_ = "exit";
   uint64_t start_ns_ = 0;

@@ -34,4 +34,18 @@ std::vector<uint8_t> SnapshotRingSink::Snapshot() const {
   return out;
 }
 
+std::vector<uint8_t> SnapshotRingSink::Since(uint64_t from) const {
+  const uint64_t cap = ring_.size();
+  const uint64_t start = std::max<uint64_t>(from, head_ > cap ? head_ - cap : 0);
+  std::vector<uint8_t> out(head_ > start ? head_ - start : 0);
+  for (uint64_t pos = start, copied = 0; copied < out.size();) {
+    const uint64_t at = pos % cap;
+    const uint64_t n = std::min<uint64_t>(out.size() - copied, cap - at);
+    std::memcpy(out.data() + copied, ring_.data() + at, n);
+    copied += n;
+    pos += n;
+  }
+  return out;
+}
+
 }  // namespace ptd

@@ -17,6 +17,9 @@ class SnapshotRingSink : public PacketSink {
   void Write(const uint8_t* data, size_t size) override;
   // The newest min(head, capacity) bytes in stream order.
   std::vector<uint8_t> Snapshot() const;
+  // The bytes from stream position `from` to head(), or the newest `capacity` of them
+  // when older ones were overwritten.
+  std::vector<uint8_t> Since(uint64_t from) const;
   // Total bytes ever written: the aux_head of the stream.
   uint64_t head() const { return head_; }
   bool wrapped() const { return head_ > ring_.size(); }

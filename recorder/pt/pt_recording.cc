@@ -3,7 +3,9 @@
 #include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +41,28 @@ uint64_t PerfClockNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t EventClockNow(const perf_event_mmap_page* header) {
+  uint32_t seq = 0;
+  uint64_t zero = 0;
+  uint32_t mult = 0;
+  uint16_t shift = 0;
+  bool usable = false;
+  // The kernel updates these under a sequence count (perf_event_mmap_page.lock).
+  do {
+    seq = __atomic_load_n(&header->lock, __ATOMIC_ACQUIRE);
+    usable = header->cap_user_time_zero;
+    zero = header->time_zero;
+    mult = header->time_mult;
+    shift = header->time_shift;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  } while (__atomic_load_n(&header->lock, __ATOMIC_RELAXED) != seq);
+  if (!usable || mult == 0) return PerfClockNs();
+  const uint64_t tsc = __rdtsc();
+  const uint64_t quot = tsc >> shift;
+  const uint64_t rem = tsc & ((1ull << shift) - 1);
+  return zero + quot * mult + ((rem * mult) >> shift);
 }
 
 absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
@@ -129,6 +153,8 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     if (!threads.ok()) return threads.status();
     tids = *threads;
   }
+  rec->attr_ = attr;
+  rec->target_pid_ = pid;
   if (absl::Status st = rec->OpenRings(tids, attr); !st.ok()) return st;
   rec->start_ns_ = PerfClockNs();
 
@@ -138,6 +164,9 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     if (!dumped.ok()) rec->notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
     if (absl::Status st = rec->target_->Detach(); !st.ok()) return st;
   } else {
+    // Read before the events are enabled, so the synthesized records precede every real
+    // one, on the events' own clock.
+    const uint64_t synth_time = EventClockNow(rec->captures_.front()->ring().header());
     for (auto& capture : rec->captures_) {
       if (absl::Status st = factory->Enable(capture->ring()); !st.ok()) return st;
     }
@@ -146,7 +175,7 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
       ProcSynthOptions synth_options;
       synth_options.format.sample_type = kSidebandSampleType;
       synth_options.format.sample_id_all = true;
-      synth_options.time_ns = 0;  // before every real record
+      synth_options.time_ns = synth_time;
       absl::StatusOr<SynthesizedSideband> synth = SynthesizeProcess(pid, synth_options);
       if (!synth.ok()) return synth.status();
       SidebandFile file;
@@ -217,6 +246,7 @@ absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_eve
         kSidebandSampleType);
     if (absl::Status st = capture->Open(); !st.ok()) return st;
     captures_.push_back(std::move(capture));
+    if (request.cpu < 0) traced_tids_.push_back(request.tids.front());
   }
   if (captures_.empty()) return absl::NotFoundError("no thread of the target could be traced");
   return absl::OkStatus();
@@ -243,10 +273,42 @@ absl::Status PtRecording::Snapshot(const std::string& reason) {
   return status;
 }
 
+absl::Status PtRecording::FollowNewThreads() {
+  if (!options_.record.per_thread || target_pid_ <= 0) return absl::OkStatus();
+  std::vector<int> fresh;
+  for (auto& capture : captures_) {
+    for (const ForkRecord& fork : capture->TakeNewThreads()) {
+      const int tid = static_cast<int>(fork.tid);
+      if (static_cast<int>(fork.pid) != target_pid_) continue;
+      if (std::find(traced_tids_.begin(), traced_tids_.end(), tid) != traced_tids_.end()) continue;
+      if (std::find(fresh.begin(), fresh.end(), tid) == fresh.end()) fresh.push_back(tid);
+    }
+  }
+  if (fresh.empty()) return absl::OkStatus();
+  // The thread runs already: no enable_on_exec, enabled explicitly once its ring exists.
+  perf_event_attr attr = attr_;
+  attr.enable_on_exec = 0;
+  const size_t before = captures_.size();
+  for (int tid : fresh) {
+    absl::Status st = OpenRings({tid}, attr);
+    if (!st.ok() && st.code() != absl::StatusCode::kNotFound) return st;
+  }
+  for (size_t i = before; i < captures_.size(); ++i) {
+    if (absl::Status st = factory_->Enable(captures_[i]->ring()); !st.ok()) return st;
+    notes_.push_back(absl::StrCat("thread ", captures_[i]->ring().tid(),
+                                  " was created while recording: traced from when its "
+                                  "PERF_RECORD_FORK was read"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PtRecording::Drain() {
   const uint64_t now = PerfClockNs();
   absl::Status status = absl::OkStatus();
-  for (auto& capture : captures_) {
+  // Rings opened below are drained from the next call on.
+  const size_t existing = captures_.size();
+  for (size_t i = 0; i < existing; ++i) {
+    auto& capture = captures_[i];
     const uint64_t lost_before = capture->lost_chunks();
     absl::Status st = capture->Drain(now);
     if (!st.ok() && status.ok()) status = st;
@@ -256,7 +318,8 @@ absl::Status PtRecording::Drain() {
       (void)capture->ring().ResumeOutput();
     }
   }
-  return status;
+  absl::Status followed = FollowNewThreads();
+  return status.ok() ? followed : status;
 }
 
 std::vector<int> PtRecording::WakeupFds() const {

@@ -64,6 +64,8 @@ class PtRecording : public SnapshotTaker {
  private:
   PtRecording(PtRecordingOptions options, PtRingFactory* factory, const TraceDirWriter& dir);
   absl::Status OpenRings(const std::vector<int>& tids, const perf_event_attr& attr);
+  // Per-thread mode: rings for the threads the sideband reported as created.
+  absl::Status FollowNewThreads();
   absl::Status DumpTargetMemory(int pid);
 
   PtRecordingOptions options_;
@@ -73,6 +75,9 @@ class PtRecording : public SnapshotTaker {
   PtEventConfig config_;
   std::unique_ptr<TargetProcess> target_;
   std::vector<std::unique_ptr<PtStreamCapture>> captures_;
+  perf_event_attr attr_{};           // the PT event as opened (per-thread rings added later)
+  std::vector<int> traced_tids_;     // threads with a ring (per-thread mode)
+  int target_pid_ = -1;
   std::vector<SidebandFile> extra_sideband_;  // synthesized at attach
   std::vector<ImageEntry> images_;
   std::vector<std::string> notes_;
@@ -84,5 +89,10 @@ class PtRecording : public SnapshotTaker {
 
 // Perf's clock for chunk timestamps: CLOCK_MONOTONIC, which perf_clock() follows on x86.
 uint64_t PerfClockNs();
+
+// The clock of the event behind `header` now: the TSC converted with the page's
+// time_zero / time_mult / time_shift when cap_user_time_zero is set (hardware events),
+// else PerfClockNs(). Stamps records synthesized from /proc.
+uint64_t EventClockNow(const perf_event_mmap_page* header);
 
 }  // namespace ptd::pt

@@ -94,12 +94,20 @@ absl::Status PtStreamCapture::DrainSideband() {
     if (!record.ok() || !record->has_value()) break;
     if (const AuxRecord* aux = std::get_if<AuxRecord>(&(*record)->body)) {
       pending_aux_records_.push_back(*aux);
+    } else if (const ForkRecord* fork = std::get_if<ForkRecord>(&(*record)->body)) {
+      if (fork->pid == fork->ppid && fork->tid != fork->ptid) new_threads_.push_back(*fork);
     }
   }
   absl::Status written = WriteAll(sideband_file_, sideband_buffer_,
                                   files_.dir + "/" + files_.sideband_rel);
   if (!written.ok()) return written;
   return drained;
+}
+
+std::vector<ForkRecord> PtStreamCapture::TakeNewThreads() {
+  std::vector<ForkRecord> taken;
+  taken.swap(new_threads_);
+  return taken;
 }
 
 absl::Status PtStreamCapture::AddChunk(const AuxCopy& copy, const std::string& reason,

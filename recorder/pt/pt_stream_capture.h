@@ -53,6 +53,9 @@ class PtStreamCapture {
   uint64_t lost_chunks() const { return lost_chunks_; }
   uint64_t sideband_lost_records() const { return data_stats_.lost_records; }
   PtRingSource& ring() { return *ring_; }
+  // Threads the DATA ring reported as created (PERF_RECORD_FORK with pid == ppid) since
+  // the last call: per-thread mode opens a ring for each.
+  std::vector<ForkRecord> TakeNewThreads();
 
  private:
   absl::Status DrainSideband();
@@ -69,6 +72,7 @@ class PtStreamCapture {
   std::string aux_buffer_;       // reused between reads: no allocation per drain
   std::string sideband_buffer_;
   std::vector<AuxRecord> pending_aux_records_;  // not yet matched to a chunk
+  std::vector<ForkRecord> new_threads_;
   bool gap_pending_ = false;     // a truncation: the next chunk has data missing before it
   uint64_t aux_file_size_ = 0;
   uint64_t lost_chunks_ = 0;

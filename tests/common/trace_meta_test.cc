@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/file_util.h"
 #include "tests/testing/test_util.h"
@@ -95,12 +96,13 @@ TEST(TraceMetaTest, RejectsFutureMajorVersionWithClearMessage) {
   absl::StatusOr<TraceMeta> back = ParseTraceMeta(text, "dir/meta.json");
   ASSERT_FALSE(back.ok());
   EXPECT_THAT(back.status().message(), HasSubstr("dir/meta.json"));
-  EXPECT_THAT(back.status().message(), HasSubstr("version 2.0 is not supported"));
+  EXPECT_THAT(back.status().message(), HasSubstr(absl::StrCat("version 2.", kTraceFormatMinor, " is not supported")));
 }
 
 TEST(TraceMetaTest, AcceptsNewerMinorVersionAndIgnoresUnknownFields) {
   std::string text = SerializeTraceMeta(FullMeta());
-  text = absl::StrReplaceAll(text, {{"\"minor\": 0", "\"minor\": 7, \"future_field\": [1,2]"}});
+  text = absl::StrReplaceAll(text, {{absl::StrCat("\"minor\": ", kTraceFormatMinor),
+                                     "\"minor\": 7, \"future_field\": [1,2]"}});
   absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->format_minor, 7);

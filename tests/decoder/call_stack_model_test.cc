@@ -23,10 +23,10 @@ class FakeResolver : public FunctionResolver {
     auto it = functions_.upper_bound(address);
     if (it != functions_.begin()) {
       --it;
-      if (address < it->first + 0x100) return FunctionInfo{it->first, it->first + 0x100, it->second.name, it->second.plt, true};
+      if (address < it->first + 0x100) return FunctionInfo{it->first, it->first + 0x100, it->second.name, it->second.plt, true, true};
     }
     unknown_ = "unknown";
-    return FunctionInfo{address, address + 1, unknown_, false, false};
+    return FunctionInfo{address, address + 1, unknown_, false, false, false};
   }
 
  private:
@@ -196,6 +196,59 @@ TEST_F(ModelTest, SignalHandlerIsAFrameUntilSigreturn) {
   EXPECT_THAT(sink_.Names(),
               ElementsAre("B main", "B foo", "B [untraced]", "E [untraced]", "B handler", "E handler",
                           "B __restore_rt", "B [syscall]", "E [syscall]", "E __restore_rt", "E foo", "E main"));
+  ExpectBalanced();
+}
+
+TEST_F(ModelTest, JumpIntoTheMiddleOfAnAncestorUnwindsToIt) {
+  Enable(0x1000);
+  Call(0x1010, 0x2000);  // main → foo
+  Call(0x2010, 0x3000);  // foo → bar
+  Call(0x3010, 0x4000);  // bar → baz (__longjmp)
+  Jump(0x4020, 0x1018);  // jmp *%rdx: back after main's setjmp call
+  Call(0x1030, 0x2000);  // main calls foo again: a child of main, not of baz
+  Finish();
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo",
+                                         "B foo", "E foo", "E main"));
+  EXPECT_EQ(model_.stats().tail_calls, 0u);
+  EXPECT_EQ(model_.stats().unwinds, 1u);
+  ExpectBalanced();
+}
+
+TEST_F(ModelTest, JumpToAnAncestorsEntryIsStillATailCall) {
+  Enable(0x1000);
+  Call(0x1010, 0x2000);  // main → foo
+  Call(0x2010, 0x3000);  // foo → bar
+  Jump(0x3020, 0x2000);  // bar tail-calls foo (recursion through a sibling call)
+  Finish();
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "E bar", "B foo", "E foo", "E foo", "E main"));
+  EXPECT_EQ(model_.stats().tail_calls, 1u);
+}
+
+TEST_F(ModelTest, ReturnIntoTheMiddleOfAnAncestorUnwindsToIt) {
+  Enable(0x1000);
+  Call(0x1010, 0x2000);  // main → foo (throws)
+  Call(0x2010, 0x3000);  // foo → bar (_Unwind_RaiseException)
+  Call(0x3010, 0x4000);  // bar → baz
+  Ret(0x4050, 0x1040);   // the unwinder's ret lands on main's landing pad
+  Finish();
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
+  EXPECT_EQ(model_.stats().unwinds, 1u);
+  ExpectBalanced();
+}
+
+TEST_F(ModelTest, RaiseInsideARecursiveFunctionUnwindsToTheTrapsCall) {
+  Enable(0x1000);
+  Call(0x1010, 0x2000);                               // main → foo(2)
+  Call(0x2010, 0x2000);                               // foo(2) → foo(1)
+  model_.OnEvent(Ev(FlowKind::kTrapPush, 0x2020, 0));  // try in foo(1)
+  Call(0x2030, 0x2000);                               // foo(1) → foo(0)
+  model_.OnEvent(Ev(FlowKind::kRaise, 0x2040, 0));     // foo(0) raises
+  Jump(0x2044, 0x2080);                               // into foo(1)'s handler (same function)
+  Ret(0x2090, 0x2015);                                // foo(1) returns to foo(2)
+  Finish();
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B foo", "B foo", "E foo", "E foo", "E foo", "E main"));
+  // foo(0) ends at the handler's entry, foo(1) at its own return.
+  EXPECT_EQ(sink_.lines()[4], "E foo i=6");
   ExpectBalanced();
 }
 

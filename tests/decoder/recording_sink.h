@@ -27,6 +27,7 @@ class RecordingSink : public SliceSink {
     }
     if (time < begin_times_.back()) out_of_order_ = true;
     lines_.push_back(absl::StrCat("E ", open_.back(), " i=", counts.instructions));
+    if (open_.size() == 1) top_level_instructions_ += counts.instructions;
     open_.pop_back();
     begin_times_.pop_back();
   }
@@ -40,6 +41,8 @@ class RecordingSink : public SliceSink {
     return out;
   }
   const std::vector<std::string>& lines() const { return lines_; }
+  // Instructions inside outermost slices (every instruction of the thread, once).
+  uint64_t TopLevelInstructions() const { return top_level_instructions_; }
   size_t open() const { return open_.size(); }
   size_t max_depth() const { return max_depth_; }
   bool unbalanced() const { return unbalanced_; }
@@ -50,6 +53,7 @@ class RecordingSink : public SliceSink {
   std::vector<std::string> open_;
   std::vector<uint64_t> begin_times_;
   uint64_t last_time_ = 0;
+  uint64_t top_level_instructions_ = 0;
   size_t max_depth_ = 0;
   bool unbalanced_ = false;
   bool out_of_order_ = false;

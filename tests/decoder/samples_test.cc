@@ -175,7 +175,9 @@ TEST_P(SampleTest, DecodesWithLibiptsCountBothWaysIdentically) {
     size_t same = 0;
     while (same < a.size() && same < b.size() && a[same] == b[same]) ++same;
     // At most the Ends of the frames open at the error differ.
-    EXPECT_GE(same + insn_sinks.sinks_[0]->max_depth(), error_at);
+    EXPECT_GE(same + insn_sinks.sinks_[0]->max_depth(), error_at)
+        << "first difference: " << (same < a.size() ? a[same] : "(end)") << " / "
+        << (same < b.size() ? b[same] : "(end)");
     EXPECT_GT(same, error_at / 2);
   }
   EXPECT_FALSE(block_sinks.sinks_[0]->unbalanced());

@@ -60,7 +60,7 @@ TraceMeta LoadMeta(const std::string& trace_dir) {
 }
 
 RetraceResult RetraceStream(const std::string& trace_dir, const TraceMeta& meta,
-                            const PtStream& stream) {
+                            const PtStream& stream, const PtChunk* chunk) {
   RetraceResult result;
   std::vector<Mmap2Record> maps;
   std::map<int, std::vector<Switch>> switches;
@@ -88,12 +88,25 @@ RetraceResult RetraceStream(const std::string& trace_dir, const TraceMeta& meta,
     pt_image_free(image);
     return result;
   }
+  if (chunk != nullptr) {
+    EXPECT_LE(chunk->file_offset + chunk->size, bytes->size());
+    if (chunk->file_offset + chunk->size > bytes->size()) {
+      pt_image_free(image);
+      return result;
+    }
+    bytes->erase(bytes->begin() + static_cast<long>(chunk->file_offset + chunk->size), bytes->end());
+    bytes->erase(bytes->begin(), bytes->begin() + static_cast<long>(chunk->file_offset));
+  }
   const size_t size = bytes->size();
   bytes->resize(size + 64, 0);  // libipt may read past the end while searching for PSB
   pt_config config;
   pt_config_init(&config);
   config.begin = bytes->data();
   config.end = bytes->data() + size;
+  config.cpuid_0x15_eax = meta.pt.cpuid_0x15_eax;
+  config.cpuid_0x15_ebx = meta.pt.cpuid_0x15_ebx;
+  config.mtc_freq = static_cast<uint8_t>(meta.pt.mtc_freq);
+  config.nom_freq = static_cast<uint8_t>(meta.pt.nom_freq);
   pt_block_decoder* decoder = pt_blk_alloc_decoder(&config);
   pt_blk_set_image(decoder, image);
 
@@ -131,6 +144,7 @@ RetraceResult RetraceStream(const std::string& trace_dir, const TraceMeta& meta,
           }
         } else if (event.type == ptev_async_disabled) {
           ++result.async_disables;
+          result.last_disable_ip = event.variant.async_disabled.at;
         } else if (event.type == ptev_overflow) {
           ++result.overflows;
         }
@@ -141,7 +155,17 @@ RetraceResult RetraceStream(const std::string& trace_dir, const TraceMeta& meta,
       status = pt_blk_next(decoder, &block, sizeof(block));
       result.instructions += block.ninsn;
       result.per_tid[current_tid] += block.ninsn;
-      if (block.ninsn > 0 && result.block_ips.size() < (1u << 20)) result.block_ips.push_back(block.ip);
+      if (block.ninsn > 0 && result.block_ips.size() < (1u << 20)) {
+        result.block_ips.push_back(block.ip);
+        uint64_t tsc = 0;
+        uint32_t lost_mtc = 0;
+        uint32_t lost_cyc = 0;
+        pt_blk_time(decoder, &tsc, &lost_mtc, &lost_cyc);
+        result.block_ninsn.push_back(block.ninsn);
+        result.block_times.push_back(tsc);
+        result.lost_mtc += lost_mtc;
+        result.lost_cyc += lost_cyc;
+      }
       if (status < 0) break;
     }
     if (status == -pte_eos) break;

@@ -21,6 +21,13 @@ struct RetraceResult {
   uint64_t async_disables = 0;
   uint64_t overflows = 0;
   std::vector<uint64_t> block_ips;  // first IP of every block (bounded)
+  uint64_t last_disable_ip = 0;     // IP of the last asynchronous disable (FUP + TIP.PGD)
+  // Timing (meta.json's cpuid 0x15 / mtc_freq / nom_freq given to libipt): per block,
+  // its instruction count and pt_blk_time() after it; lost MTC/CYC packets summed.
+  std::vector<uint64_t> block_ninsn;
+  std::vector<uint64_t> block_times;
+  uint64_t lost_mtc = 0;
+  uint64_t lost_cyc = 0;
   // Per-CPU streams: instructions per thread, attributing each block to the thread the
   // synthesized schedule says was switched in at the time of the last enable.
   std::map<int, uint64_t> per_tid;
@@ -29,9 +36,9 @@ struct RetraceResult {
 // Loads meta.json of `trace_dir` (asserting success inside).
 TraceMeta LoadMeta(const std::string& trace_dir);
 
-// Retraces one stream. With `schedule_cpu` >= 0, blocks are attributed to threads via
-// sideband/vcpu<cpu>.data.
+// Retraces one stream (per-CPU streams: blocks are attributed to threads via
+// sideband/vcpu<cpu>.data), or only `chunk` of it.
 RetraceResult RetraceStream(const std::string& trace_dir, const TraceMeta& meta,
-                            const PtStream& stream);
+                            const PtStream& stream, const PtChunk* chunk = nullptr);
 
 }  // namespace ptd::testing

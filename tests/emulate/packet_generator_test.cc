@@ -51,6 +51,10 @@ std::vector<Pkt> DecodePackets(std::vector<uint8_t> bytes) {
         p.b = packet.payload.tnt.bit_size;
         break;
       case ppt_tsc: p.a = packet.payload.tsc.tsc; break;
+      case ppt_mtc: p.a = packet.payload.mtc.ctc; break;
+      case ppt_tma: p.a = packet.payload.tma.ctc; p.b = packet.payload.tma.fc; break;
+      case ppt_cyc: p.a = packet.payload.cyc.value; break;
+      case ppt_cbr: p.a = packet.payload.cbr.ratio; break;
       case ppt_mode: p.a = packet.payload.mode.bits.exec.csl; p.b = packet.payload.mode.leaf; break;
       default: break;
     }
@@ -336,6 +340,113 @@ TEST(PacketGeneratorTest, NoReturnCompressionForCallsBeforeTheLastPsb) {
   EXPECT_EQ(got[got.size() - 1].type, ppt_tip);
   EXPECT_EQ(got[got.size() - 2].type, ppt_psbend);
   for (const Pkt& p : got) EXPECT_NE(p.type, ppt_tnt_8);
+}
+
+// MTC/CYC with a small model so every packet can be worked out by hand: ART = TSC / 4,
+// MTC every 2^2 ART ticks (16 TSC ticks, payload = ART >> 2 = time / 16), 1 cycle = 1 tick.
+PacketGeneratorOptions TimedOptions() {
+  PacketGeneratorOptions options;
+  options.psb_period = 0;
+  options.mtc = true;
+  options.cyc = true;
+  options.mtc_freq = 2;
+  options.art_ratio = 4;
+  options.core_ratio = 10;
+  return options;
+}
+
+TEST(PacketGeneratorTest, MtcCycTscTmaFollowTheClock) {
+  MemorySink sink;
+  {
+    PacketGenerator gen(TimedOptions(), &sink);
+    gen.Retire(Plain(kBase, 1), 100);                                        // enable
+    gen.Retire(Insn(kBase + 1, 2, BranchKind::kCondJump, kBase + 0x10), 110);  // TNT bit
+    gen.Retire(Insn(kBase + 0x10, 2, BranchKind::kIndirectJump, kBase + 0x40), 140);
+    gen.Retire(Insn(kBase + 0x40, 2, BranchKind::kFarTransfer, 0xffffffff81000000ull), 200);
+    gen.Retire(Plain(kBase + 0x42, 1), 301);                                 // re-enable
+    // 5000 ticks later: more MTC periods than 8 payload bits tell apart -> TSC + TMA.
+    gen.Retire(Insn(kBase + 0x43, 2, BranchKind::kIndirectJump, kBase + 0x80), 5301);
+    gen.Flush();
+  }
+  std::vector<Pkt> want = {
+      // PSB+ at 100: TSC, TMA (ART 25, 0 ticks into it), CBR; no CYC yet (counter starts).
+      {ppt_psb}, {ppt_tsc, 100}, {ppt_tma, 25, 0}, {ppt_cbr, 10}, {ppt_psbend},
+      {ppt_mode, 1, pt_mol_exec}, {ppt_tip_pge, kBase & 0xffffffffffffull, pt_ipc_sext_48},
+      // The TNT's CYC is its (only) branch's time, 10 cycles after the enable; then the
+      // MTCs of ART edges 112 and 128 (payloads 7, 8), each after a CYC up to its edge,
+      // and the TIP's CYC 12 cycles after the last edge.
+      {ppt_cyc, 10}, {ppt_tnt_8, 1, 1},
+      {ppt_cyc, 2}, {ppt_mtc, 7}, {ppt_cyc, 16}, {ppt_mtc, 8}, {ppt_cyc, 12},
+      {ppt_tip, (kBase + 0x40) & 0xffff, pt_ipc_update_16},
+      // syscall at 200: edges 144..192, CYC 8, disable.
+      {ppt_cyc, 4}, {ppt_mtc, 9}, {ppt_cyc, 16}, {ppt_mtc, 10}, {ppt_cyc, 16}, {ppt_mtc, 11},
+      {ppt_cyc, 16}, {ppt_mtc, 12}, {ppt_cyc, 8}, {ppt_tip_pgd, 0, pt_ipc_suppressed},
+      // enable at 301: no MTCs for the disabled stretch; CYC 101 (ends the count), TSC,
+      // TMA (ART 75 + 1 tick).
+      {ppt_cyc, 101}, {ppt_tsc, 301}, {ppt_tma, 75, 1},
+      {ppt_mode, 1, pt_mol_exec}, {ppt_tip_pge, (kBase + 0x42) & 0xffff, pt_ipc_update_16},
+      // 5301: 312 edges passed: CYC 5000, TSC, TMA (ART 1325 + 1) instead of MTCs.
+      {ppt_cyc, 5000}, {ppt_tsc, 5301}, {ppt_tma, 1325, 1},
+      {ppt_tip, (kBase + 0x80) & 0xffff, pt_ipc_update_16},
+  };
+  ExpectPackets(DecodePackets(sink.bytes()), want);
+}
+
+// libipt's own time keeping (query decoder, the settings meta.json states) follows the
+// clock: after each indirect branch the time is exactly when it ran.
+TEST(PacketGeneratorTest, LibiptTimeFromMtcAndCycMatchesTheClock) {
+  const PacketGeneratorOptions options = TimedOptions();
+  std::vector<uint64_t> times;
+  MemorySink sink;
+  {
+    PacketGenerator gen(options, &sink);
+    uint64_t t = 1000;
+    gen.Retire(Plain(kBase, 1), t);
+    uint64_t ip = kBase + 1;
+    for (int i = 0; i < 200; ++i) {
+      t += 3 + (i * 7919) % 97;  // uneven gaps, some crossing several MTC edges
+      const uint64_t target = kBase + 0x100 + 0x10 * (i % 8);
+      gen.Retire(Insn(ip, 2, BranchKind::kIndirectJump, target), t);
+      times.push_back(t);
+      ip = target;
+    }
+    gen.Finish(ip, t + 5);
+  }
+  std::vector<uint8_t> bytes = sink.bytes();
+  const size_t size = bytes.size();
+  bytes.resize(size + 32, 0);
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = bytes.data();
+  config.end = bytes.data() + size;
+  config.cpuid_0x15_eax = 1;
+  config.cpuid_0x15_ebx = options.art_ratio;
+  config.mtc_freq = static_cast<uint8_t>(options.mtc_freq);
+  config.nom_freq = options.core_ratio;
+  pt_query_decoder* decoder = pt_qry_alloc_decoder(&config);
+  uint64_t ip = 0;
+  int status = pt_qry_sync_forward(decoder, &ip);
+  ASSERT_GE(status, 0) << pt_errstr(pt_errcode(status));
+  pt_event event;
+  while (status & pts_event_pending) status = pt_qry_event(decoder, &event, sizeof(event));
+  uint64_t previous = 0;
+  for (size_t i = 0; i < times.size(); ++i) {
+    uint64_t target = 0;
+    status = pt_qry_indirect_branch(decoder, &target);
+    ASSERT_GE(status, 0) << i << ": " << pt_errstr(pt_errcode(status));
+    uint64_t tsc = 0;
+    uint32_t lost_mtc = 0, lost_cyc = 0;
+    ASSERT_GE(pt_qry_time(decoder, &tsc, &lost_mtc, &lost_cyc), 0);
+    EXPECT_EQ(lost_mtc, 0u);
+    EXPECT_EQ(lost_cyc, 0u);
+    EXPECT_GE(tsc, previous) << i;
+    previous = tsc;
+    // The CYC right before each TIP gives its branch's time to the cycle (1 cycle = 1
+    // tick here), and the CYCs before MTCs keep libipt's calibration exact.
+    EXPECT_EQ(tsc, times[i]) << i;
+    while (status & pts_event_pending) status = pt_qry_event(decoder, &event, sizeof(event));
+  }
+  pt_qry_free_decoder(decoder);
 }
 
 }  // namespace

@@ -9,12 +9,16 @@
 
 #include <chrono>
 #include <random>
+#include <x86intrin.h>
 #include <thread>
 
 #include "common/file_util.h"
 #include "common/trace_meta.h"
 #include "recorder/pt/hardware_recorder.h"
+#include "recorder/sideband_events.h"
 #include "recorder/target_process.h"
+#include "sideband/record_builder.h"
+#include "sideband/record_reader.h"
 #include "tests/recorder_pt/fake_ring_factory.h"
 #include "tests/recorder_pt/fake_sysfs.h"
 #include "tests/testing/test_util.h"
@@ -229,6 +233,112 @@ TEST_F(HardwareRecorderTest, TriggerSymbolTakesTheSnapshot) {
   ASSERT_EQ(meta.streams[0].chunks.size(), 1u);
   EXPECT_EQ(meta.streams[0].chunks[0].reason, "trigger");
   EXPECT_THAT(meta.notes, Contains(HasSubstr("trigger hit")));
+}
+
+TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
+  // The target's ring reports a new thread the way the kernel does: PERF_RECORD_FORK
+  // with pid == ppid, in the sideband layout of the PT event.
+  constexpr uint32_t kNewTid = 4000000;  // any tid: the fake opens whatever it is asked
+  factory_.on_open = [](FakePtKernel& k) {
+    if (k.options().tid == static_cast<int>(kNewTid)) {
+      k.WriteTrace(Bytes(2000, 6));
+      return;
+    }
+    k.WriteTrace(Bytes(1000, 5));
+    RecordFormat format;
+    format.sample_type = kSidebandSampleType;
+    format.sample_id_all = true;
+    RecordBuilder builder(format);
+    ForkRecord fork;
+    fork.pid = fork.ppid = k.options().pid;
+    fork.tid = kNewTid;
+    fork.ptid = k.options().pid;
+    fork.time = 123;
+    SampleId id;
+    id.pid = k.options().pid;
+    id.tid = static_cast<uint32_t>(k.options().tid);
+    id.time = 123;
+    builder.Append(fork, id);
+    EXPECT_TRUE(k.WriteRecord(builder.bytes()));
+  };
+  options_.command = {"/bin/sleep", "30"};
+  options_.per_thread = true;
+  options_.control_fifo = out_.Sub("ctl");
+  absl::StatusOr<HardwareRecordSummary> summary;
+  std::thread recorder([&] { summary = RecordHardware(options_, env_); });
+  // Periodic drains read the FORK and open the new thread's ring.
+  for (int i = 0; i < 1000 && factory_.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "stop"), "ack");
+  recorder.join();
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(factory_.size(), 2u);
+  const std::vector<PtRingRequest> requests = factory_.requests();
+  EXPECT_EQ(requests[1].tids, std::vector<int>{static_cast<int>(kNewTid)});
+  EXPECT_EQ(requests[1].cpu, -1);
+  EXPECT_EQ(requests[1].attr.enable_on_exec, 0u) << "the thread runs already";
+  EXPECT_EQ(requests[1].attr.inherit, 0u);
+  EXPECT_EQ(factory_.enables(), 1) << "only the new ring is enabled explicitly";
+  TraceMeta meta = Meta();
+  ASSERT_EQ(meta.streams.size(), 2u);
+  const PtStream& added = meta.streams[1];
+  EXPECT_EQ(added.tid, static_cast<int>(kNewTid));
+  ASSERT_EQ(added.chunks.size(), 1u);
+  EXPECT_EQ(Chunk(added, 0), Str(Bytes(2000, 6)));
+  EXPECT_THAT(meta.notes, Contains(HasSubstr("was created while recording")));
+}
+
+// perf_event_mmap_page's documented TSC -> perf time conversion, written out here.
+uint64_t PerfTime(uint64_t tsc, uint64_t zero, uint32_t mult, uint16_t shift) {
+  const uint64_t quot = tsc >> shift;
+  const uint64_t rem = tsc & ((1ull << shift) - 1);
+  return zero + quot * mult + ((rem * mult) >> shift);
+}
+
+TEST_F(HardwareRecorderTest, SynthesizedRecordsCarryTheEventClock) {
+  // Conversion values as a hardware PT event's page has them (cap_user_time_zero).
+  constexpr uint64_t kZero = 5000000000ull;
+  constexpr uint32_t kMult = 3 << 20;
+  constexpr uint16_t kShift = 21;  // 1.5 ns per TSC tick
+  factory_.on_open = [](FakePtKernel& k) {
+    k.header()->time_zero = kZero;
+    k.header()->time_mult = kMult;
+    k.header()->time_shift = kShift;
+    k.header()->cap_user_time_zero = 1;
+  };
+  LaunchOptions launch;
+  launch.argv = {"/bin/sleep", "30"};
+  auto target = TargetProcess::Launch(launch);
+  ASSERT_TRUE(target.ok());
+  ASSERT_TRUE(target->Release().ok());
+  options_.pid = target->pid();
+  options_.duration_s = 0.1;
+  const uint64_t before = PerfTime(__rdtsc(), kZero, kMult, kShift);
+  auto summary = RecordHardware(options_, env_);
+  const uint64_t after = PerfTime(__rdtsc(), kZero, kMult, kShift);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  TraceMeta meta = Meta();
+  size_t records = 0;
+  for (const SidebandFile& f : meta.sideband) {
+    if (f.origin != "synthesized") continue;
+    auto bytes = ReadFileBytes(options_.output_dir + "/" + f.file);
+    ASSERT_TRUE(bytes.ok());
+    RecordFormat format;
+    format.sample_type = f.sample_type;
+    format.sample_id_all = f.sample_id_all;
+    RecordReader reader(*bytes, f.file, format);
+    while (true) {
+      auto record = reader.Next();
+      ASSERT_TRUE(record.ok()) << record.status();
+      if (!record->has_value()) break;
+      ++records;
+      // Not 0: a time on the event's clock, taken while RecordHardware ran.
+      EXPECT_GE((*record)->sample_id.time, before);
+      EXPECT_LE((*record)->sample_id.time, after);
+    }
+  }
+  EXPECT_GT(records, 2u);  // MMAP2 of the executable, libc, ld.so, [vdso]; COMM
 }
 
 TEST_F(HardwareRecorderTest, BadOptionsFailBeforeAnythingIsCreated) {

@@ -1,0 +1,428 @@
+#include "decoder/parallel_decode.h"
+
+#include <intel-pt.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace ptd::decoder {
+namespace {
+
+// Bytes of one trace chunk, copied (with libipt's zero padding) by the first piece that
+// needs them and freed with the last piece.
+struct Buffer {
+  const uint8_t* source = nullptr;
+  size_t size = 0;
+  uint64_t file_offset = 0;
+  std::vector<uint64_t> psbs;
+  std::once_flag once;
+  std::vector<uint8_t> padded;
+
+  const uint8_t* Load() {
+    std::call_once(once, [this] {
+      padded.assign(source, source + size);
+      padded.resize(size + kPtPadding, 0);
+    });
+    return padded.data();
+  }
+};
+
+struct Piece {
+  size_t stream = 0;
+  size_t chunk = 0;
+  std::shared_ptr<Buffer> buffer;
+  PieceSpec spec;  // kContinue pieces guess the carried state (the common case)
+  uint64_t bytes = 0;
+  // Result.
+  bool done = false;
+  absl::Status status;
+  std::vector<FlowEvent> events;
+  std::vector<TimeStep> steps;
+  PieceOutcome outcome;
+  PtDecodeStats stats;
+  std::vector<std::string> warnings;
+};
+
+// A decoder per stream and thread, so capstone's cache and libipt's image copy are
+// reused from piece to piece.
+struct ThreadStream {
+  ThreadStream(const PtDecodeConfig& config, image::ProcessImage* image, pt_image* copy)
+      : libipt_image(copy), decoder(config, image, nullptr) {}
+  ~ThreadStream() { pt_image_free(libipt_image); }
+  ThreadStream(const ThreadStream&) = delete;
+  ThreadStream& operator=(const ThreadStream&) = delete;
+  pt_image* libipt_image;
+  PtStreamDecoder decoder;
+};
+
+// Turns pieces back into the single decoder's event sequence for one stream.
+class PieceStitcher {
+ public:
+  PieceStitcher(const PtDecodeConfig& config, FlowConsumer* consumer)
+      : clock_(config.axis, config.conversion), consumer_(consumer) {}
+
+  void MarkLostData(uint64_t offset) {
+    carried_.valid = false;
+    FlowEvent event;
+    event.kind = FlowKind::kLostData;
+    event.target_known = false;
+    event.instructions = instructions_;
+    event.time = clock_.Now(instructions_);
+    event.offset = offset;
+    consumer_->OnFlow(event);
+  }
+
+  void Append(Piece& piece) {
+    const uint64_t base = instructions_;
+    const bool timed = clock_.axis() == TimeAxis::kTime;
+    if (timed) {
+      times_.resize(piece.steps.size());
+      for (size_t i = 0; i < piece.steps.size(); ++i) {
+        const TimeStep& step = piece.steps[i];
+        if (step.update) {
+          clock_.Update(step.tsc, base + step.instructions);
+        } else {
+          times_[i] = clock_.Now(base + step.instructions);
+        }
+      }
+    } else if (piece.outcome.sampled_time) {
+      clock_.Now(base + piece.outcome.last_sample);
+    }
+    auto fix = [&](uint64_t* instructions, uint64_t* time) {
+      *instructions += base;
+      *time = timed ? times_[*time] : *time + base;
+    };
+    const PieceOutcome& o = piece.outcome;
+    for (size_t i = 0; i <= piece.events.size(); ++i) {
+      if (o.carried_flush && i == o.carried_flush_index && carried_.valid) {
+        FlowEvent event;
+        if (PtStreamDecoder::PendingEvent(carried_, o.carried_flush_target, o.carried_flush_known, &event)) {
+          consumer_->OnFlow(event);
+        }
+        carried_.valid = false;
+      }
+      if (i == piece.events.size()) break;
+      FlowEvent& event = piece.events[i];
+      fix(&event.instructions, &event.time);
+      consumer_->OnFlow(event);
+    }
+    // The branch this piece ends with; kUnknown: the one carried in, still untouched.
+    if (o.pending.valid && o.pending.klass != InsnClass::kUnknown) {
+      carried_ = o.pending;
+      fix(&carried_.instructions, &carried_.time);
+    } else if (!o.pending.valid) {
+      carried_.valid = false;
+    }
+    instructions_ += piece.stats.instructions;
+  }
+
+  uint64_t instructions() const { return instructions_; }
+  uint64_t last_time() const { return clock_.last(); }
+  // Whether the branch carried into the next piece becomes an event when it is flushed.
+  bool CarriedMakesEvent() const {
+    FlowEvent event;
+    return carried_.valid && PtStreamDecoder::PendingEvent(carried_, 0, false, &event);
+  }
+
+ private:
+  TimeInterpolator clock_;
+  FlowConsumer* consumer_;
+  uint64_t instructions_ = 0;
+  PendingBranch carried_;
+  std::vector<uint64_t> times_;
+};
+
+// Whether a piece decoded speculatively holds for the state the previous piece ended in.
+bool SpeculationHolds(const PieceSpec& expected, const Piece& piece) {
+  const PieceSpec& guess = piece.spec;
+  if (expected.start != guess.start || expected.start_psb != guess.start_psb) return false;
+  if (expected.start != PieceSpec::Start::kContinue) return true;
+  const PieceOutcome& o = piece.outcome;
+  if (o.used_carried_need_enable && expected.need_enable != guess.need_enable) return false;
+  if (o.used_carried_resync && (expected.previous_call != guess.previous_call ||
+                                expected.sync_offset != guess.sync_offset || expected.synced_once != guess.synced_once)) {
+    return false;
+  }
+  return true;
+}
+
+class Engine {
+ public:
+  Engine(const std::vector<StreamJob*>& streams, const ParallelOptions& options)
+      : streams_(streams), options_(options) {}
+
+  absl::Status Run();
+
+ private:
+  void Plan();
+  void Work();
+  void Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec);
+  bool Cancelled() const { return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed); }
+
+  const std::vector<StreamJob*>& streams_;
+  ParallelOptions options_;
+  std::vector<std::unique_ptr<Piece>> pieces_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  size_t next_ = 0;      // next piece to hand to a worker
+  size_t consumed_ = 0;  // pieces the stitcher is done with
+  size_t window_ = 4;    // pieces decoded ahead of the stitcher, at most
+  bool stop_ = false;
+  std::mutex image_mutex_;  // pt_image_copy reads a list libipt reorders on lookups
+  std::mutex spare_mutex_;
+  std::vector<std::vector<FlowEvent>> spare_events_;
+  std::vector<std::vector<TimeStep>> spare_steps_;
+};
+
+void Engine::Plan() {
+  uint64_t total = 0;
+  for (const StreamJob* s : streams_) {
+    for (const PtChunk& c : s->chunks) total += c.size;
+  }
+  uint64_t piece_bytes = options_.piece_bytes;
+  if (piece_bytes == 0) {
+    // Enough pieces to keep every job busy; each large enough that a decoder's start-up
+    // and the re-walk of its first block are noise.
+    // Small enough that the event lists of the pieces in flight stay small and are
+    // reused (no page faults once warm).
+    piece_bytes = std::clamp<uint64_t>(total / (static_cast<uint64_t>(options_.jobs) * 8), uint64_t{32} << 10,
+                                       uint64_t{256} << 10);
+  }
+  for (size_t s = 0; s < streams_.size(); ++s) {
+    const StreamJob& job = *streams_[s];
+    for (size_t c = 0; c < job.chunks.size(); ++c) {
+      const PtChunk& chunk = job.chunks[c];
+      auto buffer = std::make_shared<Buffer>();
+      buffer->source = job.file->bytes().data() + chunk.file_offset;
+      buffer->size = static_cast<size_t>(chunk.size);
+      buffer->file_offset = chunk.file_offset;
+      buffer->psbs = FindPsbOffsets(absl::MakeConstSpan(buffer->source, buffer->size));
+      // Borders: PSBs at least piece_bytes apart (the first piece syncs on its own).
+      std::vector<uint64_t> starts = {0};
+      for (uint64_t psb : buffer->psbs) {
+        if (psb > 0 && psb >= starts.back() + piece_bytes) starts.push_back(psb);
+      }
+      for (size_t k = 0; k < starts.size(); ++k) {
+        auto piece = std::make_unique<Piece>();
+        piece->stream = s;
+        piece->chunk = c;
+        piece->buffer = buffer;
+        piece->spec.start = k == 0 ? PieceSpec::Start::kSyncForward : PieceSpec::Start::kContinue;
+        piece->spec.start_psb = starts[k];
+        piece->spec.previous_call = starts[k];
+        piece->spec.stop_offset = k + 1 < starts.size() ? starts[k + 1] : UINT64_MAX;
+        // The first PSB after the start and after the stop: digests compare the interval
+        // a piece decodes first with the one its predecessor decodes past its stop.
+        auto after = [&](uint64_t offset) -> uint64_t {
+          auto it = std::upper_bound(buffer->psbs.begin(), buffer->psbs.end(), offset);
+          return it == buffer->psbs.end() ? 0 : *it;
+        };
+        if (k > 0) piece->spec.head_psb = after(starts[k]);
+        if (k + 1 < starts.size()) piece->spec.tail_psb = after(starts[k + 1]);
+        piece->bytes = (k + 1 < starts.size() ? starts[k + 1] : buffer->size) - starts[k];
+        pieces_.push_back(std::move(piece));
+      }
+    }
+  }
+  window_ = static_cast<size_t>(options_.jobs) * 2 + 2;
+}
+
+void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec) {
+  const StreamJob& job = *streams_[piece->stream];
+  std::unique_ptr<ThreadStream>& ts = (*decoders)[piece->stream];
+  if (ts == nullptr) {
+    pt_image* copy = pt_image_alloc(nullptr);
+    {
+      std::lock_guard<std::mutex> lock(image_mutex_);
+      pt_image_copy(copy, job.image->libipt_image());
+    }
+    ts = std::make_unique<ThreadStream>(job.config, job.image, copy);
+    ts->decoder.set_cancel_flag(options_.cancel);
+  }
+  {
+    // Reuse the lists of consumed pieces: their pages are already touched.
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (piece->events.capacity() == 0 && !spare_events_.empty()) {
+      piece->events = std::move(spare_events_.back());
+      spare_events_.pop_back();
+    }
+    if (piece->steps.capacity() == 0 && !spare_steps_.empty()) {
+      piece->steps = std::move(spare_steps_.back());
+      spare_steps_.pop_back();
+    }
+  }
+  piece->events.clear();
+  piece->steps.clear();
+  // About one event per PT byte or less: grow once, not by doubling.
+  piece->events.reserve(static_cast<size_t>(piece->bytes));
+  const uint8_t* padded = piece->buffer->Load();
+  absl::StatusOr<PieceOutcome> outcome =
+      ts->decoder.DecodePiece(padded, piece->buffer->size, piece->buffer->file_offset, piece->buffer->psbs, spec,
+                              ts->libipt_image, &piece->events, &piece->steps);
+  piece->status = outcome.status();
+  if (outcome.ok()) piece->outcome = *outcome;
+  piece->stats = piece->outcome.stats;
+  // Only the errata warning comes from here: once per stream is enough.
+  piece->warnings = ts->decoder.warnings();
+}
+
+void Engine::Work() {
+  std::map<size_t, std::unique_ptr<ThreadStream>> decoders;
+  while (true) {
+    Piece* piece = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || next_ >= pieces_.size() || next_ < consumed_ + window_; });
+      if (stop_ || next_ >= pieces_.size()) return;
+      piece = pieces_[next_++].get();
+    }
+    Decode(&decoders, piece, piece->spec);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      piece->done = true;
+    }
+    changed_.notify_all();
+  }
+}
+
+absl::Status Engine::Run() {
+  Plan();
+  std::vector<std::thread> workers;
+  for (int i = 0; i < std::max(1, options_.jobs); ++i) workers.emplace_back([this] { Work(); });
+  auto finish = [&] {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    for (std::thread& t : workers) t.join();
+  };
+
+  std::map<size_t, std::unique_ptr<ThreadStream>> redo_decoders;  // this thread's own
+  absl::Status result = absl::OkStatus();
+  uint64_t bytes_done = 0;
+  size_t i = 0;
+  for (size_t s = 0; s < streams_.size() && result.ok(); ++s) {
+    StreamJob& job = *streams_[s];
+    PieceStitcher stitcher(job.config, job.consumer);
+    std::set<std::string> warned;
+    bool previous_truncated = false;
+    for (size_t c = 0; c < job.chunks.size() && result.ok(); ++c) {
+      const PtChunk& chunk = job.chunks[c];
+      if (c > 0 && (chunk.lost_before || previous_truncated)) stitcher.MarkLostData(chunk.file_offset);
+      previous_truncated = chunk.truncated;
+      job.stats.bytes += chunk.size;
+      PieceSpec expected;
+      PieceOutcome::Digest previous_tail;
+      bool ended = false;
+      bool continuous = false;  // the rest of the buffer came from one decoder
+      for (; i < pieces_.size() && pieces_[i]->stream == s && pieces_[i]->chunk == c; ++i) {
+        Piece& piece = *pieces_[i];
+        {
+          std::unique_lock<std::mutex> lock(mutex_);
+          changed_.wait(lock, [&] { return piece.done || Cancelled(); });
+          if (!piece.done) break;
+        }
+        if (Cancelled()) break;
+        const bool first = i == 0 || pieces_[i - 1]->chunk != c || pieces_[i - 1]->stream != s;
+        if (first) {
+          expected = piece.spec;
+          continuous = false;
+        }
+        bool use = !ended && !continuous && expected.start_psb < piece.spec.stop_offset;
+        // The head as the single decoder counts it: with the carried branch's event.
+        PieceOutcome::Digest head = piece.outcome.head;
+        if (piece.outcome.carried_flush && piece.outcome.carried_flush_index <= head.events &&
+            stitcher.CarriedMakesEvent()) {
+          ++head.events;
+        }
+        if (use && !first && !(expected.start == PieceSpec::Start::kContinue && SpeculationHolds(expected, piece) &&
+                               previous_tail == head && piece.outcome.stats.errors == 0)) {
+          if (expected.start == PieceSpec::Start::kContinue) {
+            // The piece did not start where the single decoder was (TNT held across the
+            // PSB, a compressed return of a call before it, ...): one decoder from the
+            // buffer's start, keeping what follows the previous piece, to the end.
+            PieceSpec exact;
+            exact.emit_from = expected.start_psb;
+            Decode(&redo_decoders, &piece, exact);
+            continuous = true;
+          } else {
+            PieceSpec exact = expected;
+            exact.stop_offset = piece.spec.stop_offset;
+            exact.tail_psb = piece.spec.tail_psb;
+            Decode(&redo_decoders, &piece, exact);
+          }
+        }
+        if (use && !piece.status.ok()) {
+          result = piece.status;
+          break;
+        }
+        if (use) {
+          stitcher.Append(piece);
+          job.stats.blocks += piece.stats.blocks;
+          job.stats.errors += piece.stats.errors;
+          job.stats.overflows += piece.stats.overflows;
+          job.stats.syncs += piece.stats.syncs;
+          job.stats.undecodable += piece.stats.undecodable;
+          for (const std::string& w : piece.warnings) {
+            if (warned.insert(w).second) job.warnings.push_back(w);
+          }
+          const PieceOutcome& o = piece.outcome;
+          switch (o.end) {
+            case PieceOutcome::End::kEnd:
+              ended = true;
+              break;
+            case PieceOutcome::End::kBoundary:
+              previous_tail = o.tail;
+              expected = o.next;
+              expected.start = PieceSpec::Start::kContinue;
+              expected.start_psb = piece.spec.stop_offset;
+              break;
+            case PieceOutcome::End::kResyncAt:
+              expected = PieceSpec();
+              expected.start = PieceSpec::Start::kResync;
+              expected.start_psb = o.resync_at;
+              break;
+          }
+        }
+        // Done with it: free its memory and let the workers go on.
+        {
+          std::lock_guard<std::mutex> lock(spare_mutex_);
+          spare_events_.push_back(std::move(piece.events));
+          spare_steps_.push_back(std::move(piece.steps));
+        }
+        piece.events = {};
+        piece.steps = {};
+        piece.buffer.reset();
+        bytes_done += piece.bytes;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          consumed_ = i + 1;
+        }
+        changed_.notify_all();
+        if (options_.progress) options_.progress(bytes_done);
+      }
+      if (Cancelled()) break;
+    }
+    job.instructions = stitcher.instructions();
+    job.last_time = stitcher.last_time();
+    job.stats.instructions = job.instructions;
+    if (Cancelled() || !result.ok()) break;
+    if (options_.stream_done) options_.stream_done(s);
+  }
+  finish();
+  return result;
+}
+
+}  // namespace
+
+absl::Status DecodeStreamsInParallel(const std::vector<StreamJob*>& streams, const ParallelOptions& options) {
+  Engine engine(streams, options);
+  return engine.Run();
+}
+
+}  // namespace ptd::decoder

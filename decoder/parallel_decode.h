@@ -1,0 +1,55 @@
+#pragma once
+// Parallel decoding (`decode --jobs N`): every buffer of every stream is cut at PSBs into
+// pieces; worker threads decode pieces (libipt, the expensive part) into event lists,
+// and the calling thread stitches them, in stream order, into exactly the event
+// sequence one decoder over each whole buffer gives, and feeds the stream's consumer
+// (the call-stack models and the FTF writer stay on one thread, in order). Stitching:
+// instruction counts and times are piece-relative until the pieces before are known;
+// the branch that ends a piece is flushed by the next piece's first block; a piece that
+// guessed the carried-in state wrong (rare: it starts while tracing waits to be
+// enabled, or after a decode error at its border) is decoded again with the right one.
+// Output is identical to --jobs 1 whatever the number of jobs or the piece size.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/trace_meta.h"
+#include "decoder/pt_stream_decoder.h"
+#include "image/mapped_file.h"
+#include "image/process_image.h"
+
+namespace ptd::decoder {
+
+// One stream to decode: its bytes, its chunks, and where its events go.
+struct StreamJob {
+  PtDecodeConfig config;
+  image::ProcessImage* image = nullptr;
+  FlowConsumer* consumer = nullptr;  // called on the thread that runs DecodeStreamsInParallel
+  std::shared_ptr<const image::MappedFile> file;
+  std::vector<PtChunk> chunks;       // already checked to lie inside the file
+  // Results, once the stream is done.
+  PtDecodeStats stats;
+  std::vector<std::string> warnings;
+  uint64_t instructions = 0;
+  uint64_t last_time = 0;
+};
+
+struct ParallelOptions {
+  int jobs = 2;
+  uint64_t piece_bytes = 0;  // 0: chosen from the trace size and the number of jobs
+  const std::atomic<bool>* cancel = nullptr;
+  // After each piece: PT bytes done so far.
+  std::function<void(uint64_t bytes_done)> progress;
+  // After each stream (index into `streams`), on the calling thread.
+  std::function<void(size_t stream)> stream_done;
+};
+
+// Decodes `streams` in order; returns early (OK) when `cancel` turns true.
+absl::Status DecodeStreamsInParallel(const std::vector<StreamJob*>& streams, const ParallelOptions& options);
+
+}  // namespace ptd::decoder

@@ -1,0 +1,62 @@
+#pragma once
+// The output time axis of one stream. With timing packets: TSC → ns via meta.json's
+// conversion, and between updates time advances with the instructions executed at the
+// rate of the interval before (not spread evenly), never backwards. Without: the
+// instruction count. Parallel decoding replays a piece's updates through this same
+// object once the state at the piece's start is known, so both paths compute the same
+// numbers.
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/trace_meta.h"
+
+namespace ptd::decoder {
+
+enum class TimeAxis { kTime, kInstructions };
+
+class TimeInterpolator {
+ public:
+  TimeInterpolator(TimeAxis axis, const TimeConversion& conversion) : axis_(axis), conversion_(conversion) {}
+
+  // A timing packet said `tsc` when `instructions` had executed.
+  void Update(uint64_t tsc, uint64_t instructions) {
+    if (axis_ != TimeAxis::kTime || tsc == 0 || tsc == last_tsc_) return;
+    last_tsc_ = tsc;
+    uint64_t ns = conversion_.TscToNs(tsc);
+    if (have_time_ && ns > base_ns_ && instructions > base_instructions_) {
+      ns_per_insn_ = static_cast<double>(ns - base_ns_) / static_cast<double>(instructions - base_instructions_);
+    }
+    if (!have_time_ || ns > base_ns_) {
+      base_ns_ = ns;
+      base_instructions_ = instructions;
+    }
+    have_time_ = true;
+  }
+
+  // The time when `instructions` had executed (non-decreasing across calls).
+  uint64_t Now(uint64_t instructions) {
+    if (axis_ == TimeAxis::kInstructions) {
+      last_ = std::max(last_, instructions);
+    } else if (have_time_) {
+      double t = static_cast<double>(base_ns_) + ns_per_insn_ * static_cast<double>(instructions - base_instructions_);
+      last_ = std::max(last_, static_cast<uint64_t>(t));
+    }
+    return last_;
+  }
+
+  uint64_t last() const { return last_; }
+  TimeAxis axis() const { return axis_; }
+
+ private:
+  TimeAxis axis_;
+  TimeConversion conversion_;
+  uint64_t last_tsc_ = 0;
+  uint64_t base_ns_ = 0;
+  uint64_t base_instructions_ = 0;
+  double ns_per_insn_ = 0;
+  uint64_t last_ = 0;
+  bool have_time_ = false;
+};
+
+}  // namespace ptd::decoder

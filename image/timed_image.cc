@@ -1,0 +1,129 @@
+#include "image/timed_image.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "common/trace_dir.h"
+
+namespace ptd::image {
+
+bool IsCodeFileMapping(const ptd::Mapping& m) {
+  return m.executable && !m.path.empty() && m.path[0] != '[' && !absl::StartsWith(m.path, "//");
+}
+
+Mapping FromSidebandMapping(const ptd::Mapping& m) {
+  Mapping mapping;
+  mapping.path = m.path;
+  mapping.name = m.path;
+  mapping.vaddr = m.start;
+  mapping.file_offset = m.pgoff;
+  mapping.size = m.end - m.start;
+  mapping.build_id = m.build_id;
+  return mapping;
+}
+
+TimedProcessImage::TimedProcessImage(SectionCache* sections, ModuleCache* modules, std::string name,
+                                     std::vector<MapChange> changes, std::vector<Mapping> fixed,
+                                     std::string perf_map)
+    : image_(sections, modules, std::move(name)),
+      changes_(std::move(changes)),
+      fixed_(std::move(fixed)),
+      perf_map_(std::move(perf_map)) {}
+
+void TimedProcessImage::Warn(std::string warning) {
+  if (warned_.insert(warning).second) warnings_.push_back(std::move(warning));
+}
+
+std::vector<std::string> TimedProcessImage::TakeWarnings() {
+  for (const std::string& w : image_.warnings()) Warn(w);
+  std::vector<std::string> out;
+  out.swap(warnings_);
+  return out;
+}
+
+void TimedProcessImage::Add(const Mapping& mapping) {
+  absl::Status s = image_.AddMapping(mapping);
+  if (!s.ok()) Warn(std::string(s.message()));
+}
+
+void TimedProcessImage::AddFixed() {
+  for (const Mapping& m : fixed_) Add(m);
+}
+
+void TimedProcessImage::Reset() {
+  image_.Clear();
+  next_change_ = 0;
+  started_ = true;
+  applied_time_ = 0;
+  AddFixed();
+  if (!perf_map_.empty()) {
+    absl::Status s = image_.AddPerfMap(perf_map_);
+    if (!s.ok()) Warn(std::string(s.message()));
+  }
+}
+
+void TimedProcessImage::Apply(const MapChange& change) {
+  switch (change.kind) {
+    case MapChange::Kind::kMap: {
+      if (!IsCodeFileMapping(change.mapping)) return;
+      if (!PathExists(change.mapping.path)) {
+        Warn(absl::StrFormat("%s (mapped at 0x%x) is not on this machine: its code cannot be decoded",
+                             change.mapping.path, change.mapping.start));
+        return;
+      }
+      Add(FromSidebandMapping(change.mapping));
+      return;
+    }
+    case MapChange::Kind::kExec:
+      image_.Clear();
+      AddFixed();
+      return;
+    case MapChange::Kind::kFork:  // the copied mappings follow as kMap
+    case MapChange::Kind::kExit:
+      return;
+  }
+}
+
+void TimedProcessImage::AdvanceTo(uint64_t time_ns) {
+  if (!started_ || time_ns < applied_time_) Reset();
+  applied_time_ = time_ns;
+  while (next_change_ < changes_.size() && changes_[next_change_].time_ns <= time_ns) {
+    Apply(changes_[next_change_++]);
+  }
+}
+
+void TimedProcessImage::ApplyAll() {
+  Reset();
+  for (; next_change_ < changes_.size(); ++next_change_) {
+    if (changes_[next_change_].kind == MapChange::Kind::kMap) Apply(changes_[next_change_]);
+  }
+  AddFixed();
+}
+
+std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections, ModuleCache* modules,
+                                                         const std::string& trace_dir,
+                                                         const TraceMeta& meta,
+                                                         const Sideband* sideband, int pid) {
+  std::vector<MapChange> changes;
+  if (sideband != nullptr) changes = sideband->mmaps.Changes(pid);
+  std::vector<Mapping> fixed;
+  for (const ImageEntry& entry : meta.images) {
+    if (entry.pid != -1 && entry.pid != pid) continue;
+    Mapping mapping;
+    mapping.path = ResolveTracePath(trace_dir, entry.path);
+    mapping.name = entry.name.empty() ? entry.path : entry.name;
+    mapping.vaddr = entry.vaddr;
+    mapping.file_offset = entry.file_offset;
+    mapping.size = entry.size;
+    mapping.build_id = entry.build_id;
+    mapping.memory_dump = entry.kind == ImageKind::kMemoryDump;
+    fixed.push_back(std::move(mapping));
+  }
+  std::string perf_map = ResolveTracePath(trace_dir, absl::StrCat(kImagesSubdir, "/perf-", pid, ".map"));
+  if (!PathExists(perf_map)) perf_map.clear();
+  return std::make_unique<TimedProcessImage>(sections, modules, absl::StrCat("pid ", pid),
+                                             std::move(changes), std::move(fixed), std::move(perf_map));
+}
+
+}  // namespace ptd::image

@@ -1,0 +1,75 @@
+#pragma once
+// A process's code image kept in step with the trace. The sideband's mapping changes
+// (MMAP2, fork copies, exec) are applied when the decoder's time passes theirs, so code
+// mapped later (dlopen) and addresses reused by a later mapping decode against the file
+// that was there at that moment. Images without a time (meta.json's vDSO and memory
+// dumps, the perf map) are in place from the start and again after every exec.
+// Traces without timing packets cannot place changes in time: ApplyAll() maps
+// everything ever mapped, later mappings replacing what they overlap.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <memory>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/trace_meta.h"
+#include "image/process_image.h"
+#include "sideband/mmap_timeline.h"
+#include "sideband/sideband_set.h"
+
+namespace ptd::image {
+
+class TimedProcessImage {
+ public:
+  // `changes`: the process's map changes in time order (MmapTimeline::Changes);
+  // `fixed`: mappings without a time; `perf_map`: a perf map file or "".
+  TimedProcessImage(SectionCache* sections, ModuleCache* modules, std::string name,
+                    std::vector<MapChange> changes, std::vector<Mapping> fixed,
+                    std::string perf_map);
+
+  // Applies every change with time <= `time_ns` not applied yet. Going back in time
+  // (another stream of the same process starts earlier) rebuilds from the beginning.
+  void AdvanceTo(uint64_t time_ns);
+  // Untimed traces: every mapping, in the order made; exec is ignored.
+  void ApplyAll();
+
+  ProcessImage* image() { return &image_; }
+  // Problems met so far (missing files, bad mappings), each reported once.
+  std::vector<std::string> TakeWarnings();
+  // Changes applied so far (tests).
+  size_t applied() const { return next_change_; }
+
+ private:
+  void Reset();
+  void Apply(const MapChange& change);
+  void AddFixed();
+  void Add(const Mapping& mapping);
+  void Warn(std::string warning);
+
+  ProcessImage image_;
+  std::vector<MapChange> changes_;
+  std::vector<Mapping> fixed_;
+  std::string perf_map_;
+  size_t next_change_ = 0;
+  uint64_t applied_time_ = 0;
+  bool started_ = false;
+  absl::flat_hash_set<std::string> warned_;
+  std::vector<std::string> warnings_;
+};
+
+// The decoder's code-bearing view of a sideband mapping: executable, backed by a real
+// file (not "[vdso]", "//anon" ...). Converted to an image::Mapping.
+bool IsCodeFileMapping(const ptd::Mapping& mapping);
+Mapping FromSidebandMapping(const ptd::Mapping& mapping);
+
+// The image of process `pid` of a trace directory: the sideband's map changes for it,
+// meta.json's images for it (or for every process), and images/perf-PID.map if present.
+// `sideband` may be null. Nothing is applied yet: call AdvanceTo or ApplyAll.
+std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections, ModuleCache* modules,
+                                                         const std::string& trace_dir,
+                                                         const TraceMeta& meta,
+                                                         const Sideband* sideband, int pid);
+
+}  // namespace ptd::image

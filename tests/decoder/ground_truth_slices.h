@@ -1,0 +1,38 @@
+#pragma once
+// What the call-stack model should write for a thread, derived from the emulator's
+// ground truth (executed instructions + call/return/unwind events from RSP), not from
+// PT: the reference the decoder's output is compared with. It applies the model's own
+// conventions (docs/decoder.md, "Comparing with ground truth"):
+// - the bottom frame is the function of the first instruction; a return below it infers
+//   a parent named after the return target, begun at the segment start (written first);
+// - a call into a PLT stub is one slice named after where the stub leaves the PLT;
+// - leaving the current function other than by call/return/unwind (a jump) ends its
+//   slice and begins a sibling named after the target (tail call);
+// - a syscall is a "[syscall]" child slice of 0 instructions;
+// - an injected overflow (LOST) closes every slice, writes an instant, and starts a new
+//   segment where execution resumes.
+// Lines have RecordingSink's format: "B name", "E name i=N", "I name".
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "decoder/function_resolver.h"
+#include "decoder/insn_classifier.h"
+#include "recorder/emulate/ground_truth.h"
+
+namespace ptd::decoder::testing {
+
+// Slices for instructions [first, thread.ips.size()) of `thread`. `first` > 0 is a
+// trace that starts mid-stack (snapshot). `classifier` tells a `ret` past the first
+// frame (no ground-truth RETURN: the frame was entered before tracing) from a jump.
+std::vector<std::string> ExpectedSlices(const GroundTruthThread& thread, FunctionResolver* resolver,
+                                        InsnClassifier* classifier, image::ProcessImage* image,
+                                        size_t first = 0);
+
+// "" when equal; otherwise where the sequences first differ, with a few lines of
+// context from both.
+std::string FirstDifference(const std::vector<std::string>& expected,
+                            const std::vector<std::string>& actual, size_t context = 8);
+
+}  // namespace ptd::decoder::testing

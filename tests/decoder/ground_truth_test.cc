@@ -1,0 +1,177 @@
+// Call stacks of real programs recorded on this VM by the emulation backend, compared
+// slice by slice with what the recorder's ground truth (instructions + RSP-derived
+// call/return/unwind events) says the model must write (tests/decoder/ground_truth_slices.h
+// and docs/decoder.md, "Comparing with ground truth"). Each program is recorded once per
+// suite: an emulated recording costs seconds of single-stepping.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/trace_meta.h"
+#include "decoder/insn_classifier.h"
+#include "decoder/trace_decoder.h"
+#include "gtest/gtest.h"
+#include "image/module_cache.h"
+#include "image/section_cache.h"
+#include "image/timed_image.h"
+#include "recorder/emulate/ground_truth.h"
+#include "sideband/sideband_set.h"
+#include "tests/decoder/ground_truth_slices.h"
+#include "tests/decoder/recording_sink.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd::decoder {
+namespace {
+
+using ptd::testing::RunCommand;
+using ptd::testing::TempDir;
+
+class SinksByThread : public ThreadSinkFactory {
+ public:
+  SliceSink* ForThread(int, int tid, const std::string&, const std::string&) override {
+    auto& sink = sinks[tid];
+    if (!sink) sink = std::make_unique<testing::RecordingSink>();
+    return sink.get();
+  }
+  std::map<int, std::unique_ptr<testing::RecordingSink>> sinks;
+};
+
+struct Recording {
+  std::unique_ptr<TempDir> dir;
+  std::string trace;
+  std::vector<GroundTruthThread> truth;
+  std::string error;  // why recording failed
+};
+
+std::string ProgramPath(const std::string& name) {
+  return absl::StrCat(PTD_BINARY_DIR, "/tests/programs/", name);
+}
+
+Recording Record(const std::string& program, const std::vector<std::string>& options) {
+  Recording r;
+  r.dir = std::make_unique<TempDir>();
+  r.trace = r.dir->Sub("trace");
+  std::string truth = r.dir->Sub("truth.bin");
+  std::vector<std::string> argv = {PTD_CLI_PATH, "record", "--emulate", "-q", "--ground-truth", truth,
+                                   "-o", r.trace};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.push_back("--");
+  argv.push_back(ProgramPath(program));
+  ptd::testing::CommandResult result = RunCommand(argv);
+  if (result.exit_code != 0) {
+    r.error = absl::StrCat("record failed: ", result.err);
+    return r;
+  }
+  absl::StatusOr<std::vector<GroundTruthThread>> threads = LoadGroundTruth(truth);
+  if (!threads.ok()) {
+    r.error = std::string(threads.status().message());
+    return r;
+  }
+  r.truth = *std::move(threads);
+  return r;
+}
+
+// Decodes `rec` and compares every thread's slices with its ground truth. `snapshot`:
+// the trace holds only the newest instructions of each thread.
+void ExpectMatchesGroundTruth(const Recording& rec, DecoderKind kind = DecoderKind::kBlock,
+                              bool snapshot = false) {
+  ASSERT_TRUE(rec.error.empty()) << rec.error;
+  DecodeOptions options;
+  options.decoder = kind;
+  SinksByThread sinks;
+  absl::StatusOr<DecodeResult> result = DecodeTrace(rec.trace, options, &sinks);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->stats.errors, 0u);
+
+  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(rec.trace);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  absl::StatusOr<Sideband> sideband = LoadSideband(rec.trace, *meta);
+  ASSERT_TRUE(sideband.ok()) << sideband.status();
+  image::SectionCache sections;
+  image::ModuleCache modules;
+  uint64_t expected_instructions = 0;
+  for (const GroundTruthThread& thread : rec.truth) {
+    SCOPED_TRACE(absl::StrCat("thread ", thread.tid));
+    auto it = sinks.sinks.find(thread.tid);
+    ASSERT_NE(it, sinks.sinks.end()) << "no slices decoded for the thread";
+    const testing::RecordingSink& sink = *it->second;
+    EXPECT_FALSE(sink.unbalanced());
+    EXPECT_FALSE(sink.out_of_order());
+    std::unique_ptr<image::TimedProcessImage> image =
+        image::MakeTraceProcessImage(&sections, &modules, rec.trace, *meta, &*sideband, thread.pid);
+    image->ApplyAll();
+    ImageFunctionResolver resolver(image->image());
+    InsnClassifier classifier(image->image());
+    size_t first = 0;
+    if (snapshot) {
+      uint64_t decoded = sink.TopLevelInstructions();
+      ASSERT_LE(decoded, thread.ips.size());
+      first = thread.ips.size() - decoded;
+      EXPECT_GT(first, 0u) << "the snapshot holds the whole run: make it smaller";
+    }
+    expected_instructions += thread.ips.size() - first;
+    std::vector<std::string> expected = testing::ExpectedSlices(thread, &resolver, &classifier, image->image(), first);
+    std::string difference = testing::FirstDifference(expected, sink.lines());
+    if (!difference.empty() && getenv("PTD_GT_DUMP") != nullptr) {
+      // Both sequences in full, for a closer look.
+      FILE* out = fopen(getenv("PTD_GT_DUMP"), "w");
+      for (const std::string& l : expected) fprintf(out, "%s\n", l.c_str());
+      fprintf(out, "=====\n");
+      for (const std::string& l : sink.lines()) fprintf(out, "%s\n", l.c_str());
+      fclose(out);
+    }
+    EXPECT_TRUE(difference.empty()) << difference;
+  }
+  EXPECT_EQ(result->stats.instructions, expected_instructions);
+  EXPECT_EQ(result->stats.threads, rec.truth.size());
+}
+
+#define PTD_RECORDED_SUITE(Suite, program, ...)                                 \
+  class Suite : public ::testing::Test {                                        \
+   protected:                                                                   \
+    static void SetUpTestSuite() { rec_ = new Recording(Record(program, {__VA_ARGS__})); } \
+    static void TearDownTestSuite() {                                           \
+      delete rec_;                                                              \
+      rec_ = nullptr;                                                           \
+    }                                                                           \
+    static Recording* rec_;                                                     \
+  };                                                                            \
+  Recording* Suite::rec_ = nullptr
+
+PTD_RECORDED_SUITE(GroundTruthCalls, "ptd_prog_calls");
+TEST_F(GroundTruthCalls, BlockDecoderMatches) { ExpectMatchesGroundTruth(*rec_); }
+TEST_F(GroundTruthCalls, InsnDecoderMatches) { ExpectMatchesGroundTruth(*rec_, DecoderKind::kInsn); }
+
+PTD_RECORDED_SUITE(GroundTruthVdso, "ptd_prog_vdso");
+TEST_F(GroundTruthVdso, Matches) { ExpectMatchesGroundTruth(*rec_); }
+
+PTD_RECORDED_SUITE(GroundTruthLongjmp, "ptd_prog_longjmp");
+TEST_F(GroundTruthLongjmp, Matches) { ExpectMatchesGroundTruth(*rec_); }
+
+// Started at main: libstdc++'s start-up alone is millions of single steps. The trace
+// then starts mid-stack (main's caller is inferred when main returns).
+PTD_RECORDED_SUITE(GroundTruthCxxExceptions, "ptd_prog_cxx_exceptions", "--start-at", "main");
+TEST_F(GroundTruthCxxExceptions, Matches) { ExpectMatchesGroundTruth(*rec_); }
+
+PTD_RECORDED_SUITE(GroundTruthOcaml, "ptd_prog_ocaml");
+TEST_F(GroundTruthOcaml, Matches) { ExpectMatchesGroundTruth(*rec_); }
+
+PTD_RECORDED_SUITE(GroundTruthDlopen, "ptd_prog_dlopen");
+TEST_F(GroundTruthDlopen, Matches) { ExpectMatchesGroundTruth(*rec_); }
+
+PTD_RECORDED_SUITE(GroundTruthThreads, "ptd_prog_threads");
+TEST_F(GroundTruthThreads, PerThreadMatches) { ExpectMatchesGroundTruth(*rec_); }
+
+// DISABLED: `decode` of an emulated --virtual-cpus recording currently yields 0
+// instructions (no thread is routed by the schedule); see docs/decoder.md "Not done".
+PTD_RECORDED_SUITE(GroundTruthThreadsPerCpu, "ptd_prog_threads", "--virtual-cpus", "2");
+TEST_F(GroundTruthThreadsPerCpu, DISABLED_Matches) { ExpectMatchesGroundTruth(*rec_); }
+
+// The newest 8 KiB of a ~40 KB trace: decoding starts at a PSB in the middle of the run.
+PTD_RECORDED_SUITE(GroundTruthSnapshot, "ptd_prog_calls", "--snapshot", "--snapshot-size", "8K");
+TEST_F(GroundTruthSnapshot, MidStackStartMatches) { ExpectMatchesGroundTruth(*rec_, DecoderKind::kBlock, true); }
+
+}  // namespace
+}  // namespace ptd::decoder

@@ -1,0 +1,177 @@
+// Parallel decoding (`decode --jobs N`) must write exactly the file --jobs 1 writes: the
+// CLI decodes the same trace both ways, with pieces forced small so every trace is cut
+// in many places, and the FTF files are compared byte for byte. And Ctrl-C during a
+// decode leaves a complete, valid, marked file.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/trace_dir.h"
+#include "common/trace_meta.h"
+#include "decoder/pt_stream_decoder.h"
+#include "ftf/ftf_check.h"
+#include "gtest/gtest.h"
+#include "recorder/emulate/code_walker.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd::decoder {
+namespace {
+
+using ptd::testing::RunCommand;
+using ptd::testing::TempDir;
+
+constexpr char kLibc[] = "/lib/x86_64-linux-gnu/libc.so.6";
+
+// PSBs in the trace's first stream: the pieces can only start at one.
+size_t PsbCount(const std::string& trace) {
+  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
+  if (!meta.ok() || meta->streams.empty()) return 0;
+  absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(ResolveTracePath(trace, meta->streams[0].file));
+  if (!bytes.ok()) return 0;
+  return FindPsbOffsets(absl::MakeConstSpan(*bytes)).size();
+}
+
+// Decodes `trace` with --jobs 1 and with --jobs 4 in pieces of `piece_bytes`; the two
+// files must be equal and valid.
+void ExpectSameWithJobs(const std::string& trace, const TempDir& tmp, uint64_t piece_bytes,
+                        const std::vector<std::string>& extra = {}) {
+  std::string one = tmp.Sub("jobs1.ftf");
+  std::string four = tmp.Sub("jobs4.ftf");
+  std::vector<std::string> a = {PTD_CLI_PATH, "decode", trace, "-o", one, "--jobs", "1", "-q"};
+  std::vector<std::string> b = {PTD_CLI_PATH, "decode", trace, "-o", four, "--jobs", "4", "--piece-bytes",
+                                std::to_string(piece_bytes), "-q"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  b.insert(b.end(), extra.begin(), extra.end());
+  auto r = RunCommand(a);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunCommand(b);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<std::string> x = ReadFileToString(one);
+  absl::StatusOr<std::string> y = ReadFileToString(four);
+  ASSERT_TRUE(x.ok() && y.ok());
+  ASSERT_GT(x->size(), 100u);
+  EXPECT_TRUE(*x == *y) << trace << ": --jobs 4 wrote " << y->size() << " bytes, --jobs 1 " << x->size();
+  absl::Status check = ftf::CheckFtfFile(four);
+  EXPECT_TRUE(check.ok()) << check;
+}
+
+TEST(ParallelDecodeTest, RealSamplesDecodeIdenticallyInPieces) {
+  PTD_REQUIRE_SAMPLES(samples);
+  for (const char* name : {"Unzip", "foo", "mruby"}) {
+    SCOPED_TRACE(name);
+    TempDir tmp;
+    std::string dir = absl::StrCat(samples, "/libxdc_experiments/", name);
+    ASSERT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"),
+                                absl::StrCat("pages ", dir, "/data.addr ", dir, "/data.dump\n")).ok());
+    std::string trace = tmp.Sub("trace");
+    auto r = RunCommand({PTD_CLI_PATH, "import", "raw", "--pt", dir + "/trace", "--maps", tmp.Sub("maps.txt"),
+                         "-o", trace});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_GE(PsbCount(trace), 10u);
+    // mruby: ~80 pieces, one holding its overflow.
+    ExpectSameWithJobs(trace, tmp, 8192);
+  }
+}
+
+TEST(ParallelDecodeTest, InstructionDecoderDecodesIdenticallyInPieces) {
+  PTD_REQUIRE_SAMPLES(samples);
+  TempDir tmp;
+  std::string dir = absl::StrCat(samples, "/libxdc_experiments/foo");
+  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"), absl::StrCat("pages ", dir, "/data.addr ", dir, "/data.dump\n")).ok());
+  std::string trace = tmp.Sub("trace");
+  auto r = RunCommand({PTD_CLI_PATH, "import", "raw", "--pt", dir + "/trace", "--maps", tmp.Sub("maps.txt"), "-o", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectSameWithJobs(trace, tmp, 2048, {"--decoder", "insn"});
+}
+
+// A synthetic walk over libc's code (emulation's packet generator): TSC time axis,
+// PSB+ every 1 KiB, and overflows that drop instructions.
+std::string WriteWalk(const TempDir& tmp, uint64_t instructions, uint64_t overflow_every) {
+  CodeWalkerOptions options;
+  options.elf_path = kLibc;
+  options.max_instructions = instructions;
+  options.overflow_every_bytes = overflow_every;
+  options.generator.psb_period = 1024;
+  std::string trace = tmp.Sub("walk");
+  absl::StatusOr<CodeWalkerStats> stats = WriteWalkerTrace(options, trace, true, "");
+  EXPECT_TRUE(stats.ok()) << stats.status();
+  return trace;
+}
+
+TEST(ParallelDecodeTest, TimedWalkWithOverflowsDecodesIdenticallyInPieces) {
+  if (!PathExists(kLibc)) GTEST_SKIP() << kLibc << " not present";
+  TempDir tmp;
+  std::string trace = WriteWalk(tmp, 400000, 20000);
+  ASSERT_GE(PsbCount(trace), 20u);
+  ExpectSameWithJobs(trace, tmp, 3000);
+}
+
+TEST(ParallelDecodeTest, EmulatedThreadsDecodeIdenticallyInPieces) {
+  TempDir tmp;
+  std::string trace = tmp.Sub("trace");
+  std::string program = absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_threads");
+  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate", "--psb-period", "512", "-o", trace, "--", program});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_GE(meta->streams.size(), 3u);  // one per thread
+  ExpectSameWithJobs(trace, tmp, 1024);
+}
+
+// Runs `decode` with progress on, sends SIGINT once it reports progress, and returns
+// (exit status, stderr).
+std::pair<int, std::string> DecodeAndInterrupt(const std::string& trace, const std::string& out) {
+  int err_pipe[2];
+  if (pipe(err_pipe) != 0) return {-1, "pipe failed"};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(err_pipe[1], 2);
+    close(err_pipe[0]);
+    close(err_pipe[1]);
+    execl(PTD_CLI_PATH, PTD_CLI_PATH, "decode", trace.c_str(), "-o", out.c_str(), "--jobs", "2", "--progress",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  std::string err;
+  bool sent = false;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(err_pipe[0], buf, sizeof buf)) > 0) {
+    err.append(buf, static_cast<size_t>(n));
+    if (!sent && err.find("decoding:") != std::string::npos) {
+      kill(pid, SIGINT);
+      sent = true;
+    }
+  }
+  close(err_pipe[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return {code, err};
+}
+
+TEST(ParallelDecodeTest, InterruptedDecodeFinishesAValidMarkedFile) {
+  if (!PathExists(kLibc)) GTEST_SKIP() << kLibc << " not present";
+  TempDir tmp;
+  // Long enough that decoding is still running when the signal arrives.
+  std::string trace = WriteWalk(tmp, 30000000, 0);
+  std::string out = tmp.Sub("out.ftf");
+  auto [code, err] = DecodeAndInterrupt(trace, out);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_NE(err.find("partial"), std::string::npos) << err;
+  absl::Status check = ftf::CheckFtfFile(out);
+  EXPECT_TRUE(check.ok()) << check;
+  absl::StatusOr<std::string> bytes = ReadFileToString(out);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_NE(bytes->find("decode interrupted"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptd::decoder
