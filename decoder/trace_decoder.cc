@@ -40,10 +40,15 @@ struct ThreadState {
   SliceSink* sink = nullptr;
   uint64_t last_time = 0;  // of the last event routed here
   uint64_t last_instructions = 0;
+  uint64_t routed_instructions = 0;  // per-CPU streams: this thread's own count so far
+  bool routed = false;
 };
 
 // Feeds a stream's events to the model of the thread that runs them: the stream's own
 // thread, or (per-CPU streams) the thread the schedule says was on the CPU then.
+// A thread switched out keeps its open frames: it continues where it stopped when it
+// runs again. Per-CPU streams count instructions for the CPU, so each routed event
+// carries the instructions of its own thread instead.
 class ThreadRouter : public FlowConsumer {
  public:
   using ThreadLookup = std::function<ThreadState*(uint64_t time)>;
@@ -51,30 +56,44 @@ class ThreadRouter : public FlowConsumer {
   ThreadRouter(ThreadState* fixed, ThreadLookup lookup) : fixed_(fixed), lookup_(std::move(lookup)) {}
 
   void OnFlow(const FlowEvent& event) override {
-    ThreadState* thread = fixed_ != nullptr ? fixed_ : (lookup_ ? lookup_(event.time) : nullptr);
-    if (thread != current_ && current_ != nullptr) {
-      // Switched out: its frames end here; it starts a fresh segment when it runs again.
-      current_->model->Finish(event.time, event.instructions, event.cycles);
+    if (fixed_ != nullptr) {
+      Deliver(fixed_, event);
+      return;
     }
-    current_ = thread;
-    if (thread != nullptr) {
-      thread->model->OnEvent(event);
-      thread->last_time = event.time;
-      thread->last_instructions = event.instructions;
+    // The instructions since the previous event ran on the thread that is on the CPU now.
+    uint64_t executed = event.instructions - stream_instructions_;
+    stream_instructions_ = event.instructions;
+    ThreadState* thread = lookup_ ? lookup_(event.time) : nullptr;
+    if (thread == nullptr) return;
+    if (!thread->routed) {
+      thread->routed = true;
+      routed_.push_back(thread);
     }
+    thread->routed_instructions += executed;
+    FlowEvent own = event;
+    own.instructions = thread->routed_instructions;
+    Deliver(thread, own);
   }
   void Finish(uint64_t time, uint64_t instructions) {
-    if (current_ != nullptr) {
-      current_->model->Finish(time, instructions, 0);
-      current_->last_time = std::max(current_->last_time, time);
+    if (fixed_ != nullptr) {
+      fixed_->model->Finish(time, instructions, 0);
+      fixed_->last_time = std::max(fixed_->last_time, time);
+      return;
     }
-    current_ = nullptr;
+    for (ThreadState* thread : routed_) thread->model->Finish(thread->last_time, thread->routed_instructions, 0);
   }
 
  private:
+  static void Deliver(ThreadState* thread, const FlowEvent& event) {
+    thread->model->OnEvent(event);
+    thread->last_time = event.time;
+    thread->last_instructions = event.instructions;
+  }
+
   ThreadState* fixed_;
   ThreadLookup lookup_;
-  ThreadState* current_ = nullptr;
+  uint64_t stream_instructions_ = 0;
+  std::vector<ThreadState*> routed_;  // threads this per-CPU stream fed, to finish at its end
 };
 
 class FtfSinks : public ThreadSinkFactory {
@@ -225,7 +244,13 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
   bool route_by_schedule = false;
   if (stream.cpu >= 0 && sideband_ && !sideband_->schedule.Intervals(stream.cpu).empty()) {
     route_by_schedule = true;
-    pid = sideband_->schedule.Intervals(stream.cpu).front().pid;
+    // The first interval that ran a traced process (not idle, pid 0, nor unknown).
+    for (const CpuInterval& interval : sideband_->schedule.Intervals(stream.cpu)) {
+      if (interval.pid > 0) {
+        pid = interval.pid;
+        break;
+      }
+    }
   }
   if (tid < 0 && !route_by_schedule) tid = stream.cpu >= 0 ? 0x7f000000 + stream.cpu : pid + static_cast<int>(index);
 

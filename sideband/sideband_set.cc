@@ -58,6 +58,10 @@ Mapping MappingOf(const Mmap2Record& r) {
 int AsInt(uint32_t v) { return static_cast<int>(v); }
 
 
+// Synthesized records are merged as state at time 0, but a synthesized schedule (the
+// emulator's virtual CPUs) is only useful with the times it carries.
+uint64_t SwitchTime(const SampleId& id, uint64_t merged_time) { return id.has_time ? id.time : merged_time; }
+
 class SidebandBuilder {
  public:
   explicit SidebandBuilder(Sideband& sideband) : sb_(sideband) {}
@@ -93,14 +97,14 @@ class SidebandBuilder {
               ++unplaced_switches_;
               return;
             }
-            sb_.schedule.AddSwitch(cpu, AsInt(id.pid), AsInt(id.tid), r.out, t);
+            sb_.schedule.AddSwitch(cpu, AsInt(id.pid), AsInt(id.tid), r.out, SwitchTime(id, t));
           } else if constexpr (std::is_same_v<T, SwitchCpuWideRecord>) {
             if (!id.has_tid || cpu < 0) {
               ++unplaced_switches_;
               return;
             }
             sb_.schedule.AddSwitchCpuWide(cpu, AsInt(id.pid), AsInt(id.tid), r.out,
-                                          AsInt(r.next_prev_pid), AsInt(r.next_prev_tid), t);
+                                          AsInt(r.next_prev_pid), AsInt(r.next_prev_tid), SwitchTime(id, t));
           } else if constexpr (std::is_same_v<T, LostRecord>) {
             lost_per_source_[merged.source] += r.lost;
           } else if constexpr (std::is_same_v<T, LostSamplesRecord>) {
