@@ -20,6 +20,7 @@
 #include "image/mapped_file.h"
 #include "image/module_cache.h"
 #include "image/process_image.h"
+#include "image/timed_image.h"
 #include "image/section_cache.h"
 #include "sideband/sideband_set.h"
 
@@ -160,19 +161,13 @@ absl::StatusOr<image::ProcessImage*> Decoding::ImageFor(int pid) {
   // what they overlap), then what meta.json lists explicitly (vDSO and other dumps).
   if (sideband_) {
     for (const ptd::Mapping& m : sideband_->mmaps.AllMappings(pid)) {
-      if (!m.executable || m.path.empty() || m.path[0] == '[' || absl::StartsWith(m.path, "//")) continue;
+      if (!image::IsCodeFileMapping(m)) continue;
       if (!PathExists(m.path)) {
         result_.warnings.push_back(absl::StrFormat("%s (mapped at 0x%x) is not on this machine: its code cannot be decoded",
                                                    m.path, m.start));
         continue;
       }
-      image::Mapping mapping;
-      mapping.path = m.path;
-      mapping.name = m.path;
-      mapping.vaddr = m.start;
-      mapping.file_offset = m.pgoff;
-      mapping.size = m.end - m.start;
-      mapping.build_id = m.build_id;
+      image::Mapping mapping = image::FromSidebandMapping(m);
       if (auto recorded = meta_.build_ids.find(m.path); mapping.build_id.empty() && recorded != meta_.build_ids.end()) {
         mapping.build_id = recorded->second;  // noted by the recorder (meta.json build_ids)
       }
@@ -182,15 +177,7 @@ absl::StatusOr<image::ProcessImage*> Decoding::ImageFor(int pid) {
   }
   for (const ImageEntry& entry : meta_.images) {
     if (entry.pid != -1 && entry.pid != pid) continue;
-    image::Mapping mapping;
-    mapping.path = ResolveTracePath(dir_, entry.path);
-    mapping.name = entry.name.empty() ? entry.path : entry.name;
-    mapping.vaddr = entry.vaddr;
-    mapping.file_offset = entry.file_offset;
-    mapping.size = entry.size;
-    mapping.build_id = entry.build_id;
-    mapping.memory_dump = entry.kind == ImageKind::kMemoryDump;
-    absl::Status s = image->AddMapping(mapping);
+    absl::Status s = image->AddMapping(image::FromImageEntry(dir_, entry));
     if (!s.ok()) result_.warnings.push_back(std::string(s.message()));
   }
   std::string perf_map = ResolveTracePath(dir_, absl::StrCat(kImagesSubdir, "/perf-", pid, ".map"));

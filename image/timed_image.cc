@@ -101,6 +101,18 @@ void TimedProcessImage::ApplyAll() {
   AddFixed();
 }
 
+Mapping FromImageEntry(const std::string& trace_dir, const ImageEntry& entry) {
+  Mapping mapping;
+  mapping.path = ResolveTracePath(trace_dir, entry.path);
+  mapping.name = entry.name.empty() ? entry.path : entry.name;
+  mapping.vaddr = entry.vaddr;
+  mapping.file_offset = entry.file_offset;
+  mapping.size = entry.size;
+  mapping.build_id = entry.build_id;
+  mapping.memory_dump = entry.kind == ImageKind::kMemoryDump;
+  return mapping;
+}
+
 std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections, ModuleCache* modules,
                                                          const std::string& trace_dir,
                                                          const TraceMeta& meta,
@@ -110,15 +122,7 @@ std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections,
   std::vector<Mapping> fixed;
   for (const ImageEntry& entry : meta.images) {
     if (entry.pid != -1 && entry.pid != pid) continue;
-    Mapping mapping;
-    mapping.path = ResolveTracePath(trace_dir, entry.path);
-    mapping.name = entry.name.empty() ? entry.path : entry.name;
-    mapping.vaddr = entry.vaddr;
-    mapping.file_offset = entry.file_offset;
-    mapping.size = entry.size;
-    mapping.build_id = entry.build_id;
-    mapping.memory_dump = entry.kind == ImageKind::kMemoryDump;
-    fixed.push_back(std::move(mapping));
+    fixed.push_back(FromImageEntry(trace_dir, entry));
   }
   std::string perf_map = ResolveTracePath(trace_dir, absl::StrCat(kImagesSubdir, "/perf-", pid, ".map"));
   if (!PathExists(perf_map)) perf_map.clear();

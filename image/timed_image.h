@@ -63,6 +63,9 @@ class TimedProcessImage {
 // file (not "[vdso]", "//anon" ...). Converted to an image::Mapping.
 bool IsCodeFileMapping(const ptd::Mapping& mapping);
 Mapping FromSidebandMapping(const ptd::Mapping& mapping);
+// A meta.json `images[]` entry (vDSO or memory dump, file) as a mapping; its path is
+// resolved inside `trace_dir`.
+Mapping FromImageEntry(const std::string& trace_dir, const ImageEntry& entry);
 
 // The image of process `pid` of a trace directory: the sideband's map changes for it,
 // meta.json's images for it (or for every process), and images/perf-PID.map if present.

@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/elf_build_id.h"
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "perfdata/build_id_cache.h"
-#include "perfdata/elf_build_id.h"
 #include "perfdata/intel_pt_info.h"
 #include "perfdata/perf_data_writer.h"
 #include "perfdata/perf_format.h"
@@ -225,8 +225,10 @@ absl::StatusOr<PerfExportResult> ExportPerfData(const PerfExportOptions& options
     std::string build_id = image.build_id;
     if (build_id.empty()) {
       absl::StatusOr<std::string> id = ReadElfBuildId(source);
-      if (!id.ok()) {
-        result.notes.push_back(absl::StrCat(image.name, ": ", id.status().message()));
+      if (!id.ok() || id->empty()) {
+        result.notes.push_back(absl::StrCat(image.name, ": ",
+                                            id.ok() ? absl::StrCat(source, ": no GNU build-id note")
+                                                    : std::string(id.status().message())));
         continue;
       }
       build_id = *id;
