@@ -86,6 +86,23 @@ absl::Status CheckElfImage(const std::vector<uint8_t>& bytes, const std::string&
   return status;
 }
 
+// Writes the bytes of special mapping `m` to images/`file_name` and describes them for
+// meta.json (named after the mapping: "[vdso]", "[vsyscall]").
+static absl::StatusOr<ImageEntry> SaveImage(const TraceDirWriter& dir, const std::string& file_name,
+                                     const std::vector<uint8_t>& bytes, const ProcMapping& m, int pid,
+                                     ImageKind kind) {
+  std::string rel = absl::StrCat(kImagesSubdir, "/", file_name);
+  if (absl::Status st = WriteFileAtomic(dir.FilePath(rel), absl::MakeConstSpan(bytes)); !st.ok()) return st;
+  ImageEntry image;
+  image.path = rel;
+  image.name = m.path;
+  image.vaddr = m.start;
+  image.size = m.end - m.start;
+  image.pid = pid;
+  image.kind = kind;
+  return image;
+}
+
 absl::StatusOr<SpecialMemoryDump> DumpSpecialMemory(int pid, const std::vector<ProcMapping>& maps,
                                                     const TraceDirWriter& dir) {
   SpecialMemoryDump dump;
@@ -101,19 +118,9 @@ absl::StatusOr<SpecialMemoryDump> DumpSpecialMemory(int pid, const std::vector<P
       if (absl::Status st = CheckElfImage(*bytes, absl::StrCat("[vdso] of pid ", pid)); !st.ok()) {
         return st;
       }
-      std::string rel = absl::StrCat(kImagesSubdir, "/", name);
-      if (absl::Status st = WriteFileAtomic(dir.FilePath(rel), absl::MakeConstSpan(*bytes));
-          !st.ok()) {
-        return st;
-      }
-      ImageEntry image;
-      image.path = rel;
-      image.name = "[vdso]";
-      image.vaddr = m.start;
-      image.size = m.end - m.start;
-      image.pid = pid;
-      image.kind = ImageKind::kVdso;
-      dump.images.push_back(std::move(image));
+      absl::StatusOr<ImageEntry> image = SaveImage(dir, name, *bytes, m, pid, ImageKind::kVdso);
+      if (!image.ok()) return image.status();
+      dump.images.push_back(*std::move(image));
     } else if (m.path == "[vsyscall]") {
       // Modern kernels make [vsyscall] execute-only (xonly) or emulate it: unreadable
       // is normal, so it is a note rather than an error.
@@ -123,19 +130,10 @@ absl::StatusOr<SpecialMemoryDump> DumpSpecialMemory(int pid, const std::vector<P
                                           std::string(bytes.status().message())));
         continue;
       }
-      std::string rel = absl::StrCat(kImagesSubdir, "/vsyscall.", pid, ".bin");
-      if (absl::Status st = WriteFileAtomic(dir.FilePath(rel), absl::MakeConstSpan(*bytes));
-          !st.ok()) {
-        return st;
-      }
-      ImageEntry image;
-      image.path = rel;
-      image.name = "[vsyscall]";
-      image.vaddr = m.start;
-      image.size = m.end - m.start;
-      image.pid = pid;
-      image.kind = ImageKind::kMemoryDump;
-      dump.images.push_back(std::move(image));
+      absl::StatusOr<ImageEntry> image = SaveImage(dir, absl::StrCat("vsyscall.", pid, ".bin"), *bytes, m,
+                                                   pid, ImageKind::kMemoryDump);
+      if (!image.ok()) return image.status();
+      dump.images.push_back(*std::move(image));
     } else if (m.anonymous() && m.executable()) {
       anon_exec_count++;
       anon_exec_bytes += m.end - m.start;
