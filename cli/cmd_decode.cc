@@ -129,7 +129,8 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--buildid-dir", args->buildid_dirs,
                   "perf.data input: build-id cache searched for binaries (repeatable; then ~/.debug)");
   cmd->add_option("--output,-o", args->output, "Output .ftf or .ftf.gz")->required();
-  cmd->add_option("--time-axis", args->time_axis, "time, cycles or instructions (default time)");
+  cmd->add_option("--time-axis", args->time_axis,
+                  "time (ns), cycles (CYC packets' count; 1 cycle shows as 1 ns) or instructions (default time)");
   cmd->add_option("--decoder", args->decoder, "block (default, fast) or insn (reference)");
   cmd->add_option("--tid", args->tid, "Only this thread");
   cmd->add_option("--time-range", args->time_range, "BEGIN:END, keep slices that begin inside (output time units)");

@@ -108,6 +108,9 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--psb-period", opts->psb_period,
                   "Emulation: bytes between PSB+ packets")->capture_default_str();
   cmd->add_flag("--noretcomp", opts->noretcomp, "Emulation: no return compression");
+  cmd->add_option("--emulate-overflow-every", opts->emulate_overflow_every,
+                  "Emulation, robustness tests: inject an internal overflow (OVF) every this "
+                  "many PT bytes of a stream, losing some instructions (per-thread mode)");
   cmd->add_flag("--quiet,-q", opts->quiet, "No status line or summary");
   cmd->add_option("command", opts->command, "Command to launch (after --)");
   cmd->callback([&ctx, opts, timing]() {

@@ -295,7 +295,11 @@ void CallStackModel::OnReturn(const FlowEvent& event) {
     if (frames_[i].return_address == event.target) {
       if (frames_.size() - i > 1) ++stats_.unwinds;
       while (frames_.size() > i) PopTop(event);
-      if (frames_.empty()) InferParent(event.target, event);
+      if (frames_.empty()) {
+        InferParent(event.target, event);
+      } else {
+        ContinueAt(event);
+      }
       return;
     }
   }
@@ -322,6 +326,21 @@ void CallStackModel::OnReturn(const FlowEvent& event) {
   // where the current frame continues.
   Frame frame = MakeFrame(event.target, true, event);
   frame.return_address = frames_.back().return_address;
+  PopTop(event);
+  Push(frame);
+}
+
+// Execution goes on at `event.target` in the frame just returned to. When that is not
+// in the frame's function (a call was the last instruction of its function and what
+// follows is the next function), the frame goes on as that function, as a jump there
+// would make it: the decoder drops jumps inside one function, so no later jump can be
+// relied on to rename it.
+void CallStackModel::ContinueAt(const FlowEvent& event) {
+  const Frame& top = frames_.back();
+  if (top.kind != FrameKind::kFunction || top.plt_pending || top.contains(event.target)) return;
+  if (!resolver_->Resolve(event.target).mapped) return;
+  Frame frame = MakeFrame(event.target, true, event);
+  frame.return_address = top.return_address;
   PopTop(event);
   Push(frame);
 }
@@ -373,7 +392,11 @@ void CallStackModel::OnEnable(const FlowEvent& event) {
   for (size_t i = frames_.size(); i-- > 0;) {
     if (frames_[i].return_address == event.target) {
       while (frames_.size() > i) PopTop(event);
-      if (frames_.empty()) InferParent(event.target, event);
+      if (frames_.empty()) {
+        InferParent(event.target, event);
+      } else {
+        ContinueAt(event);
+      }
       return;
     }
     if (frames_[i].contains(event.target)) {

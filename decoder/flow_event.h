@@ -33,6 +33,10 @@ struct FlowEvent {
   uint64_t cycles = 0;        // CPU cycles so far (CYC packets), 0 when not traced
   uint64_t time = 0;          // on the chosen time axis
   uint64_t offset = 0;        // trace byte offset (errors, overflow, lost data)
+  // kEnable at a TIP.PGE, time axis: the time libipt gives the PGE (of the timing packets
+  // before it), in ns, neither interpolated nor clamped like `time`; 0: unknown. Per-CPU
+  // streams route the enabled stretch by it.
+  uint64_t enable_time = 0;
   const char* message = "";   // static text (libipt error strings)
 };
 

@@ -37,6 +37,11 @@ class InsnClassifier {
   InsnClassifier& operator=(const InsnClassifier&) = delete;
 
   InsnInfo Classify(uint64_t address);
+  // The code changed (another image, or mappings replaced): cached results are dropped.
+  void SetImage(image::ProcessImage* image) {
+    image_ = image;
+    cache_.clear();
+  }
   // Classifies raw bytes (for blocks whose last instruction spans two sections).
   InsnInfo ClassifyBytes(const uint8_t* bytes, size_t size, uint64_t address);
   // Instructions capstone could not decode (they degrade to kUnknown, counted here).

@@ -21,11 +21,16 @@ struct Buffer {
   std::vector<uint64_t> psbs;
   std::once_flag once;
   std::vector<uint8_t> padded;
+  bool index_cycles = false;  // the stream has CYC: index the buffer when loading it
+  int index_threads = 1;      // ... this many threads at once (the other pieces wait)
+  CycleIndex cycles;
 
   const uint8_t* Load() {
     std::call_once(once, [this] {
+      padded.reserve(size + kPtPadding);  // one allocation, not two
       padded.assign(source, source + size);
       padded.resize(size + kPtPadding, 0);
+      if (index_cycles) cycles = CycleIndex::Build(padded.data(), size, psbs, index_threads);
     });
     return padded.data();
   }
@@ -52,10 +57,18 @@ struct Piece {
 struct ThreadStream {
   ThreadStream(const PtDecodeConfig& config, image::ProcessImage* image, pt_image* copy)
       : libipt_image(copy), decoder(config, image, nullptr) {}
-  ~ThreadStream() { pt_image_free(libipt_image); }
+  // A timed image: this decoder's own clock (the worker is at its own time).
+  ThreadStream(const PtDecodeConfig& config, std::unique_ptr<ImageClock> own_clock)
+      : clock(std::move(own_clock)), decoder(config, clock->image(), nullptr) {
+    decoder.set_image_clock(clock.get());
+  }
+  ~ThreadStream() {
+    if (libipt_image != nullptr) pt_image_free(libipt_image);
+  }
   ThreadStream(const ThreadStream&) = delete;
   ThreadStream& operator=(const ThreadStream&) = delete;
-  pt_image* libipt_image;
+  std::unique_ptr<ImageClock> clock;
+  pt_image* libipt_image = nullptr;
   PtStreamDecoder decoder;
 };
 
@@ -63,7 +76,16 @@ struct ThreadStream {
 class PieceStitcher {
  public:
   PieceStitcher(const PtDecodeConfig& config, FlowConsumer* consumer)
-      : clock_(config.axis, config.conversion), consumer_(consumer) {}
+      : clock_(config.axis, config.conversion),
+        consumer_(consumer),
+        cycles_(config.cycles),
+        cycles_axis_(config.axis == TimeAxis::kCycles) {}
+
+  // A new chunk: its pieces' cycles are relative to its start, after the chunks before.
+  void StartChunk() {
+    cycles_base_ += chunk_cycles_;
+    chunk_cycles_ = 0;
+  }
 
   void MarkLostData(uint64_t offset) {
     carried_.valid = false;
@@ -71,27 +93,49 @@ class PieceStitcher {
     event.kind = FlowKind::kLostData;
     event.target_known = false;
     event.instructions = instructions_;
-    event.time = clock_.Now(instructions_);
+    last_cycles_ = std::max(last_cycles_, cycles_base_);
+    event.cycles = last_cycles_;
+    event.time = cycles_axis_ ? clock_.Now(last_cycles_) : clock_.Now(instructions_);
     event.offset = offset;
     consumer_->OnFlow(event);
+  }
+
+  // Time axis: `image_clock` is brought to each event's image time (the newest event
+  // time logged before it, as the piece's decoder had it) before the event goes on.
+  void set_image_clock(ImageClock* image_clock, const TimeConversion& conversion) {
+    image_clock_ = image_clock;
+    conversion_ = conversion;
   }
 
   void Append(Piece& piece) {
     const uint64_t base = instructions_;
     const bool timed = clock_.axis() == TimeAxis::kTime;
+    const bool image_timed = timed && image_clock_ != nullptr;
     if (timed) {
       times_.resize(piece.steps.size());
+      if (image_timed) image_times_.resize(piece.steps.size());
       for (size_t i = 0; i < piece.steps.size(); ++i) {
         const TimeStep& step = piece.steps[i];
-        if (step.update) {
+        if (step.image) {
+          if (image_timed) image_ns_ = std::max(image_ns_, conversion_.TscToNs(step.tsc));
+        } else if (step.update) {
           clock_.Update(step.tsc, base + step.instructions);
         } else {
           times_[i] = clock_.Now(base + step.instructions);
         }
+        if (image_timed) image_times_[i] = image_ns_;
       }
     } else if (piece.outcome.sampled_time) {
       clock_.Now(base + piece.outcome.last_sample);
     }
+    // Cycles come from the buffer's index: only the chunk's base is added (and the clamp
+    // the single decoder's cursor applies). On the cycles axis they are the time.
+    if (cycles_ && piece.buffer != nullptr) chunk_cycles_ = piece.buffer->cycles.total();
+    auto fix_cycles = [&](uint64_t* cycles, uint64_t* time) {
+      *cycles = std::max(last_cycles_, *cycles + cycles_base_);
+      last_cycles_ = *cycles;
+      if (cycles_axis_) *time = clock_.Now(*cycles);
+    };
     auto fix = [&](uint64_t* instructions, uint64_t* time) {
       *instructions += base;
       *time = timed ? times_[*time] : *time + base;
@@ -100,20 +144,24 @@ class PieceStitcher {
     for (size_t i = 0; i <= piece.events.size(); ++i) {
       if (o.carried_flush && i == o.carried_flush_index && carried_.valid) {
         FlowEvent event;
-        if (PtStreamDecoder::PendingEvent(carried_, o.carried_flush_target, o.carried_flush_known, &event)) {
+        if (!CarriedStaysInFunction(o.carried_flush_target, o.carried_flush_known) &&
+            PtStreamDecoder::PendingEvent(carried_, o.carried_flush_target, o.carried_flush_known, &event)) {
           consumer_->OnFlow(event);
         }
         carried_.valid = false;
       }
       if (i == piece.events.size()) break;
       FlowEvent& event = piece.events[i];
+      if (image_timed) AdvanceImage(image_times_[event.time]);
       fix(&event.instructions, &event.time);
+      if (cycles_) fix_cycles(&event.cycles, &event.time);
       consumer_->OnFlow(event);
     }
     // The branch this piece ends with; kUnknown: the one carried in, still untouched.
     if (o.pending.valid && o.pending.klass != InsnClass::kUnknown) {
       carried_ = o.pending;
       fix(&carried_.instructions, &carried_.time);
+      if (cycles_) fix_cycles(&carried_.cycles, &carried_.time);
     } else if (!o.pending.valid) {
       carried_.valid = false;
     }
@@ -122,16 +170,45 @@ class PieceStitcher {
 
   uint64_t instructions() const { return instructions_; }
   uint64_t last_time() const { return clock_.last(); }
+  uint64_t cycles_total() const { return cycles_base_ + chunk_cycles_; }
   // Whether the branch carried into the next piece becomes an event when it is flushed.
-  bool CarriedMakesEvent() const {
+  bool CarriedMakesEvent(uint64_t target, bool known) {
     FlowEvent event;
-    return carried_.valid && PtStreamDecoder::PendingEvent(carried_, 0, false, &event);
+    return carried_.valid && !CarriedStaysInFunction(target, known) &&
+           PtStreamDecoder::PendingEvent(carried_, target, known, &event);
   }
+  // The stream's image (untimed streams; timed ones follow the image clock).
+  void set_image(const image::ProcessImage* image) { image_ = image; }
 
  private:
+  // The decoders dropped the jumps that stay in their function; so does the stitcher
+  // for the branch a piece ends with.
+  bool CarriedStaysInFunction(uint64_t target, bool known) {
+    const image::ProcessImage* image = image_clock_ != nullptr ? image_clock_->image() : image_;
+    return image != nullptr && PtStreamDecoder::StaysInFunction(*image, carried_, target, known);
+  }
+
+  // As PtStreamDecoder::AdvanceImage: the same changes at the same events' times.
+  void AdvanceImage(uint64_t ns) {
+    if (ns == 0 || ns < next_image_change_) return;
+    image_clock_->AdvanceTo(ns);
+    next_image_change_ = std::max(image_clock_->next_change(), ns + 1);
+  }
+
   TimeInterpolator clock_;
   FlowConsumer* consumer_;
+  ImageClock* image_clock_ = nullptr;
+  const image::ProcessImage* image_ = nullptr;
+  TimeConversion conversion_;
+  uint64_t image_ns_ = 0;           // the newest timing packet's time so far
+  uint64_t next_image_change_ = 0;  // 0: the first event places the image
+  std::vector<uint64_t> image_times_;  // per time step of the piece being appended
   uint64_t instructions_ = 0;
+  bool cycles_;
+  bool cycles_axis_;
+  uint64_t cycles_base_ = 0;   // CYC payloads of the chunks before this one
+  uint64_t chunk_cycles_ = 0;  // ... of this chunk
+  uint64_t last_cycles_ = 0;
   PendingBranch carried_;
   std::vector<uint64_t> times_;
 };
@@ -190,7 +267,7 @@ void Engine::Plan() {
     // Small enough that the event lists of the pieces in flight stay small and are
     // reused (no page faults once warm).
     piece_bytes = std::clamp<uint64_t>(total / (static_cast<uint64_t>(options_.jobs) * 8), uint64_t{32} << 10,
-                                       uint64_t{256} << 10);
+                                       uint64_t{64} << 10);
   }
   for (size_t s = 0; s < streams_.size(); ++s) {
     const StreamJob& job = *streams_[s];
@@ -200,6 +277,8 @@ void Engine::Plan() {
       buffer->source = job.file->bytes().data() + chunk.file_offset;
       buffer->size = static_cast<size_t>(chunk.size);
       buffer->file_offset = chunk.file_offset;
+      buffer->index_cycles = job.config.cycles;
+      buffer->index_threads = options_.jobs;
       buffer->psbs = FindPsbOffsets(absl::MakeConstSpan(buffer->source, buffer->size));
       // Borders: PSBs at least piece_bytes apart (the first piece syncs on its own).
       std::vector<uint64_t> starts = {0};
@@ -234,6 +313,10 @@ void Engine::Plan() {
 void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec) {
   const StreamJob& job = *streams_[piece->stream];
   std::unique_ptr<ThreadStream>& ts = (*decoders)[piece->stream];
+  if (ts == nullptr && job.make_clock) {
+    ts = std::make_unique<ThreadStream>(job.config, job.make_clock());
+    ts->decoder.set_cancel_flag(options_.cancel);
+  }
   if (ts == nullptr) {
     pt_image* copy = pt_image_alloc(nullptr);
     {
@@ -260,6 +343,7 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   // About one event per PT byte or less: grow once, not by doubling.
   piece->events.reserve(static_cast<size_t>(piece->bytes));
   const uint8_t* padded = piece->buffer->Load();
+  ts->decoder.set_piece_cycle_index(job.config.cycles ? &piece->buffer->cycles : nullptr);
   absl::StatusOr<PieceOutcome> outcome =
       ts->decoder.DecodePiece(padded, piece->buffer->size, piece->buffer->file_offset, piece->buffer->psbs, spec,
                               ts->libipt_image, &piece->events, &piece->steps);
@@ -309,10 +393,13 @@ absl::Status Engine::Run() {
   for (size_t s = 0; s < streams_.size() && result.ok(); ++s) {
     StreamJob& job = *streams_[s];
     PieceStitcher stitcher(job.config, job.consumer);
+    stitcher.set_image(job.image);
+    if (job.clock != nullptr) stitcher.set_image_clock(job.clock, job.config.conversion);
     std::set<std::string> warned;
     bool previous_truncated = false;
     for (size_t c = 0; c < job.chunks.size() && result.ok(); ++c) {
       const PtChunk& chunk = job.chunks[c];
+      stitcher.StartChunk();
       if (c > 0 && (chunk.lost_before || previous_truncated)) stitcher.MarkLostData(chunk.file_offset);
       previous_truncated = chunk.truncated;
       job.stats.bytes += chunk.size;
@@ -337,7 +424,7 @@ absl::Status Engine::Run() {
         // The head as the single decoder counts it: with the carried branch's event.
         PieceOutcome::Digest head = piece.outcome.head;
         if (piece.outcome.carried_flush && piece.outcome.carried_flush_index <= head.events &&
-            stitcher.CarriedMakesEvent()) {
+            stitcher.CarriedMakesEvent(piece.outcome.carried_flush_target, piece.outcome.carried_flush_known)) {
           ++head.events;
         }
         if (use && !first && !(expected.start == PieceSpec::Start::kContinue && SpeculationHolds(expected, piece) &&
@@ -410,6 +497,7 @@ absl::Status Engine::Run() {
     }
     job.instructions = stitcher.instructions();
     job.last_time = stitcher.last_time();
+    job.cycles = stitcher.cycles_total();
     job.stats.instructions = job.instructions;
     if (Cancelled() || !result.ok()) break;
     if (options_.stream_done) options_.stream_done(s);

@@ -30,6 +30,12 @@ struct StreamJob {
   PtDecodeConfig config;
   image::ProcessImage* image = nullptr;
   FlowConsumer* consumer = nullptr;  // called on the thread that runs DecodeStreamsInParallel
+  // Time axis, optional: the image follows the trace's time. `clock` is the consumer's
+  // (the stitcher brings it to each event's time before handing the event on, so names
+  // are resolved from the image the event was decoded with); `make_clock` gives every
+  // decoder of a piece its own (workers are at other times).
+  ImageClock* clock = nullptr;
+  std::function<std::unique_ptr<ImageClock>()> make_clock;
   std::shared_ptr<const image::MappedFile> file;
   std::vector<PtChunk> chunks;       // already checked to lie inside the file
   // Results, once the stream is done.
@@ -37,6 +43,7 @@ struct StreamJob {
   std::vector<std::string> warnings;
   uint64_t instructions = 0;
   uint64_t last_time = 0;
+  uint64_t cycles = 0;  // config.cycles: every CYC payload of the stream
 };
 
 struct ParallelOptions {

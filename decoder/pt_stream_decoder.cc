@@ -3,6 +3,7 @@
 #include <intel-pt.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -45,26 +46,7 @@ std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes) {
 }
 
 bool StreamHasTsc(absl::Span<const uint8_t> padded_bytes, size_t size, size_t limit) {
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = const_cast<uint8_t*>(padded_bytes.data());
-  config.end = config.begin + std::min(size, padded_bytes.size());
-  pt_packet_decoder* decoder = pt_pkt_alloc_decoder(&config);
-  if (decoder == nullptr) return false;
-  bool found = false;
-  if (pt_pkt_sync_forward(decoder) >= 0) {
-    pt_packet packet;
-    uint64_t offset = 0;
-    while (pt_pkt_next(decoder, &packet, sizeof packet) >= 0) {
-      if (packet.type == ppt_tsc) {
-        found = true;
-        break;
-      }
-      if (pt_pkt_get_offset(decoder, &offset) < 0 || offset > limit) break;
-    }
-  }
-  pt_pkt_free_decoder(decoder);
-  return found;
+  return StreamHasPacket(padded_bytes.first(std::min(size, padded_bytes.size())), ppt_tsc, limit);
 }
 
 PtStreamDecoder::PtStreamDecoder(const PtDecodeConfig& config, image::ProcessImage* image,
@@ -79,13 +61,18 @@ PtStreamDecoder::PtStreamDecoder(const PtDecodeConfig& config, image::ProcessIma
 // On the time axis a piece cannot compute times (the rate and the clamp come from the
 // pieces before it): it logs the sample and hands out its index instead.
 uint64_t PtStreamDecoder::Now() {
+  // Cycles axis: the cycle count (a piece's is relative to its buffer: the stitcher
+  // makes it absolute and uses it as the time).
+  if (config_.axis == TimeAxis::kCycles) [[unlikely]] {
+    return time_steps_ == nullptr ? clock_.Now(cycles_.last()) : cycles_.last();
+  }
   if (time_steps_ == nullptr) return clock_.Now(instructions_);
   if (config_.axis == TimeAxis::kInstructions) {
     outcome_->sampled_time = true;
     outcome_->last_sample = instructions_;
     return instructions_;
   }
-  time_steps_->push_back({false, 0, instructions_});
+  time_steps_->push_back({false, 0, instructions_, false});
   return time_steps_->size() - 1;
 }
 
@@ -96,7 +83,47 @@ void PtStreamDecoder::UpdateTime(uint64_t tsc) {
   } else if (tsc != last_logged_tsc_) {
     // Repeats change nothing on replay either (the clock ignores an unchanged TSC).
     last_logged_tsc_ = tsc;
-    time_steps_->push_back({true, tsc, instructions_});
+    time_steps_->push_back({true, tsc, instructions_, false});
+  }
+}
+
+// The image as of an event's time (the timing packets before the event's packet): code
+// decoded after the event ran after that time, so mappings made before it are in and
+// mappings replaced before it are gone. Not libipt's time after a block: it reads ahead
+// (past an execve's TIP.PGD to the TSC of the re-enable, while the block before the
+// syscall is still to be decoded). Events are the same for one decoder and for pieces;
+// pieces log each newer event time as an image step for the stitcher, so the models see
+// the same image at every event (output stays identical with --jobs N).
+void PtStreamDecoder::AdvanceImage(uint64_t tsc) {
+  if (tsc == 0 || config_.axis != TimeAxis::kTime) return;
+  if (time_steps_ != nullptr && tsc > last_logged_image_tsc_) {
+    last_logged_image_tsc_ = tsc;
+    TimeStep step;
+    step.tsc = tsc;
+    step.instructions = instructions_;
+    step.image = true;
+    time_steps_->push_back(step);
+  }
+  uint64_t ns = config_.conversion.TscToNs(tsc);
+  if (ns < next_image_change_) return;
+  image::ProcessImage* image = image_clock_->AdvanceTo(ns);
+  next_image_change_ = std::max(image_clock_->next_change(), ns + 1);
+  if (image != image_ || image_clock_->version() != image_version_) {
+    image_version_ = image_clock_->version();
+    UseImage(image);
+  }
+}
+
+void PtStreamDecoder::UseImage(image::ProcessImage* image) {
+  // Even the same image may hold other code now: what was cached by address goes.
+  image_ = image;
+  classifier_.SetImage(image);
+  traps_.SetImage(image);
+  if (image->libipt_image() != libipt_image_) {
+    libipt_image_ = image->libipt_image();
+    // libipt checks its cached section against the image on every read, so the decoder
+    // may switch (or the image change) between two blocks.
+    if (set_libipt_image_) set_libipt_image_(libipt_image_);
   }
 }
 
@@ -107,8 +134,10 @@ void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t 
   event.target = target;
   event.target_known = known;
   event.instructions = instructions_;
+  event.cycles = cycles_.last();
   event.time = Now();
   event.offset = offset;
+  event.enable_time = enable_time_;
   event.message = message;
   if (piece_events_ != nullptr) {
     piece_events_->push_back(event);
@@ -118,6 +147,7 @@ void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t 
 }
 
 void PtStreamDecoder::MarkLostData(uint64_t offset) {
+  cycles_.Raise(cycles_total_);  // every cycle of the chunks before the gap
   pending_.valid = false;
   need_enable_ = true;
   need_enable_carried_ = false;
@@ -130,7 +160,10 @@ void PtStreamDecoder::SetPending(InsnClass klass, uint64_t ip, uint64_t size) {
   pending_.ip = ip;
   pending_.fallthrough = ip + size;
   pending_.instructions = instructions_;
+  pending_.cycles = cycles_.last();
   pending_.time = Now();
+  pending_.after_raise = raise_emitted_;
+  pending_.run_start = run_start_;
 }
 
 bool PtStreamDecoder::PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event) {
@@ -149,15 +182,50 @@ bool PtStreamDecoder::PendingEvent(const PendingBranch& pending, uint64_t target
   event->target_known = known;
   event->fallthrough = pending.fallthrough;
   event->instructions = pending.instructions;
+  event->cycles = pending.cycles;
   event->time = pending.time;
   return true;
+}
+
+namespace {
+
+bool MayStayInFunction(const PendingBranch& pending, bool known) {
+  return known && !pending.after_raise &&
+         (pending.klass == InsnClass::kJump || pending.klass == InsnClass::kCondJump);
+}
+
+// `range` is the function of pending.ip.
+bool RunAndTargetInside(const image::FunctionRange& range, const PendingBranch& pending, uint64_t target) {
+  auto inside = [&](uint64_t a) { return a >= range.start && a < range.end; };
+  return range.mapped && !range.plt && inside(target) && inside(pending.run_start);
+}
+
+}  // namespace
+
+bool PtStreamDecoder::StaysInFunction(const image::ProcessImage& image, const PendingBranch& pending,
+                                      uint64_t target, bool known) {
+  return MayStayInFunction(pending, known) && RunAndTargetInside(image.RangeOf(pending.ip), pending, target);
+}
+
+// StaysInFunction with the function's range kept from one jump to the next.
+bool PtStreamDecoder::PendingStaysInFunction(uint64_t target, bool known) {
+  if (!MayStayInFunction(pending_, known)) return false;
+  if (pending_range_image_ != image_ || pending_range_generation_ != image_->generation() ||
+      pending_.ip < pending_range_.start || pending_.ip >= pending_range_.end) {
+    pending_range_ = image_->RangeOf(pending_.ip);
+    pending_range_image_ = image_;
+    pending_range_generation_ = image_->generation();
+  }
+  return RunAndTargetInside(pending_range_, pending_, target);
 }
 
 void PtStreamDecoder::FlushPending(uint64_t target, bool known) {
   if (!pending_.valid) return;
   pending_.valid = false;
+  if (PendingStaysInFunction(target, known)) return;
   FlowEvent event;
   if (PendingEvent(pending_, target, known, &event)) {
+    if (event.kind == FlowKind::kReturn || event.kind == FlowKind::kJump) raise_emitted_ = false;
     if (piece_events_ != nullptr) {
       piece_events_->push_back(event);
     } else {
@@ -196,26 +264,33 @@ void PtStreamDecoder::StartRun(uint64_t first_ip) {
 void PtStreamDecoder::OnInstructionRun(uint64_t first_ip, uint64_t count) {
   if (need_enable_ || need_enable_carried_) [[unlikely]] {
     StartRun(first_ip);
+    run_start_ = first_ip;
   } else {
+    // A block cut by an event (PSB+, timing) continues the run; a branch starts a new one.
+    if (pending_.valid || run_start_ == 0) run_start_ = first_ip;
     FlushPending(first_ip, true);
   }
   // OCaml exception traps inside the run, each with its own instruction count.
   for (const TrapMark& mark : traps_.Scan(first_ip, count)) {
     instructions_ += mark.index + 1;
     Emit(mark.kind, mark.ip, true);
+    if (mark.kind == FlowKind::kRaise) raise_emitted_ = true;
     instructions_ -= mark.index + 1;
   }
   instructions_ += count;
 }
 
 void PtStreamDecoder::HandleEvent(const pt_event& event) {
+  if (event.has_tsc && image_clock_ != nullptr) AdvanceImage(event.tsc);
   if (event.has_tsc) UpdateTime(event.tsc);
   switch (event.type) {
     case ptev_enabled:
       pending_.valid = false;
       need_enable_ = false;
       need_enable_carried_ = false;
+      if (event.has_tsc && config_.axis == TimeAxis::kTime) enable_time_ = config_.conversion.TscToNs(event.tsc);
       Emit(FlowKind::kEnable, event.variant.enabled.ip, true);
+      enable_time_ = 0;
       break;
     case ptev_disabled:
       FlushPending(event.variant.disabled.ip, !event.ip_suppressed);
@@ -354,6 +429,11 @@ struct InsnApi {
 int PtStreamDecoder::NextBlock(pt_block_decoder* decoder) {
   pt_block block;
   int status = pt_blk_next(decoder, &block, sizeof block);
+  if (cycles_.active()) [[unlikely]] {
+    // Where the query decoder stands: the packets this block consumed are behind it.
+    uint64_t offset = 0;
+    if (pt_blk_get_offset(decoder, &offset) >= 0) cycles_.At(offset);
+  }
   if (block.ninsn > 0) {
     ++stats_.blocks;
     OnInstructionRun(block.ip, block.ninsn);
@@ -379,6 +459,10 @@ int PtStreamDecoder::NextInsn(pt_insn_decoder* decoder) {
   pt_insn insn;
   int status = pt_insn_next(decoder, &insn, sizeof insn);
   if (status < 0) return status;
+  if (cycles_.active()) [[unlikely]] {
+    uint64_t offset = 0;
+    if (pt_insn_get_offset(decoder, &offset) >= 0) cycles_.At(offset);
+  }
   OnInstructionRun(insn.ip, 1);
   if (observer_ != nullptr) observer_->OnBlock(insn.ip, insn.ip, 1);
   InsnClass klass = FromLibipt(insn.iclass);
@@ -408,6 +492,12 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
   if (!errata_ok) WarnErrata();
   typename Api::Decoder* decoder = Api::Alloc(&c);
   if (decoder == nullptr) return absl::InternalError(absl::StrCat(Api::kAllocName, " failed"));
+  if (image_clock_ != nullptr) {
+    libipt_image = image_->libipt_image();
+    next_image_change_ = 0;  // the first timing update places the image (a redo may go back)
+  }
+  libipt_image_ = libipt_image;
+  set_libipt_image_ = [decoder](pt_image* image) { Api::SetImage(decoder, image); };
   Api::SetImage(decoder, libipt_image);
 
   // Piece mode checkpoints, each a PSB the single decoder passes: where to start
@@ -449,6 +539,7 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
       piece_events_->clear();
       time_steps_->clear();
       last_logged_tsc_ = 0;
+      last_logged_image_tsc_ = 0;
       instructions_ = 0;
       base_stats = stats_;
       base_stats.undecodable = classifier_.undecodable();
@@ -517,6 +608,10 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
         pt_event event;
         status = Api::Event(decoder, &event);
         if (status < 0) break;
+        if (cycles_.active()) [[unlikely]] {
+          uint64_t at = 0;
+          if (Api::GetOffset(decoder, &at) >= 0) cycles_.At(at);
+        }
         // A PSB+ bound at its IP: every instruction before that PSB has run.
         if (watching && IsPsbAnchor(event)) {
           uint64_t at = 0;
@@ -596,6 +691,7 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
   }
   stats_.instructions = instructions_;
   stats_.undecodable = classifier_.undecodable();
+  set_libipt_image_ = nullptr;
   Api::Free(decoder);
   return absl::OkStatus();
 }
@@ -616,6 +712,12 @@ PtStreamDecoder::Mark PtStreamDecoder::MarkHere(uint64_t previous_call, uint64_t
 
 absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, uint64_t base_offset) {
   stats_.bytes += size;
+  if (config_.cycles) {
+    // This chunk's cycles continue from the chunks before it.
+    chunk_cycles_ = CycleIndex::Build(padded, size);
+    cycles_.Start(&chunk_cycles_, cycles_total_);
+    cycles_total_ += chunk_cycles_.total();
+  }
   need_enable_ = true;
   pending_.valid = false;
   std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
@@ -636,9 +738,14 @@ absl::StatusOr<PieceOutcome> PtStreamDecoder::DecodePiece(const uint8_t* padded,
   piece_events_ = events;
   instructions_ = 0;
   last_logged_tsc_ = 0;
+  last_logged_image_tsc_ = 0;
   need_enable_ = true;
   need_enable_carried_ = false;
   pending_.valid = false;
+  run_start_ = 0;  // the piece's own first instruction starts its first run
+  raise_emitted_ = false;
+  cycles_.Clear();
+  if (config_.cycles && piece_cycle_index_ != nullptr) cycles_.Start(piece_cycle_index_, 0);
   if (spec.start == PieceSpec::Start::kContinue) {
     need_enable_ = spec.need_enable;
     need_enable_carried_ = true;

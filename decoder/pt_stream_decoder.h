@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "absl/types/span.h"
 #include "common/host_info.h"
 #include "common/trace_meta.h"
+#include "decoder/cycle_index.h"
 #include "decoder/flow_event.h"
 #include "decoder/insn_classifier.h"
 #include "decoder/trap_scanner.h"
@@ -53,12 +55,35 @@ class BlockObserver {
   virtual void OnBlock(uint64_t ip, uint64_t end_ip, uint32_t count) = 0;
 };
 
+// Keeps a decoder's code image in step with the trace's time (time axis only): mappings
+// made or replaced (dlopen, exec) and, for per-CPU streams, the process the CPU runs.
+// The decoder calls AdvanceTo when an event's time (libipt's, of the timing packets
+// before the event) reaches next_change() (one comparison per event with a time), and
+// always at the first such time of each buffer or piece, which may be earlier than the
+// last (a redo from a buffer's start).
+class ImageClock {
+ public:
+  virtual ~ImageClock() = default;
+  // The image as it is at `time_ns`: decode with it from now on.
+  virtual image::ProcessImage* AdvanceTo(uint64_t time_ns) = 0;
+  // The image now (before the first AdvanceTo: not placed yet, possibly empty).
+  virtual image::ProcessImage* image() = 0;
+  // The earliest time after the last AdvanceTo at which the image changes; UINT64_MAX:
+  // never.
+  virtual uint64_t next_change() const = 0;
+  // Changes whenever the image's contents do (what was cached by address is stale).
+  virtual uint64_t version() const = 0;
+};
+
 struct PtDecodeConfig {
   DecoderKind kind = DecoderKind::kBlock;
   TimeAxis axis = TimeAxis::kInstructions;
   CpuId cpu;                  // vendor "intel" selects errata
   PtSettings pt;              // cpuid 0x15, nom_freq, mtc_freq
   TimeConversion conversion;  // TSC → ns
+  // The stream has CYC packets: every buffer is indexed (cycle_index.h) and events carry
+  // `cycles`. Off: no lookups at all.
+  bool cycles = false;
 };
 
 struct PtDecodeStats {
@@ -81,7 +106,10 @@ struct PendingBranch {
   uint64_t ip = 0;
   uint64_t fallthrough = 0;
   uint64_t instructions = 0;
+  uint64_t cycles = 0;
   uint64_t time = 0;
+  bool after_raise = false;  // an OCaml raise came before it: the model needs the branch
+  uint64_t run_start = 0;    // where execution went on straight to it (after the last branch)
 };
 
 // Parallel decoding cuts a buffer at PSBs into pieces, each decoded by its own libipt
@@ -155,6 +183,9 @@ struct TimeStep {
   bool update = false;        // true: a timing packet said `tsc`; false: a Now() sample
   uint64_t tsc = 0;
   uint64_t instructions = 0;  // piece-relative
+  // Neither: an event's time `tsc`, newer than the piece's before (the image timeline's
+  // clock, not the time axis's). Last, so {update, tsc, instructions} reads as before.
+  bool image = false;
 };
 
 class PtStreamDecoder {
@@ -181,8 +212,16 @@ class PtStreamDecoder {
   const std::vector<std::string>& warnings() const { return warnings_; }
   uint64_t instructions() const { return instructions_; }
   uint64_t last_time() const { return clock_.last(); }
+  // CYC payloads of every chunk decoded so far (config.cycles).
+  uint64_t cycles_total() const { return cycles_total_; }
+  // Parallel decoding: the next DecodePiece looks cycles up in `index` (its buffer's),
+  // relative to the buffer's start (the stitcher adds the buffer's base).
+  void set_piece_cycle_index(const CycleIndex* index) { piece_cycle_index_ = index; }
 
   void set_block_observer(BlockObserver* observer) { observer_ = observer; }
+  // Time axis: the image follows `clock` (which then supplies every image: the one given
+  // to the constructor and DecodePiece's are replaced by the clock's).
+  void set_image_clock(ImageClock* clock) { image_clock_ = clock; }
   // Checked between blocks: when it turns true, decoding stops (Ctrl-C).
   void set_cancel_flag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
   bool cancelled() const { return cancelled_; }
@@ -193,6 +232,14 @@ class PtStreamDecoder {
   // The event a pending branch becomes once its target is known; false for branches
   // that make none.
   static bool PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event);
+  // A jump (taken or not) inside one function, reached without leaving that function
+  // since the last branch, changes no call stack, so it makes no event: most branches
+  // are such jumps, and an event each would cost more than libipt's own work. (Code that
+  // falls through into the next function keeps its jumps: the model names the function
+  // from them.) A pure function of the branch, its target and the image, so every
+  // decoder of a stream (whole or piece) and the stitcher drop the same ones.
+  static bool StaysInFunction(const image::ProcessImage& image, const PendingBranch& pending, uint64_t target,
+                              bool known);
 
  private:
   friend struct BlockApi;
@@ -218,14 +265,23 @@ class PtStreamDecoder {
   bool ReadNeedEnable();
   void SetPending(InsnClass klass, uint64_t ip, uint64_t size);
   void FlushPending(uint64_t target, bool known);
+  bool PendingStaysInFunction(uint64_t target, bool known);
   void HandleEvent(const pt_event& event);
   void Emit(FlowKind kind, uint64_t target, bool known, uint64_t offset = 0, const char* message = "");
   void UpdateTime(uint64_t tsc);
+  void AdvanceImage(uint64_t tsc);
+  void UseImage(image::ProcessImage* image);
   uint64_t Now();
   void WarnErrata();
 
   PtDecodeConfig config_;
   image::ProcessImage* image_;
+  ImageClock* image_clock_ = nullptr;
+  uint64_t next_image_change_ = 0;  // ns; 0: advance at the next timing update
+  uint64_t image_version_ = 0;
+  pt_image* libipt_image_ = nullptr;  // the one the running libipt decoder uses
+  // Gives the running libipt decoder another image (per-CPU streams: another process).
+  std::function<void(pt_image*)> set_libipt_image_;
   FlowConsumer* consumer_;
   BlockObserver* observer_ = nullptr;
   const std::atomic<bool>* cancel_ = nullptr;
@@ -235,12 +291,24 @@ class PtStreamDecoder {
   bool errata_ok_ = true;
   bool need_enable_ = true;
   PendingBranch pending_;
+  bool raise_emitted_ = false;  // a kRaise not yet followed by a return or jump event
+  uint64_t run_start_ = 0;      // first instruction after the last branch (0: not yet seen)
+  image::FunctionRange pending_range_;  // function of the last pending jump (cache)
+  const image::ProcessImage* pending_range_image_ = nullptr;
+  uint64_t pending_range_generation_ = UINT64_MAX;
   uint64_t instructions_ = 0;
+  uint64_t enable_time_ = 0;  // FlowEvent::enable_time of the kEnable being emitted
+  // config.cycles: the current buffer's index, looked up after each libipt step.
+  CycleIndex chunk_cycles_;
+  const CycleIndex* piece_cycle_index_ = nullptr;
+  CycleCursor cycles_;
+  uint64_t cycles_total_ = 0;
   TimeInterpolator clock_;
   // Piece mode: time steps are logged instead of computed; the carried-in state is a
   // guess until overwritten.
   std::vector<TimeStep>* time_steps_ = nullptr;
   uint64_t last_logged_tsc_ = 0;
+  uint64_t last_logged_image_tsc_ = 0;
   bool need_enable_carried_ = false;
   PieceOutcome* outcome_ = nullptr;
   std::vector<FlowEvent>* piece_events_ = nullptr;

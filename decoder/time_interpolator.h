@@ -4,7 +4,7 @@
 // rate of the interval before (not spread evenly), never backwards. Without: the
 // instruction count. Parallel decoding replays a piece's updates through this same
 // object once the state at the piece's start is known, so both paths compute the same
-// numbers.
+// numbers. The cycles axis is fed cycle counts (CYC) instead of instructions.
 
 #include <algorithm>
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 namespace ptd::decoder {
 
-enum class TimeAxis { kTime, kInstructions };
+enum class TimeAxis { kTime, kInstructions, kCycles };
 
 class TimeInterpolator {
  public:
@@ -34,9 +34,10 @@ class TimeInterpolator {
     have_time_ = true;
   }
 
-  // The time when `instructions` had executed (non-decreasing across calls).
+  // The time when `instructions` had executed (non-decreasing across calls). On the
+  // cycles axis: `instructions` is the cycle count.
   uint64_t Now(uint64_t instructions) {
-    if (axis_ == TimeAxis::kInstructions) {
+    if (axis_ != TimeAxis::kTime) {
       last_ = std::max(last_, instructions);
     } else if (have_time_) {
       double t = static_cast<double>(base_ns_) + ns_per_insn_ * static_cast<double>(instructions - base_instructions_);

@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <iterator>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +17,7 @@
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "decoder/call_stack_model.h"
+#include "decoder/cycle_index.h"
 #include "decoder/ftf_slice_sink.h"
 #include "decoder/parallel_decode.h"
 #include "ftf/ftf_writer.h"
@@ -56,6 +60,14 @@ class ThreadRouter : public FlowConsumer {
   // `fixed`: the stream's only thread; else `lookup` routes by time.
   ThreadRouter(ThreadState* fixed, ThreadLookup lookup) : fixed_(fixed), lookup_(std::move(lookup)) {}
 
+  // User-only tracing: a context switch runs in the kernel, so one thread's user code
+  // ends with a disable (TIP.PGD) and the next one's begins with an enable (TIP.PGE, or
+  // the first run after a sync or an overflow). Each enabled stretch then goes as a
+  // whole to the thread on the CPU at its enable: at the time of the timing packets
+  // before its TIP.PGE (FlowEvent::enable_time), not at the interpolated event times,
+  // which may run past a switch (and, never going back, stay there).
+  void RouteWholeSegments() { whole_segments_ = true; }
+
   void OnFlow(const FlowEvent& event) override {
     if (fixed_ != nullptr) {
       Deliver(fixed_, event);
@@ -64,7 +76,21 @@ class ThreadRouter : public FlowConsumer {
     // The instructions since the previous event ran on the thread that is on the CPU now.
     uint64_t executed = event.instructions - stream_instructions_;
     stream_instructions_ = event.instructions;
-    ThreadState* thread = lookup_ ? lookup_(event.time) : nullptr;
+    ThreadState* thread = nullptr;
+    if (in_segment_ && event.kind != FlowKind::kEnable) {
+      thread = segment_thread_;
+    } else if (lookup_) {
+      thread = lookup_(whole_segments_ && event.enable_time != 0 ? event.enable_time : event.time);
+    }
+    if (whole_segments_) {
+      if (event.kind == FlowKind::kEnable) {
+        in_segment_ = true;
+        segment_thread_ = thread;
+      } else if (event.kind == FlowKind::kDisable || event.kind == FlowKind::kOverflow ||
+                 event.kind == FlowKind::kError || event.kind == FlowKind::kLostData) {
+        in_segment_ = false;  // this event still belongs to the stretch it ends
+      }
+    }
     if (thread == nullptr) return;
     if (!thread->routed) {
       thread->routed = true;
@@ -75,9 +101,10 @@ class ThreadRouter : public FlowConsumer {
     own.instructions = thread->routed_instructions;
     Deliver(thread, own);
   }
-  void Finish(uint64_t time, uint64_t instructions) {
+  // `cycles`: the stream's total (only a fixed thread's model counts cycles).
+  void Finish(uint64_t time, uint64_t instructions, uint64_t cycles) {
     if (fixed_ != nullptr) {
-      fixed_->model->Finish(time, instructions, 0);
+      fixed_->model->Finish(time, instructions, cycles);
       fixed_->last_time = std::max(fixed_->last_time, time);
       return;
     }
@@ -93,6 +120,9 @@ class ThreadRouter : public FlowConsumer {
 
   ThreadState* fixed_;
   ThreadLookup lookup_;
+  bool whole_segments_ = false;
+  bool in_segment_ = false;  // between an enable and what ends its stretch
+  ThreadState* segment_thread_ = nullptr;
   uint64_t stream_instructions_ = 0;
   std::vector<ThreadState*> routed_;  // threads this per-CPU stream fed, to finish at its end
 };
@@ -115,6 +145,49 @@ class FtfSinks : public ThreadSinkFactory {
   std::vector<std::unique_ptr<FtfSliceSink>> sinks_;
 };
 
+// Where a per-CPU stream's CPU starts running another process, in time order.
+struct ProcessSwitch {
+  uint64_t time_ns = 0;
+  int pid = 0;
+};
+
+// One decoder's (or the models') view of a stream's code: the image of the stream's
+// process, or for a per-CPU stream of the process the schedule runs at that time, each
+// with the mappings of that time. Process images come from `images` (the models' shared
+// ones, or a worker's own).
+class StreamImageClock : public ImageClock {
+ public:
+  using Images = std::function<image::TimedProcessImage*(int pid)>;
+  // `switches` empty: always `pid`.
+  StreamImageClock(Images images, int pid, std::shared_ptr<const std::vector<ProcessSwitch>> switches)
+      : images_(std::move(images)), switches_(std::move(switches)), current_(images_(pid)) {
+    if (!switches_->empty()) current_ = images_(switches_->front().pid);
+  }
+
+  image::ProcessImage* AdvanceTo(uint64_t time_ns) override {
+    uint64_t next_switch = UINT64_MAX;
+    if (!switches_->empty()) {
+      auto after = std::upper_bound(switches_->begin(), switches_->end(), time_ns,
+                                    [](uint64_t t, const ProcessSwitch& s) { return t < s.time_ns; });
+      // Before the first switch: the first process (the CPU ran nothing traced yet).
+      current_ = images_(after == switches_->begin() ? after->pid : std::prev(after)->pid);
+      if (after != switches_->end()) next_switch = after->time_ns;
+    }
+    current_->AdvanceTo(time_ns);
+    next_change_ = std::min(current_->next_change_ns(), next_switch);
+    return current_->image();
+  }
+  image::ProcessImage* image() override { return current_->image(); }
+  uint64_t next_change() const override { return next_change_; }
+  uint64_t version() const override { return current_->generation(); }
+
+ private:
+  Images images_;
+  std::shared_ptr<const std::vector<ProcessSwitch>> switches_;
+  image::TimedProcessImage* current_;
+  uint64_t next_change_ = 0;
+};
+
 class Decoding {
  public:
   Decoding(std::string dir, const DecodeOptions& options, ThreadSinkFactory* sinks)
@@ -127,11 +200,13 @@ class Decoding {
   struct StreamState {
     std::string name;
     std::unique_ptr<ThreadRouter> router;
+    std::unique_ptr<StreamImageClock> clock;  // the models' view (and --jobs 1's decoder's)
     StreamJob job;
   };
 
-  absl::StatusOr<image::ProcessImage*> ImageFor(int pid);
-  ThreadState* Thread(int pid, int tid, image::ProcessImage* image, bool has_cycles);
+  image::TimedProcessImage* ImageFor(int pid);
+  std::unique_ptr<image::TimedProcessImage> MakeImage(int pid, bool timed);
+  ThreadState* Thread(int pid, int tid, bool has_cycles);
   absl::StatusOr<std::unique_ptr<StreamState>> PrepareStream(const PtStream& stream, size_t index);
   absl::Status DecodeStream(StreamState* state);
   void FinishStream(StreamState* state);
@@ -145,7 +220,10 @@ class Decoding {
   std::optional<Sideband> sideband_;
   image::SectionCache sections_;
   image::ModuleCache modules_;
-  std::map<int, std::unique_ptr<image::ProcessImage>> images_;
+  // The models' images (names are resolved from them), one per process, shared by every
+  // stream of the process; a stream that starts earlier than the last one ended rebuilds.
+  std::map<int, std::unique_ptr<image::TimedProcessImage>> images_;
+  std::optional<bool> images_timed_;  // as the first stream's axis
   std::map<int, std::unique_ptr<ThreadState>> threads_;
   DecodeResult result_;
   uint64_t total_bytes_ = 0;
@@ -153,45 +231,23 @@ class Decoding {
   int last_percent_ = -1;
 };
 
-absl::StatusOr<image::ProcessImage*> Decoding::ImageFor(int pid) {
-  auto it = images_.find(pid);
-  if (it != images_.end()) return it->second.get();
-  auto image = std::make_unique<image::ProcessImage>(&sections_, &modules_, absl::StrCat("pid ", pid));
-  // Mappings from the sideband first (in the order they were made; later ones replace
-  // what they overlap), then what meta.json lists explicitly (vDSO and other dumps).
-  if (sideband_) {
-    for (const ptd::Mapping& m : sideband_->mmaps.AllMappings(pid)) {
-      if (!image::IsCodeFileMapping(m)) continue;
-      if (!PathExists(m.path)) {
-        result_.warnings.push_back(absl::StrFormat("%s (mapped at 0x%x) is not on this machine: its code cannot be decoded",
-                                                   m.path, m.start));
-        continue;
-      }
-      image::Mapping mapping = image::FromSidebandMapping(m);
-      if (auto recorded = meta_.build_ids.find(m.path); mapping.build_id.empty() && recorded != meta_.build_ids.end()) {
-        mapping.build_id = recorded->second;  // noted by the recorder (meta.json build_ids)
-      }
-      absl::Status s = image->AddMapping(mapping);
-      if (!s.ok()) result_.warnings.push_back(std::string(s.message()));
-    }
-  }
-  for (const ImageEntry& entry : meta_.images) {
-    if (entry.pid != -1 && entry.pid != pid) continue;
-    absl::Status s = image->AddMapping(image::FromImageEntry(dir_, entry));
-    if (!s.ok()) result_.warnings.push_back(std::string(s.message()));
-  }
-  std::string perf_map = ResolveTracePath(dir_, absl::StrCat(kImagesSubdir, "/perf-", pid, ".map"));
-  if (PathExists(perf_map)) {
-    absl::Status s = image->AddPerfMap(perf_map);
-    if (!s.ok()) result_.warnings.push_back(std::string(s.message()));
-  }
-  for (const std::string& w : image->warnings()) result_.warnings.push_back(w);
-  image::ProcessImage* raw = image.get();
-  images_.emplace(pid, std::move(image));
-  return raw;
+// Timed: the sideband's changes are applied as the decoder's time reaches them. Untimed
+// (no timing packets, or the instruction axis): everything ever mapped, at once. Called
+// from worker threads too (their own images): reads only what does not change.
+std::unique_ptr<image::TimedProcessImage> Decoding::MakeImage(int pid, bool timed) {
+  std::unique_ptr<image::TimedProcessImage> image = image::MakeTraceProcessImage(
+      &sections_, &modules_, dir_, meta_, sideband_ ? &*sideband_ : nullptr, pid);
+  if (!timed) image->ApplyAll();
+  return image;
 }
 
-ThreadState* Decoding::Thread(int pid, int tid, image::ProcessImage* image, bool has_cycles) {
+image::TimedProcessImage* Decoding::ImageFor(int pid) {
+  std::unique_ptr<image::TimedProcessImage>& image = images_[pid];
+  if (image == nullptr) image = MakeImage(pid, images_timed_.value_or(false));
+  return image.get();
+}
+
+ThreadState* Decoding::Thread(int pid, int tid, bool has_cycles) {
   if (options_.tid && *options_.tid != tid) return nullptr;
   auto it = threads_.find(tid);
   if (it != threads_.end()) return it->second.get();
@@ -206,7 +262,8 @@ ThreadState* Decoding::Thread(int pid, int tid, image::ProcessImage* image, bool
   auto state = std::make_unique<ThreadState>();
   state->pid = pid;
   state->tid = tid;
-  state->resolver = std::make_unique<ImageFunctionResolver>(image);
+  // The process's shared image: at the time of the event being handed to the model.
+  state->resolver = std::make_unique<ImageFunctionResolver>(ImageFor(pid)->image());
   SliceSink* sink = sinks_->ForThread(pid, tid, thread_name, process_name);
   state->sink = sink;
   state->model = std::make_unique<CallStackModel>(state->resolver.get(), sink, has_cycles);
@@ -241,9 +298,6 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
   }
   if (tid < 0 && !route_by_schedule) tid = stream.cpu >= 0 ? 0x7f000000 + stream.cpu : pid + static_cast<int>(index);
 
-  absl::StatusOr<image::ProcessImage*> image = ImageFor(pid);
-  if (!image.ok()) return image.status();
-
   auto state = std::make_unique<StreamState>();
   state->name = stream.file;
   PtDecodeConfig& config = state->job.config;
@@ -258,6 +312,9 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
     if (first.file_offset < bytes.size()) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(first.size, bytes.size() - first.file_offset));
       has_tsc = StreamHasTsc(bytes.subspan(first.file_offset, n), n);
+      // CYC: meta.json's cyc field when it says off (no look at all), else the first MiB.
+      auto cyc = meta_.pt.fields.find("cyc");
+      if (cyc == meta_.pt.fields.end() || cyc->second != 0) config.cycles = StreamHasCyc(bytes.subspan(first.file_offset, n));
     }
   }
   config.axis = TimeAxis::kInstructions;
@@ -269,27 +326,61 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
       if (index == 0) result_.warnings.push_back(absl::StrCat(stream.file, ": no timing packets: the time axis counts instructions"));
     }
   } else if (options_.axis == TimeAxisChoice::kCycles) {
-    result_.time_axis_is_instructions = true;
-    if (index == 0) result_.warnings.push_back("--time-axis cycles is not supported yet: the time axis counts instructions");
+    if (config.cycles) {
+      config.axis = TimeAxis::kCycles;
+      result_.time_axis_is_cycles = true;
+    } else {
+      result_.time_axis_is_instructions = true;
+      result_.warnings.push_back(absl::StrCat(stream.file, ": no CYC packets: its time axis counts instructions, not cycles"));
+    }
   } else {
     result_.time_axis_is_instructions = true;
   }
   if (route_by_schedule && config.axis != TimeAxis::kTime) route_by_schedule = false;
   if (!route_by_schedule && tid < 0) tid = 0x7f000000 + stream.cpu;
 
-  image::ProcessImage* process_image = *image;
+  // The image timeline (docs/decoder.md): on the time axis each decoder's image follows
+  // its timing packets; a per-CPU stream's follows the process the schedule runs.
+  const bool timed = config.axis == TimeAxis::kTime;
+  if (!images_timed_.has_value()) images_timed_ = timed;
+  auto switches = std::make_shared<std::vector<ProcessSwitch>>();
+  if (route_by_schedule) {
+    for (const CpuInterval& interval : sideband_->schedule.Intervals(stream.cpu)) {
+      if (interval.pid > 0 && (switches->empty() || switches->back().pid != interval.pid)) {
+        switches->push_back({interval.begin_ns, interval.pid});
+      }
+    }
+  }
+  // A decoder's own images (workers, and a stream whose axis differs from the first's).
+  auto own_images = [this, timed]() -> StreamImageClock::Images {
+    auto own = std::make_shared<std::map<int, std::unique_ptr<image::TimedProcessImage>>>();
+    return [this, own, timed](int p) {
+      std::unique_ptr<image::TimedProcessImage>& image = (*own)[p];
+      if (image == nullptr) image = MakeImage(p, timed);
+      return image.get();
+    };
+  };
+  StreamImageClock::Images shared = [this](int p) { return ImageFor(p); };
+  state->clock = std::make_unique<StreamImageClock>(timed == *images_timed_ ? shared : own_images(), pid, switches);
+  if (timed) {
+    state->job.clock = state->clock.get();
+    state->job.make_clock = [own_images, pid, switches]() -> std::unique_ptr<ImageClock> {
+      return std::make_unique<StreamImageClock>(own_images(), pid, switches);
+    };
+  }
   if (route_by_schedule) {
     int cpu = stream.cpu;
-    state->router = std::make_unique<ThreadRouter>(nullptr, [this, cpu, pid, process_image](uint64_t time) -> ThreadState* {
+    state->router = std::make_unique<ThreadRouter>(nullptr, [this, cpu, pid](uint64_t time) -> ThreadState* {
       std::optional<CpuInterval> interval = sideband_->schedule.ThreadAt(cpu, time);
       if (!interval) return nullptr;
-      return Thread(interval->pid >= 0 ? interval->pid : pid, interval->tid, process_image, false);
+      return Thread(interval->pid >= 0 ? interval->pid : pid, interval->tid, false);
     });
+    if (meta_.pt.user_only) state->router->RouteWholeSegments();
   } else {
     // --tid filtering: a stream of another thread feeds nothing.
-    state->router = std::make_unique<ThreadRouter>(Thread(pid, tid, process_image, false), nullptr);
+    state->router = std::make_unique<ThreadRouter>(Thread(pid, tid, config.cycles), nullptr);
   }
-  state->job.image = process_image;
+  state->job.image = state->clock->image();
   state->job.consumer = state->router.get();
   state->job.file = *file;
   for (size_t c = 0; c < stream.chunks.size(); ++c) {
@@ -324,6 +415,7 @@ void Decoding::Progress(uint64_t done_bytes) {
 absl::Status Decoding::DecodeStream(StreamState* state) {
   StreamJob& job = state->job;
   PtStreamDecoder decoder(job.config, job.image, job.consumer);
+  if (job.clock != nullptr) decoder.set_image_clock(job.clock);
   decoder.set_block_observer(options_.block_observer);
   decoder.set_cancel_flag(options_.cancel);
   std::vector<uint8_t> padded;
@@ -334,6 +426,7 @@ absl::Status Decoding::DecodeStream(StreamState* state) {
     if (c > 0 && (chunk.lost_before || previous_truncated)) decoder.MarkLostData(chunk.file_offset);
     previous_truncated = chunk.truncated;
     // libipt reads past the end while searching for a PSB: give it zeros there.
+    padded.reserve(chunk.size + kPtPadding);  // one allocation, not two
     padded.assign(bytes.begin() + chunk.file_offset, bytes.begin() + chunk.file_offset + chunk.size);
     padded.resize(chunk.size + kPtPadding, 0);
     absl::Status s = decoder.DecodeChunk(padded.data(), chunk.size, chunk.file_offset);
@@ -344,13 +437,20 @@ absl::Status Decoding::DecodeStream(StreamState* state) {
   job.stats = decoder.stats();
   job.instructions = decoder.instructions();
   job.last_time = decoder.last_time();
+  job.cycles = decoder.cycles_total();
   job.warnings = decoder.warnings();
   return absl::OkStatus();
 }
 
 void Decoding::FinishStream(StreamState* state) {
   StreamJob& job = state->job;
-  state->router->Finish(job.last_time, job.instructions);
+  // Open frames end with the stream: on the cycles axis at its last cycle.
+  uint64_t end_time = job.config.axis == TimeAxis::kCycles ? std::max(job.last_time, job.cycles) : job.last_time;
+  state->router->Finish(end_time, job.instructions, job.cycles);
+  if (job.config.cycles) {
+    result_.stats.has_cycles = true;
+    result_.stats.cycles += job.cycles;
+  }
   result_.stats.instructions += job.stats.instructions;
   result_.stats.blocks += job.stats.blocks;
   result_.stats.syncs += job.stats.syncs;
@@ -430,6 +530,9 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     result_.stats.lost += ms.lost;
     result_.stats.segments += ms.segments;
   }
+  for (const auto& [pid, image] : images_) {
+    for (std::string& w : image->TakeWarnings()) result_.warnings.push_back(std::move(w));
+  }
   result_.stats.threads = threads_.size();
   result_.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result_;
@@ -459,12 +562,14 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
 }
 
 std::string DecodeStatsJson(const DecodeStats& s) {
+  // "cycles" only when some stream had CYC packets.
+  std::string cycles = s.has_cycles ? absl::StrFormat(", \"cycles\": %d", s.cycles) : "";
   return absl::StrFormat(
       "{\"instructions\": %d, \"blocks\": %d, \"calls\": %d, \"returns\": %d, \"errors\": %d, "
       "\"overflows\": %d, \"threads\": %d, \"segments\": %d, \"seconds\": %.6f, \"lost\": %d, "
-      "\"syncs\": %d, \"bytes\": %d, \"undecodable\": %d}\n",
+      "\"syncs\": %d, \"bytes\": %d, \"undecodable\": %d%s}\n",
       s.instructions, s.blocks, s.calls, s.returns, s.errors, s.overflows, s.threads, s.segments,
-      s.seconds, s.lost, s.syncs, s.bytes, s.undecodable);
+      s.seconds, s.lost, s.syncs, s.bytes, s.undecodable, cycles);
 }
 
 }  // namespace ptd::decoder

@@ -48,6 +48,8 @@ struct DecodeStats {
   uint64_t syncs = 0;
   uint64_t bytes = 0;
   uint64_t undecodable = 0;
+  uint64_t cycles = 0;       // CYC payloads of the streams that have CYC packets
+  bool has_cycles = false;   // some stream had CYC packets
   double seconds = 0;
 };
 
@@ -55,6 +57,7 @@ struct DecodeResult {
   DecodeStats stats;
   std::vector<std::string> warnings;
   bool time_axis_is_instructions = false;
+  bool time_axis_is_cycles = false;  // --time-axis cycles, for the streams with CYC
   // Stopped by `cancel`: every open slice was closed and each thread got a
   // "decode interrupted" instant; the output is partial.
   bool interrupted = false;
@@ -76,7 +79,7 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
                                               const DecodeOptions& options);
 
 // {"instructions", "blocks", "calls", "returns", "errors", "overflows", "threads",
-//  "segments", "seconds"} plus a few extra keys.
+//  "segments", "seconds"} plus a few extra keys ("cycles" when the trace has CYC).
 std::string DecodeStatsJson(const DecodeStats& stats);
 
 }  // namespace ptd::decoder

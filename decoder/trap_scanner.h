@@ -39,6 +39,11 @@ class TrapScanner {
     if (!image_->has_ocaml()) return {};
     return ScanCached(first_ip, count);
   }
+  // The code changed (another image, or mappings replaced): cached runs are dropped.
+  void SetImage(image::ProcessImage* image) {
+    image_ = image;
+    cache_.clear();
+  }
 
  private:
   absl::Span<const TrapMark> ScanCached(uint64_t first_ip, uint64_t count);

@@ -95,6 +95,7 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
   std::sort(kept.begin(), kept.end(), [](const Region& a, const Region& b) { return a.start < b.start; });
   regions_ = std::move(kept);
   resolved_.clear();
+  ++generation_;
   has_ocaml_ = false;
   for (const Region& r : regions_) has_ocaml_ |= r.module->ocaml;
   return absl::OkStatus();
@@ -104,6 +105,7 @@ void ProcessImage::Clear() {
   pt_image_remove_by_asid(image_, nullptr);
   regions_.clear();
   resolved_.clear();
+  ++generation_;
   has_ocaml_ = false;
 }
 
@@ -125,6 +127,7 @@ absl::Status ProcessImage::AddPerfMap(const std::string& path) {
   }
   jit_symbols_.Finish();
   resolved_.clear();
+  ++generation_;
   return absl::OkStatus();
 }
 
@@ -149,29 +152,21 @@ FunctionInfo ProcessImage::Resolve(uint64_t address) {
   return info;
 }
 
-FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
-  FunctionInfo info;
-  if (const Symbol* jit = jit_symbols_.Find(address)) {
-    return FunctionInfo{jit->start, jit->end, jit_symbols_.name(*jit), false, true, true};
-  }
+FunctionRange ProcessImage::RangeOf(uint64_t address) const {
+  if (const Symbol* jit = jit_symbols_.Find(address)) return FunctionRange{jit->start, jit->end, false, true, true};
   const Region* region = FindRegion(address);
-  if (region == nullptr) {
-    info.start = address;
-    info.end = address + 1;
-    info.name = Intern(absl::StrFormat("[unknown@0x%x]", address));
-    return info;
-  }
-  info.mapped = true;
+  if (region == nullptr) return FunctionRange{address, address + 1, false, false, false};
+  FunctionRange range;
+  range.mapped = true;
   if (region->has_bias) {
     const SymbolTable& table = region->module->symbols;
     uint64_t elf_address = address - region->bias;
     if (const Symbol* sym = table.Find(elf_address)) {
-      info.start = std::max(sym->start + region->bias, region->start);
-      info.end = std::min(sym->end + region->bias, region->end);
-      info.name = table.name(*sym);
-      info.plt = sym->plt;
-      info.symbol = true;
-      return info;
+      range.start = std::max(sym->start + region->bias, region->start);
+      range.end = std::min(sym->end + region->bias, region->end);
+      range.plt = sym->plt;
+      range.symbol = true;
+      return range;
     }
     // Between symbols: the gap is one unnamed function as far as we can tell.
     uint64_t gap_start = region->start, gap_end = region->end;
@@ -180,22 +175,46 @@ FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
                                  [](uint64_t a, const Symbol& s) { return a < s.start; });
     if (next != all.end()) gap_end = std::min(gap_end, next->start + region->bias);
     if (next != all.begin()) gap_start = std::max(gap_start, std::prev(next)->end + region->bias);
-    info.start = gap_start;
-    info.end = std::max(gap_end, address + 1);
-  } else {
-    info.start = region->start;
-    info.end = region->end;
-    // Contiguous regions of one memory dump form one unnamed range.
-    for (const Region* r = region; r != &regions_.front() && (r - 1)->end == r->start &&
-                                   (r - 1)->name == region->name;) {
-      --r;
-      info.start = r->start;
-    }
-    for (const Region* r = region; r + 1 != regions_.data() + regions_.size() &&
-                                   (r + 1)->start == r->end && (r + 1)->name == region->name;) {
-      ++r;
-      info.end = r->end;
-    }
+    range.start = gap_start;
+    range.end = std::max(gap_end, address + 1);
+    return range;
+  }
+  range.start = region->start;
+  range.end = region->end;
+  // Contiguous regions of one memory dump form one unnamed range.
+  for (const Region* r = region; r != &regions_.front() && (r - 1)->end == r->start &&
+                                 (r - 1)->name == region->name;) {
+    --r;
+    range.start = r->start;
+  }
+  for (const Region* r = region; r + 1 != regions_.data() + regions_.size() &&
+                                 (r + 1)->start == r->end && (r + 1)->name == region->name;) {
+    ++r;
+    range.end = r->end;
+  }
+  return range;
+}
+
+FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
+  const FunctionRange range = RangeOf(address);
+  FunctionInfo info;
+  info.start = range.start;
+  info.end = range.end;
+  info.plt = range.plt;
+  info.mapped = range.mapped;
+  info.symbol = range.symbol;
+  if (const Symbol* jit = jit_symbols_.Find(address)) {
+    info.name = jit_symbols_.name(*jit);
+    return info;
+  }
+  const Region* region = FindRegion(address);
+  if (region == nullptr) {
+    info.name = Intern(absl::StrFormat("[unknown@0x%x]", address));
+    return info;
+  }
+  if (range.symbol) {
+    info.name = region->module->symbols.name(*region->module->symbols.Find(address - region->bias));
+    return info;
   }
   absl::string_view base = region->name;
   size_t slash = base.rfind('/');

@@ -43,6 +43,15 @@ struct FunctionInfo {
   bool symbol = false;        // [start, end) is a symbol's (ELF, JIT), not a guessed range
 };
 
+// The bounds of a function without its name (see FunctionInfo).
+struct FunctionRange {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  bool plt = false;
+  bool mapped = false;
+  bool symbol = false;
+};
+
 class ProcessImage {
  public:
   ProcessImage(SectionCache* sections, ModuleCache* modules, std::string name);
@@ -63,6 +72,11 @@ class ProcessImage {
 
   // Cached by address; call on branch targets, not on every instruction.
   FunctionInfo Resolve(uint64_t address);
+  // Resolve's [start, end) without naming or caching: const, so decoder threads may call
+  // it at once while nothing changes the image.
+  FunctionRange RangeOf(uint64_t address) const;
+  // Changes with every mapping change (caches of ranges compare it).
+  uint64_t generation() const { return generation_; }
   // Copies up to `size` code bytes at `address`; returns how many were available.
   size_t ReadCode(uint64_t address, uint8_t* out, size_t size) const;
 
@@ -94,6 +108,7 @@ class ProcessImage {
   bool has_ocaml_ = false;
   SymbolTable jit_symbols_;
   absl::flat_hash_map<uint64_t, FunctionInfo> resolved_;
+  uint64_t generation_ = 0;
   std::deque<std::string> names_;  // storage for names made up here
   std::vector<std::string> warnings_;
 };

@@ -53,6 +53,7 @@ void TimedProcessImage::AddFixed() {
 
 void TimedProcessImage::Reset() {
   image_.Clear();
+  ++generation_;
   next_change_ = 0;
   started_ = true;
   applied_time_ = 0;
@@ -90,6 +91,7 @@ void TimedProcessImage::AdvanceTo(uint64_t time_ns) {
   applied_time_ = time_ns;
   while (next_change_ < changes_.size() && changes_[next_change_].time_ns <= time_ns) {
     Apply(changes_[next_change_++]);
+    ++generation_;
   }
 }
 
@@ -99,6 +101,7 @@ void TimedProcessImage::ApplyAll() {
     if (changes_[next_change_].kind == MapChange::Kind::kMap) Apply(changes_[next_change_]);
   }
   AddFixed();
+  ++generation_;
 }
 
 Mapping FromImageEntry(const std::string& trace_dir, const ImageEntry& entry) {
@@ -119,6 +122,11 @@ std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections,
                                                          const Sideband* sideband, int pid) {
   std::vector<MapChange> changes;
   if (sideband != nullptr) changes = sideband->mmaps.Changes(pid);
+  for (MapChange& change : changes) {
+    if (change.kind != MapChange::Kind::kMap || !change.mapping.build_id.empty()) continue;
+    auto recorded = meta.build_ids.find(change.mapping.path);
+    if (recorded != meta.build_ids.end()) change.mapping.build_id = recorded->second;
+  }
   std::vector<Mapping> fixed;
   for (const ImageEntry& entry : meta.images) {
     if (entry.pid != -1 && entry.pid != pid) continue;

@@ -40,6 +40,12 @@ class TimedProcessImage {
   std::vector<std::string> TakeWarnings();
   // Changes applied so far (tests).
   size_t applied() const { return next_change_; }
+  // The time of the next change not applied yet; UINT64_MAX: none (or ApplyAll).
+  uint64_t next_change_ns() const {
+    return next_change_ < changes_.size() ? changes_[next_change_].time_ns : UINT64_MAX;
+  }
+  // Grows whenever the image's contents change (rebuilds, applied changes).
+  uint64_t generation() const { return generation_; }
 
  private:
   void Reset();
@@ -53,6 +59,7 @@ class TimedProcessImage {
   std::vector<Mapping> fixed_;
   std::string perf_map_;
   size_t next_change_ = 0;
+  uint64_t generation_ = 0;
   uint64_t applied_time_ = 0;
   bool started_ = false;
   absl::flat_hash_set<std::string> warned_;
@@ -69,6 +76,7 @@ Mapping FromImageEntry(const std::string& trace_dir, const ImageEntry& entry);
 
 // The image of process `pid` of a trace directory: the sideband's map changes for it,
 // meta.json's images for it (or for every process), and images/perf-PID.map if present.
+// A mapping without a build-id gets the one meta.json `build_ids` noted for its file.
 // `sideband` may be null. Nothing is applied yet: call AdvanceTo or ApplyAll.
 std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections, ModuleCache* modules,
                                                          const std::string& trace_dir,

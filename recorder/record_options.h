@@ -44,6 +44,9 @@ struct RecordOptions {
   int virtual_cpus = 0;           // >0: per-CPU mode with this many virtual CPUs
   uint64_t psb_period = 4096;     // bytes between PSB+ (hardware: psb_period field)
   bool noretcomp = false;
+  // Robustness tests: an internal overflow (OVF) every this many PT bytes of a stream,
+  // losing some of its thread's instructions (per-thread mode; 0: never).
+  uint64_t emulate_overflow_every = 0;
 
   bool quiet = false;  // no status line
 };

@@ -17,7 +17,7 @@ void AddSidebandFields(const SidebandEventOptions& options, perf_event_attr* att
   attr->comm = 1;
   attr->comm_exec = 1;
   attr->task = 1;
-  attr->context_switch = 1;
+  attr->context_switch = options.context_switches ? 1 : 0;
   attr->inherit = options.per_cpu ? 1 : 0;
   attr->disabled = 1;
   attr->enable_on_exec = options.enable_on_exec ? 1 : 0;

@@ -26,6 +26,9 @@ struct SidebandEventOptions {
   // Wake poll() after this many bytes of records (0: the kernel default, half the ring;
   // wakeup_events would only count samples, which a sideband event has none of).
   uint32_t wakeup_watermark = 0;
+  // PERF_RECORD_SWITCH(_CPU_WIDE) records (off only for the emulator: see
+  // SidebandRecorderOptions::context_switches).
+  bool context_switches = true;
 };
 
 // Sets the sideband bits (mmap, mmap2, comm, comm_exec, task, context_switch,

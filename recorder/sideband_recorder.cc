@@ -129,6 +129,7 @@ absl::Status SidebandRecorder::OpenThreadLocked(int tid) {
   ev.per_cpu = options_.per_cpu;
   ev.enable_on_exec = options_.enable_on_exec;
   ev.clockid = options_.clockid;
+  ev.context_switches = options_.context_switches;
   // Wake at a quarter of the ring so the drain thread keeps well ahead of the kernel.
   ev.wakeup_watermark = static_cast<uint32_t>(ring_bytes_ / 4);
   perf_event_attr attr = DummySidebandAttr(ev);

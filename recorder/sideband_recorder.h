@@ -29,6 +29,11 @@ struct SidebandRecorderOptions {
   int clockid = -1;                  // >= 0: use_clockid (the emulator: CLOCK_MONOTONIC)
   bool enable_on_exec = false;       // launch: the target's exec enables the events
   int poll_timeout_ms = 100;         // the drain thread also drains at least this often
+  // Switch records. The emulator turns them off: a single-stepped target is switched
+  // out at every step, so they would be two records per instruction (megabytes for a
+  // small program, most of a small trace's decode time) and say nothing about the
+  // emulated schedule (virtual CPUs get synthesized ones).
+  bool context_switches = true;
 };
 
 class SidebandRecorder {

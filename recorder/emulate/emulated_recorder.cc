@@ -71,6 +71,11 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   if (options.virtual_cpus < 0 || options.virtual_cpus > 256) {
     return absl::InvalidArgumentError("record --emulate: --virtual-cpus must be 0..256");
   }
+  if (options.emulate_overflow_every > 0 && options.virtual_cpus > 0) {
+    // The lost stretch would have to follow the threads switched on the virtual CPU.
+    return absl::InvalidArgumentError(
+        "record --emulate: --emulate-overflow-every works in per-thread mode only (not with --virtual-cpus)");
+  }
   if (options.snapshot && options.snapshot_size < 4096) {
     return absl::InvalidArgumentError("record --emulate: --snapshot-size must be at least 4096 bytes");
   }
@@ -87,6 +92,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   SidebandSessionOptions session_options;
   session_options.sideband.per_cpu = true;  // inherit: new threads and children followed
   session_options.sideband.clockid = CLOCK_MONOTONIC;
+  session_options.sideband.context_switches = false;  // one per single step otherwise
   session_options.sideband.data_size = options.data_size;
   session_options.keep_traced = true;
   std::unique_ptr<SidebandSession> session;
@@ -118,6 +124,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   stream_options.virtual_cpus = options.virtual_cpus;
   stream_options.snapshot = options.snapshot;
   stream_options.snapshot_size = options.snapshot_size;
+  stream_options.overflow_every_bytes = options.emulate_overflow_every;
   PtStreamSet streams(stream_options, &*dir);
 
   PtraceStepperOptions stepper_options;
@@ -261,6 +268,12 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
         "%u executed instructions could not be decoded by capstone; they were traced as "
         "non-branches", stats.undecodable));
   }
+  if (options.emulate_overflow_every > 0) {
+    meta.notes.push_back(absl::StrFormat(
+        "--emulate-overflow-every %u: %u overflows injected, %u executed instructions lost "
+        "to them (not in the trace)", options.emulate_overflow_every, streams.stats().overflows,
+        stats.lost_instructions));
+  }
   if (!options.trigger_symbol.empty()) {
     meta.notes.push_back(stepper.trigger_address() == 0
                              ? absl::StrCat("--trigger ", options.trigger_symbol, ": never resolved")
@@ -325,6 +338,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   summary.steps = stats.steps;
   summary.instructions = stats.instructions;
   summary.pt_bytes = streams.stats().bytes;
+  summary.overflows = streams.stats().overflows;
+  summary.lost_instructions = stats.lost_instructions;
   summary.threads = stats.threads;
   summary.undecodable = stats.undecodable;
   summary.signals_delivered = stats.signals_delivered;

@@ -17,7 +17,9 @@ namespace ptd {
 struct EmulatedRecordSummary {
   std::string trace_dir;         // the committed trace directory
   uint64_t steps = 0;            // single steps taken (all threads)
-  uint64_t instructions = 0;     // instructions retired while tracing was on
+  uint64_t instructions = 0;     // instructions retired while tracing was on (in the trace)
+  uint64_t overflows = 0;        // injected (--emulate-overflow-every)
+  uint64_t lost_instructions = 0;  // executed but lost to them
   uint64_t pt_bytes = 0;         // PT bytes generated (before snapshot trimming)
   uint64_t threads = 0;          // threads seen
   uint64_t undecodable = 0;      // instructions capstone could not decode (traced as unknown)
@@ -30,7 +32,8 @@ struct EmulatedRecordSummary {
 };
 
 // Honours: command / pid, output_dir, force, per_thread or virtual_cpus (per-CPU mode),
-// snapshot / snapshot_size, timing, noretcomp, psb_period, start_at_symbol (executable
+// snapshot / snapshot_size, timing, noretcomp, psb_period, emulate_overflow_every
+// (per-thread mode), start_at_symbol (executable
 // or library), trigger_symbol / multi_snapshot, control_fifo, duration_s, quiet;
 // SIGUSR2 takes a snapshot, SIGINT/SIGTERM stop.
 // Errors: InvalidArgument for bad options, FailedPrecondition when ptrace is not

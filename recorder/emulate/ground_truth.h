@@ -106,6 +106,7 @@ struct GroundTruthThread {
   int pid = -1;
   int tid = -1;
   std::vector<uint64_t> ips;                 // executed instructions in order
+  std::vector<uint64_t> ip_times;            // per instruction: the time of its INSNS run
   std::vector<GroundTruthRecord> events;     // every non-instruction record
   std::vector<uint64_t> event_insn_index;    // events[i] happened after ips[0..index)
   uint64_t lost = 0;                         // instructions left out of the PT stream

@@ -216,6 +216,7 @@ absl::StatusOr<std::vector<GroundTruthThread>> LoadGroundTruth(const std::string
     GroundTruthThread& t = threads[it->second];
     if (record.type == GroundTruthTag::kInsns) {
       t.ips.push_back(record.ip);
+      t.ip_times.push_back(record.time);
     } else {
       if (record.type == GroundTruthTag::kLost) t.lost += record.count;
       t.events.push_back(record);

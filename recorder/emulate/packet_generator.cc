@@ -243,6 +243,7 @@ void PacketGenerator::Enable(uint64_t ip, uint64_t time) {
   Emit(&mode);
   EmitIpPacket(ppt_tip_pge, ip);
   enabled_ = true;
+  need_ovf_fup_ = false;  // the TIP.PGE is where the trace resumes
   ++stats_.enables;
 }
 
@@ -355,6 +356,7 @@ void PacketGenerator::AsyncDisable(uint64_t ip, uint64_t time) {
   EmitIpPacket(ppt_fup, ip);
   EmitSuppressedIp(ppt_tip_pgd);
   enabled_ = false;
+  need_ovf_fup_ = false;  // after an overflow, the FUP above is where it resumed
   ++stats_.async_disables;
 }
 
@@ -371,7 +373,8 @@ void PacketGenerator::InjectOverflow(uint64_t time) {
 }
 
 void PacketGenerator::Finish(uint64_t next_ip, uint64_t time) {
-  AsyncDisable(next_ip, time);
+  // Nothing retired since an overflow: the trace just ends after the OVF.
+  if (!need_ovf_fup_) AsyncDisable(next_ip, time);
   FlushTnt();
   Flush();
 }

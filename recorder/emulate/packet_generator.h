@@ -86,7 +86,8 @@ class PacketGenerator {
   void InjectOverflow(uint64_t time);
 
   // Ends the stream cleanly: if enabled, flushes TNT and disables at `next_ip`
-  // (FUP + TIP.PGD), so a decoder stops exactly where the trace stopped.
+  // (FUP + TIP.PGD), so a decoder stops exactly where the trace stopped; right after an
+  // overflow with nothing retired since, the stream just ends.
   void Finish(uint64_t next_ip, uint64_t time);
 
   // Forgets the return-compression stack (a thread switch on a CPU: the decoder's stack

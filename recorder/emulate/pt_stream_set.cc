@@ -1,5 +1,6 @@
 #include "recorder/emulate/pt_stream_set.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,12 @@ struct PtStreamSet::Stream {
   std::vector<PtChunk> chunks;
   uint64_t taken_head = 0;  // stream position the last chunk ended at
   uint64_t file_bytes = 0;  // bytes in the stream file (snapshot mode)
+  // Per-CPU mode: the time of the newest packet or record of this CPU.
+  uint64_t clock = 0;
+  // Overflow injection: the stream size at which the next one is due, and how many
+  // instructions of the stream's thread are still to be lost to the last one.
+  uint64_t next_overflow = 0;
+  uint64_t silent = 0;
 };
 
 PtStreamSet::PtStreamSet(const PtStreamSetOptions& options, const TraceDirWriter* dir)
@@ -53,6 +60,7 @@ PtStreamSet::Stream* PtStreamSet::NewStream(int cpu, int tid) {
     sink = stream->ring.get();
   }
   stream->generator = std::make_unique<PacketGenerator>(options_.generator, sink);
+  stream->next_overflow = options_.overflow_every_bytes;
   if (cpu >= 0) stream->sideband = std::make_unique<RecordBuilder>();
   streams_.push_back(std::move(stream));
   return streams_.back().get();
@@ -76,16 +84,31 @@ PtStreamSet::ThreadSlot& PtStreamSet::Slot(int pid, int tid, uint64_t time) {
   return slot;
 }
 
-void PtStreamSet::SwitchTo(Stream* stream, int pid, int tid, uint64_t time) {
-  if (stream->current_tid == tid) return;
+uint64_t PtStreamSet::CpuTime(Stream* stream, uint64_t time) {
+  stream->clock = std::max(stream->clock, time);
+  return stream->clock;
+}
+
+uint64_t PtStreamSet::SwitchTo(Stream* stream, int pid, int tid, uint64_t time) {
+  if (stream->current_tid == tid) return CpuTime(stream, time);
+  // On hardware a context switch runs in the kernel: the old thread's trace ends
+  // (FUP + TIP.PGD) before the switch is recorded, and the new thread's TIP.PGE (with
+  // its TSC) comes after. The times say so strictly, so a decoder that routes by time
+  // (the PGE's TSC against the switch records) cannot pick the wrong side. The old
+  // thread is preempted right after its last instruction; the switch lies between.
+  uint64_t out_time = stream->clock;
+  const bool switching_out = stream->current_tid >= 0;
+  if (switching_out) ++out_time;
+  const uint64_t in_time = std::max(time, out_time + 2);
+  const uint64_t switch_time = switching_out ? out_time + (in_time - out_time) / 2 : in_time - 1;
   SampleId id;
-  id.time = time;
+  id.time = switch_time;
   id.cpu = static_cast<uint32_t>(stream->cpu);
-  if (stream->current_tid >= 0) {
+  if (switching_out) {
     // The old thread is preempted before the instruction it would run next.
     auto it = threads_.find(stream->current_tid);
     const uint64_t resume_ip = it == threads_.end() ? 0 : it->second.resume_ip;
-    stream->generator->AsyncDisable(resume_ip, time);
+    stream->generator->AsyncDisable(resume_ip, out_time);
     SwitchCpuWideRecord out;
     out.out = true;
     out.preempt = true;
@@ -116,24 +139,56 @@ void PtStreamSet::SwitchTo(Stream* stream, int pid, int tid, uint64_t time) {
   }
   stream->current_pid = pid;
   stream->current_tid = tid;
+  stream->clock = in_time;
+  return in_time;
 }
 
-void PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time) {
+bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time) {
   ThreadSlot& slot = Slot(pid, tid, time);
   Stream* stream = slot.stream;
-  if (stream->cpu >= 0) SwitchTo(stream, pid, tid, time);
+  if (stream->silent > 0) {
+    // Lost to the overflow: the CPU wrote nothing for it.
+    --stream->silent;
+    ++lost_instructions_;
+    slot.resume_ip = insn.next_ip;
+    return false;
+  }
+  if (stream->cpu >= 0) time = SwitchTo(stream, pid, tid, time);
   // SwitchTo may have inserted nothing into threads_, so `slot` is still valid.
   slot.resume_ip = insn.next_ip;
+  const PacketGeneratorStats& before = stream->generator->stats();
+  const uint64_t anchors_before = before.psbs + before.enables;
   stream->generator->Retire(insn, time);
+  if (stream->next_overflow != 0) MaybeInjectOverflow(stream, insn, time, anchors_before);
+  return true;
 }
 
-void PtStreamSet::AsyncDisable(int pid, int tid, uint64_t ip, uint64_t time) {
+void PtStreamSet::MaybeInjectOverflow(Stream* stream, const ExecutedInsn& insn, uint64_t time,
+                                      uint64_t anchors_before) {
+  const PacketGeneratorStats& stats = stream->generator->stats();
+  if (stats.bytes < stream->next_overflow) return;
+  // Right after an indirect jump, whose TIP is the last packet before the OVF: a decoder
+  // then stops exactly after it (after a TNT bit it would run on into the lost code),
+  // and the jump opens or closes no frame the decoder could not finish. Not where the
+  // stream was just anchored (PSB+, TIP.PGE): the overflow would hide that.
+  if (insn.kind != BranchKind::kIndirectJump) return;
+  if (stats.psbs + stats.enables != anchors_before) return;
+  stream->generator->InjectOverflow(time);
+  stream->silent = options_.overflow_lost_instructions;
+  stream->next_overflow = stats.bytes + options_.overflow_every_bytes;
+  ++overflows_;
+}
+
+bool PtStreamSet::AsyncDisable(int pid, int tid, uint64_t ip, uint64_t time) {
   auto it = threads_.find(tid);
-  if (it == threads_.end() || it->second.stream == nullptr) return;
+  if (it == threads_.end() || it->second.stream == nullptr) return true;
   Stream* stream = it->second.stream;
-  if (stream->cpu >= 0 && stream->current_tid != tid) return;  // not on its CPU: disabled
+  if (stream->silent > 0) return false;  // lost with the thread's instructions
+  if (stream->cpu >= 0 && stream->current_tid != tid) return true;  // not on its CPU: disabled
   (void)pid;
+  if (stream->cpu >= 0) time = CpuTime(stream, time);
   stream->generator->AsyncDisable(ip, time);
+  return true;
 }
 
 void PtStreamSet::ThreadEnded(int pid, int tid, uint64_t next_ip, uint64_t time) {
@@ -147,9 +202,12 @@ void PtStreamSet::ThreadEnded(int pid, int tid, uint64_t next_ip, uint64_t time)
     return;
   }
   if (stream->current_tid != tid) return;
-  stream->generator->AsyncDisable(next_ip, time);
+  // Disabled strictly before the switch to idle, as at a switch to another thread.
+  const uint64_t out_time = CpuTime(stream, time) + 1;
+  stream->generator->AsyncDisable(next_ip, out_time);
+  stream->clock = out_time + 1;
   SampleId id;
-  id.time = time;
+  id.time = stream->clock;
   id.cpu = static_cast<uint32_t>(stream->cpu);
   id.pid = static_cast<uint32_t>(pid);
   id.tid = static_cast<uint32_t>(tid);
@@ -171,7 +229,7 @@ absl::Status PtStreamSet::Finish(uint64_t time, TraceMeta* meta) {
     if (slot.stream->cpu < 0) {
       slot.stream->generator->Finish(slot.resume_ip, time);
     } else if (slot.stream->current_tid == tid) {
-      slot.stream->generator->AsyncDisable(slot.resume_ip, time);
+      slot.stream->generator->AsyncDisable(slot.resume_ip, CpuTime(slot.stream, time));
     }
   }
   for (auto& stream : streams_) {
@@ -246,8 +304,11 @@ absl::Status PtStreamSet::Snapshot(const std::string& reason, uint64_t time) {
     // The interrupt that stops the hardware is an asynchronous exit from user space.
     for (auto& [tid, slot] : threads_) {
       if (slot.stream == nullptr) continue;
-      if (slot.stream->cpu < 0 || slot.stream->current_tid == tid) {
+      if (slot.stream->silent > 0) continue;  // nothing to disable in a lost stretch
+      if (slot.stream->cpu < 0) {
         slot.stream->generator->AsyncDisable(slot.resume_ip, time);
+      } else if (slot.stream->current_tid == tid) {
+        slot.stream->generator->AsyncDisable(slot.resume_ip, CpuTime(slot.stream, time));
       }
     }
     for (auto& stream : streams_) stream->generator->RestartWithPsb();
@@ -271,6 +332,8 @@ PtStreamSetStats PtStreamSet::stats() const {
   stats.context_switches = context_switches_;
   stats.streams = streams_.size();
   stats.snapshots = snapshots_;
+  stats.overflows = overflows_;
+  stats.lost_instructions = lost_instructions_;
   return stats;
 }
 

@@ -4,8 +4,11 @@
 // CPU (aux/cpu<N>.pt), threads assigned round-robin, and a thread change on a virtual
 // CPU is what the hardware shows for a context switch (FUP + TIP.PGD of the old thread,
 // TIP.PGE of the new one), with SWITCH_CPU_WIDE / ITRACE_START / AUX sideband records
-// synthesized to match (sideband/vcpu<N>.data). Snapshot mode keeps the newest
-// snapshot_size bytes of each stream, as an overwrite AUX ring would.
+// synthesized to match (sideband/vcpu<N>.data). As on hardware, where the switch runs in
+// the kernel between the two, the times are strictly ordered: the old thread's last
+// packet < the switch records < the new thread's TSC + TIP.PGE. Snapshot mode keeps the
+// newest snapshot_size bytes of each stream, as an overwrite AUX ring would. Overflow
+// injection (overflow_every_bytes) drops what a full internal buffer would.
 
 #include <cstdint>
 #include <memory>
@@ -28,6 +31,11 @@ struct PtStreamSetOptions {
   bool snapshot = false;
   uint64_t snapshot_size = 4ull << 20;
   std::string end_reason = "exit";  // chunk reason of a snapshot taken at the end
+  // Robustness tests (per-thread mode): once a stream has grown by this many bytes since
+  // its last overflow, the next indirect jump is followed by an internal overflow (OVF)
+  // that loses the thread's next `overflow_lost_instructions` instructions (0: never).
+  uint64_t overflow_every_bytes = 0;
+  uint64_t overflow_lost_instructions = 64;
 };
 
 struct PtStreamSetStats {
@@ -36,6 +44,8 @@ struct PtStreamSetStats {
   uint64_t context_switches = 0;
   uint64_t streams = 0;
   uint64_t snapshots = 0;  // Snapshot() calls
+  uint64_t overflows = 0;  // injected
+  uint64_t lost_instructions = 0;  // executed but left out of the streams by them
 };
 
 class PtStreamSet {
@@ -46,9 +56,11 @@ class PtStreamSet {
   PtStreamSet(const PtStreamSet&) = delete;
   PtStreamSet& operator=(const PtStreamSet&) = delete;
 
-  void Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time);
-  // Execution of `tid` left user space before `ip` retired (signal delivery).
-  void AsyncDisable(int pid, int tid, uint64_t ip, uint64_t time);
+  // False: the instruction was lost to an injected overflow (not in the stream).
+  bool Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time);
+  // Execution of `tid` left user space before `ip` retired (signal delivery). False
+  // while the thread's instructions are being lost to an overflow (nothing is written).
+  bool AsyncDisable(int pid, int tid, uint64_t ip, uint64_t time);
   // The thread is gone (or recording stops): its stream (per-thread) is finished at
   // `next_ip`, or its virtual CPU is released.
   void ThreadEnded(int pid, int tid, uint64_t next_ip, uint64_t time);
@@ -79,7 +91,15 @@ class PtStreamSet {
   };
   Stream* NewStream(int cpu, int tid);
   ThreadSlot& Slot(int pid, int tid, uint64_t time);
-  void SwitchTo(Stream* stream, int pid, int tid, uint64_t time);
+  // Per-CPU: makes `tid` the thread on the stream's CPU before an instruction it retired
+  // at `time`; returns the time to stamp that instruction with (later than `time` only
+  // when the CPU's clock is too close to it for the switch to fit between).
+  uint64_t SwitchTo(Stream* stream, int pid, int tid, uint64_t time);
+  // A time for the next packet or record of a per-CPU stream: its clock never goes back.
+  static uint64_t CpuTime(Stream* stream, uint64_t time);
+  // After an instruction that ended with a TIP: an overflow when one is due.
+  void MaybeInjectOverflow(Stream* stream, const ExecutedInsn& insn, uint64_t time,
+                           uint64_t anchors_before);
   absl::Status TakeChunk(Stream* stream, const std::string& reason, uint64_t time);
 
   PtStreamSetOptions options_;
@@ -89,6 +109,8 @@ class PtStreamSet {
   int next_vcpu_ = 0;
   uint64_t context_switches_ = 0;
   uint64_t snapshots_ = 0;
+  uint64_t overflows_ = 0;
+  uint64_t lost_instructions_ = 0;
   bool finished_ = false;
 };
 

@@ -53,6 +53,7 @@ struct PtraceStepper::Thread {
   bool running = false;    // resumed; a wait status is due
   bool awaiting_first_stop = false;
   bool ended = false;
+  uint64_t lost = 0;  // instructions lost to an injected overflow, not yet in the truth
 };
 
 PtraceStepper::PtraceStepper(const PtraceStepperOptions& options, PtStreamSet* streams,
@@ -204,8 +205,9 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
     return absl::OkStatus();
   }
   if (handler_entry) {
-    streams_->AsyncDisable(thread->pid, thread->tid, thread->ip, now);
-    thread->frames.OnSignalHandler(thread->ip, regs.rip, regs.rsp, signo, now, truth_);
+    const bool traced = streams_->AsyncDisable(thread->pid, thread->tid, thread->ip, now);
+    // Lost to an overflow, the frame still counts for the depths of what follows.
+    thread->frames.OnSignalHandler(thread->ip, regs.rip, regs.rsp, signo, now, traced ? truth_ : nullptr);
     ++stats_.signals_delivered;
   } else if (tracing_) {
     ExecutedInsn insn;
@@ -213,14 +215,23 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
     insn.next_ip = regs.rip;
     insn.size = thread->insn.size;
     insn.kind = thread->insn.kind;
-    streams_->Retire(thread->pid, thread->tid, insn, now);
-    ++stats_.instructions;
+    const bool traced = streams_->Retire(thread->pid, thread->tid, insn, now);
     if (insn.kind == BranchKind::kUnknown) ++stats_.undecodable;
-    if (truth_ != nullptr) truth_->Instruction(thread->pid, thread->tid, insn.ip, now);
-    thread->frames.OnRetire(insn, thread->rsp, regs.rsp, now, truth_);
-    if (insn.kind == BranchKind::kFarTransfer) {
-      ++stats_.syscalls;
-      if (truth_ != nullptr) truth_->Syscall(thread->pid, thread->tid, now, insn.ip);
+    if (insn.kind == BranchKind::kFarTransfer) ++stats_.syscalls;
+    if (traced) {
+      ++stats_.instructions;
+      WriteLost(thread, now);
+      if (truth_ != nullptr) truth_->Instruction(thread->pid, thread->tid, insn.ip, now);
+      thread->frames.OnRetire(insn, thread->rsp, regs.rsp, now, truth_);
+      if (insn.kind == BranchKind::kFarTransfer && truth_ != nullptr) {
+        truth_->Syscall(thread->pid, thread->tid, now, insn.ip);
+      }
+    } else {
+      // Executed but not in the trace: the truth says how many where the trace resumes,
+      // and the frames follow RSP so later depths stay right.
+      ++stats_.lost_instructions;
+      ++thread->lost;
+      thread->frames.OnRetire(insn, thread->rsp, regs.rsp, now, nullptr);
     }
   }
   if (thread->insn.is_syscall) {
@@ -256,10 +267,17 @@ void PtraceStepper::Resume(Thread* thread, int signal) {
   // ESRCH: the thread was killed meanwhile; its exit status arrives through waitpid.
 }
 
+void PtraceStepper::WriteLost(Thread* thread, uint64_t time) {
+  if (thread->lost == 0) return;
+  if (truth_ != nullptr) truth_->Lost(thread->pid, thread->tid, time, thread->lost);
+  thread->lost = 0;
+}
+
 void PtraceStepper::EndThread(Thread* thread, uint64_t next_ip, uint64_t time) {
   if (thread->ended) return;
   thread->ended = true;
   streams_->ThreadEnded(thread->pid, thread->tid, next_ip, time);
+  WriteLost(thread, time);
   if (truth_ != nullptr) truth_->End(thread->pid, thread->tid, time);
 }
 

@@ -53,7 +53,8 @@ struct PtraceStepperOptions {
 
 struct PtraceStepperStats {
   uint64_t steps = 0;
-  uint64_t instructions = 0;
+  uint64_t instructions = 0;  // traced (in the PT streams)
+  uint64_t lost_instructions = 0;  // executed but lost to injected overflows
   uint64_t threads = 0;
   uint64_t processes = 0;
   uint64_t signals_delivered = 0;
@@ -105,6 +106,9 @@ class PtraceStepper {
   void LoadInstruction(Thread* thread);
   void Resume(Thread* thread, int signal);
   void EndThread(Thread* thread, uint64_t next_ip, uint64_t time);
+  // The thread's instructions lost to an overflow since its last traced one, as one
+  // LOST record before what follows (where the trace resumes, or the thread's end).
+  void WriteLost(Thread* thread, uint64_t time);
   void DetachAll();
   absl::Status PlantStartBreakpoint(int tid);
   void TryResolveTrigger();

@@ -101,6 +101,31 @@ TEST_F(ModelTest, JumpIntoAnotherFunctionIsATailCallSibling) {
   ExpectBalanced();
 }
 
+// A call that is the last instruction of main (0x10fb + 5 = 0x1100, past main's end):
+// when it returns, execution goes on in the next function. The decoder drops jumps
+// inside one function, so the model names it at the return, not at a later jump.
+TEST_F(ModelTest, ReturnPastTheEndOfTheCallerContinuesInTheNextFunction) {
+  resolver_.Add(0x1100, "after_main");
+  Enable(0x1000);
+  Call(0x10fb, 0x2000);
+  Ret(0x2050, 0x1100);
+  Call(0x1110, 0x3000);
+  Finish();
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "E foo", "E main", "B after_main", "B bar", "E bar",
+                                         "E after_main"));
+  ExpectBalanced();
+}
+
+// Returning into code with no known function keeps the frame returned to.
+TEST_F(ModelTest, ReturnPastTheEndIntoUnknownCodeKeepsTheCaller) {
+  Enable(0x1000);
+  Call(0x10fb, 0x2000);
+  Ret(0x2050, 0x1100);
+  Finish();
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "E foo", "E main"));
+  ExpectBalanced();
+}
+
 TEST_F(ModelTest, ReturnToDeeperFrameUnwindsEveryFrameAbove) {
   Enable(0x1000);
   Call(0x1010, 0x2000);  // main → foo (ret 0x1015)

@@ -23,12 +23,17 @@ struct Frame {
 class Simulation {
  public:
   Simulation(const GroundTruthThread& thread, FunctionResolver* resolver, InsnClassifier* classifier,
-             image::ProcessImage* image)
-      : t_(thread), resolver_(resolver), classifier_(classifier), image_(image) {}
+             image::ProcessImage* image, std::function<void(uint64_t)> at_time)
+      : t_(thread), resolver_(resolver), classifier_(classifier), image_(image), at_time_(std::move(at_time)) {}
+
+  // Instruction indices before which the thread lost its (virtual) CPU, ascending.
+  void set_switched_out(std::vector<size_t> switched_out) { switched_out_ = std::move(switched_out); }
 
   std::vector<std::string> Run(size_t first) {
     size_t event = 0;
+    size_t switch_out = 0;
     while (event < t_.events.size() && t_.event_insn_index[event] <= first) {
+      if (at_time_) at_time_(t_.events[event].time);
       depth_ = t_.events[event].depth;
       ++event;
     }
@@ -36,11 +41,26 @@ class Simulation {
     StartSegment(first, depth_);
     for (size_t k = first + 1; k <= t_.ips.size(); ++k) {
       bool explained = false;
+      bool syscall = false;
       while (event < t_.events.size() && t_.event_insn_index[event] == k) {
+        if (at_time_) at_time_(t_.events[event].time);
+        current_event_ = event;
+        syscall |= t_.events[event].type == GroundTruthTag::kSyscall;
         explained |= OnEvent(t_.events[event], k);
         ++event;
       }
       if (k < t_.ips.size() && !explained) OnInstruction(t_.ips[k], k);
+      while (switch_out < switched_out_.size() && switched_out_[switch_out] < k) ++switch_out;
+      if (switch_out < switched_out_.size() && switched_out_[switch_out] == k && !syscall) {
+        // Preempted while tracing was on (after a syscall it is off already), after the
+        // branch to ips[k] (the FUP says where it resumes): the disable opens an
+        // untraced child that the re-enable at the same IP ends.
+        Frame f;
+        f.name = CallStackModel::kUntracedName;
+        f.begin = k;
+        Push(std::move(f));
+        Pop(k);
+      }
     }
     while (!frames_.empty()) Pop(t_.ips.size());
     return out_;
@@ -159,11 +179,27 @@ class Simulation {
       case GroundTruthTag::kLost:
         while (!frames_.empty()) Pop(k);
         out_.emplace_back(kOverflowLine);
-        if (k < t_.ips.size()) StartSegment(k, e.depth);
+        if (k < t_.ips.size()) StartSegment(k, ResumeDepth());
         return true;
       default:
         return false;
     }
+  }
+
+  // The truth depth where the trace resumes after the current (LOST) event: LOST has no
+  // depth of its own, the first event after it that has one tells the depth before it.
+  uint32_t ResumeDepth() const {
+    for (size_t j = current_event_ + 1; j < t_.events.size(); ++j) {
+      const GroundTruthRecord& e = t_.events[j];
+      switch (e.type) {
+        case GroundTruthTag::kCall: return e.depth - 1;
+        case GroundTruthTag::kReturn: return e.depth + 1;
+        case GroundTruthTag::kUnwind: return e.depth + static_cast<uint32_t>(e.count);
+        case GroundTruthTag::kLost: return 0;
+        default: break;
+      }
+    }
+    return 0;  // nothing pops below the resumed frame: its depth does not matter
   }
 
   void OnInstruction(uint64_t ip, size_t k) {
@@ -209,8 +245,11 @@ class Simulation {
   FunctionResolver* resolver_;
   InsnClassifier* classifier_;
   image::ProcessImage* image_;
+  std::function<void(uint64_t)> at_time_;
   std::vector<Frame> frames_;
   std::vector<std::string> out_;
+  std::vector<size_t> switched_out_;
+  size_t current_event_ = 0;  // index of the event OnEvent is looking at
   uint32_t depth_ = 0;
   bool unwind_pending_ = false;
   size_t popped_own_return_ = 0;  // frames RSP left while their code still runs
@@ -224,9 +263,22 @@ class Simulation {
 
 std::vector<std::string> ExpectedSlices(const GroundTruthThread& thread, FunctionResolver* resolver,
                                         InsnClassifier* classifier, image::ProcessImage* image,
-                                        size_t first) {
-  Simulation simulation(thread, resolver, classifier, image);
+                                        size_t first, std::function<void(uint64_t)> at_time,
+                                        std::vector<size_t> switched_out) {
+  Simulation simulation(thread, resolver, classifier, image, std::move(at_time));
+  simulation.set_switched_out(std::move(switched_out));
   return simulation.Run(first);
+}
+
+std::vector<size_t> SwitchedOut(const GroundTruthThread& thread, const CpuSchedule& schedule) {
+  std::vector<size_t> indices;
+  for (const CpuInterval& interval : schedule.AllIntervals()) {
+    if (interval.tid != thread.tid || interval.end_ns == kForever) continue;
+    indices.push_back(static_cast<size_t>(
+        std::lower_bound(thread.ip_times.begin(), thread.ip_times.end(), interval.end_ns) - thread.ip_times.begin()));
+  }
+  std::sort(indices.begin(), indices.end());
+  return indices;
 }
 
 std::string FirstDifference(const std::vector<std::string>& expected,

@@ -17,6 +17,9 @@
 #include "decoder/pt_stream_decoder.h"
 #include "ftf/ftf_check.h"
 #include "gtest/gtest.h"
+#include "image/module_cache.h"
+#include "image/process_image.h"
+#include "image/section_cache.h"
 #include "recorder/emulate/code_walker.h"
 #include "tests/testing/test_util.h"
 
@@ -171,6 +174,48 @@ TEST(ParallelDecodeTest, InterruptedDecodeFinishesAValidMarkedFile) {
   absl::StatusOr<std::string> bytes = ReadFileToString(out);
   ASSERT_TRUE(bytes.ok());
   EXPECT_NE(bytes->find("decode interrupted"), std::string::npos);
+}
+
+// Every decoder of a stream, whole or in pieces, and the stitcher must drop the same
+// jumps: the rule looks only at the branch, its target and the image.
+TEST(JumpFilterTest, OnlyJumpsThatStayInsideTheirFunctionAreDropped) {
+  if (!PathExists(kLibc)) GTEST_SKIP() << kLibc << " not present";
+  image::SectionCache sections;
+  image::ModuleCache modules;
+  image::ProcessImage image(&sections, &modules, "test");
+  image::Mapping libc;
+  libc.path = kLibc;
+  libc.vaddr = 0x7f0000000000;
+  ASSERT_TRUE(image.AddMapping(libc).ok());
+  // Some function of libc's text of at least 64 bytes.
+  image::FunctionRange fn;
+  for (uint64_t a = libc.vaddr + 0x30000; a < libc.vaddr + 0x100000 && fn.end - fn.start < 64; a += 0x40) {
+    fn = image.RangeOf(a);
+    if (!fn.symbol || fn.plt) fn = image::FunctionRange();
+  }
+  ASSERT_GE(fn.end - fn.start, 64u);
+
+  PendingBranch jump;
+  jump.valid = true;
+  jump.klass = InsnClass::kCondJump;
+  jump.run_start = fn.start;
+  jump.ip = fn.start + 20;
+  EXPECT_TRUE(PtStreamDecoder::StaysInFunction(image, jump, fn.start + 40, true));
+  EXPECT_TRUE(PtStreamDecoder::StaysInFunction(image, jump, fn.start, true));  // a loop back
+  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, jump, fn.end, true));   // a tail call
+  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, jump, fn.start + 40, false));
+  PendingBranch fell_in = jump;  // the run came from the function before (fall-through)
+  fell_in.run_start = fn.start - 1;
+  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, fell_in, fn.start + 40, true));
+  PendingBranch after_raise = jump;  // the model unwinds at the branch after a raise
+  after_raise.after_raise = true;
+  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, after_raise, fn.start + 40, true));
+  PendingBranch call = jump;
+  call.klass = InsnClass::kCall;
+  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, call, fn.start + 40, true));
+  PendingBranch unmapped = jump;  // no code known: nothing to compare with
+  unmapped.ip = unmapped.run_start = 0x1000;
+  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, unmapped, 0x1000, true));
 }
 
 }  // namespace

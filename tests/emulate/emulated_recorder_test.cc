@@ -302,6 +302,13 @@ TEST(EmulatedRecorderTest, RefusesBadOptions) {
   options.command = {"/bin/true"};
   options.pid = 1;
   EXPECT_EQ(RecordEmulated(options).status().code(), absl::StatusCode::kInvalidArgument);
+  // Overflow injection is per-thread only.
+  options.pid = 0;
+  options.virtual_cpus = 2;
+  options.emulate_overflow_every = 4096;
+  absl::Status per_cpu = RecordEmulated(options).status();
+  EXPECT_EQ(per_cpu.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(per_cpu.message().find("per-thread"), absl::string_view::npos) << per_cpu;
 }
 
 }  // namespace

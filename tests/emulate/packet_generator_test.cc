@@ -317,6 +317,47 @@ TEST(PacketGeneratorTest, OverflowFlushesPendingBitsThenResumesWithFup) {
   ExpectPackets(DecodePackets(sink.bytes()), want);
 }
 
+// A stream that ends while its instructions are being lost ends with the OVF (no FUP +
+// TIP.PGD at an IP nothing retired at); an asynchronous disable after the OVF is where
+// the trace resumed, so the next enable is a plain TIP.PGE with no stray FUP after it.
+TEST(PacketGeneratorTest, OverflowThenFinishOrDisableWritesNoStrayFup) {
+  MemorySink ended;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 0;
+    PacketGenerator gen(options, &ended);
+    gen.Retire(Insn(kBase, 2, BranchKind::kIndirectJump, kBase + 0x40), 1);
+    gen.InjectOverflow(2);
+    gen.Finish(kBase + 0x80, 3);
+  }
+  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
+  want.push_back({ppt_tip, (kBase + 0x40) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_ovf});
+  ExpectPackets(DecodePackets(ended.bytes()), want);
+
+  MemorySink disabled;
+  {
+    PacketGeneratorOptions options;
+    options.psb_period = 0;
+    PacketGenerator gen(options, &disabled);
+    gen.Retire(Insn(kBase, 2, BranchKind::kIndirectJump, kBase + 0x40), 1);
+    gen.InjectOverflow(2);
+    gen.AsyncDisable(kBase + 0x80, 3);
+    gen.Retire(Plain(kBase + 0x900, 1), 4);
+    gen.Retire(Plain(kBase + 0x901, 1), 5);
+    gen.Flush();
+  }
+  want = StartPackets(kBase, 1, pt_ipc_sext_48);
+  want.push_back({ppt_tip, (kBase + 0x40) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_ovf});
+  want.push_back({ppt_fup, (kBase + 0x80) & 0xffff, pt_ipc_update_16});
+  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
+  want.push_back({ppt_tsc, 4});
+  want.push_back({ppt_mode, 1, pt_mol_exec});
+  want.push_back({ppt_tip_pge, (kBase + 0x900) & 0xffff, pt_ipc_update_16});
+  ExpectPackets(DecodePackets(disabled.bytes()), want);
+}
+
 }  // namespace
 }  // namespace ptd
 

@@ -46,7 +46,7 @@ TEST(RecordCliTest, HelpListsEveryRecordOption) {
         "--snapshot-size", "--buffer-size", "--data-size", "--timing", "--pt-config",
         "--kernel", "--filter", "--trigger", "--multi-snapshot", "--control", "--duration",
         "--start-at", "--ground-truth", "--virtual-cpus", "--psb-period", "--noretcomp",
-        "--quiet"}) {
+        "--emulate-overflow-every", "--quiet"}) {
     EXPECT_THAT(r.out, HasSubstr(option)) << option;
   }
 }

@@ -1,0 +1,171 @@
+#include "decoder/cycle_index.h"
+
+#include <intel-pt.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+namespace ptd::decoder {
+namespace {
+
+// Packets libipt's query decoder reads ahead over (applies without stopping): they do
+// not produce a branch or an event, so a CYC before them times what follows them.
+bool IsTimingPacket(enum pt_packet_type type) {
+  switch (type) {
+    case ppt_pad:
+    case ppt_cyc:
+    case ppt_mtc:
+    case ppt_tsc:
+    case ppt_tma:
+    case ppt_cbr:
+      return true;
+    default:
+      return false;
+  }
+}
+
+pt_packet_decoder* AllocPacketDecoder(const uint8_t* begin, size_t size) {
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = const_cast<uint8_t*>(begin);
+  config.end = config.begin + size;
+  return pt_pkt_alloc_decoder(&config);
+}
+
+}  // namespace
+
+// One stretch of a buffer: from its first PSB (`from` 0) or from the PSB at `from`, to
+// `to`. Entries are buffer offsets; cycles count from `from`.
+struct CycleIndex::Part {
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  size_t cyc_packets = 0;
+  bool open = false;     // CYCs at the end that no packet after them claimed
+  bool aligned = false;  // the last packet ended exactly at `to`
+};
+
+CycleIndex::Part CycleIndex::Scan(const uint8_t* padded, uint64_t from, uint64_t to) {
+  Part part;
+  pt_packet_decoder* decoder = AllocPacketDecoder(padded, static_cast<size_t>(to));
+  if (decoder == nullptr) return part;
+  uint64_t failed_at = 0;
+  bool failed = false;
+  int status = from == 0 ? pt_pkt_sync_forward(decoder) : pt_pkt_sync_set(decoder, from);
+  uint64_t offset = 0;
+  while (status >= 0) {
+    pt_pkt_get_offset(decoder, &offset);
+    pt_packet packet;
+    status = pt_pkt_next(decoder, &packet, sizeof packet);
+    if (status < 0) {
+      if (status == -pte_eos) break;
+      // Undecodable bytes: on at the next PSB, as the flow decoders do.
+      if (failed && offset <= failed_at) break;
+      failed = true;
+      failed_at = offset;
+      status = pt_pkt_sync_forward(decoder);
+      continue;
+    }
+    if (packet.type == ppt_cyc) {
+      part.total += packet.payload.cyc.value;
+      ++part.cyc_packets;
+      part.open = true;
+    } else if (part.open && !IsTimingPacket(packet.type)) {
+      part.entries.push_back({offset, part.total});
+      part.open = false;
+    }
+  }
+  part.aligned = !failed && status == -pte_eos && pt_pkt_get_offset(decoder, &offset) >= 0 && offset == to;
+  pt_pkt_free_decoder(decoder);
+  return part;
+}
+
+CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size) {
+  Part part = Scan(padded, 0, size);
+  CycleIndex index;
+  index.entries_ = std::move(part.entries);
+  index.total_ = part.total;
+  index.cyc_packets_ = part.cyc_packets;
+  return index;
+}
+
+CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size, const std::vector<uint64_t>& psbs, int threads) {
+  // Stretches of about size / threads bytes, cut at PSBs; small buffers in one.
+  std::vector<uint64_t> cuts = {0};
+  if (threads > 1 && size >= kMinParallelBytes) {
+    for (int k = 1; k < threads; ++k) {
+      uint64_t want = size * static_cast<uint64_t>(k) / static_cast<uint64_t>(threads);
+      auto it = std::lower_bound(psbs.begin(), psbs.end(), std::max(want, cuts.back() + 1));
+      if (it != psbs.end() && *it < size) cuts.push_back(*it);
+    }
+  }
+  if (cuts.size() == 1) return Build(padded, size);
+  cuts.push_back(size);
+  std::vector<Part> parts(cuts.size() - 1);
+  std::vector<std::thread> workers;
+  for (size_t k = 1; k < parts.size(); ++k) {
+    workers.emplace_back([&, k] { parts[k] = Scan(padded, cuts[k], cuts[k + 1]); });
+  }
+  parts[0] = Scan(padded, 0, cuts[1]);
+  for (std::thread& t : workers) t.join();
+  // The stretches must meet where one scan would pass: at each cut's PSB, on a packet
+  // boundary. Otherwise (a PSB pattern inside a packet, undecodable bytes) one scan.
+  for (size_t k = 0; k + 1 < parts.size(); ++k) {
+    if (!parts[k].aligned) return Build(padded, size);
+  }
+  CycleIndex index;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const uint64_t base = index.total_;
+    for (const Entry& e : parts[k].entries) index.entries_.push_back({e.offset, base + e.cycles});
+    index.total_ += parts[k].total;
+    index.cyc_packets_ += parts[k].cyc_packets;
+    // CYCs just before the next stretch's PSB time that PSB.
+    if (parts[k].open && k + 1 < parts.size()) index.entries_.push_back({cuts[k + 1], index.total_});
+  }
+  return index;
+}
+
+uint64_t CycleIndex::At(uint64_t offset) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), offset,
+                             [](const Entry& e, uint64_t o) { return e.offset < o; });
+  return it == entries_.begin() ? 0 : std::prev(it)->cycles;
+}
+
+void CycleCursor::Move(uint64_t offset) {
+  auto first_not_before = [&](size_t from, size_t to) {
+    return static_cast<size_t>(std::lower_bound(entries_ + from, entries_ + to, offset,
+                                                [](const CycleIndex::Entry& e, uint64_t o) { return e.offset < o; }) -
+                               entries_);
+  };
+  if (next_ < size_ && entries_[next_].offset < offset) {
+    // Forward: usually by one group; a jump (a piece's start) searches.
+    ++next_;
+    if (next_ < size_ && entries_[next_].offset < offset) next_ = first_not_before(next_, size_);
+  } else {
+    next_ = first_not_before(0, next_);  // back: a resync at an earlier PSB
+  }
+  Raise(base_ + (next_ > 0 ? entries_[next_ - 1].cycles : 0));
+}
+
+bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit) {
+  pt_packet_decoder* decoder = AllocPacketDecoder(bytes.data(), bytes.size());
+  if (decoder == nullptr) return false;
+  bool found = false;
+  if (pt_pkt_sync_forward(decoder) >= 0) {
+    pt_packet packet;
+    uint64_t offset = 0;
+    while (pt_pkt_next(decoder, &packet, sizeof packet) >= 0) {
+      if (packet.type == type) {
+        found = true;
+        break;
+      }
+      if (pt_pkt_get_offset(decoder, &offset) < 0 || offset > limit) break;
+    }
+  }
+  pt_pkt_free_decoder(decoder);
+  return found;
+}
+
+bool StreamHasCyc(absl::Span<const uint8_t> bytes, size_t limit) { return StreamHasPacket(bytes, ppt_cyc, limit); }
+
+}  // namespace ptd::decoder

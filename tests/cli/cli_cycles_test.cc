@@ -1,0 +1,103 @@
+// `decode --time-axis cycles` through the real binary: emulated recordings with CYC
+// (timing normal) and without (timing low, TSC only), read back with `ftf-dump`.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <regex>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::RunCommand;
+using testing::TempDir;
+
+std::string Record(const TempDir& tmp, const std::string& timing) {
+  std::string trace = tmp.Sub(absl::StrCat("trace-", timing));
+  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate", "-q", "--timing", timing, "-o", trace, "--",
+                       absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_calls")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return trace;
+}
+
+// The value of `"key": N` in a --stats-json file; -1 when absent.
+int64_t JsonNumber(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex(absl::StrCat("\"", key, "\": ([0-9]+)")))) return -1;
+  int64_t value = -1;
+  return absl::SimpleAtoi(m[1].str(), &value) ? value : -1;
+}
+
+// The largest timestamp of the begin/end records in `ftf-dump` output.
+uint64_t LastTimestamp(const std::string& dump) {
+  uint64_t last = 0;
+  std::regex ts(" (begin|end) ts=([0-9]+) ");
+  for (auto it = std::sregex_iterator(dump.begin(), dump.end(), ts); it != std::sregex_iterator(); ++it) {
+    uint64_t value = 0;
+    if (absl::SimpleAtoi((*it)[2].str(), &value)) last = std::max(last, value);
+  }
+  return last;
+}
+
+struct Decoded {
+  int exit_code = -1;
+  std::string err;
+  std::string stats;
+  std::string dump;
+};
+
+Decoded Decode(const TempDir& tmp, const std::string& trace, const std::string& axis) {
+  Decoded d;
+  std::string out = tmp.Sub(absl::StrCat("out-", axis, ".ftf"));
+  std::string stats = tmp.Sub(absl::StrCat("stats-", axis, ".json"));
+  auto r = RunCommand({PTD_CLI_PATH, "decode", trace, "-o", out, "--time-axis", axis, "--stats-json", stats, "-q"});
+  d.exit_code = r.exit_code;
+  d.err = r.err;
+  d.stats = ReadFileToString(stats).value_or("");
+  d.dump = RunCommand({PTD_CLI_PATH, "ftf-dump", out}).out;
+  return d;
+}
+
+TEST(CliCyclesTest, CyclesAxisCountsCycPayloads) {
+  TempDir tmp;
+  std::string trace = Record(tmp, "normal");
+  Decoded cycles = Decode(tmp, trace, "cycles");
+  ASSERT_EQ(cycles.exit_code, 0) << cycles.err;
+  EXPECT_THAT(cycles.err, Not(HasSubstr("CYC")));
+  int64_t total = JsonNumber(cycles.stats, "cycles");
+  ASSERT_GT(total, 0) << cycles.stats;
+  EXPECT_THAT(cycles.dump, HasSubstr("\"cycles\": uint64 "));
+  // The last slice ends at the stream's last cycle, as the instruction axis's ends at
+  // its last instruction.
+  EXPECT_EQ(LastTimestamp(cycles.dump), static_cast<uint64_t>(total));
+  Decoded instructions = Decode(tmp, trace, "instructions");
+  ASSERT_EQ(instructions.exit_code, 0) << instructions.err;
+  EXPECT_EQ(JsonNumber(instructions.stats, "cycles"), total);
+  EXPECT_EQ(LastTimestamp(instructions.dump), static_cast<uint64_t>(JsonNumber(instructions.stats, "instructions")));
+  EXPECT_NE(LastTimestamp(instructions.dump), LastTimestamp(cycles.dump));
+}
+
+TEST(CliCyclesTest, WithoutCycWarnsAndCountsInstructions) {
+  TempDir tmp;
+  std::string trace = Record(tmp, "low");
+  Decoded cycles = Decode(tmp, trace, "cycles");
+  ASSERT_EQ(cycles.exit_code, 0) << cycles.err;
+  EXPECT_THAT(cycles.err, HasSubstr("aux/"));
+  EXPECT_THAT(cycles.err, HasSubstr("no CYC packets: its time axis counts instructions"));
+  EXPECT_EQ(JsonNumber(cycles.stats, "cycles"), -1) << cycles.stats;
+  EXPECT_THAT(cycles.dump, Not(HasSubstr("\"cycles\"")));
+  EXPECT_THAT(cycles.dump, HasSubstr("\"instructions\": uint64 "));
+  EXPECT_EQ(LastTimestamp(cycles.dump), static_cast<uint64_t>(JsonNumber(cycles.stats, "instructions")));
+}
+
+}  // namespace
+}  // namespace ptd
