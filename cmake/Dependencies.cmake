@@ -45,6 +45,9 @@ function(ptd_module name)
   add_library(${name} STATIC ${M_SOURCES})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/generated)
   target_link_libraries(${name} PUBLIC ${M_DEPS})
+  if(PTD_FUZZ)
+    target_compile_options(${name} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
 endfunction()
 
 # Helper: one GoogleTest executable registered with CTest. LABELS lets scripts pick groups.

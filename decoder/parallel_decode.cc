@@ -9,32 +9,46 @@
 #include <set>
 #include <thread>
 
+#include "image/padded_chunk.h"
+
 namespace ptd::decoder {
 namespace {
 
-// Bytes of one trace chunk, copied (with libipt's zero padding) by the first piece that
-// needs them and freed with the last piece.
+// Bytes of one trace chunk, mapped (with libipt's zero padding) by the first piece that
+// needs them and unmapped with the last piece.
 struct Buffer {
   const uint8_t* source = nullptr;
+  std::string path;  // of the file
   size_t size = 0;
   uint64_t file_offset = 0;
   std::vector<uint64_t> psbs;
   std::once_flag once;
-  std::vector<uint8_t> padded;
+  std::unique_ptr<image::PaddedChunk> padded;
+  std::vector<uint8_t> copy;  // only when the file cannot be mapped again
   bool index_cycles = false;  // the stream has CYC: index the buffer when loading it
   int index_threads = 1;      // ... this many threads at once (the other pieces wait)
   CycleIndex cycles;
 
+  const uint8_t* bytes() const;
   const uint8_t* Load() {
     std::call_once(once, [this] {
-      padded.reserve(size + kPtPadding);  // one allocation, not two
-      padded.assign(source, source + size);
-      padded.resize(size + kPtPadding, 0);
-      if (index_cycles) cycles = CycleIndex::Build(padded.data(), size, psbs, index_threads);
+      absl::StatusOr<std::unique_ptr<image::PaddedChunk>> mapped =
+          image::PaddedChunk::Map(path, file_offset, size, kPtPadding);
+      if (mapped.ok()) {
+        padded = std::move(*mapped);
+      } else {
+        // The file went away since it was opened (its mapping still holds the bytes).
+        copy.reserve(size + kPtPadding);
+        copy.assign(source, source + size);
+        copy.resize(size + kPtPadding, 0);
+      }
+      if (index_cycles) cycles = CycleIndex::Build(bytes(), size, psbs, index_threads);
     });
-    return padded.data();
+    return bytes();
   }
 };
+
+const uint8_t* Buffer::bytes() const { return padded != nullptr ? padded->data() : copy.data(); }
 
 struct Piece {
   size_t stream = 0;
@@ -275,6 +289,7 @@ void Engine::Plan() {
       const PtChunk& chunk = job.chunks[c];
       auto buffer = std::make_shared<Buffer>();
       buffer->source = job.file->bytes().data() + chunk.file_offset;
+      buffer->path = job.file->path();
       buffer->size = static_cast<size_t>(chunk.size);
       buffer->file_offset = chunk.file_offset;
       buffer->index_cycles = job.config.cycles;

@@ -23,6 +23,7 @@
 #include "ftf/ftf_writer.h"
 #include "image/mapped_file.h"
 #include "image/module_cache.h"
+#include "image/padded_chunk.h"
 #include "image/process_image.h"
 #include "image/timed_image.h"
 #include "image/section_cache.h"
@@ -418,18 +419,16 @@ absl::Status Decoding::DecodeStream(StreamState* state) {
   if (job.clock != nullptr) decoder.set_image_clock(job.clock);
   decoder.set_block_observer(options_.block_observer);
   decoder.set_cancel_flag(options_.cancel);
-  std::vector<uint8_t> padded;
   bool previous_truncated = false;
-  absl::Span<const uint8_t> bytes = job.file->bytes();
   for (size_t c = 0; c < job.chunks.size() && !decoder.cancelled(); ++c) {
     const PtChunk& chunk = job.chunks[c];
     if (c > 0 && (chunk.lost_before || previous_truncated)) decoder.MarkLostData(chunk.file_offset);
     previous_truncated = chunk.truncated;
     // libipt reads past the end while searching for a PSB: give it zeros there.
-    padded.reserve(chunk.size + kPtPadding);  // one allocation, not two
-    padded.assign(bytes.begin() + chunk.file_offset, bytes.begin() + chunk.file_offset + chunk.size);
-    padded.resize(chunk.size + kPtPadding, 0);
-    absl::Status s = decoder.DecodeChunk(padded.data(), chunk.size, chunk.file_offset);
+    absl::StatusOr<std::unique_ptr<image::PaddedChunk>> padded =
+        image::PaddedChunk::Map(job.file->path(), chunk.file_offset, static_cast<size_t>(chunk.size), kPtPadding);
+    if (!padded.ok()) return padded.status();
+    absl::Status s = decoder.DecodeChunk((*padded)->data(), chunk.size, chunk.file_offset);
     if (!s.ok()) return s;
     done_bytes_ += chunk.size;
     Progress(done_bytes_);

@@ -13,6 +13,7 @@
 #include "image/elf_reader.h"
 #include "image/maps_spec.h"
 #include "image/mapped_file.h"
+#include "image/padded_chunk.h"
 #include "image/module_cache.h"
 #include "image/process_image.h"
 #include "image/raw_import.h"
@@ -178,6 +179,43 @@ TEST(RawImportTest, CpuTripleParses) {
   EXPECT_EQ(cpu->model, 85u);
   EXPECT_FALSE(ParseCpuTriple("6/85").ok());
   EXPECT_FALSE(ParseCpuTriple("6/x/4").ok());
+}
+
+// A chunk anywhere in a file (inside one page, across pages, ending on a page boundary,
+// at the end of a file whose size is a whole number of pages): the same bytes as the
+// file, then zeros, not the file's next bytes.
+TEST(PaddedChunkTest, ChunkBytesThenZerosWhereverTheChunkLies) {
+  ptd::testing::TempDir tmp;
+  const size_t page = 4096;
+  std::string content(5 * page, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(0x80 | (i * 7 % 127));
+  const std::string path = tmp.Sub("aux.pt");
+  ASSERT_TRUE(WriteFileAtomic(path, content).ok());
+  struct Case {
+    uint64_t offset;
+    size_t size;
+  };
+  for (Case c : {Case{10, 100}, Case{100, 3 * page}, Case{page - 1, 2}, Case{page, page}, Case{0, 5 * page},
+                 Case{3 * page + 5, 2 * page - 5}, Case{7, 0}}) {
+    SCOPED_TRACE(absl::StrCat("offset ", c.offset, " size ", c.size));
+    absl::StatusOr<std::unique_ptr<PaddedChunk>> chunk = PaddedChunk::Map(path, c.offset, c.size, 64);
+    ASSERT_TRUE(chunk.ok()) << chunk.status();
+    ASSERT_EQ((*chunk)->size(), c.size);
+    EXPECT_EQ(std::memcmp((*chunk)->data(), content.data() + c.offset, c.size), 0);
+    for (size_t i = 0; i < 64; ++i) ASSERT_EQ((*chunk)->data()[c.size + i], 0) << "padding byte " << i;
+  }
+}
+
+TEST(PaddedChunkTest, ChunkPastTheEndOfTheFileOrAMissingFileIsAnError) {
+  ptd::testing::TempDir tmp;
+  const std::string path = tmp.Sub("short.pt");
+  ASSERT_TRUE(WriteFileAtomic(path, std::string(100, 'x')).ok());
+  absl::StatusOr<std::unique_ptr<PaddedChunk>> past = PaddedChunk::Map(path, 50, 100, 64);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(std::string(past.status().message()).find(path), std::string::npos) << past.status();
+  absl::StatusOr<std::unique_ptr<PaddedChunk>> missing = PaddedChunk::Map(tmp.Sub("none.pt"), 0, 10, 64);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(std::string(missing.status().message()).find("none.pt"), std::string::npos) << missing.status();
 }
 
 }  // namespace
