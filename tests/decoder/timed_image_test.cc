@@ -26,14 +26,16 @@
 #include "recorder/emulate/ground_truth.h"
 #include "sideband/sideband_set.h"
 #include "tests/decoder/ground_truth_slices.h"
+#include "tests/decoder/recorded_program.h"
 #include "tests/decoder/recording_sink.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::decoder {
 namespace {
 
-using ptd::testing::RunCommand;
-using ptd::testing::TempDir;
+using testing::Record;
+using testing::Recording;
+using testing::SinksByThread;
 
 // ---------------------------------------------------------------------------------
 // The hook: AdvanceTo exactly when a timing packet's time reaches the next change.
@@ -171,46 +173,6 @@ TEST(ImageClockHook, InstructionAxisNeverAsks) {
 // ---------------------------------------------------------------------------------
 // A recorded program: libptd_prog_swap_a.so called, unloaded, libptd_prog_swap_b.so
 // loaded at the same address and called.
-
-class SinksByThread : public ThreadSinkFactory {
- public:
-  SliceSink* ForThread(int, int tid, const std::string&, const std::string&) override {
-    auto& sink = sinks[tid];
-    if (!sink) sink = std::make_unique<testing::RecordingSink>();
-    return sink.get();
-  }
-  std::map<int, std::unique_ptr<testing::RecordingSink>> sinks;
-};
-
-struct Recording {
-  std::unique_ptr<TempDir> dir;
-  std::string trace;
-  std::vector<GroundTruthThread> truth;
-  std::string error;
-};
-
-Recording Record(const std::string& program, const std::vector<std::string>& options) {
-  Recording r;
-  r.dir = std::make_unique<TempDir>();
-  r.trace = r.dir->Sub("trace");
-  std::string truth = r.dir->Sub("truth.bin");
-  std::vector<std::string> argv = {PTD_CLI_PATH, "record", "--emulate", "-q", "--ground-truth", truth, "-o", r.trace};
-  argv.insert(argv.end(), options.begin(), options.end());
-  argv.push_back("--");
-  argv.push_back(absl::StrCat(PTD_BINARY_DIR, "/tests/programs/", program));
-  ptd::testing::CommandResult result = RunCommand(argv);
-  if (result.exit_code != 0) {
-    r.error = absl::StrCat("record failed: ", result.err);
-    return r;
-  }
-  absl::StatusOr<std::vector<GroundTruthThread>> threads = LoadGroundTruth(truth);
-  if (!threads.ok()) {
-    r.error = std::string(threads.status().message());
-    return r;
-  }
-  r.truth = *std::move(threads);
-  return r;
-}
 
 size_t CountLines(const std::vector<std::string>& lines, const std::string& line) {
   return static_cast<size_t>(std::count(lines.begin(), lines.end(), line));
