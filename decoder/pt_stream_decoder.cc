@@ -3,7 +3,6 @@
 #include <intel-pt.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -119,6 +118,7 @@ void PtStreamDecoder::UseImage(image::ProcessImage* image) {
   image_ = image;
   classifier_.SetImage(image);
   traps_.SetImage(image);
+  pending_range_ = image::FunctionRange();
   if (image->libipt_image() != libipt_image_) {
     libipt_image_ = image->libipt_image();
     // libipt checks its cached section against the image on every read, so the decoder
@@ -210,11 +210,8 @@ bool PtStreamDecoder::StaysInFunction(const image::ProcessImage& image, const Pe
 // StaysInFunction with the function's range kept from one jump to the next.
 bool PtStreamDecoder::PendingStaysInFunction(uint64_t target, bool known) {
   if (!MayStayInFunction(pending_, known)) return false;
-  if (pending_range_image_ != image_ || pending_range_generation_ != image_->generation() ||
-      pending_.ip < pending_range_.start || pending_.ip >= pending_range_.end) {
+  if (pending_.ip < pending_range_.start || pending_.ip >= pending_range_.end) {
     pending_range_ = image_->RangeOf(pending_.ip);
-    pending_range_image_ = image_;
-    pending_range_generation_ = image_->generation();
   }
   return RunAndTargetInside(pending_range_, pending_, target);
 }

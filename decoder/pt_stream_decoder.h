@@ -293,9 +293,7 @@ class PtStreamDecoder {
   PendingBranch pending_;
   bool raise_emitted_ = false;  // a kRaise not yet followed by a return or jump event
   uint64_t run_start_ = 0;      // first instruction after the last branch (0: not yet seen)
-  image::FunctionRange pending_range_;  // function of the last pending jump (cache)
-  const image::ProcessImage* pending_range_image_ = nullptr;
-  uint64_t pending_range_generation_ = UINT64_MAX;
+  image::FunctionRange pending_range_;  // function of the last pending jump (cache; UseImage clears it)
   uint64_t instructions_ = 0;
   uint64_t enable_time_ = 0;  // FlowEvent::enable_time of the kEnable being emitted
   // config.cycles: the current buffer's index, looked up after each libipt step.

@@ -95,7 +95,6 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
   std::sort(kept.begin(), kept.end(), [](const Region& a, const Region& b) { return a.start < b.start; });
   regions_ = std::move(kept);
   resolved_.clear();
-  ++generation_;
   has_ocaml_ = false;
   for (const Region& r : regions_) has_ocaml_ |= r.module->ocaml;
   return absl::OkStatus();
@@ -105,7 +104,6 @@ void ProcessImage::Clear() {
   pt_image_remove_by_asid(image_, nullptr);
   regions_.clear();
   resolved_.clear();
-  ++generation_;
   has_ocaml_ = false;
 }
 
@@ -127,7 +125,6 @@ absl::Status ProcessImage::AddPerfMap(const std::string& path) {
   }
   jit_symbols_.Finish();
   resolved_.clear();
-  ++generation_;
   return absl::OkStatus();
 }
 

@@ -75,8 +75,6 @@ class ProcessImage {
   // Resolve's [start, end) without naming or caching: const, so decoder threads may call
   // it at once while nothing changes the image.
   FunctionRange RangeOf(uint64_t address) const;
-  // Changes with every mapping change (caches of ranges compare it).
-  uint64_t generation() const { return generation_; }
   // Copies up to `size` code bytes at `address`; returns how many were available.
   size_t ReadCode(uint64_t address, uint8_t* out, size_t size) const;
 
@@ -108,7 +106,6 @@ class ProcessImage {
   bool has_ocaml_ = false;
   SymbolTable jit_symbols_;
   absl::flat_hash_map<uint64_t, FunctionInfo> resolved_;
-  uint64_t generation_ = 0;
   std::deque<std::string> names_;  // storage for names made up here
   std::vector<std::string> warnings_;
 };
