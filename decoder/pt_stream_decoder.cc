@@ -65,23 +65,47 @@ uint64_t PtStreamDecoder::Now() {
   if (config_.axis == TimeAxis::kCycles) [[unlikely]] {
     return time_steps_ == nullptr ? clock_.Now(cycles_.last()) : cycles_.last();
   }
-  if (time_steps_ == nullptr) return clock_.Now(instructions_);
-  if (config_.axis == TimeAxis::kInstructions) {
-    outcome_->sampled_time = true;
-    outcome_->last_sample = instructions_;
-    return instructions_;
+  if (config_.axis == TimeAxis::kTime) {
+    SettleBranchSample();
+    return TimeSample(instructions_);
   }
-  time_steps_->push_back({false, 0, instructions_, false});
+  if (time_steps_ == nullptr) return clock_.Now(instructions_);
+  outcome_->sampled_time = true;
+  outcome_->last_sample = instructions_;
+  return instructions_;
+}
+
+// A sample on the time axis: the time itself, or in a piece the index of the logged step.
+uint64_t PtStreamDecoder::TimeSample(uint64_t instructions) {
+  if (time_steps_ == nullptr) return clock_.Now(instructions);
+  time_steps_->push_back({false, 0, instructions, false});
   return time_steps_->size() - 1;
 }
 
+// Most branches are jumps the filter drops, so a branch's time is sampled late: just
+// before the clock is used again (another sample, or a new timing update). Taken then,
+// it is the number taken at the branch: the rate has not changed, and no sample with
+// more instructions has raised the never-backwards clamp. Samples of dropped branches
+// matter only for that clamp, and only the newest one before an update. Every decoder
+// and every piece settles at the same points, plus pieces at their borders (an extra
+// sample whose instruction count no later sample undercuts changes nothing).
+void PtStreamDecoder::SettleBranchSample() {
+  if (!unsampled_) return;
+  unsampled_ = false;
+  uint64_t time = TimeSample(unsampled_at_);
+  if (!pending_.timed) {  // the newest branch (being flushed, or still pending)
+    pending_.time = time;
+    pending_.timed = true;
+  }
+}
+
 void PtStreamDecoder::UpdateTime(uint64_t tsc) {
-  if (config_.axis != TimeAxis::kTime || tsc == 0) return;
+  if (config_.axis != TimeAxis::kTime || tsc == 0 || tsc == last_update_tsc_) return;
+  last_update_tsc_ = tsc;
+  SettleBranchSample();
   if (time_steps_ == nullptr) {
     clock_.Update(tsc, instructions_);
-  } else if (tsc != last_logged_tsc_) {
-    // Repeats change nothing on replay either (the clock ignores an unchanged TSC).
-    last_logged_tsc_ = tsc;
+  } else {
     time_steps_->push_back({true, tsc, instructions_, false});
   }
 }
@@ -161,7 +185,14 @@ void PtStreamDecoder::SetPending(InsnClass klass, uint64_t ip, uint64_t size) {
   pending_.fallthrough = ip + size;
   pending_.instructions = instructions_;
   pending_.cycles = cycles_.last();
-  pending_.time = Now();
+  if (config_.axis == TimeAxis::kTime) {
+    pending_.timed = false;
+    unsampled_ = true;
+    unsampled_at_ = instructions_;
+  } else {
+    pending_.time = Now();
+    pending_.timed = true;
+  }
   pending_.after_raise = raise_emitted_;
   pending_.run_start = run_start_;
 }
@@ -220,6 +251,7 @@ void PtStreamDecoder::FlushPending(uint64_t target, bool known) {
   if (!pending_.valid) return;
   pending_.valid = false;
   if (PendingStaysInFunction(target, known)) return;
+  if (!pending_.timed) SettleBranchSample();
   FlowEvent event;
   if (PendingEvent(pending_, target, known, &event)) {
     if (event.kind == FlowKind::kReturn || event.kind == FlowKind::kJump) raise_emitted_ = false;
@@ -535,12 +567,15 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
       emitting = true;
       piece_events_->clear();
       time_steps_->clear();
-      last_logged_tsc_ = 0;
+      last_update_tsc_ = 0;
       last_logged_image_tsc_ = 0;
       instructions_ = 0;
       base_stats = stats_;
       base_stats.undecodable = classifier_.undecodable();
-      if (pending_.valid) pending_.klass = InsnClass::kUnknown;  // the stitcher holds it
+      // The stitcher holds that branch, sampled where the piece before ended.
+      if (pending_.valid) pending_.klass = InsnClass::kUnknown;
+      pending_.timed = true;
+      unsampled_ = false;
       return false;
     }
     if (!emitting) return false;
@@ -549,6 +584,7 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
       outcome->head = digest(false);
     }
     if (!in_overlap && at > stop) {
+      SettleBranchSample();  // the branch carried to the next piece needs its time
       at_stop_mark = MarkHere(previous_call, sync_offset, synced_once);
       if (spec.tail_psb == 0) return true;
       in_overlap = true;  // decode on to the next PSB for the tail digest
@@ -592,8 +628,16 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
       previous_call = sync_offset;
       previous_call_carried = false;
     }
+    // The decoder's offset after the last block, while no event has moved it since; and
+    // the offset of the last time query: libipt's time changes only with packets read,
+    // so an unchanged offset means an unchanged time (most blocks read no packet).
+    bool offset_fresh = false;
+    uint64_t offset_after_block = 0;
+    uint64_t time_offset = UINT64_MAX;
     while (true) {
       while (status & pts_event_pending) {
+        offset_fresh = false;
+        time_offset = UINT64_MAX;
         // Tracing off and a checkpoint's PSB read: nothing left to run before it.
         if (watching && (status & pts_ip_suppressed)) {
           uint64_t at = 0;
@@ -620,7 +664,11 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
         HandleEvent(event);
       }
       if (at_stop || status < 0) break;
-      Api::GetOffset(decoder, &previous_call);
+      if (offset_fresh) {
+        previous_call = offset_after_block;
+      } else {
+        Api::GetOffset(decoder, &previous_call);
+      }
       previous_call_carried = false;
       if (cancel_ != nullptr && --until_cancel_check == 0) {
         until_cancel_check = kCancelCheckInterval;
@@ -630,12 +678,14 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
         }
       }
       status = Api::Next(this, decoder);
-      if (status >= 0 && config_.axis == TimeAxis::kTime) {
+      if (status < 0) break;
+      offset_fresh = Api::GetOffset(decoder, &offset_after_block) >= 0;
+      if (config_.axis == TimeAxis::kTime && (!offset_fresh || offset_after_block != time_offset)) {
+        time_offset = offset_fresh ? offset_after_block : UINT64_MAX;
         uint64_t tsc = 0;
         uint32_t lost_mtc = 0, lost_cyc = 0;
         if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
       }
-      if (status < 0) break;
     }
     if (at_stop || cancelled_ || status == -pte_eos) break;
     if (in_overlap) break;  // an error past the stop ends the tail
@@ -678,6 +728,7 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
       outcome->next = at_stop_mark.next;
       outcome->pending = at_stop_mark.pending;
     } else {
+      SettleBranchSample();
       outcome->next.need_enable = need_enable_;
       outcome->next.previous_call = previous_call;
       outcome->next.sync_offset = sync_offset;
@@ -734,11 +785,13 @@ absl::StatusOr<PieceOutcome> PtStreamDecoder::DecodePiece(const uint8_t* padded,
   time_steps_ = time_steps;
   piece_events_ = events;
   instructions_ = 0;
-  last_logged_tsc_ = 0;
+  last_update_tsc_ = 0;
   last_logged_image_tsc_ = 0;
   need_enable_ = true;
   need_enable_carried_ = false;
   pending_.valid = false;
+  pending_.timed = true;
+  unsampled_ = false;
   run_start_ = 0;  // the piece's own first instruction starts its first run
   raise_emitted_ = false;
   cycles_.Clear();

@@ -108,6 +108,7 @@ struct PendingBranch {
   uint64_t instructions = 0;
   uint64_t cycles = 0;
   uint64_t time = 0;
+  bool timed = true;         // false: `time` is still to be sampled (time axis; see SettleBranchSample)
   bool after_raise = false;  // an OCaml raise came before it: the model needs the branch
   uint64_t run_start = 0;    // where execution went on straight to it (after the last branch)
 };
@@ -272,6 +273,8 @@ class PtStreamDecoder {
   void AdvanceImage(uint64_t tsc);
   void UseImage(image::ProcessImage* image);
   uint64_t Now();
+  uint64_t TimeSample(uint64_t instructions);
+  void SettleBranchSample();
   void WarnErrata();
 
   PtDecodeConfig config_;
@@ -305,7 +308,12 @@ class PtStreamDecoder {
   // Piece mode: time steps are logged instead of computed; the carried-in state is a
   // guess until overwritten.
   std::vector<TimeStep>* time_steps_ = nullptr;
-  uint64_t last_logged_tsc_ = 0;
+  // The last TSC UpdateTime was given: repeats change nothing (the clock ignores them,
+  // and so does its replay of a piece's steps).
+  uint64_t last_update_tsc_ = 0;
+  // The newest branch's time sample, not taken yet (time axis): at this instruction count.
+  bool unsampled_ = false;
+  uint64_t unsampled_at_ = 0;
   uint64_t last_logged_image_tsc_ = 0;
   bool need_enable_carried_ = false;
   PieceOutcome* outcome_ = nullptr;

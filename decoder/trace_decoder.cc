@@ -8,7 +8,9 @@
 #include <map>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -206,7 +208,8 @@ class Decoding {
   };
 
   image::TimedProcessImage* ImageFor(int pid);
-  std::unique_ptr<image::TimedProcessImage> MakeImage(int pid, bool timed);
+  std::unique_ptr<image::TimedProcessImage> MakeImage(int pid, bool timed, image::SectionCache* sections);
+  image::SectionCache* ThreadSections();
   ThreadState* Thread(int pid, int tid, bool has_cycles);
   absl::StatusOr<std::unique_ptr<StreamState>> PrepareStream(const PtStream& stream, size_t index);
   absl::Status DecodeStream(StreamState* state);
@@ -220,6 +223,11 @@ class Decoding {
   TraceMeta meta_;
   std::optional<Sideband> sideband_;
   image::SectionCache sections_;
+  // Workers' images take their sections from a cache of their thread's own: libipt locks
+  // a section at every image read its decoder's cache misses (each enable, disable and
+  // event IP), and workers sharing one section contended on those locks (futex waits).
+  std::mutex thread_sections_mutex_;
+  std::map<std::thread::id, std::unique_ptr<image::SectionCache>> thread_sections_;
   image::ModuleCache modules_;
   // The models' images (names are resolved from them), one per process, shared by every
   // stream of the process; a stream that starts earlier than the last one ended rebuilds.
@@ -235,17 +243,24 @@ class Decoding {
 // Timed: the sideband's changes are applied as the decoder's time reaches them. Untimed
 // (no timing packets, or the instruction axis): everything ever mapped, at once. Called
 // from worker threads too (their own images): reads only what does not change.
-std::unique_ptr<image::TimedProcessImage> Decoding::MakeImage(int pid, bool timed) {
+std::unique_ptr<image::TimedProcessImage> Decoding::MakeImage(int pid, bool timed, image::SectionCache* sections) {
   std::unique_ptr<image::TimedProcessImage> image = image::MakeTraceProcessImage(
-      &sections_, &modules_, dir_, meta_, sideband_ ? &*sideband_ : nullptr, pid);
+      sections, &modules_, dir_, meta_, sideband_ ? &*sideband_ : nullptr, pid);
   if (!timed) image->ApplyAll();
   return image;
 }
 
 image::TimedProcessImage* Decoding::ImageFor(int pid) {
   std::unique_ptr<image::TimedProcessImage>& image = images_[pid];
-  if (image == nullptr) image = MakeImage(pid, images_timed_.value_or(false));
+  if (image == nullptr) image = MakeImage(pid, images_timed_.value_or(false), &sections_);
   return image.get();
+}
+
+image::SectionCache* Decoding::ThreadSections() {
+  std::lock_guard<std::mutex> lock(thread_sections_mutex_);
+  std::unique_ptr<image::SectionCache>& sections = thread_sections_[std::this_thread::get_id()];
+  if (sections == nullptr) sections = std::make_unique<image::SectionCache>();
+  return sections.get();
 }
 
 ThreadState* Decoding::Thread(int pid, int tid, bool has_cycles) {
@@ -357,18 +372,17 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
     auto own = std::make_shared<std::map<int, std::unique_ptr<image::TimedProcessImage>>>();
     return [this, own, timed](int p) {
       std::unique_ptr<image::TimedProcessImage>& image = (*own)[p];
-      if (image == nullptr) image = MakeImage(p, timed);
+      if (image == nullptr) image = MakeImage(p, timed, ThreadSections());
       return image.get();
     };
   };
   StreamImageClock::Images shared = [this](int p) { return ImageFor(p); };
   state->clock = std::make_unique<StreamImageClock>(timed == *images_timed_ ? shared : own_images(), pid, switches);
-  if (timed) {
-    state->job.clock = state->clock.get();
-    state->job.make_clock = [own_images, pid, switches]() -> std::unique_ptr<ImageClock> {
-      return std::make_unique<StreamImageClock>(own_images(), pid, switches);
-    };
-  }
+  if (timed) state->job.clock = state->clock.get();
+  // Workers decode with images of their own, timed or not (their own sections too).
+  state->job.make_clock = [own_images, pid, switches]() -> std::unique_ptr<ImageClock> {
+    return std::make_unique<StreamImageClock>(own_images(), pid, switches);
+  };
   if (route_by_schedule) {
     int cpu = stream.cpu;
     state->router = std::make_unique<ThreadRouter>(nullptr, [this, cpu, pid](uint64_t time) -> ThreadState* {
