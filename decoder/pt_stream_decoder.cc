@@ -65,19 +65,19 @@ uint64_t PtStreamDecoder::Now() {
   if (config_.axis == TimeAxis::kCycles) [[unlikely]] {
     return time_steps_ == nullptr ? clock_.Now(cycles_.last()) : cycles_.last();
   }
-  if (config_.axis == TimeAxis::kTime) {
-    SettleBranchSample();
-    return TimeSample(instructions_);
-  }
-  if (time_steps_ == nullptr) return clock_.Now(instructions_);
-  outcome_->sampled_time = true;
-  outcome_->last_sample = instructions_;
-  return instructions_;
+  SettleBranchSample();
+  return TimeSample(instructions_);
 }
 
-// A sample on the time axis: the time itself, or in a piece the index of the logged step.
+// The time when `instructions` had executed (time or instruction axis). In a piece on the
+// time axis: the index of the logged step.
 uint64_t PtStreamDecoder::TimeSample(uint64_t instructions) {
   if (time_steps_ == nullptr) return clock_.Now(instructions);
+  if (config_.axis == TimeAxis::kInstructions) {
+    outcome_->sampled_time = true;
+    outcome_->last_sample = instructions;
+    return instructions;
+  }
   time_steps_->push_back({false, 0, instructions, false});
   return time_steps_->size() - 1;
 }
@@ -185,7 +185,7 @@ void PtStreamDecoder::SetPending(InsnClass klass, uint64_t ip, uint64_t size) {
   pending_.fallthrough = ip + size;
   pending_.instructions = instructions_;
   pending_.cycles = cycles_.last();
-  if (config_.axis == TimeAxis::kTime) {
+  if (config_.axis != TimeAxis::kCycles) {
     pending_.timed = false;
     unsampled_ = true;
     unsampled_at_ = instructions_;
@@ -721,6 +721,8 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
       if (in_overlap) {
         piece_events_->resize(at_stop_mark.events);
         time_steps_->resize(at_stop_mark.steps);
+        outcome->sampled_time = at_stop_mark.sampled_time;
+        outcome->last_sample = at_stop_mark.last_sample;
         instructions_ = at_stop_mark.instructions;
         stats_ = at_stop_mark.stats;
       }
@@ -737,6 +739,7 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
     }
     outcome->stats = relative_stats();
   }
+  if (!piece) SettleBranchSample();  // the clock's last time includes the last branch's
   stats_.instructions = instructions_;
   stats_.undecodable = classifier_.undecodable();
   set_libipt_image_ = nullptr;
@@ -748,6 +751,8 @@ PtStreamDecoder::Mark PtStreamDecoder::MarkHere(uint64_t previous_call, uint64_t
   Mark mark;
   mark.events = piece_events_->size();
   mark.steps = time_steps_->size();
+  mark.sampled_time = outcome_->sampled_time;
+  mark.last_sample = outcome_->last_sample;
   mark.instructions = instructions_;
   mark.stats = stats_;
   mark.next.need_enable = need_enable_;

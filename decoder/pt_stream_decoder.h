@@ -250,6 +250,8 @@ class PtStreamDecoder {
   struct Mark {
     size_t events = 0;
     size_t steps = 0;
+    bool sampled_time = false;  // instruction axis: PieceOutcome's, as of the mark
+    uint64_t last_sample = 0;
     uint64_t instructions = 0;
     PtDecodeStats stats;
     PieceSpec next;
