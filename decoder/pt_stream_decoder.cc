@@ -239,7 +239,7 @@ bool PtStreamDecoder::StaysInFunction(const image::ProcessImage& image, const Pe
 }
 
 // StaysInFunction with the function's range kept from one jump to the next.
-bool PtStreamDecoder::PendingStaysInFunction(uint64_t target, bool known) {
+[[gnu::always_inline]] inline bool PtStreamDecoder::PendingStaysInFunction(uint64_t target, bool known) {
   if (!MayStayInFunction(pending_, known)) return false;
   if (pending_.ip < pending_range_.start || pending_.ip >= pending_range_.end) {
     pending_range_ = image_->RangeOf(pending_.ip);
@@ -247,7 +247,7 @@ bool PtStreamDecoder::PendingStaysInFunction(uint64_t target, bool known) {
   return RunAndTargetInside(pending_range_, pending_, target);
 }
 
-void PtStreamDecoder::FlushPending(uint64_t target, bool known) {
+[[gnu::always_inline]] inline void PtStreamDecoder::FlushPending(uint64_t target, bool known) {
   if (!pending_.valid) return;
   pending_.valid = false;
   if (PendingStaysInFunction(target, known)) return;
@@ -290,7 +290,7 @@ void PtStreamDecoder::StartRun(uint64_t first_ip) {
 
 // The start of a run of instructions at `first_ip`: either tracing (re)starts here or the
 // previous branch went here.
-void PtStreamDecoder::OnInstructionRun(uint64_t first_ip, uint64_t count) {
+[[gnu::always_inline]] inline void PtStreamDecoder::OnInstructionRun(uint64_t first_ip, uint64_t count) {
   if (need_enable_ || need_enable_carried_) [[unlikely]] {
     StartRun(first_ip);
     run_start_ = first_ip;
