@@ -58,6 +58,7 @@ struct Piece {
   uint64_t bytes = 0;
   // Result.
   bool done = false;
+  PieceSpec ran;  // the spec its events came from (`spec`, or a redo's)
   absl::Status status;
   std::vector<FlowEvent> events;
   std::vector<TimeStep> steps;
@@ -362,6 +363,7 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   absl::StatusOr<PieceOutcome> outcome =
       ts->decoder.DecodePiece(padded, piece->buffer->size, piece->buffer->file_offset, piece->buffer->psbs, spec,
                               ts->libipt_image, &piece->events, &piece->steps);
+  piece->ran = spec;
   piece->status = outcome.status();
   if (outcome.ok()) piece->outcome = *outcome;
   piece->stats = piece->outcome.stats;
@@ -444,10 +446,21 @@ absl::Status Engine::Run() {
         }
         if (use && !first && !(expected.start == PieceSpec::Start::kContinue && SpeculationHolds(expected, piece) &&
                                previous_tail == head && piece.outcome.stats.errors == 0)) {
-          if (expected.start == PieceSpec::Start::kContinue) {
+          const PieceSpec& before = pieces_[i - 1]->ran;
+          if (expected.start == PieceSpec::Start::kContinue && before.emit_from == 0) {
             // The piece did not start where the single decoder was (TNT held across the
-            // PSB, a compressed return of a call before it, ...): one decoder from the
-            // buffer's start, keeping what follows the previous piece, to the end.
+            // PSB, a compressed return of a call before it, ...), but the previous piece's
+            // decoder was there (its tail matched what came before): that decoder again,
+            // through the previous piece, keeping this piece's part.
+            PieceSpec exact = before;
+            exact.emit_from = expected.start_psb;
+            exact.head_psb = 0;
+            exact.stop_offset = piece.spec.stop_offset;
+            exact.tail_psb = piece.spec.tail_psb;
+            Decode(&redo_decoders, &piece, exact);
+          } else if (expected.start == PieceSpec::Start::kContinue) {
+            // Twice in a row: one decoder from the buffer's start, keeping what follows
+            // the previous piece, to the end.
             PieceSpec exact;
             exact.emit_from = expected.start_psb;
             Decode(&redo_decoders, &piece, exact);

@@ -576,6 +576,11 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
       if (pending_.valid) pending_.klass = InsnClass::kUnknown;
       pending_.timed = true;
       unsampled_ = false;
+      // What the part before did with a branch carried into it, or sampled, is not this
+      // piece's (a redo may start at an earlier piece's PSB, carrying a branch too).
+      outcome->carried_flush = false;
+      outcome->sampled_time = false;
+      outcome->last_sample = 0;
       return false;
     }
     if (!emitting) return false;
