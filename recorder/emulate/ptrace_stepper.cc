@@ -54,6 +54,10 @@ struct PtraceStepper::Thread {
   bool awaiting_first_stop = false;
   bool ended = false;
   uint64_t lost = 0;  // instructions lost to an injected overflow, not yet in the truth
+  // The syscall at `ip` was retired when its step began (EnterSyscall); its completion
+  // (RIP moved) then only updates the frames. `syscall_traced`: it went into the trace.
+  bool syscall_entered = false;
+  bool syscall_traced = false;
 };
 
 PtraceStepper::PtraceStepper(const PtraceStepperOptions& options, PtStreamSet* streams,
@@ -209,30 +213,18 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
     // Lost to an overflow, the frame still counts for the depths of what follows.
     thread->frames.OnSignalHandler(thread->ip, regs.rip, regs.rsp, signo, now, traced ? truth_ : nullptr);
     ++stats_.signals_delivered;
+    thread->syscall_entered = false;  // the handler runs first; the syscall comes again
   } else if (tracing_) {
     ExecutedInsn insn;
     insn.ip = thread->ip;
     insn.next_ip = regs.rip;
     insn.size = thread->insn.size;
     insn.kind = thread->insn.kind;
-    const bool traced = streams_->Retire(thread->pid, thread->tid, insn, now);
-    if (insn.kind == BranchKind::kUnknown) ++stats_.undecodable;
-    if (insn.kind == BranchKind::kFarTransfer) ++stats_.syscalls;
-    if (traced) {
-      ++stats_.instructions;
-      WriteLost(thread, now);
-      if (truth_ != nullptr) truth_->Instruction(thread->pid, thread->tid, insn.ip, now);
-      thread->frames.OnRetire(insn, thread->rsp, regs.rsp, now, truth_);
-      if (insn.kind == BranchKind::kFarTransfer && truth_ != nullptr) {
-        truth_->Syscall(thread->pid, thread->tid, now, insn.ip);
-      }
-    } else {
-      // Executed but not in the trace: the truth says how many where the trace resumes,
-      // and the frames follow RSP so later depths stay right.
-      ++stats_.lost_instructions;
-      ++thread->lost;
-      thread->frames.OnRetire(insn, thread->rsp, regs.rsp, now, nullptr);
-    }
+    bool traced = thread->syscall_traced;
+    if (!thread->syscall_entered) traced = RetireInsn(thread, insn, now);
+    thread->syscall_entered = false;
+    // Lost to an overflow, the frames still follow RSP so later depths stay right.
+    thread->frames.OnRetire(insn, thread->rsp, regs.rsp, now, traced ? truth_ : nullptr);
   }
   if (thread->insn.is_syscall) {
     for (long nr : kMmapFamily) {
@@ -252,6 +244,42 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
   return absl::OkStatus();
 }
 
+bool PtraceStepper::RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time) {
+  const bool traced = streams_->Retire(thread->pid, thread->tid, insn, time);
+  if (insn.kind == BranchKind::kUnknown) ++stats_.undecodable;
+  if (insn.kind == BranchKind::kFarTransfer) ++stats_.syscalls;
+  if (!traced) {
+    // Executed but not in the trace: the truth says how many where the trace resumes.
+    ++stats_.lost_instructions;
+    ++thread->lost;
+    return false;
+  }
+  ++stats_.instructions;
+  WriteLost(thread, time);
+  if (truth_ != nullptr) {
+    truth_->Instruction(thread->pid, thread->tid, insn.ip, time);
+    if (insn.kind == BranchKind::kFarTransfer) truth_->Syscall(thread->pid, thread->tid, time, insn.ip);
+  }
+  return true;
+}
+
+void PtraceStepper::EnterSyscall(Thread* thread) {
+  if (!tracing_ || !thread->have_insn || !thread->insn.is_syscall || thread->syscall_entered) return;
+  // A syscall retires as it enters the kernel, before the work it asks for, and its
+  // TIP.PGD (user-only tracing) carries no IP: so it is written now, timed before the
+  // kernel's records of that work, as on hardware. Written when the step is seen to end,
+  // it came after them — and on a virtual CPU after what other threads ran meanwhile, so
+  // the switch-in TIP.PGE before an execve postdated the new program's MMAP2s and the
+  // decoder read the syscall from the new image.
+  ExecutedInsn insn;
+  insn.ip = thread->ip;
+  insn.next_ip = thread->ip + thread->insn.size;  // unused by a far transfer's packets
+  insn.size = thread->insn.size;
+  insn.kind = thread->insn.kind;
+  thread->syscall_entered = true;
+  thread->syscall_traced = RetireInsn(thread, insn, Now());
+}
+
 void PtraceStepper::Resume(Thread* thread, int signal) {
   // A stop was asked for (e.g. by the trigger): leave the thread stopped for DetachAll,
   // so nothing runs untraced after the point the trace ends at.
@@ -260,6 +288,8 @@ void PtraceStepper::Resume(Thread* thread, int signal) {
                        : awaiting_start_symbol_ ? PTRACE_SYSCALL : PTRACE_CONT;
   thread->injected = signal != 0;
   thread->injected_signo = signal;
+  // With a signal injected a handler may run before the instruction.
+  if (request == PTRACE_SINGLESTEP && signal == 0) EnterSyscall(thread);
   if (ptrace(request, thread->tid, nullptr, reinterpret_cast<void*>(static_cast<long>(signal))) == 0) {
     thread->running = true;
     ++stats_.steps;

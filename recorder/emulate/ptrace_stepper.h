@@ -105,6 +105,10 @@ class PtraceStepper {
   absl::Status OnRegisters(Thread* thread, bool handler_entry, int signo);
   void LoadInstruction(Thread* thread);
   void Resume(Thread* thread, int signal);
+  // PT packets, stats and truth of one retired instruction; false: lost to an overflow.
+  bool RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time);
+  // Before a plain step of a syscall: retires it at its entry into the kernel.
+  void EnterSyscall(Thread* thread);
   void EndThread(Thread* thread, uint64_t next_ip, uint64_t time);
   // The thread's instructions lost to an overflow since its last traced one, as one
   // LOST record before what follows (where the trace resumes, or the thread's end).

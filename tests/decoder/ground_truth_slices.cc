@@ -49,7 +49,12 @@ class Simulation {
         explained |= OnEvent(t_.events[event], k);
         ++event;
       }
-      if (k < t_.ips.size() && !explained) OnInstruction(t_.ips[k], k);
+      if (k < t_.ips.size() && !explained) {
+        // Named as of its own time: the first instruction after an execve follows only
+        // events timed at the syscall's entry, before the new program was mapped.
+        if (at_time_ && k < t_.ip_times.size()) at_time_(t_.ip_times[k]);
+        OnInstruction(t_.ips[k], k);
+      }
       while (switch_out < switched_out_.size() && switched_out_[switch_out] < k) ++switch_out;
       if (switch_out < switched_out_.size() && switched_out_[switch_out] == k && !syscall) {
         // Preempted while tracing was on (after a syscall it is off already), after the

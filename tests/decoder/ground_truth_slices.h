@@ -30,8 +30,8 @@ namespace ptd::decoder::testing {
 // Slices for instructions [first, thread.ips.size()) of `thread`. `first` > 0 is a
 // trace that starts mid-stack (snapshot). `classifier` tells a `ret` past the first
 // frame (no ground-truth RETURN: the frame was entered before tracing) from a jump.
-// `at_time`, if set, is told each ground-truth event's time before the event is used
-// (a timed image follows it: code replaced at the same address). `switched_out`: the
+// `at_time`, if set, is told each ground-truth event's and instruction's time before it
+// is used (a timed image follows it: code replaced at the same address, an exec). `switched_out`: the
 // instruction indices (ascending) before which the thread lost its CPU (per-CPU traces).
 std::vector<std::string> ExpectedSlices(const GroundTruthThread& thread, FunctionResolver* resolver,
                                         InsnClassifier* classifier, image::ProcessImage* image,

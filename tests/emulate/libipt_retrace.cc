@@ -11,6 +11,7 @@
 #include "common/trace_dir.h"
 #include "gtest/gtest.h"
 #include "sideband/record_reader.h"
+#include "tests/testing/pt_config.h"
 
 namespace ptd::testing {
 namespace {
@@ -99,14 +100,7 @@ RetraceResult RetraceStream(const std::string& trace_dir, const TraceMeta& meta,
   }
   const size_t size = bytes->size();
   bytes->resize(size + 64, 0);  // libipt may read past the end while searching for PSB
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = bytes->data();
-  config.end = bytes->data() + size;
-  config.cpuid_0x15_eax = meta.pt.cpuid_0x15_eax;
-  config.cpuid_0x15_ebx = meta.pt.cpuid_0x15_ebx;
-  config.mtc_freq = static_cast<uint8_t>(meta.pt.mtc_freq);
-  config.nom_freq = static_cast<uint8_t>(meta.pt.nom_freq);
+  pt_config config = ptd::testing::TracePtConfig(meta, bytes->data(), size);
   pt_block_decoder* decoder = pt_blk_alloc_decoder(&config);
   pt_blk_set_image(decoder, image);
 
