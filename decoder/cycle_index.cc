@@ -147,7 +147,7 @@ void CycleCursor::Move(uint64_t offset) {
   Raise(base_ + (next_ > 0 ? entries_[next_ - 1].cycles : 0));
 }
 
-bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit) {
+bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit, int max_psb_groups) {
   pt_packet_decoder* decoder = AllocPacketDecoder(bytes.data(), bytes.size());
   if (decoder == nullptr) return false;
   bool found = false;
@@ -159,6 +159,7 @@ bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit) {
         found = true;
         break;
       }
+      if (packet.type == ppt_psbend && --max_psb_groups == 0) break;
       if (pt_pkt_get_offset(decoder, &offset) < 0 || offset > limit) break;
     }
   }

@@ -93,8 +93,11 @@ class CycleCursor {
 
 // True when the first `limit` bytes of `bytes` (padded as for Build) hold a packet of
 // libipt's pt_packet_type `type`.
-bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit);
+// With `max_psb_groups`, the look ends after that many PSB+ groups (their PSBENDs).
+bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit, int max_psb_groups = 0);
 // StreamHasPacket for CYC.
-bool StreamHasCyc(absl::Span<const uint8_t> bytes, size_t limit = 1 << 20);
+// CYC comes with most packets when enabled (at the configured threshold): 64 KiB of
+// packets (a dozen PSB intervals) hold one.
+bool StreamHasCyc(absl::Span<const uint8_t> bytes, size_t limit = 64 << 10);
 
 }  // namespace ptd::decoder

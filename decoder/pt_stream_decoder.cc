@@ -45,7 +45,7 @@ std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes) {
 }
 
 bool StreamHasTsc(absl::Span<const uint8_t> padded_bytes, size_t size, size_t limit) {
-  return StreamHasPacket(padded_bytes.first(std::min(size, padded_bytes.size())), ppt_tsc, limit);
+  return StreamHasPacket(padded_bytes.first(std::min(size, padded_bytes.size())), ppt_tsc, limit, 2);
 }
 
 PtStreamDecoder::PtStreamDecoder(const PtDecodeConfig& config, image::ProcessImage* image,

@@ -327,7 +327,8 @@ class PtStreamDecoder {
 // Offsets of every PSB in `bytes` (the resync remedy needs them).
 std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes);
 
-// True when the first `limit` bytes of the stream contain a TSC packet.
+// True when the stream has TSC packets: every PSB+ holds one when TSC is enabled, so the
+// first two PSB+ groups (within `limit` bytes) tell.
 bool StreamHasTsc(absl::Span<const uint8_t> padded_bytes, size_t size, size_t limit = 1 << 20);
 
 }  // namespace ptd::decoder

@@ -328,7 +328,7 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
     if (first.file_offset < bytes.size()) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(first.size, bytes.size() - first.file_offset));
       has_tsc = StreamHasTsc(bytes.subspan(first.file_offset, n), n);
-      // CYC: meta.json's cyc field when it says off (no look at all), else the first MiB.
+      // CYC: meta.json's cyc field when it says off (no look at all), else the first 64 KiB.
       auto cyc = meta_.pt.fields.find("cyc");
       if (cyc == meta_.pt.fields.end() || cyc->second != 0) config.cycles = StreamHasCyc(bytes.subspan(first.file_offset, n));
     }
