@@ -1,7 +1,5 @@
 #include "decoder/parallel_decode.h"
 
-#include <intel-pt.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <map>
@@ -67,23 +65,14 @@ struct Piece {
   std::vector<std::string> warnings;
 };
 
-// A decoder per stream and thread, so capstone's cache and libipt's image copy are
-// reused from piece to piece.
+// A decoder per stream and thread, with images of its own (the worker is at its own
+// time), so capstone's cache and libipt's block cache are reused from piece to piece.
 struct ThreadStream {
-  ThreadStream(const PtDecodeConfig& config, image::ProcessImage* image, pt_image* copy)
-      : libipt_image(copy), decoder(config, image, nullptr) {}
-  // A timed image: this decoder's own clock (the worker is at its own time).
   ThreadStream(const PtDecodeConfig& config, std::unique_ptr<ImageClock> own_clock)
       : clock(std::move(own_clock)), decoder(config, clock->image(), nullptr) {
     decoder.set_image_clock(clock.get());
   }
-  ~ThreadStream() {
-    if (libipt_image != nullptr) pt_image_free(libipt_image);
-  }
-  ThreadStream(const ThreadStream&) = delete;
-  ThreadStream& operator=(const ThreadStream&) = delete;
   std::unique_ptr<ImageClock> clock;
-  pt_image* libipt_image = nullptr;
   PtStreamDecoder decoder;
 };
 
@@ -264,7 +253,6 @@ class Engine {
   size_t consumed_ = 0;  // pieces the stitcher is done with
   size_t window_ = 4;    // pieces decoded ahead of the stitcher, at most
   bool stop_ = false;
-  std::mutex image_mutex_;  // pt_image_copy reads a list libipt reorders on lookups
   std::mutex spare_mutex_;
   std::vector<std::vector<FlowEvent>> spare_events_;
   std::vector<std::vector<TimeStep>> spare_steps_;
@@ -329,17 +317,8 @@ void Engine::Plan() {
 void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec) {
   const StreamJob& job = *streams_[piece->stream];
   std::unique_ptr<ThreadStream>& ts = (*decoders)[piece->stream];
-  if (ts == nullptr && job.make_clock) {
-    ts = std::make_unique<ThreadStream>(job.config, job.make_clock());
-    ts->decoder.set_cancel_flag(options_.cancel);
-  }
   if (ts == nullptr) {
-    pt_image* copy = pt_image_alloc(nullptr);
-    {
-      std::lock_guard<std::mutex> lock(image_mutex_);
-      pt_image_copy(copy, job.image->libipt_image());
-    }
-    ts = std::make_unique<ThreadStream>(job.config, job.image, copy);
+    ts = std::make_unique<ThreadStream>(job.config, job.make_clock());
     ts->decoder.set_cancel_flag(options_.cancel);
   }
   {
@@ -362,7 +341,7 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   ts->decoder.set_piece_cycle_index(job.config.cycles ? &piece->buffer->cycles : nullptr);
   absl::StatusOr<PieceOutcome> outcome =
       ts->decoder.DecodePiece(padded, piece->buffer->size, piece->buffer->file_offset, piece->buffer->psbs, spec,
-                              ts->libipt_image, &piece->events, &piece->steps);
+                              &piece->events, &piece->steps);
   piece->ran = spec;
   piece->status = outcome.status();
   if (outcome.ok()) piece->outcome = *outcome;

@@ -32,9 +32,10 @@ struct StreamJob {
   FlowConsumer* consumer = nullptr;  // called on the thread that runs DecodeStreamsInParallel
   // Time axis, optional: the image follows the trace's time. `clock` is the consumer's
   // (the stitcher brings it to each event's time before handing the event on, so names
-  // are resolved from the image the event was decoded with); `make_clock` gives every
-  // decoder of a piece its own (workers are at other times).
+  // are resolved from the image the event was decoded with).
   ImageClock* clock = nullptr;
+  // Required: images of its own for every worker's decoder (timed or not; workers are at
+  // other times, and libipt sections shared between threads contend on their locks).
   std::function<std::unique_ptr<ImageClock>()> make_clock;
   std::shared_ptr<const image::MappedFile> file;
   std::vector<PtChunk> chunks;       // already checked to lie inside the file

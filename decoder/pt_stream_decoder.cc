@@ -514,20 +514,16 @@ void PtStreamDecoder::WarnErrata() {
 // resync remedy. With a piece spec it may start mid-buffer and stops at the next piece.
 template <class Api>
 absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t base_offset,
-                                  const std::vector<uint64_t>& psbs, const PieceSpec& spec, pt_image* libipt_image,
-                                  PieceOutcome* outcome) {
+                                  const std::vector<uint64_t>& psbs, const PieceSpec& spec, PieceOutcome* outcome) {
   bool errata_ok = true;
   pt_config c = MakeConfig(config_, begin, size, &errata_ok);
   if (!errata_ok) WarnErrata();
   typename Api::Decoder* decoder = Api::Alloc(&c);
   if (decoder == nullptr) return absl::InternalError(absl::StrCat(Api::kAllocName, " failed"));
-  if (image_clock_ != nullptr) {
-    libipt_image = image_->libipt_image();
-    next_image_change_ = 0;  // the first timing update places the image (a redo may go back)
-  }
-  libipt_image_ = libipt_image;
+  next_image_change_ = 0;  // the first timing update places the image (a redo may go back)
+  libipt_image_ = image_->libipt_image();
   set_libipt_image_ = [decoder](pt_image* image) { Api::SetImage(decoder, image); };
-  Api::SetImage(decoder, libipt_image);
+  Api::SetImage(decoder, libipt_image_);
 
   // Piece mode checkpoints, each a PSB the single decoder passes: where to start
   // keeping events (emit_from), the head digest, the stop, the tail digest.
@@ -781,14 +777,14 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
   std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
   PieceSpec whole;
   if (config_.kind == DecoderKind::kBlock) {
-    return Run<BlockApi>(padded, size, base_offset, psbs, whole, image_->libipt_image(), nullptr);
+    return Run<BlockApi>(padded, size, base_offset, psbs, whole, nullptr);
   }
-  return Run<InsnApi>(padded, size, base_offset, psbs, whole, image_->libipt_image(), nullptr);
+  return Run<InsnApi>(padded, size, base_offset, psbs, whole, nullptr);
 }
 
 absl::StatusOr<PieceOutcome> PtStreamDecoder::DecodePiece(const uint8_t* padded, size_t size, uint64_t base_offset,
                                                           const std::vector<uint64_t>& psbs, const PieceSpec& spec,
-                                                          pt_image* libipt_image, std::vector<FlowEvent>* events,
+                                                          std::vector<FlowEvent>* events,
                                                           std::vector<TimeStep>* time_steps) {
   PieceOutcome outcome;
   outcome_ = &outcome;
@@ -814,8 +810,8 @@ absl::StatusOr<PieceOutcome> PtStreamDecoder::DecodePiece(const uint8_t* padded,
     pending_.klass = InsnClass::kUnknown;
   }
   absl::Status status = config_.kind == DecoderKind::kBlock
-                            ? Run<BlockApi>(padded, size, base_offset, psbs, spec, libipt_image, &outcome)
-                            : Run<InsnApi>(padded, size, base_offset, psbs, spec, libipt_image, &outcome);
+                            ? Run<BlockApi>(padded, size, base_offset, psbs, spec, &outcome)
+                            : Run<InsnApi>(padded, size, base_offset, psbs, spec, &outcome);
   outcome_ = nullptr;
   time_steps_ = nullptr;
   piece_events_ = nullptr;

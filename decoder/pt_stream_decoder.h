@@ -108,7 +108,7 @@ struct PendingBranch {
   uint64_t instructions = 0;
   uint64_t cycles = 0;
   uint64_t time = 0;
-  bool timed = true;         // false: `time` is still to be sampled (time axis; see SettleBranchSample)
+  bool timed = true;         // false: `time` is still to be sampled (see SettleBranchSample)
   bool after_raise = false;  // an OCaml raise came before it: the model needs the branch
   uint64_t run_start = 0;    // where execution went on straight to it (after the last branch)
 };
@@ -199,14 +199,14 @@ class PtStreamDecoder {
   // not run at all.
   absl::Status DecodeChunk(const uint8_t* padded, size_t size, uint64_t base_offset);
 
-  // Parallel decoding: one piece of a buffer (`psbs` are the buffer's PSB offsets), with
-  // its own libipt image (`libipt_image`, not shared with another thread). Events carry
+  // Parallel decoding: one piece of a buffer (`psbs` are the buffer's PSB offsets); the
+  // decoder's images must not be shared with another thread. Events carry
   // instruction counts relative to the piece's start; on the time axis their `time` is
   // an index into `time_steps` (the Now() sample that gave it), on the instruction axis
   // the piece-relative count. The stitcher turns both into real values.
   absl::StatusOr<PieceOutcome> DecodePiece(const uint8_t* padded, size_t size, uint64_t base_offset,
                                            const std::vector<uint64_t>& psbs, const PieceSpec& spec,
-                                           pt_image* libipt_image, std::vector<FlowEvent>* events,
+                                           std::vector<FlowEvent>* events,
                                            std::vector<TimeStep>* time_steps);
 
   const PtDecodeStats& stats() const { return stats_; }
@@ -260,7 +260,7 @@ class PtStreamDecoder {
   Mark MarkHere(uint64_t previous_call, uint64_t sync_offset, bool synced_once) const;
   template <class Api>
   absl::Status Run(const uint8_t* begin, size_t size, uint64_t base_offset, const std::vector<uint64_t>& psbs,
-                   const PieceSpec& spec, pt_image* libipt_image, PieceOutcome* outcome);
+                   const PieceSpec& spec, PieceOutcome* outcome);
   int NextBlock(pt_block_decoder* decoder);
   int NextInsn(pt_insn_decoder* decoder);
   void OnInstructionRun(uint64_t first_ip, uint64_t count);
@@ -313,7 +313,8 @@ class PtStreamDecoder {
   // The last TSC UpdateTime was given: repeats change nothing (the clock ignores them,
   // and so does its replay of a piece's steps).
   uint64_t last_update_tsc_ = 0;
-  // The newest branch's time sample, not taken yet (time axis): at this instruction count.
+  // The newest branch's time sample, not taken yet (time and instruction axes): at this
+  // instruction count.
   bool unsampled_ = false;
   uint64_t unsampled_at_ = 0;
   uint64_t last_logged_image_tsc_ = 0;
