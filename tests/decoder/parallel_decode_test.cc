@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "image/module_cache.h"
 #include "image/process_image.h"
 #include "image/section_cache.h"
+#include "image/timed_image.h"
 #include "recorder/emulate/code_walker.h"
 #include "tests/testing/test_util.h"
 
@@ -129,15 +131,9 @@ std::vector<FlowEvent> DecodeWalkEvents(const std::string& trace, TimeAxis axis)
   if (!meta.ok() || meta->streams.empty()) return {};
   image::SectionCache sections;
   image::ModuleCache modules;
-  image::ProcessImage image(&sections, &modules, "walk");
-  for (const ImageEntry& entry : meta->images) {
-    image::Mapping mapping;
-    mapping.path = entry.path;
-    mapping.vaddr = entry.vaddr;
-    mapping.file_offset = entry.file_offset;
-    mapping.size = entry.size;
-    EXPECT_TRUE(image.AddMapping(mapping).ok());
-  }
+  std::unique_ptr<image::TimedProcessImage> image =
+      image::MakeTraceProcessImage(&sections, &modules, trace, *meta, nullptr, meta->pids.empty() ? -1 : meta->pids.front());
+  image->ApplyAll();
   absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(ResolveTracePath(trace, meta->streams[0].file));
   EXPECT_TRUE(bytes.ok());
   if (!bytes.ok()) return {};
@@ -147,7 +143,7 @@ std::vector<FlowEvent> DecodeWalkEvents(const std::string& trace, TimeAxis axis)
   config.axis = axis;
   config.conversion = meta->time;
   EventLog log;
-  PtStreamDecoder decoder(config, &image, &log);
+  PtStreamDecoder decoder(config, image->image(), &log);
   EXPECT_TRUE(decoder.DecodeChunk(bytes->data(), size, 0).ok());
   EXPECT_EQ(decoder.stats().errors, 0u);
   return log.events;
