@@ -115,6 +115,7 @@ std::vector<std::string> ValgrindCommand(const ValgrindInstall& install, const V
       "--run-libc-freeres=no",
       "--run-cxx-freeres=no",
       absl::StrCat("--trace-children=", options.follow_children ? "yes" : "no"),
+      absl::StrCat("--ptd-follow-forks=", options.follow_children ? "yes" : "no"),
   };
   argv.insert(argv.end(), command.begin(), command.end());
   return argv;

@@ -18,6 +18,11 @@ namespace ptd {
 namespace {
 
 constexpr uint32_t kNoBlock = 0;
+// Virtual time a system call (or a trap into the kernel) takes. Records of what it did
+// (an mmap's mapping, an exec's new program) come after it, so the instructions before
+// the call are decoded with the image as it was even when the decoder's time runs a few
+// packets ahead of its position (libipt reads ahead; tens of instructions).
+constexpr uint64_t kSyscallNs = 1000;
 
 uint64_t MonotonicNs() {
   timespec ts;
@@ -244,6 +249,8 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   thread.pending_id = id;
   thread.pending_time = process.clock;
   process.clock += block.n;
+  if (block.kind == VGPT_KIND_SYSCALL || block.kind == VGPT_KIND_TRAP) process.clock += kSyscallNs;
+  newest_time_ = std::max(newest_time_, process.clock);
   if (block.trigger != 0 && options_.on_trigger) options_.on_trigger(in.pid, thread.tid, block.trigger);
 }
 
@@ -628,7 +635,9 @@ absl::Status VgptConverter::Finish(TraceMeta* meta) {
   SidebandFile file;
   file.file = absl::StrCat(kSidebandSubdir, "/valgrind.data");
   file.cpu = -1;
-  file.origin = "synthesized";
+  // Made by the emulator as the program ran, each with its time (not a /proc synthesis,
+  // which stands for the state at time 0).
+  file.origin = "emulator";
   file.sample_type = builder.format().sample_type;
   file.sample_id_all = builder.format().sample_id_all;
   if (absl::Status s = WriteFileAtomic(dir_->FilePath(file.file), absl::Span<const uint8_t>(builder.bytes()));

@@ -3,8 +3,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -26,6 +28,7 @@ struct VgptSpool::File {
   uint64_t offset = 0;    // bytes read so far
   uint64_t punched = 0;   // bytes given back to the file system
   uint64_t consumed = 0;  // bytes fed to the converter
+  uint64_t limit = UINT64_MAX;  // Drain: read no further than the size it found
   std::vector<uint32_t> words;  // read, not yet consumed (an incomplete record at most)
   uint8_t tail[4] = {};         // a word read in part
   size_t tail_size = 0;
@@ -71,8 +74,8 @@ absl::Status VgptSpool::Pump(File& file, bool final_read, bool* progress) {
   const size_t have = file.words.size();
   std::vector<uint8_t> buffer(kReadBytes);
   std::memcpy(buffer.data(), file.tail, file.tail_size);
-  const ssize_t n = pread(file.fd, buffer.data() + file.tail_size, kReadBytes - file.tail_size,
-                          static_cast<off_t>(file.offset));
+  const uint64_t room = std::min<uint64_t>(kReadBytes - file.tail_size, file.limit - std::min(file.limit, file.offset));
+  const ssize_t n = pread(file.fd, buffer.data() + file.tail_size, room, static_cast<off_t>(file.offset));
   if (n < 0) return ErrnoError("cannot read", file.path, errno);
   file.offset += static_cast<uint64_t>(n);
   bytes_read_ += static_cast<uint64_t>(n);
@@ -142,6 +145,14 @@ absl::StatusOr<bool> VgptSpool::Poll() {
 
 absl::Status VgptSpool::Drain() {
   if (absl::Status s = Scan(); !s.ok()) return s;
+  // A program still running keeps writing until it sees its file gone: read what is
+  // there now, no more.
+  for (auto& [pid, by_seq] : files_) {
+    for (auto& [seq, file] : by_seq) {
+      struct stat st;
+      if (file->fd >= 0 && fstat(file->fd, &st) == 0) file->limit = static_cast<uint64_t>(st.st_size);
+    }
+  }
   // Instances wait for each other (children for their parents' forks), so go round
   // until nothing moves.
   for (bool progress = true; progress;) {

@@ -12,7 +12,7 @@
    statements and a guarded call that runs once per 256 Ki blocks.
 
    Options: --ptd-out=DIR (required): where the stream files go, one per instance,
-   named <pid>-<n>.vgpt. */
+   named <pid>-<n>.vgpt; --ptd-follow-forks=no: forked children run untraced. */
 
 #include "pub_tool_basics.h"
 #include "pub_tool_tooliface.h"
@@ -37,6 +37,10 @@
    moves an fd into the range Valgrind reserves for itself, which the program can
    neither see nor close (programs close every fd before exec, as subprocess does). */
 extern Int VG_(safe_fd)(Int oldfd);
+/* Likewise: the core's guard against discarding translations from inside a translation.
+   A fork's child callback runs in the scheduler, between translations, as client
+   requests do (the one place the core sets it). */
+extern Bool VG_(ok_to_discard_translations);
 
 #define BUF_WORDS (256 * 1024)
 #define FLUSH_AT_SYSCALL_WORDS (16 * 1024)
@@ -47,6 +51,7 @@ static UInt buf[BUF_WORDS + 64];
 static UInt* buf_pos = buf;
 
 static const HChar* clo_out_dir = NULL;
+static Bool clo_follow_forks = True;
 static Int out_fd = -1;
 static Bool write_failed = False;
 static UInt next_block_id = 1;
@@ -311,6 +316,13 @@ static void parent_fork(ThreadId tid) {
 
 static void child_fork(ThreadId tid) {
   if (write_failed) return; /* untraced already: so is the child */
+  if (!clo_follow_forks) {
+    /* Not followed: the child runs untraced (its parent's file is not its own). */
+    out_fd = -1;
+    write_failed = True;
+    buf_pos = buf;
+    return;
+  }
   /* A new process: its own file. Its translations were made (and described) in the
      parent's stream, so they are dropped and made again, described in this one. */
   buf_pos = buf;
@@ -323,7 +335,9 @@ static void child_fork(ThreadId tid) {
   for (Int i = 0; i < MAX_TIDS; ++i) alive[i] = False;
   open_output();
   put_hello(VGPT_HELLO_FORK_CHILD);
+  VG_(ok_to_discard_translations) = True;
   VG_(discard_translations_safely)(0, ~(SizeT)0, "ptdtrace fork");
+  VG_(ok_to_discard_translations) = False;
   (void)tid;
 }
 
@@ -520,6 +534,7 @@ static IRSB* instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayo
 
 static Bool process_cmd_line_option(const HChar* arg) {
   if (VG_STR_CLO(arg, "--ptd-out", clo_out_dir)) {
+  } else if (VG_BOOL_CLO(arg, "--ptd-follow-forks", clo_follow_forks)) {
   } else {
     return False;
   }
@@ -528,6 +543,7 @@ static Bool process_cmd_line_option(const HChar* arg) {
 
 static void print_usage(void) {
   VG_(printf)("    --ptd-out=DIR             where to write the stream files (required)\n");
+  VG_(printf)("    --ptd-follow-forks=no|yes trace forked children too [yes]\n");
 }
 
 static void print_debug_usage(void) { VG_(printf)("    (none)\n"); }

@@ -1,0 +1,130 @@
+#include "tests/valgrind/valgrind_ground_truth.h"
+
+#include <memory>
+#include <regex>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/file_util.h"
+#include "decoder/slice_sink.h"
+#include "decoder/trace_decoder.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd::testing {
+
+std::vector<std::string> ValgrindToolCommand(const std::string& tool, const std::vector<std::string>& extra,
+                                             const std::vector<std::string>& command) {
+  std::vector<std::string> argv = {"valgrind",
+                                   absl::StrCat("--tool=", tool),
+                                   "--vex-guest-chase=no",
+                                   "--vex-iropt-unroll-thresh=0",
+                                   "--run-libc-freeres=no",
+                                   "--run-cxx-freeres=no",
+                                   "--trace-children=yes"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+absl::StatusOr<uint64_t> LackeyInstructions(const std::vector<std::string>& command) {
+  CommandResult r = RunCommand(ValgrindToolCommand("lackey", {"--basic-counts=yes"}, command));
+  // "==PID==   guest instrs:  127,604" (one line per process with --trace-children).
+  std::regex line(R"(guest instrs:\s+([0-9,]+))");
+  uint64_t total = 0;
+  bool found = false;
+  for (std::sregex_iterator it(r.err.begin(), r.err.end(), line), end; it != end; ++it) {
+    std::string digits = (*it)[1];
+    digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(digits, &n)) return absl::InternalError(absl::StrCat("lackey: bad count ", digits));
+    total += n;
+    found = true;
+  }
+  if (!found) return absl::InternalError(absl::StrCat("lackey printed no count: ", r.err));
+  return total;
+}
+
+absl::StatusOr<std::map<std::string, uint64_t>> CallgrindCalls(const std::vector<std::string>& command,
+                                                               const std::string& work_dir) {
+  const std::string out = absl::StrCat(work_dir, "/callgrind.out.%p");
+  CommandResult r = RunCommand(ValgrindToolCommand("callgrind", {absl::StrCat("--callgrind-out-file=", out)}, command));
+  if (r.exit_code != 0) return absl::InternalError(absl::StrCat("callgrind failed: ", r.err));
+  std::map<std::string, uint64_t> calls;
+  CommandResult ls = RunCommand({"sh", "-c", absl::StrCat("ls ", work_dir, "/callgrind.out.*")});
+  for (absl::string_view path : absl::StrSplit(ls.out, '\n', absl::SkipEmpty())) {
+    absl::StatusOr<std::string> text = ReadFileToString(std::string(path));
+    if (!text.ok()) return text.status();
+    // Names are compressed: "cfn=(12) name" the first time, "cfn=(12)" after. A
+    // "calls=N target" line follows the cfn= it counts for.
+    std::map<std::string, std::string> names;
+    std::string callee;
+    std::istringstream lines(*text);
+    std::regex fn_line(R"(^c?fn=\((\d+)\)(?: (.*))?$)");
+    for (std::string l; std::getline(lines, l);) {
+      std::smatch m;
+      if (std::regex_match(l, m, fn_line)) {
+        if (m[2].matched) {
+          // Recursion levels are separate functions to callgrind: "fib'2".
+          std::string name = m[2];
+          if (const size_t quote = name.rfind('\''); quote != std::string::npos &&
+              name.find_first_not_of("0123456789", quote + 1) == std::string::npos) {
+            name.resize(quote);
+          }
+          names[m[1]] = name;
+        }
+        if (l[0] == 'c') callee = names[m[1]];
+      } else if (l.rfind("calls=", 0) == 0) {
+        uint64_t n = 0;
+        const std::string count = l.substr(6, l.find(' ') - 6);
+        if (absl::SimpleAtoi(count, &n)) calls[callee] += n;
+      }
+    }
+  }
+  return calls;
+}
+
+namespace {
+
+class CountingSink : public decoder::SliceSink {
+ public:
+  explicit CountingSink(DecodedTrace* out) : out_(out) {}
+  void Begin(uint64_t, absl::string_view name) override { ++out_->calls[std::string(name)]; }
+  void End(uint64_t, const decoder::SliceCounts&) override {}
+  void Instant(uint64_t, absl::string_view name, absl::string_view detail) override {
+    if (name == "decode error") out_->error_details.push_back(std::string(detail));
+  }
+
+ private:
+  DecodedTrace* out_;
+};
+
+class CountingFactory : public decoder::ThreadSinkFactory {
+ public:
+  explicit CountingFactory(DecodedTrace* out) : out_(out) {}
+  decoder::SliceSink* ForThread(int, int tid, const std::string&, const std::string& process_name) override {
+    out_->threads[tid] = process_name;
+    sinks_.push_back(std::make_unique<CountingSink>(out_));
+    return sinks_.back().get();
+  }
+
+ private:
+  DecodedTrace* out_;
+  std::vector<std::unique_ptr<CountingSink>> sinks_;
+};
+
+}  // namespace
+
+absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir) {
+  DecodedTrace out;
+  CountingFactory factory(&out);
+  decoder::DecodeOptions options;
+  absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTrace(trace_dir, options, &factory);
+  if (!result.ok()) return result.status();
+  out.instructions = result->stats.instructions;
+  out.errors = result->stats.errors;
+  return out;
+}
+
+}  // namespace ptd::testing

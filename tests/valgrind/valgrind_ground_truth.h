@@ -1,0 +1,40 @@
+#pragma once
+// Independent checks for traces recorded under Valgrind: Valgrind's own tools run the same
+// program on the same virtual CPU (so glibc picks the same ifuncs) with the same
+// translation options. lackey counts instructions (every rep iteration: an upper bound of
+// PT's count), callgrind counts calls per function. And what our decoder makes of a trace:
+// slices per function name, errors, instructions.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ptd::testing {
+
+// The options every Valgrind run of the tests shares with the recorder's (see
+// recorder/valgrind/valgrind_install.cc): blocks cut at every branch, no loop unrolling,
+// no exit-time clean-up code.
+std::vector<std::string> ValgrindToolCommand(const std::string& tool, const std::vector<std::string>& extra,
+                                             const std::vector<std::string>& command);
+
+// lackey --basic-counts: "guest instrs".
+absl::StatusOr<uint64_t> LackeyInstructions(const std::vector<std::string>& command);
+
+// callgrind: calls per function name (summed over callers, all processes of the run).
+absl::StatusOr<std::map<std::string, uint64_t>> CallgrindCalls(const std::vector<std::string>& command,
+                                                               const std::string& work_dir);
+
+struct DecodedTrace {
+  uint64_t instructions = 0;
+  uint64_t errors = 0;
+  std::map<std::string, uint64_t> calls;  // slices begun per function name
+  std::vector<std::string> error_details;
+  std::map<int, std::string> threads;     // tid -> process name
+};
+
+absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir);
+
+}  // namespace ptd::testing
