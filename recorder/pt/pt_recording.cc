@@ -1,6 +1,5 @@
 #include "recorder/pt/pt_recording.h"
 
-#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
@@ -16,6 +15,7 @@
 #include "recorder/proc_synth.h"
 #include "recorder/pt/perf_access.h"
 #include "recorder/sideband_events.h"
+#include "recorder/sideband_recorder.h"
 #include "recorder/vdso_dump.h"
 
 namespace ptd::pt {
@@ -65,6 +65,22 @@ uint64_t EventClockNow(const perf_event_mmap_page* header) {
   return zero + quot * mult + ((rem * mult) >> shift);
 }
 
+RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access) {
+  RecordOptions out = record;
+  if (!record.default_ring_sizes || access.mlock_unlimited()) return out;
+  // perf's sizes for users under the locked-memory limit (tools/perf/arch/x86/util/
+  // intel-pt.c, intel_pt_recording_options): the kernel allows perf_event_mlock_kb
+  // (516 KiB by default) per CPU beyond RLIMIT_MEMLOCK, and 16 MiB rings fail with EPERM.
+  out.snapshot_size = 128 << 10;
+  out.buffer_size = 128 << 10;
+  out.data_size = 256 << 10;
+  return out;
+}
+
+uint64_t PtRecording::Now() const {
+  return captures_.empty() ? PerfClockNs() : EventClockNow(captures_.front()->ring().header());
+}
+
 absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
                                             PtEventConfig* config_out) {
   const RecordOptions& record = options.record;
@@ -109,12 +125,19 @@ PtRecording::~PtRecording() {
 
 absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     const PtRecordingOptions& options, PtRingFactory* factory, const TraceDirWriter& dir) {
-  std::unique_ptr<PtRecording> rec(new PtRecording(options, factory, dir));
-  absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(options, &rec->config_);
+  PtRecordingOptions sized = options;
+  sized.record = WithRingSizes(options.record, ReadPerfAccess(options.proc_root));
+  std::unique_ptr<PtRecording> rec(new PtRecording(sized, factory, dir));
+  absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(sized, &rec->config_);
   if (!pmu.ok()) return pmu.status();
   rec->pmu_ = *std::move(pmu);
   rec->notes_ = rec->config_.notes;
-  const RecordOptions& record = options.record;
+  const RecordOptions& record = sized.record;
+  if (record.buffer_size != options.record.buffer_size) {
+    rec->notes_.push_back(
+        "rings sized for the locked-memory limit (no CAP_IPC_LOCK): 128 KiB AUX, 256 KiB "
+        "DATA, as perf does; give --buffer-size/--snapshot-size/--data-size to choose");
+  }
 
   const bool launch = options.self_tids.empty() && !record.command.empty();
   perf_event_attr attr;
@@ -128,7 +151,11 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   SidebandEventOptions sideband;
   sideband.per_cpu = !record.per_thread;
   sideband.enable_on_exec = launch;
-  AddSidebandFields(sideband, &attr);
+  // The PT event carries no sideband: it is disabled at each snapshot (and by the kernel
+  // after a truncation), and a disabled event gets none. A dummy event does, as perf's
+  // dummy:u; both write into the same ring.
+  AddEventCommonFields(sideband, &attr);
+  rec->tracking_attr_ = DummySidebandAttr(sideband);
   // Linear mode: wake the reader when a quarter of the AUX ring is full, so it drains
   // long before the kernel has to drop anything.
   if (!record.snapshot) attr.aux_watermark = static_cast<uint32_t>(record.buffer_size / 4);
@@ -155,8 +182,8 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   }
   rec->attr_ = attr;
   rec->target_pid_ = pid;
-  if (absl::Status st = rec->OpenRings(tids, attr); !st.ok()) return st;
-  rec->start_ns_ = PerfClockNs();
+  if (absl::Status st = rec->OpenRings(tids, attr, rec->tracking_attr_); !st.ok()) return st;
+  rec->start_ns_ = rec->Now();
 
   if (launch) {
     if (absl::Status st = rec->target_->Release(); !st.ok()) return st;
@@ -195,58 +222,83 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   return rec;
 }
 
-absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_event_attr& attr) {
+absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_event_attr& attr,
+                                    const perf_event_attr& tracking_attr) {
   const RecordOptions& record = options_.record;
-  std::vector<PtRingRequest> requests;
   PtRingRequest base;
   base.attr = attr;
+  base.tracking_attr = tracking_attr;
   base.data_size = record.data_size;
   base.aux_size = record.snapshot ? record.snapshot_size : record.buffer_size;
   base.overwrite = record.snapshot;
   base.filter = record.filter;
-  if (record.per_thread) {
-    for (int tid : tids) {
-      PtRingRequest r = base;
-      r.attr.inherit = 0;  // the kernel refuses to mmap inherited per-task events
-      r.cpu = -1;
-      r.tids = {tid};
-      requests.push_back(r);
-    }
-  } else {
-    const int cpus = get_nprocs_conf();
-    for (int cpu = 0; cpu < cpus; ++cpu) {
-      PtRingRequest r = base;
-      r.cpu = cpu;
-      r.tids = tids;
-      requests.push_back(r);
-    }
-  }
-  for (const PtRingRequest& request : requests) {
-    absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
-    if (!ring.ok()) {
-      // A thread that exited while we opened is not worth failing the recording for.
-      if (ring.status().code() == absl::StatusCode::kNotFound && request.cpu < 0) {
-        notes_.push_back(absl::StrCat("thread ", request.tids.front(), " exited before it was traced"));
-        continue;
-      }
-      return ring.status();
-    }
-    const std::string name = StreamName((*ring)->cpu(), (*ring)->tid());
+  // A thread that exits while we open its events (ESRCH: NotFound) is not worth failing
+  // the recording for, as perf tolerates it; its trace is simply absent.
+  auto vanished = [&](int tid, const absl::Status& st) {
+    if (st.code() != absl::StatusCode::kNotFound) return false;
+    notes_.push_back(absl::StrCat("thread ", tid, " exited before it was traced"));
+    return true;
+  };
+  auto add_capture = [&](std::unique_ptr<PtRingSource> ring) -> absl::Status {
+    const std::string name = StreamName(ring->cpu(), ring->tid());
     if (captures_.empty()) {
-      const perf_event_mmap_page* h = (*ring)->header();
+      const perf_event_mmap_page* h = ring->header();
       time_.time_shift = h->time_shift;
       time_.time_mult = h->time_mult;
       time_.time_zero = h->time_zero;
       time_.cap_user_time_zero = h->cap_user_time_zero;
     }
     auto capture = std::make_unique<PtStreamCapture>(
-        *std::move(ring),
+        std::move(ring),
         StreamFiles{dir_.staging_dir(), absl::StrCat(kAuxSubdir, "/", name, ".pt"),
                     absl::StrCat(kSidebandSubdir, "/", name, ".data")},
         kSidebandSampleType);
     if (absl::Status st = capture->Open(); !st.ok()) return st;
     captures_.push_back(std::move(capture));
-    if (request.cpu < 0) traced_tids_.push_back(request.tids.front());
+    return absl::OkStatus();
+  };
+  if (record.per_thread) {
+    for (int tid : tids) {
+      PtRingRequest request = base;
+      request.attr.inherit = 0;  // the kernel refuses to mmap inherited per-task events
+      request.tracking_attr.inherit = 0;
+      request.cpu = -1;
+      request.tid = tid;
+      absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
+      if (!ring.ok()) {
+        if (vanished(tid, ring.status())) continue;
+        return ring.status();
+      }
+      if (absl::Status st = add_capture(*std::move(ring)); !st.ok()) return st;
+      traced_tids_.push_back(tid);
+    }
+  } else {
+    // Online CPUs, not configured ones: perf_event_open fails on an offline CPU.
+    absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+    if (!cpus.ok()) return cpus.status();
+    for (int cpu : *cpus) {
+      std::unique_ptr<PtRingSource> ring;
+      for (int tid : tids) {
+        absl::Status st;
+        if (ring == nullptr) {
+          PtRingRequest request = base;
+          request.cpu = cpu;
+          request.tid = tid;
+          absl::StatusOr<std::unique_ptr<PtRingSource>> opened = factory_->Open(request);
+          if (opened.ok()) ring = *std::move(opened);
+          st = opened.status();
+        } else {
+          st = factory_->AddThread(*ring, tid);
+        }
+        // Each thread is noted once, on the first CPU.
+        if (!st.ok() && st.code() == absl::StatusCode::kNotFound && cpu != cpus->front()) {
+          continue;
+        }
+        if (!st.ok() && !vanished(tid, st)) return st;
+      }
+      if (ring == nullptr) continue;
+      if (absl::Status st = add_capture(std::move(ring)); !st.ok()) return st;
+    }
   }
   if (captures_.empty()) return absl::NotFoundError("no thread of the target could be traced");
   return absl::OkStatus();
@@ -263,11 +315,20 @@ absl::Status PtRecording::DumpTargetMemory(int pid) {
 }
 
 absl::Status PtRecording::Snapshot(const std::string& reason) {
-  const uint64_t now = PerfClockNs();
   absl::Status status = absl::OkStatus();
-  for (auto& capture : captures_) {
-    absl::Status st = capture->Snapshot(reason, now);
+  auto keep_first = [&status](const absl::Status& st) {
     if (!st.ok() && status.ok()) status = st;
+  };
+  // One cut: every ring stops before any is read, so no CPU holds trace from after the
+  // trigger; then all are read, then all resume. Only the PT events stop: the tracking
+  // events keep writing sideband meanwhile.
+  if (options_.record.snapshot) {
+    for (auto& capture : captures_) keep_first(capture->ring().DisablePt());
+  }
+  const uint64_t now = Now();
+  for (auto& capture : captures_) keep_first(capture->Snapshot(reason, now));
+  if (options_.record.snapshot) {
+    for (auto& capture : captures_) keep_first(capture->ring().EnablePt());
   }
   snapshots_++;
   return status;
@@ -288,9 +349,11 @@ absl::Status PtRecording::FollowNewThreads() {
   // The thread runs already: no enable_on_exec, enabled explicitly once its ring exists.
   perf_event_attr attr = attr_;
   attr.enable_on_exec = 0;
+  perf_event_attr tracking_attr = tracking_attr_;
+  tracking_attr.enable_on_exec = 0;
   const size_t before = captures_.size();
   for (int tid : fresh) {
-    absl::Status st = OpenRings({tid}, attr);
+    absl::Status st = OpenRings({tid}, attr, tracking_attr);
     if (!st.ok() && st.code() != absl::StatusCode::kNotFound) return st;
   }
   for (size_t i = before; i < captures_.size(); ++i) {
@@ -303,7 +366,7 @@ absl::Status PtRecording::FollowNewThreads() {
 }
 
 absl::Status PtRecording::Drain() {
-  const uint64_t now = PerfClockNs();
+  const uint64_t now = Now();
   absl::Status status = absl::OkStatus();
   // Rings opened below are drained from the next call on.
   const size_t existing = captures_.size();
@@ -312,10 +375,11 @@ absl::Status PtRecording::Drain() {
     const uint64_t lost_before = capture->lost_chunks();
     absl::Status st = capture->Drain(now);
     if (!st.ok() && status.ok()) status = st;
-    // A full linear AUX ring makes the kernel stop the event; start it again now that
-    // there is room (the chunk already says that trace was lost).
+    // A full linear AUX ring makes the kernel disable the PT event (TRUNCATED sets
+    // pending_disable); enable it again now that there is room (the chunk already says
+    // that trace was lost). Sideband went on meanwhile on the tracking event.
     if (!options_.record.snapshot && capture->lost_chunks() != lost_before) {
-      (void)capture->ring().ResumeOutput();
+      (void)capture->ring().EnablePt();
     }
   }
   absl::Status followed = FollowNewThreads();
@@ -387,7 +451,7 @@ absl::Status PtRecording::Finish(const std::string& end_reason,
   meta->notes = notes_;
   meta->notes.insert(meta->notes.end(), notes.begin(), notes.end());
   meta->start_ns = start_ns_;
-  meta->end_ns = PerfClockNs();
+  meta->end_ns = Now();
   return status;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
+#include "recorder/pt/perf_access.h"
 #include "recorder/pt/pt_event_config.h"
 #include "recorder/pt/pt_pmu.h"
 #include "recorder/pt/pt_ring_factory.h"
@@ -36,6 +37,10 @@ struct PtRecordingOptions {
 // ring sizes. FailedPrecondition / InvalidArgument: the CLI exits 2.
 absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
                                             PtEventConfig* config_out);
+
+// `record` with the ring sizes perf would use when none was given and the kernel's
+// locked-memory limit applies (no CAP_IPC_LOCK, perf_event_paranoid >= 0).
+RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access);
 
 class PtRecording : public SnapshotTaker {
  public:
@@ -63,7 +68,10 @@ class PtRecording : public SnapshotTaker {
 
  private:
   PtRecording(PtRecordingOptions options, PtRingFactory* factory, const TraceDirWriter& dir);
-  absl::Status OpenRings(const std::vector<int>& tids, const perf_event_attr& attr);
+  absl::Status OpenRings(const std::vector<int>& tids, const perf_event_attr& attr,
+                         const perf_event_attr& tracking_attr);
+  // The events' clock now (EventClockNow of the first ring).
+  uint64_t Now() const;
   // Per-thread mode: rings for the threads the sideband reported as created.
   absl::Status FollowNewThreads();
   absl::Status DumpTargetMemory(int pid);
@@ -76,6 +84,7 @@ class PtRecording : public SnapshotTaker {
   std::unique_ptr<TargetProcess> target_;
   std::vector<std::unique_ptr<PtStreamCapture>> captures_;
   perf_event_attr attr_{};           // the PT event as opened (per-thread rings added later)
+  perf_event_attr tracking_attr_{};  // the sideband (dummy) event beside it
   std::vector<int> traced_tids_;     // threads with a ring (per-thread mode)
   int target_pid_ = -1;
   std::vector<SidebandFile> extra_sideband_;  // synthesized at attach

@@ -92,11 +92,20 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
     EXPECT_EQ(r.attr.enable_on_exec, 1u);
     EXPECT_EQ(r.attr.inherit, 1u);
     EXPECT_EQ(r.attr.exclude_kernel, 1u);
-    EXPECT_EQ(r.attr.context_switch, 1u);
+    // Sideband rides on the tracking (dummy) event, never on the PT event, which each
+    // snapshot disables.
+    EXPECT_EQ(r.attr.context_switch, 0u);
+    EXPECT_EQ(r.attr.mmap2, 0u);
+    EXPECT_EQ(r.tracking_attr.type, static_cast<uint32_t>(PERF_TYPE_SOFTWARE));
+    EXPECT_EQ(r.tracking_attr.config, static_cast<uint64_t>(PERF_COUNT_SW_DUMMY));
+    EXPECT_EQ(r.tracking_attr.context_switch, 1u);
+    EXPECT_EQ(r.tracking_attr.mmap2, 1u);
+    EXPECT_EQ(r.tracking_attr.enable_on_exec, 1u);
+    EXPECT_EQ(r.tracking_attr.inherit, 1u);
     EXPECT_EQ(r.attr.sample_id_all, 1u);
     EXPECT_TRUE(r.overwrite);
     EXPECT_EQ(r.aux_size, options_.snapshot_size);
-    EXPECT_EQ(r.tids.size(), 1u);  // the launched child; its threads inherit
+    EXPECT_GT(r.tid, 0);  // the launched child; its threads inherit
   }
   EXPECT_EQ(factory_.enables(), 0);  // enable_on_exec does it at the exec
 
@@ -106,8 +115,10 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
   EXPECT_EQ(meta.end_reason, "exit");
   EXPECT_EQ(meta.command, options_.command);
   EXPECT_EQ(meta.pt.pmu_type, 8);
-  // normal preset with psb_cyc: pt(0) cyc(1) tsc(10) branch(13) cyc_thresh=1 (19), mtc_period=0
-  EXPECT_EQ(meta.pt.config, (1ull << 0) | (1ull << 1) | (1ull << 10) | (1ull << 13) | (1ull << 19));
+  // normal preset with psb_cyc: pt(0) cyc(1) mtc(9) tsc(10) branch(13) mtc_period=3 (14-17)
+  // cyc_thresh=1 (19-22) psb_period=3 (24-27)
+  EXPECT_EQ(meta.pt.config, (1ull << 0) | (1ull << 1) | (1ull << 9) | (1ull << 10) |
+                                (1ull << 13) | (3ull << 14) | (1ull << 19) | (3ull << 24));
   EXPECT_EQ(meta.pt.timing, "normal");
   EXPECT_EQ(meta.pt.nom_freq, 24u);
   EXPECT_EQ(meta.pt.tsc_art_ratio_num, 188u);
@@ -207,7 +218,7 @@ TEST_F(HardwareRecorderTest, AttachEnablesEventsAndSynthesizesExistingMappings) 
   EXPECT_EQ(factory_.enables(), static_cast<int>(factory_.size()));
   for (const PtRingRequest& r : factory_.requests()) {
     EXPECT_EQ(r.attr.enable_on_exec, 0u);
-    EXPECT_EQ(r.tids, std::vector<int>{target->pid()});
+    EXPECT_EQ(r.tid, target->pid());
   }
   TraceMeta meta = Meta();
   EXPECT_EQ(meta.pids, std::vector<int>{target->pid()});
@@ -275,7 +286,7 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   ASSERT_TRUE(summary.ok()) << summary.status();
   ASSERT_EQ(factory_.size(), 2u);
   const std::vector<PtRingRequest> requests = factory_.requests();
-  EXPECT_EQ(requests[1].tids, std::vector<int>{static_cast<int>(kNewTid)});
+  EXPECT_EQ(requests[1].tid, static_cast<int>(kNewTid));
   EXPECT_EQ(requests[1].cpu, -1);
   EXPECT_EQ(requests[1].attr.enable_on_exec, 0u) << "the thread runs already";
   EXPECT_EQ(requests[1].attr.inherit, 0u);
