@@ -92,7 +92,10 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                   "/sys/bus/event_source/devices/intel_pt/format)");
   cmd->add_flag("--kernel", opts->kernel, "Also trace the kernel (root or CAP_PERFMON)");
   cmd->add_option("--filter", opts->filter,
-                  "IP filter for PERF_EVENT_IOC_SET_FILTER, e.g. 'filter main @ /bin/prog'");
+                  "Trace only there (filter) or stop there (stop): 'filter main', "
+                  "'filter f@/usr/lib/libx.so', 'filter @/bin/prog' (all its code), "
+                  "'filter 0x1130/0x40@/bin/prog'; comma-separated; names are resolved to "
+                  "the numeric file-offset filters the kernel takes");
   cmd->add_option("--trigger", opts->trigger_symbol,
                   "Snapshot when this function runs (hardware breakpoint per thread; "
                   "--emulate: a stepped thread reaching it); NAME or NAME@LIBRARY");

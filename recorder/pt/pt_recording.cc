@@ -1,5 +1,6 @@
 #include "recorder/pt/pt_recording.h"
 
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
@@ -13,6 +14,7 @@
 #include "recorder/perf_mmap.h"
 #include "recorder/proc_maps.h"
 #include "recorder/proc_synth.h"
+#include "recorder/pt/ip_filter.h"
 #include "recorder/pt/perf_access.h"
 #include "recorder/sideband_events.h"
 #include "recorder/sideband_recorder.h"
@@ -179,6 +181,18 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     absl::StatusOr<std::vector<int>> threads = rec->target_->Threads();
     if (!threads.ok()) return threads.status();
     tids = *threads;
+  }
+  if (!record.filter.empty()) {
+    // The kernel takes numeric file-offset ranges only: resolve names in the target's
+    // executable (or the @FILE given) now that it is loaded.
+    char exe[PATH_MAX];
+    const std::string link = absl::StrCat("/proc/", pid, "/exe");
+    const ssize_t n = readlink(link.c_str(), exe, sizeof(exe) - 1);
+    const std::string exe_path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+    absl::StatusOr<std::string> resolved =
+        ResolveIpFilter(record.filter, exe_path, rec->pmu_.Cap("num_address_ranges"));
+    if (!resolved.ok()) return resolved.status();
+    rec->options_.record.filter = *resolved;
   }
   rec->attr_ = attr;
   rec->target_pid_ = pid;

@@ -1,6 +1,10 @@
 #include "tests/recorder_pt/fake_ring_factory.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "tests/recorder_pt/fake_address_filter.h"
 
 #include "recorder/perf_event.h"
 #include "recorder/perf_mmap.h"
@@ -20,6 +24,15 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
     return PerfOpenError(ESRCH, request.attr, request.tid, request.cpu);
   }
   if (open_errno != 0) return PerfOpenError(open_errno, request.attr, request.tid, request.cpu);
+  if (!request.filter.empty()) {
+    // KernelPtRing: PERF_EVENT_IOC_SET_FILTER right after the open.
+    if (int err = CheckKernelAddressFilter(request.filter, request.attr, num_address_ranges);
+        err != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--filter '", request.filter, "': PERF_EVENT_IOC_SET_FILTER failed: ",
+          std::strerror(err)));
+    }
+  }
   const uint64_t bytes = FakePtKernel::kPage + request.data_size + request.aux_size;
   {
     std::lock_guard<std::mutex> lock(mu_);

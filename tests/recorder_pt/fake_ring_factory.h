@@ -3,7 +3,8 @@
 // the recording flow above it (PtRecording, RecordHardware, ptd::Recorder) runs unchanged.
 // It refuses what the kernel would, with the kernel's errno and the recorder's messages
 // for it (PerfOpenError, PerfMmapError): ESRCH for threads that are gone, EBUSY when PT
-// is taken, EPERM when the rings exceed the locked-memory allowance.
+// is taken, EPERM when the rings exceed the locked-memory allowance, and address filters
+// the kernel's grammar refuses (CheckKernelAddressFilter).
 
 #include <cerrno>
 #include <functional>
@@ -28,6 +29,8 @@ class FakeRingFactory : public PtRingFactory {
   // perf_mmap(): EPERM once the mapped pages (header + DATA + AUX of every ring) exceed
   // this many bytes; 0: no limit (CAP_IPC_LOCK).
   uint64_t mlock_limit_bytes = 0;
+  // caps/num_address_ranges for the kernel's check of request.filter.
+  uint64_t num_address_ranges = 2;
 
   absl::StatusOr<std::unique_ptr<PtRingSource>> Open(const PtRingRequest& request) override;
   absl::Status AddThread(PtRingSource& ring, int tid) override;

@@ -242,5 +242,16 @@ TEST_F(PtRecordingTest, RingsAreOpenedOnOnlineCpus) {
   EXPECT_EQ(opened, *cpus);
 }
 
+TEST_F(PtRecordingTest, FilterByNameReachesTheKernelAsNumbers) {
+  // The documented form; the kernel (and the fake) would refuse a symbol name.
+  options_.record.filter =
+      absl::StrCat("filter ptd_trigger_point@", PTD_BINARY_DIR, "/tests/recorder_pt/ptd-trigger-target");
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  const std::string filter = factory_.requests().at(0).filter;
+  EXPECT_THAT(filter, HasSubstr("filter 0x"));
+  EXPECT_THAT(filter, ::testing::Not(HasSubstr("ptd_trigger_point")));
+}
+
 }  // namespace
 }  // namespace ptd::pt
