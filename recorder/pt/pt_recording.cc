@@ -1,16 +1,22 @@
 #include "recorder/pt/pt_recording.h"
 
 #include <limits.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <optional>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/host_info.h"
+#include "recorder/data_ring.h"
+#include "recorder/perf_event.h"
 #include "recorder/perf_mmap.h"
 #include "recorder/proc_maps.h"
 #include "recorder/proc_synth.h"
@@ -19,6 +25,7 @@
 #include "recorder/sideband_events.h"
 #include "recorder/sideband_recorder.h"
 #include "recorder/vdso_dump.h"
+#include "sideband/record_reader.h"
 
 namespace ptd::pt {
 namespace {
@@ -45,6 +52,48 @@ uint64_t PerfClockNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+absl::StatusOr<int64_t> MeasurePerfClockOffset() {
+  // A dummy event on this thread that reports COMM; renaming the thread (to its own
+  // name) makes the kernel write one, stamped with the perf clock, between two
+  // CLOCK_MONOTONIC reads.
+  SidebandEventOptions options;
+  options.per_cpu = false;
+  options.context_switches = false;
+  perf_event_attr attr = DummySidebandAttr(options);
+  attr.mmap = attr.mmap2 = attr.task = 0;
+  absl::StatusOr<PerfEvent> event = PerfEvent::Open(attr, 0, -1);
+  if (!event.ok()) return event.status();
+  absl::StatusOr<PerfMmap> ring = PerfMmap::Map(*event, PageSize());
+  if (!ring.ok()) return ring.status();
+  char name[32] = {};
+  if (prctl(PR_GET_NAME, name) != 0) return ErrnoError("prctl", "PR_GET_NAME", errno);
+  if (absl::Status st = event->Enable(); !st.ok()) return st;
+  const uint64_t before = PerfClockNs();
+  const int renamed = prctl(PR_SET_NAME, name);
+  const uint64_t after = PerfClockNs();
+  (void)event->Disable();
+  if (renamed != 0) return ErrnoError("prctl", "PR_SET_NAME", errno);
+  std::string bytes;
+  DataRingStats stats;
+  DataRing data(ring->header(), ring->data(), ring->data_size());
+  if (absl::Status st = data.Drain(&bytes, &stats); !st.ok()) return st;
+  RecordFormat format;
+  format.sample_type = attr.sample_type;
+  format.sample_id_all = true;
+  RecordReader reader(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                          bytes.size()),
+                      "perf clock probe", format);
+  while (true) {
+    absl::StatusOr<std::optional<PerfRecord>> record = reader.Next();
+    if (!record.ok()) return record.status();
+    if (!record->has_value()) break;
+    if (std::holds_alternative<CommRecord>((*record)->body) && (*record)->sample_id.has_time) {
+      return static_cast<int64_t>((*record)->sample_id.time - (before + (after - before) / 2));
+    }
+  }
+  return absl::NotFoundError("perf clock probe: the kernel wrote no COMM record");
+}
+
 uint64_t EventClockNow(const perf_event_mmap_page* header) {
   uint32_t seq = 0;
   uint64_t zero = 0;
@@ -60,7 +109,15 @@ uint64_t EventClockNow(const perf_event_mmap_page* header) {
     shift = header->time_shift;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
   } while (__atomic_load_n(&header->lock, __ATOMIC_RELAXED) != seq);
-  if (!usable || mult == 0) return PerfClockNs();
+  if (!usable || mult == 0) {
+    // No TSC conversion offered (VMs without a stable TSC): CLOCK_MONOTONIC moved onto
+    // the perf clock (local_clock) by an offset measured once.
+    static const int64_t offset = [] {
+      absl::StatusOr<int64_t> measured = MeasurePerfClockOffset();
+      return measured.ok() ? *measured : 0;
+    }();
+    return PerfClockNs() + offset;
+  }
   const uint64_t tsc = __rdtsc();
   const uint64_t quot = tsc >> shift;
   const uint64_t rem = tsc & ((1ull << shift) - 1);

@@ -96,12 +96,19 @@ class PtRecording : public SnapshotTaker {
   bool finished_ = false;
 };
 
-// Perf's clock for chunk timestamps: CLOCK_MONOTONIC, which perf_clock() follows on x86.
+// CLOCK_MONOTONIC now. Not the perf clock: the kernel stamps records with local_clock()
+// (event->clock, kernel/events/core.c), which is sched_clock-based and drifts from it.
 uint64_t PerfClockNs();
 
-// The clock of the event behind `header` now: the TSC converted with the page's
-// time_zero / time_mult / time_shift when cap_user_time_zero is set (hardware events),
-// else PerfClockNs(). Stamps records synthesized from /proc.
+// perf clock - CLOCK_MONOTONIC, measured with a software event on this thread: the time
+// of the COMM record a PR_SET_NAME makes the kernel write, minus the midpoint of two
+// CLOCK_MONOTONIC reads around it.
+absl::StatusOr<int64_t> MeasurePerfClockOffset();
+
+// The perf clock of the event behind `header` now: the TSC converted with the page's
+// time_zero / time_mult / time_shift when cap_user_time_zero is set, else PerfClockNs()
+// plus MeasurePerfClockOffset() (measured once). Stamps records synthesized from /proc
+// and chunk times.
 uint64_t EventClockNow(const perf_event_mmap_page* header);
 
 }  // namespace ptd::pt

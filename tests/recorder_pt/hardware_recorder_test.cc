@@ -84,7 +84,7 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
   EXPECT_EQ(summary->exit_status, 0);
 
   // One per-CPU ring per CPU, every event attribute as the kernel needs it.
-  const int cpus = get_nprocs_conf();
+  const int cpus = get_nprocs();
   auto requests = factory_.requests();
   ASSERT_EQ(requests.size(), static_cast<size_t>(cpus));
   for (const PtRingRequest& r : requests) {
@@ -135,6 +135,12 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
   for (const ImageEntry& image : meta.images) vdso |= image.kind == ImageKind::kVdso;
   EXPECT_TRUE(vdso) << "the vDSO of the launched image is dumped";
   EXPECT_THAT(meta.notes, Contains(HasSubstr("exited with 0")));
+  // `info` shows the preset and every field it set.
+  ptd::testing::CommandResult info = ptd::testing::RunCommand({PTD_CLI_PATH, "info", options_.output_dir});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_THAT(info.out, HasSubstr("timing normal ("));
+  EXPECT_THAT(info.out, HasSubstr("mtc_period=3"));
+  EXPECT_THAT(info.out, HasSubstr("psb_period=3"));
 }
 
 std::string WaitForFifoAndCommand(const std::string& fifo, const std::string& line) {

@@ -2,14 +2,20 @@
 // that no process is needed: what a real kernel would do to the recorder's choices.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <random>
 
 #include "common/file_util.h"
+#include "recorder/data_ring.h"
+#include "recorder/perf_event.h"
+#include "recorder/perf_mmap.h"
 #include "recorder/pt/pt_recording.h"
+#include "recorder/sideband_events.h"
 #include "recorder/sideband_recorder.h"
 #include "sideband/record_builder.h"
 #include "sideband/record_reader.h"
@@ -240,6 +246,47 @@ TEST_F(PtRecordingTest, RingsAreOpenedOnOnlineCpus) {
   std::vector<int> opened;
   for (const PtRingRequest& r : factory_.requests()) opened.push_back(r.cpu);
   EXPECT_EQ(opened, *cpus);
+}
+
+TEST(PerfClockTest, WithoutTimeZeroTheEventClockIsTheKernelsPerfClock) {
+  // A software event's page has no cap_user_time_zero on VMs; the kernel still stamps
+  // records with local_clock(), not CLOCK_MONOTONIC. A record it writes between two
+  // EventClockNow() reads must fall between them (1 ms of slack for the measurement).
+  perf_event_mmap_page page;
+  std::memset(&page, 0, sizeof(page));
+  absl::StatusOr<int64_t> offset = MeasurePerfClockOffset();
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  std::printf("perf clock - CLOCK_MONOTONIC here: %lld ns\n", static_cast<long long>(*offset));
+  SidebandEventOptions options;
+  options.per_cpu = false;
+  perf_event_attr attr = DummySidebandAttr(options);
+  absl::StatusOr<PerfEvent> event = PerfEvent::Open(attr, 0, -1);
+  ASSERT_TRUE(event.ok()) << event.status();
+  absl::StatusOr<PerfMmap> ring = PerfMmap::Map(*event, PageSize());
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  ASSERT_TRUE(event->Enable().ok());
+  const uint64_t before = EventClockNow(&page);
+  ASSERT_EQ(prctl(PR_SET_NAME, "clock-probe"), 0);
+  const uint64_t after = EventClockNow(&page);
+  ASSERT_TRUE(event->Disable().ok());
+  std::string bytes;
+  DataRingStats stats;
+  ASSERT_TRUE(DataRing(ring->header(), ring->data(), ring->data_size()).Drain(&bytes, &stats).ok());
+  RecordFormat format;
+  format.sample_type = kSidebandSampleType;
+  format.sample_id_all = true;
+  auto records = ReadAllRecords(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), "probe",
+      format);
+  ASSERT_TRUE(records.ok()) << records.status();
+  uint64_t stamped = 0;
+  for (const PerfRecord& r : records->records) {
+    if (r.type == PERF_RECORD_COMM) stamped = r.sample_id.time;
+  }
+  ASSERT_NE(stamped, 0u);
+  constexpr uint64_t kSlack = 1000000;
+  EXPECT_LE(before, stamped + kSlack);
+  EXPECT_GE(after + kSlack, stamped);
 }
 
 TEST_F(PtRecordingTest, FilterByNameReachesTheKernelAsNumbers) {
