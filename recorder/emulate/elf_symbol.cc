@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -17,16 +18,41 @@
 #include "recorder/proc_maps.h"
 
 namespace ptd {
+namespace {
+
+// An ELF file open for libelf; closed by the destructor.
+class OpenElf {
+ public:
+  static absl::StatusOr<std::unique_ptr<OpenElf>> Open(const std::string& path) {
+    elf_version(EV_CURRENT);
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError("open ELF", path, errno);
+    Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
+    if (elf == nullptr) {
+      close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: not an ELF file: %s", path, elf_errmsg(-1)));
+    }
+    return std::unique_ptr<OpenElf>(new OpenElf(fd, elf));
+  }
+  ~OpenElf() {
+    elf_end(elf_);
+    close(fd_);
+  }
+  Elf* elf() const { return elf_; }
+
+ private:
+  OpenElf(int fd, Elf* elf) : fd_(fd), elf_(elf) {}
+  int fd_;
+  Elf* elf_;
+};
+
+}  // namespace
 
 absl::StatusOr<ElfCodeRange> FindElfCodeRange(const std::string& path) {
-  elf_version(EV_CURRENT);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open ELF", path, errno);
-  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
-  if (elf == nullptr) {
-    close(fd);
-    return absl::InvalidArgumentError(absl::StrFormat("%s: not an ELF file: %s", path, elf_errmsg(-1)));
-  }
+  absl::StatusOr<std::unique_ptr<OpenElf>> file = OpenElf::Open(path);
+  if (!file.ok()) return file.status();
+  Elf* elf = (*file)->elf();
   uint64_t begin = UINT64_MAX;
   uint64_t end = 0;
   size_t phnum = 0;
@@ -40,8 +66,6 @@ absl::StatusOr<ElfCodeRange> FindElfCodeRange(const std::string& path) {
     begin = std::min<uint64_t>(begin, phdr.p_offset);
     end = std::max<uint64_t>(end, phdr.p_offset + phdr.p_filesz);
   }
-  elf_end(elf);
-  close(fd);
   if (end <= begin) {
     return absl::NotFoundError(absl::StrFormat("%s: no executable PT_LOAD segment", path));
   }
@@ -49,14 +73,9 @@ absl::StatusOr<ElfCodeRange> FindElfCodeRange(const std::string& path) {
 }
 
 absl::StatusOr<ElfSymbolAddress> FindElfFunction(const std::string& path, const std::string& name) {
-  elf_version(EV_CURRENT);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("open ELF", path, errno);
-  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
-  if (elf == nullptr) {
-    close(fd);
-    return absl::InvalidArgumentError(absl::StrFormat("%s: not an ELF file: %s", path, elf_errmsg(-1)));
-  }
+  absl::StatusOr<std::unique_ptr<OpenElf>> file = OpenElf::Open(path);
+  if (!file.ok()) return file.status();
+  Elf* elf = (*file)->elf();
   ElfSymbolAddress result;
   GElf_Ehdr ehdr;
   bool found = false;
@@ -107,8 +126,6 @@ absl::StatusOr<ElfSymbolAddress> FindElfFunction(const std::string& path, const 
       }
     }
   }
-  elf_end(elf);
-  close(fd);
   if (!found) {
     return absl::NotFoundError(absl::StrFormat("%s: no function symbol named '%s'", path, name));
   }

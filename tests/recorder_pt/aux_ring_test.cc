@@ -21,16 +21,9 @@ namespace {
 using testing::FakeKernelOptions;
 using testing::FakePtKernel;
 
-std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> out(n);
-  for (auto& b : out) b = static_cast<uint8_t>(rng() | 1);  // never 0: zeros mean "unwritten"
-  return out;
-}
-
 // Writes `bytes` in pieces of varying size, as PT hardware fills ToPA regions.
 std::vector<uint8_t> Produce(FakePtKernel& kernel, size_t n, uint32_t seed) {
-  std::vector<uint8_t> bytes = RandomBytes(n, seed);
+  std::vector<uint8_t> bytes = testing::TraceBytes(n, seed);
   std::vector<uint8_t> stored;
   std::mt19937 rng(seed + 1);
   size_t at = 0;
@@ -286,7 +279,7 @@ TEST(AuxRaceTest, ProducerOnAnotherThreadRacingTheLinearReader) {
   std::thread producer([&] {
     std::mt19937 rng(40);
     for (int i = 0; i < 3000; ++i) {
-      std::vector<uint8_t> piece = RandomBytes(1 + rng() % 700, 1000 + i);
+      std::vector<uint8_t> piece = testing::TraceBytes(1 + rng() % 700, 1000 + i);
       offered += piece.size();
       size_t kept = f.kernel().WriteTrace(piece);
       stored.insert(stored.end(), piece.begin(), piece.begin() + kept);
@@ -322,7 +315,7 @@ TEST(AuxRaceTest, SnapshotsWhileTheProducerRuns) {
   std::thread producer([&] {
     std::mt19937 rng(50);
     for (int i = 0; i < 4000; ++i) {
-      std::vector<uint8_t> piece = RandomBytes(1 + rng() % 500, 2000 + i);
+      std::vector<uint8_t> piece = testing::TraceBytes(1 + rng() % 500, 2000 + i);
       std::lock_guard<std::mutex> lock(stored_mu);
       size_t kept = f.kernel().WriteTrace(piece);
       stored.insert(stored.end(), piece.begin(), piece.begin() + kept);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "sideband/record_builder.h"
 
@@ -40,6 +41,13 @@ class FakeRingSource : public PtRingSource {
 };
 
 }  // namespace
+
+std::vector<uint8_t> TraceBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> out(n);
+  for (auto& b : out) b = static_cast<uint8_t>(rng() | 1);
+  return out;
+}
 
 FakePtKernel::FakePtKernel(FakeKernelOptions options) : options_(options) {
   const size_t total = kPage + options_.data_size + options_.aux_size;

@@ -45,6 +45,9 @@ struct FakeKernelOptions {
   bool tracking_event = true;
 };
 
+// `n` pseudo-random trace bytes, never 0 (0 is what the kernel's fresh pages hold).
+std::vector<uint8_t> TraceBytes(size_t n, uint32_t seed);
+
 class FakePtKernel {
  public:
   explicit FakePtKernel(FakeKernelOptions options);

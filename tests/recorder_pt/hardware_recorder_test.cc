@@ -32,13 +32,6 @@ using testing::FakePtKernel;
 using testing::FakePtSysfs;
 using testing::FakeRingFactory;
 
-std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> out(n);
-  for (auto& b : out) b = static_cast<uint8_t>(rng() | 1);
-  return out;
-}
-
 std::string Str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
 class HardwareRecorderTest : public ::testing::Test {
@@ -75,7 +68,7 @@ class HardwareRecorderTest : public ::testing::Test {
 
 TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
   factory_.on_open = [](FakePtKernel& k) {
-    k.WriteTrace(Bytes(5000, 100 + k.options().cpu));
+    k.WriteTrace(testing::TraceBytes(5000, 100 + k.options().cpu));
   };
   options_.command = {"/bin/sleep", "0.2"};
   auto summary = RecordHardware(options_, env_);
@@ -128,7 +121,7 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
     ASSERT_EQ(s.chunks.size(), 1u) << s.file;
     EXPECT_EQ(s.chunks[0].reason, "exit");
     EXPECT_TRUE(s.chunks[0].overwrite);
-    EXPECT_EQ(Chunk(s, 0), Str(Bytes(5000, 100 + s.cpu))) << s.file;
+    EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(5000, 100 + s.cpu))) << s.file;
   }
   EXPECT_EQ(meta.sideband.size(), static_cast<size_t>(cpus));
   bool vdso = false;
@@ -161,7 +154,7 @@ std::string WaitForFifoAndCommand(const std::string& fifo, const std::string& li
 }
 
 TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
-  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(Bytes(3000, 1)); };
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(3000, 1)); };
   options_.command = {"/bin/sleep", "30"};
   options_.per_thread = true;
   options_.control_fifo = out_.Sub("ctl");
@@ -170,7 +163,7 @@ TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
   EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "snapshot"), "ack");
   // The rings exist once the first snapshot is acknowledged.
   ASSERT_EQ(factory_.size(), 1u);
-  factory_.kernel(0).WriteTrace(Bytes(7000, 2));
+  factory_.kernel(0).WriteTrace(testing::TraceBytes(7000, 2));
   EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "stop"), "ack");
   recorder.join();
   ASSERT_TRUE(summary.ok()) << summary.status();
@@ -184,15 +177,15 @@ TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
   ASSERT_EQ(s.chunks.size(), 2u);
   EXPECT_EQ(s.chunks[0].reason, "control");
   EXPECT_EQ(s.chunks[1].reason, "control");
-  EXPECT_EQ(Chunk(s, 0), Str(Bytes(3000, 1)));
-  EXPECT_EQ(Chunk(s, 1), Str(Bytes(7000, 2)));
+  EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(3000, 1)));
+  EXPECT_EQ(Chunk(s, 1), Str(testing::TraceBytes(7000, 2)));
   EXPECT_EQ(s.chunks[1].aux_offset, 3000u);
   EXPECT_EQ(factory_.requests()[0].attr.inherit, 0u);  // per-thread rings cannot inherit
 }
 
 TEST_F(HardwareRecorderTest, LinearModeTruncationReachesMetaJson) {
   const size_t ring = 4 * 4096;
-  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(Bytes(3 * 4 * 4096, 3)); };
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(3 * 4 * 4096, 3)); };
   options_.command = {"/bin/sleep", "0.2"};
   options_.per_thread = true;
   options_.snapshot = false;
@@ -206,7 +199,7 @@ TEST_F(HardwareRecorderTest, LinearModeTruncationReachesMetaJson) {
   ASSERT_GE(s.chunks.size(), 1u);
   EXPECT_TRUE(s.chunks[0].truncated);  // read back from meta.json, not from memory
   EXPECT_FALSE(s.chunks[0].overwrite);
-  EXPECT_EQ(Chunk(s, 0), Str(Bytes(3 * ring, 3)).substr(0, ring));
+  EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(3 * ring, 3)).substr(0, ring));
   EXPECT_GE(summary->lost_chunks, 1u);
 }
 
@@ -237,7 +230,7 @@ TEST_F(HardwareRecorderTest, AttachEnablesEventsAndSynthesizesExistingMappings) 
 }
 
 TEST_F(HardwareRecorderTest, TriggerSymbolTakesTheSnapshot) {
-  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(Bytes(1000, 4)); };
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(1000, 4)); };
   options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "2",
                       "300"};
   options_.per_thread = true;
@@ -258,10 +251,10 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   constexpr uint32_t kNewTid = 4000000;  // any tid: the fake opens whatever it is asked
   factory_.on_open = [](FakePtKernel& k) {
     if (k.options().tid == static_cast<int>(kNewTid)) {
-      k.WriteTrace(Bytes(2000, 6));
+      k.WriteTrace(testing::TraceBytes(2000, 6));
       return;
     }
-    k.WriteTrace(Bytes(1000, 5));
+    k.WriteTrace(testing::TraceBytes(1000, 5));
     RecordFormat format;
     format.sample_type = kSidebandSampleType;
     format.sample_id_all = true;
@@ -302,7 +295,7 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   const PtStream& added = meta.streams[1];
   EXPECT_EQ(added.tid, static_cast<int>(kNewTid));
   ASSERT_EQ(added.chunks.size(), 1u);
-  EXPECT_EQ(Chunk(added, 0), Str(Bytes(2000, 6)));
+  EXPECT_EQ(Chunk(added, 0), Str(testing::TraceBytes(2000, 6)));
   EXPECT_THAT(meta.notes, Contains(HasSubstr("was created while recording")));
 }
 

@@ -31,13 +31,6 @@ using testing::FakePtKernel;
 using testing::FakePtSysfs;
 using testing::FakeRingFactory;
 
-std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> out(n);
-  for (auto& b : out) b = static_cast<uint8_t>(rng() | 1);
-  return out;
-}
-
 std::vector<uint8_t> Comm(const char* name) {
   PerfRecord comm;
   comm.body = CommRecord{77, 78, name};
@@ -122,9 +115,9 @@ TEST_F(PtRecordingTest, SnapshotKeepsSidebandAndWritesNoSpuriousLost) {
   FakePtKernel& k = factory_.kernel(0);
   const std::vector<uint8_t> comm = Comm("mapped-meanwhile");
   k.on_pt_disabled = [&] { k.EmitSideband(comm); };
-  k.WriteTrace(Bytes(3000, 1));
+  k.WriteTrace(testing::TraceBytes(3000, 1));
   ASSERT_TRUE((*rec)->Snapshot("control").ok());
-  k.WriteTrace(Bytes(2000, 2));
+  k.WriteTrace(testing::TraceBytes(2000, 2));
   k.SchedOut();
   ASSERT_TRUE((*rec)->Drain().ok());
   ASSERT_TRUE((*rec)->Snapshot("control").ok());
@@ -146,7 +139,7 @@ TEST_F(PtRecordingTest, SidebandContinuesWhileATruncatedRingIsDisabled) {
   auto rec = Start();
   ASSERT_TRUE(rec.ok()) << rec.status();
   FakePtKernel& k = factory_.kernel(0);
-  k.WriteTrace(Bytes(3 * options_.record.buffer_size, 3));
+  k.WriteTrace(testing::TraceBytes(3 * options_.record.buffer_size, 3));
   ASSERT_FALSE(k.pt_enabled());
   EXPECT_TRUE(k.EmitSideband(Comm("forked-meanwhile")));
   ASSERT_TRUE((*rec)->Drain().ok());
@@ -168,9 +161,9 @@ TEST_F(PtRecordingTest, PerCpuSnapshotIsOneCut) {
   ASSERT_EQ(factory_.size(), cpus->size());
   FakePtKernel& cpu0 = factory_.kernel(0);
   FakePtKernel& cpu1 = factory_.kernel(1);
-  cpu0.WriteTrace(Bytes(1000, 4));
-  cpu1.WriteTrace(Bytes(1000, 5));
-  cpu0.on_pt_enabled = [&] { cpu1.WriteTrace(Bytes(500, 6)); };
+  cpu0.WriteTrace(testing::TraceBytes(1000, 4));
+  cpu1.WriteTrace(testing::TraceBytes(1000, 5));
+  cpu0.on_pt_enabled = [&] { cpu1.WriteTrace(testing::TraceBytes(500, 6)); };
   ASSERT_TRUE((*rec)->Snapshot("trigger").ok());
   TraceMeta meta;
   ASSERT_TRUE((*rec)->Finish("trigger", {}, &meta).ok());
