@@ -15,6 +15,7 @@
 #include "recorder/perf_event.h"
 #include "recorder/perf_mmap.h"
 #include "recorder/pt/pt_recording.h"
+#include "recorder/pt/record_session.h"
 #include "recorder/sideband_events.h"
 #include "recorder/sideband_recorder.h"
 #include "sideband/record_builder.h"
@@ -280,6 +281,41 @@ TEST(PerfClockTest, WithoutTimeZeroTheEventClockIsTheKernelsPerfClock) {
   constexpr uint64_t kSlack = 1000000;
   EXPECT_LE(before, stamped + kSlack);
   EXPECT_GE(after + kSlack, stamped);
+}
+
+// Counts the drains of the recording it forwards to.
+class CountingTaker : public SnapshotTaker {
+ public:
+  explicit CountingTaker(SnapshotTaker* inner) : inner_(inner) {}
+  absl::Status Snapshot(const std::string& reason) override { return inner_->Snapshot(reason); }
+  absl::Status Drain() override {
+    drains_++;
+    return inner_->Drain();
+  }
+  std::vector<int> WakeupFds() const override { return inner_->WakeupFds(); }
+  RecordCounters counters() const override { return inner_->counters(); }
+  int drains() const { return drains_; }
+
+ private:
+  SnapshotTaker* inner_;
+  int drains_ = 0;
+};
+
+TEST_F(PtRecordingTest, ARingWhoseThreadExitedDoesNotSpinTheLoop) {
+  options_.record.per_thread = true;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  factory_.kernel(0).ExitTask();  // the fd polls POLLHUP from now on
+  CountingTaker taker(rec->get());
+  SessionOptions session_options;
+  session_options.handle_signals = false;
+  session_options.quiet = true;
+  session_options.drain_interval_ms = 10000;
+  session_options.duration_s = 0.3;
+  RecordSession session(session_options, &taker);
+  auto reason = session.Run();
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_LE(taker.drains(), 3);
 }
 
 TEST_F(PtRecordingTest, FilterByNameReachesTheKernelAsNumbers) {
