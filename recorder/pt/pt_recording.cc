@@ -397,12 +397,25 @@ absl::Status PtRecording::Snapshot(const std::string& reason) {
     for (auto& capture : captures_) keep_first(capture->ring().DisablePt());
   }
   const uint64_t now = Now();
-  for (auto& capture : captures_) keep_first(capture->Snapshot(reason, now));
+  for (auto& capture : captures_) {
+    const uint64_t lost_before = capture->lost_chunks();
+    keep_first(capture->Snapshot(reason, now));
+    // Linear mode: a snapshot is a drain, and may be the one that finds a truncation.
+    keep_first(EnableAfterTruncation(*capture, lost_before));
+  }
   if (options_.record.snapshot) {
     for (auto& capture : captures_) keep_first(capture->ring().EnablePt());
   }
   snapshots_++;
   return status;
+}
+
+absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before) {
+  // A full linear AUX ring makes the kernel disable the PT event (TRUNCATED sets
+  // pending_disable); enable it again now that there is room (the chunk already says that
+  // trace was lost). Sideband went on meanwhile on the tracking event.
+  if (options_.record.snapshot || capture.lost_chunks() == lost_before) return absl::OkStatus();
+  return capture.ring().EnablePt();
 }
 
 absl::Status PtRecording::FollowNewThreads() {
@@ -446,12 +459,8 @@ absl::Status PtRecording::Drain() {
     const uint64_t lost_before = capture->lost_chunks();
     absl::Status st = capture->Drain(now);
     if (!st.ok() && status.ok()) status = st;
-    // A full linear AUX ring makes the kernel disable the PT event (TRUNCATED sets
-    // pending_disable); enable it again now that there is room (the chunk already says
-    // that trace was lost). Sideband went on meanwhile on the tracking event.
-    if (!options_.record.snapshot && capture->lost_chunks() != lost_before) {
-      (void)capture->ring().EnablePt();
-    }
+    st = EnableAfterTruncation(*capture, lost_before);
+    if (!st.ok() && status.ok()) status = st;
   }
   absl::Status followed = FollowNewThreads();
   return status.ok() ? followed : status;

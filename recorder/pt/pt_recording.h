@@ -72,6 +72,9 @@ class PtRecording : public SnapshotTaker {
                          const perf_event_attr& tracking_attr);
   // The events' clock now (EventClockNow of the first ring).
   uint64_t Now() const;
+  // Linear mode, after `capture` was read: PERF_EVENT_IOC_ENABLE when that read found a
+  // truncation (lost_chunks() moved past `lost_before`).
+  absl::Status EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before);
   // Per-thread mode: rings for the threads the sideband reported as created.
   absl::Status FollowNewThreads();
   absl::Status DumpTargetMemory(int pid);

@@ -151,6 +151,17 @@ TEST_F(PtRecordingTest, SidebandContinuesWhileATruncatedRingIsDisabled) {
   EXPECT_TRUE(meta.streams.at(0).chunks.at(0).truncated);
 }
 
+TEST_F(PtRecordingTest, ALinearSnapshotThatFindsATruncationEnablesPtAgain) {
+  options_.record.snapshot = false;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FakePtKernel& k = factory_.kernel(0);
+  k.WriteTrace(testing::TraceBytes(3 * options_.record.buffer_size, 7));
+  ASSERT_FALSE(k.pt_enabled());
+  ASSERT_TRUE((*rec)->Snapshot("sigusr2").ok());
+  EXPECT_TRUE(k.pt_enabled());
+}
+
 TEST_F(PtRecordingTest, PerCpuSnapshotIsOneCut) {
   // Every ring is disabled before any is read: trace a CPU writes after another CPU's
   // ring resumed is not in this snapshot.
