@@ -161,6 +161,13 @@ Json InfoJson(const std::string& dir, const TraceMeta& meta, const Sideband& sb)
   j["command"] = meta.command;
   j["pids"] = meta.pids;
   j["per"] = meta.per;
+  // The PT settings as opened: the timing preset and every field it set.
+  Json fields = Json::object();
+  for (const auto& [name, value] : meta.pt.fields) fields[name] = value;
+  j["pt"] = {{"timing", meta.pt.timing},
+             {"fields", fields},
+             {"user_only", meta.pt.user_only},
+             {"ip_filter", meta.pt.ip_filter}};
   j["start_ns"] = meta.start_ns;
   j["end_ns"] = meta.end_ns;
   j["end_reason"] = meta.end_reason;
@@ -217,6 +224,16 @@ void PrintText(const Json& j) {
   std::printf("pids:    %s   streams per %s\n",
               absl::StrJoin(j["pids"].get<std::vector<int>>(), " ").c_str(),
               Str(j["per"]).c_str());
+  if (!j["pt"]["fields"].empty()) {
+    std::vector<std::string> fields;
+    for (const auto& [name, value] : j["pt"]["fields"].items()) {
+      fields.push_back(absl::StrCat(name, "=", Str(value)));
+    }
+    std::printf("pt:      timing %s (%s)%s%s\n", Str(j["pt"]["timing"]).c_str(),
+                absl::StrJoin(fields, ", ").c_str(),
+                j["pt"]["ip_filter"].get<std::string>().empty() ? "" : "  filter ",
+                j["pt"]["ip_filter"].get<std::string>().c_str());
+  }
   std::printf("time:    %s .. %s ns, ended by %s (%s)\n", Str(j["start_ns"]).c_str(),
               Str(j["end_ns"]).c_str(), Str(j["end_reason"]).c_str(),
               EndReasonText(Str(j["end_reason"])));

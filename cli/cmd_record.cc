@@ -80,20 +80,24 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                 "One ring per thread instead of per-CPU rings (small, few-thread targets)");
   cmd->add_flag("--snapshot", opts->snapshot,
                 "Snapshot mode: keep only the newest --snapshot-size bytes per ring (overwrite)");
-  cmd->add_option("--snapshot-size", opts->snapshot_size,
-                  "AUX ring size in snapshot mode: power-of-two pages, e.g. 4M")
+  CLI::Option* snapshot_size = cmd->add_option("--snapshot-size", opts->snapshot_size,
+                  "AUX ring size in snapshot mode: power-of-two pages, e.g. 4M (default "
+                  "128K without CAP_IPC_LOCK, as perf)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
-  cmd->add_option("--buffer-size", opts->buffer_size,
-                  "AUX ring size in full-trace mode: power-of-two pages, e.g. 16M")
+  CLI::Option* buffer_size = cmd->add_option("--buffer-size", opts->buffer_size,
+                  "AUX ring size in full-trace mode: power-of-two pages, e.g. 16M (default "
+                  "128K without CAP_IPC_LOCK, as perf)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
-  cmd->add_option("--data-size", opts->data_size,
-                  "DATA (sideband) ring size: power-of-two pages, e.g. 512K")
+  CLI::Option* data_size = cmd->add_option("--data-size", opts->data_size,
+                  "DATA (sideband) ring size: power-of-two pages, e.g. 512K (default 256K "
+                  "without CAP_IPC_LOCK, as perf)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_option("--timing", *timing,
-                  "Timing preset: low (tsc), normal (+cyc when supported), high (+noretcomp)")
+                  "Timing preset: low (tsc, mtc, mtc_period=3), normal (+cyc, cyc_thresh=1, "
+                  "psb_period=3), high (+mtc_period=0, noretcomp); fields the CPU lacks are left out")
       ->check(CLI::IsMember({"low", "normal", "high"}))
       ->capture_default_str();
   cmd->add_option("--pt-config", opts->pt_config,
@@ -101,7 +105,10 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                   "/sys/bus/event_source/devices/intel_pt/format)");
   cmd->add_flag("--kernel", opts->kernel, "Also trace the kernel (root or CAP_PERFMON)");
   cmd->add_option("--filter", opts->filter,
-                  "IP filter for PERF_EVENT_IOC_SET_FILTER, e.g. 'filter main @ /bin/prog'");
+                  "Trace only there (filter) or stop there (stop): 'filter main', "
+                  "'filter f@/usr/lib/libx.so', 'filter @/bin/prog' (all its code), "
+                  "'filter 0x1130/0x40@/bin/prog'; comma-separated; names are resolved to "
+                  "the numeric file-offset filters the kernel takes");
   cmd->add_option("--trigger", opts->trigger_symbol,
                   "Snapshot when this function runs (hardware breakpoint per thread; "
                   "--emulate: a stepped thread reaching it); NAME or NAME@LIBRARY");
@@ -126,9 +133,11 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                   "many PT bytes of a stream, losing some instructions (per-thread mode)");
   cmd->add_flag("--quiet,-q", opts->quiet, "No status line or summary");
   cmd->add_option("command", opts->command, "Command to launch (after --)");
-  cmd->callback([&ctx, opts, timing, time_axis, emulate]() {
+  cmd->callback([&ctx, opts, timing, time_axis, emulate, snapshot_size, buffer_size, data_size]() {
     if (emulate->count() > 0) opts->emulate = true;
     opts->wall_clock = *time_axis == "wall";
+    opts->default_ring_sizes =
+        snapshot_size->count() == 0 && buffer_size->count() == 0 && data_size->count() == 0;
     static const std::map<std::string, TimingPreset> kPresets = {
         {"low", TimingPreset::kLow}, {"normal", TimingPreset::kNormal}, {"high", TimingPreset::kHigh}};
     opts->timing = kPresets.at(*timing);

@@ -32,6 +32,12 @@ std::string OpenErrorHint(int err) {
       return "; too many open files (raise ulimit -n)";
     case ESRCH:
       return "; no such process";
+    case EBUSY:
+      return "; the PMU is exclusive and already in use: another Intel PT user (perf record "
+             "-e intel_pt, a VM given PT) or an LBR user (perf record -b, --call-graph lbr) "
+             "holds it; stop that and retry";
+    case EINVAL:
+      return "; the kernel refused the event's settings (--pt-config, --filter, sizes)";
     default:
       return "";
   }
@@ -43,19 +49,21 @@ absl::StatusOr<PerfEvent> PerfEvent::Open(const perf_event_attr& attr, int pid, 
                                           int group_fd, unsigned long flags) {
   long fd = ::syscall(SYS_perf_event_open, &attr, pid, cpu, group_fd,
                       flags | PERF_FLAG_FD_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    std::string what = absl::StrFormat(
-        "perf_event_open(type=%u, config=0x%x, pid=%d, cpu=%d) failed: %s%s", attr.type,
-        attr.config, pid, cpu, std::strerror(err), OpenErrorHint(err));
-    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(what);
-    if (err == ENOENT || err == ENODEV || err == EOPNOTSUPP) {
-      return absl::FailedPreconditionError(what);
-    }
-    if (err == ESRCH) return absl::NotFoundError(what);
-    return absl::InternalError(what);
-  }
+  if (fd < 0) return PerfOpenError(errno, attr, pid, cpu);
   return PerfEvent(static_cast<int>(fd));
+}
+
+absl::Status PerfOpenError(int err, const perf_event_attr& attr, int pid, int cpu) {
+  std::string what = absl::StrFormat(
+      "perf_event_open(type=%u, config=0x%x, pid=%d, cpu=%d) failed: %s%s", attr.type,
+      attr.config, pid, cpu, std::strerror(err), OpenErrorHint(err));
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(what);
+  if (err == ENOENT || err == ENODEV || err == EOPNOTSUPP || err == EBUSY) {
+    return absl::FailedPreconditionError(what);
+  }
+  if (err == EINVAL) return absl::InvalidArgumentError(what);
+  if (err == ESRCH) return absl::NotFoundError(what);
+  return absl::InternalError(what);
 }
 
 PerfEvent::PerfEvent(PerfEvent&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}

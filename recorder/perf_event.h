@@ -13,6 +13,11 @@
 
 namespace ptd {
 
+// The status for perf_event_open failing with `err`: names the event, pid and cpu and
+// says what to change (EACCES/EPERM: paranoid/CAP_PERFMON; EBUSY: PT and LBR are
+// exclusive; EINVAL: refused settings). ESRCH is NotFound (the thread is gone).
+absl::Status PerfOpenError(int err, const perf_event_attr& attr, int pid, int cpu);
+
 class PerfEvent {
  public:
   // perf_event_open(attr, pid, cpu, group_fd, flags | PERF_FLAG_FD_CLOEXEC). The error

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace ptd {
@@ -25,6 +26,27 @@ absl::Status CheckRingSize(size_t bytes, const char* what) {
 
 }  // namespace
 
+absl::Status PerfMmapError(int err, const char* area, size_t bytes, bool overwrite) {
+  std::string what = absl::StrFormat("mmap of the %d-byte %s%s failed: %s", bytes, area,
+                                     overwrite ? " (snapshot mode)" : "", std::strerror(err));
+  if (err == EPERM) {
+    // perf_mmap(): beyond perf_event_mlock_kb per online CPU, pages count against
+    // RLIMIT_MEMLOCK, and only CAP_IPC_LOCK (not CAP_PERFMON) or paranoid -1 lifts it.
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, "; the rings exceed the locked-memory allowance for users without "
+              "CAP_IPC_LOCK (kernel.perf_event_mlock_kb per CPU, plus ulimit -l): use "
+              "smaller --buffer-size / --snapshot-size / --data-size, raise "
+              "kernel.perf_event_mlock_kb, or grant CAP_IPC_LOCK"));
+  }
+  if (err == ENOMEM) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, "; the kernel could not allocate it. On CPUs without multiple ToPA entries "
+              "(caps/topa_multiple_entries = 0) a snapshot buffer must be one contiguous "
+              "allocation: use a smaller --snapshot-size"));
+  }
+  return absl::InternalError(what);
+}
+
 size_t PageSize() {
   static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   return page;
@@ -40,13 +62,7 @@ absl::StatusOr<PerfMmap> PerfMmap::Map(const PerfEvent& event, size_t data_bytes
   if (absl::Status st = CheckRingSize(data_bytes, "DATA ring"); !st.ok()) return st;
   size_t length = PageSize() + data_bytes;
   void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, event.fd(), 0);
-  if (base == MAP_FAILED) {
-    int err = errno;
-    return absl::InternalError(absl::StrFormat(
-        "mmap of %d-byte DATA ring of perf event fd %d failed: %s%s", data_bytes, event.fd(),
-        std::strerror(err),
-        err == EPERM ? " (raise /proc/sys/kernel/perf_event_mlock_kb or run as root)" : ""));
-  }
+  if (base == MAP_FAILED) return PerfMmapError(errno, "DATA ring", data_bytes, false);
   PerfMmap m;
   m.base_ = base;
   m.data_size_ = data_bytes;
@@ -63,12 +79,7 @@ absl::Status PerfMmap::MapAux(const PerfEvent& event, size_t aux_bytes, bool ove
   int prot = overwrite ? PROT_READ : PROT_READ | PROT_WRITE;
   void* aux = ::mmap(nullptr, aux_bytes, prot, MAP_SHARED, event.fd(),
                      static_cast<off_t>(h->aux_offset));
-  if (aux == MAP_FAILED) {
-    int err = errno;
-    return absl::InternalError(absl::StrFormat(
-        "mmap of %d-byte AUX area (%s) of perf event fd %d failed: %s", aux_bytes,
-        overwrite ? "overwrite" : "linear", event.fd(), std::strerror(err)));
-  }
+  if (aux == MAP_FAILED) return PerfMmapError(errno, "AUX area", aux_bytes, overwrite);
   aux_ = aux;
   aux_size_ = aux_bytes;
   aux_overwrite_ = overwrite;

@@ -18,6 +18,11 @@ namespace ptd {
 size_t RoundUpToRingSize(uint64_t bytes);
 size_t PageSize();
 
+// The status for mmap of a perf ring failing with `err`: EPERM explains the locked-memory
+// limit (perf_event_mlock_kb, RLIMIT_MEMLOCK, CAP_IPC_LOCK), ENOMEM the contiguous AUX
+// allocation of CPUs with a single ToPA entry.
+absl::Status PerfMmapError(int err, const char* area, size_t bytes, bool overwrite);
+
 class PerfMmap {
  public:
   // Maps the header page + `data_bytes` of DATA ring (a power-of-two number of pages;

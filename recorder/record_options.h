@@ -33,6 +33,10 @@ struct RecordOptions {
   uint64_t snapshot_size = 4ull << 20;
   uint64_t buffer_size = 16ull << 20;
   uint64_t data_size = 512ull << 10;  // DATA (sideband) ring, power-of-two pages
+  // None of the three sizes was given: the hardware backend picks perf's sizes for users
+  // the kernel's locked-memory limit applies to (no CAP_IPC_LOCK): 128 KiB AUX, 256 KiB
+  // DATA per ring.
+  bool default_ring_sizes = true;
 
   TimingPreset timing = TimingPreset::kNormal;
   std::string pt_config;  // expert "key=value,..." over the preset

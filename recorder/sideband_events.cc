@@ -8,16 +8,10 @@ static_assert(kSidebandSampleType ==
                   (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER),
               "sideband/perf_record.h and linux/perf_event.h disagree on sample_type bits");
 
-void AddSidebandFields(const SidebandEventOptions& options, perf_event_attr* attr) {
+void AddEventCommonFields(const SidebandEventOptions& options, perf_event_attr* attr) {
   attr->size = sizeof(*attr);
   attr->sample_type |= kSidebandSampleType;
   attr->sample_id_all = 1;
-  attr->mmap = 1;
-  attr->mmap2 = 1;
-  attr->comm = 1;
-  attr->comm_exec = 1;
-  attr->task = 1;
-  attr->context_switch = options.context_switches ? 1 : 0;
   attr->inherit = options.per_cpu ? 1 : 0;
   attr->disabled = 1;
   attr->enable_on_exec = options.enable_on_exec ? 1 : 0;
@@ -29,6 +23,16 @@ void AddSidebandFields(const SidebandEventOptions& options, perf_event_attr* att
     attr->watermark = 1;
     attr->wakeup_watermark = options.wakeup_watermark;
   }
+}
+
+void AddSidebandFields(const SidebandEventOptions& options, perf_event_attr* attr) {
+  AddEventCommonFields(options, attr);
+  attr->mmap = 1;
+  attr->mmap2 = 1;
+  attr->comm = 1;
+  attr->comm_exec = 1;
+  attr->task = 1;
+  attr->context_switch = options.context_switches ? 1 : 0;
 }
 
 perf_event_attr DummySidebandAttr(const SidebandEventOptions& options) {

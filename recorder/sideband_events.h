@@ -1,9 +1,11 @@
 #pragma once
 // perf_event_attr settings for sideband: the records the decoder needs to know which code
 // was mapped where (MMAP/MMAP2), which thread is which (COMM, FORK/EXIT), and which thread
-// ran on which CPU (SWITCH). In hardware mode the PT event carries them itself
-// (AddSidebandFields); otherwise a PERF_COUNT_SW_DUMMY software event does
-// (DummySidebandAttr), which produces the same records with no samples.
+// ran on which CPU (SWITCH). A PERF_COUNT_SW_DUMMY software event carries them
+// (DummySidebandAttr), which produces the same records with no samples. In hardware mode
+// it is redirected into the PT ring and the PT event gets only the common fields
+// (AddEventCommonFields): the PT event is disabled at every snapshot, and the kernel
+// writes no sideband for a disabled event, so it must not carry any.
 
 #include <linux/perf_event.h>
 
@@ -31,9 +33,13 @@ struct SidebandEventOptions {
   bool context_switches = true;
 };
 
-// Sets the sideband bits (mmap, mmap2, comm, comm_exec, task, context_switch,
-// sample_id_all, sample_type, inherit, clock, enable_on_exec, disabled) on `attr`,
-// leaving type/config and the PMU-specific fields alone.
+// Sets what every recorded event shares (size, sample_type, sample_id_all, inherit,
+// clock, enable_on_exec, disabled, wakeup watermark) on `attr`, leaving type/config and
+// the PMU-specific fields alone.
+void AddEventCommonFields(const SidebandEventOptions& options, perf_event_attr* attr);
+
+// AddEventCommonFields plus the sideband bits (mmap, mmap2, comm, comm_exec, task,
+// context_switch).
 void AddSidebandFields(const SidebandEventOptions& options, perf_event_attr* attr);
 
 // A complete attr for a PERF_TYPE_SOFTWARE / PERF_COUNT_SW_DUMMY event with sideband,

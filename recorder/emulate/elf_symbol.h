@@ -14,9 +14,18 @@ struct ElfSymbolAddress {
   uint64_t value = 0;        // st_value
   bool position_independent = false;  // ET_DYN: add the load bias
   uint64_t first_load_vaddr = 0;      // p_vaddr of the first PT_LOAD, page-aligned down
+  uint64_t size = 0;                  // st_size
+  uint64_t file_offset = 0;           // where st_value lies in the file (its PT_LOAD)
 };
 
 absl::StatusOr<ElfSymbolAddress> FindElfFunction(const std::string& path, const std::string& name);
+
+// The file bytes [offset, offset + size) that executable PT_LOAD segments map.
+struct ElfCodeRange {
+  uint64_t file_offset = 0;
+  uint64_t size = 0;
+};
+absl::StatusOr<ElfCodeRange> FindElfCodeRange(const std::string& path);
 
 // The runtime address of `name` in process `pid`, looked up in its main executable.
 absl::StatusOr<uint64_t> ResolveStartSymbol(int pid, const std::string& name);

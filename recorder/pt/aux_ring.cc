@@ -1,13 +1,13 @@
 #include "recorder/pt/aux_ring.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace ptd::pt {
 
 AuxRing::AuxRing(perf_event_mmap_page* header, const uint8_t* aux, size_t aux_size,
-                 bool overwrite, AuxHeadKind head_kind)
-    : header_(header), aux_(aux), size_(aux_size), overwrite_(overwrite),
-      head_kind_(head_kind) {}
+                 bool overwrite)
+    : header_(header), aux_(aux), size_(aux_size), overwrite_(overwrite) {}
 
 uint64_t AuxRing::head() const {
   // Pairs with the kernel's release of aux_head: the AUX bytes below it are visible.
@@ -42,26 +42,57 @@ AuxCopy AuxRing::Drain(std::string* out) {
   return copy;
 }
 
-AuxCopy AuxRing::CopyNewest(std::string* out) {
-  AuxCopy copy;
-  const uint64_t head = this->head();
-  if (head_kind_ == AuxHeadKind::kBufferOffset) {
-    // Oldest byte is the one the hardware writes next: [head % size, end) then [0, head).
-    copy.aux_offset = stream_pos_;
-    copy.size = size_;
-    copy.lost_before = copied_before_;  // cannot know: assume the ring moved on
-    CopyOut(head % size_, size_, out);
-    stream_pos_ += size_;
-    copied_before_ = true;
-    return copy;
+bool AuxRing::Unchanged(uint64_t pos, uint64_t size) const {
+  while (size > 0) {
+    const uint64_t start = pos % size_;
+    const uint64_t n = std::min<uint64_t>(size, size_ - start);
+    const uint8_t* now = aux_ + start;
+    if (seen_.empty()) {
+      for (uint64_t i = 0; i < n; ++i) {
+        if (now[i] != 0) return false;
+      }
+    } else if (std::memcmp(now, seen_.data() + start, n) != 0) {
+      return false;
+    }
+    pos += n;
+    size -= n;
   }
-  const uint64_t oldest_kept = head > size_ ? head - size_ : 0;
-  const uint64_t start = std::max(last_head_, oldest_kept);
-  copy.aux_offset = start;
-  copy.size = head - start;
-  copy.lost_before = copied_before_ && start > last_head_;
-  CopyOut(start, copy.size, out);
-  last_head_ = head;
+  return true;
+}
+
+void AuxRing::Remember(uint64_t pos, uint64_t size) {
+  if (size == 0) return;  // an idle ring costs no copy
+  if (seen_.empty()) seen_.assign(size_, '\0');
+  while (size > 0) {
+    const uint64_t start = pos % size_;
+    const uint64_t n = std::min<uint64_t>(size, size_ - start);
+    std::memcpy(seen_.data() + start, aux_ + start, n);
+    pos += n;
+    size -= n;
+  }
+}
+
+AuxCopy AuxRing::CopyNew(std::string* out) {
+  AuxCopy copy;
+  const uint64_t head = this->head() % size_;
+  // Without a full lap since the previous snapshot, `fresh` bytes were written, ending
+  // at the head, and the rest of the ring is as we last saw it.
+  const uint64_t fresh = (head + size_ - last_offset_) % size_;
+  const bool lapped = !Unchanged(head, size_ - fresh);
+  copy.aux_offset = stream_pos_;
+  if (!lapped) {
+    copy.size = fresh;
+    CopyOut(last_offset_, fresh, out);
+    Remember(last_offset_, fresh);
+  } else {
+    // Oldest byte is the one the hardware writes next: [head, end) then [0, head).
+    copy.size = size_;
+    copy.lost_before = copied_before_;
+    CopyOut(head, size_, out);
+    Remember(head, size_);
+  }
+  stream_pos_ += copy.size;
+  last_offset_ = head;
   copied_before_ = true;
   return copy;
 }

@@ -5,13 +5,16 @@
 //
 // Linear (full-trace) mode: the kernel writes at aux_head and never past aux_tail + size;
 // the reader copies [aux_tail, aux_head) and publishes aux_tail with a release store.
-// Overwrite (snapshot) mode: the kernel overwrites the oldest bytes; the newest byte ends
-// at aux_head % size. Two head conventions exist: generic drivers publish a monotonic
-// aux_head, while the intel_pt driver in snapshot mode publishes the hardware's offset
-// inside the buffer (pt_update_head: data_size = base), so whether it wrapped cannot be
-// told from the head. We never guess by scanning for zeros (which magic-trace's old direct
-// backend did): for an offset head we copy the whole ring, oldest first. Bytes never
-// written are zero, and 0x00 is the PT PAD packet, so the decoder skips them.
+// Overwrite (snapshot) mode: the intel_pt driver publishes the hardware's write offset
+// inside the buffer as aux_head (pt_event_stop hands pt_update_head's offset to
+// perf_aux_output_end), so the head alone cannot say how much was written since the
+// previous snapshot: n bytes, or n plus whole laps. The reader keeps a copy of the ring
+// as it last read it; the bytes between the new head and the previous one are unchanged
+// when no lap happened, and then only the n new bytes are taken. Otherwise the whole
+// ring is taken and the chunk says that data was lost before it. Before the first lap
+// the unwritten part is still the zeroes the kernel handed out, which serves as the
+// "previous copy" (perf's intel_pt_find_snapshot looks at the same zeroes to detect the
+// first wrap; it leaves the overlap of later snapshots to the decoder, we cut it here).
 
 #include <linux/perf_event.h>
 
@@ -20,8 +23,6 @@
 #include <string>
 
 namespace ptd::pt {
-
-enum class AuxHeadKind { kMonotonic, kBufferOffset };
 
 // Where the bytes a read produced sit in the AUX stream.
 struct AuxCopy {
@@ -32,15 +33,14 @@ struct AuxCopy {
 
 class AuxRing {
  public:
-  AuxRing(perf_event_mmap_page* header, const uint8_t* aux, size_t aux_size, bool overwrite,
-          AuxHeadKind head_kind = AuxHeadKind::kMonotonic);
+  AuxRing(perf_event_mmap_page* header, const uint8_t* aux, size_t aux_size, bool overwrite);
 
   // Linear mode: appends [aux_tail, aux_head) to `out` and releases it to the kernel.
   AuxCopy Drain(std::string* out);
 
-  // Overwrite mode, with the producer stopped: appends the bytes written since the
+  // Overwrite mode, with the PT event disabled: appends the bytes written since the
   // previous snapshot (at most the whole ring), oldest first.
-  AuxCopy CopyNewest(std::string* out);
+  AuxCopy CopyNew(std::string* out);
 
   // Acquire load of aux_head.
   uint64_t head() const;
@@ -50,15 +50,19 @@ class AuxRing {
  private:
   // Appends `size` bytes starting at ring position `pos` (mod size_).
   void CopyOut(uint64_t pos, uint64_t size, std::string* out) const;
+  // Whether ring positions [pos, pos + size) still hold what the previous snapshot saw.
+  bool Unchanged(uint64_t pos, uint64_t size) const;
+  // Records ring positions [pos, pos + size) as seen.
+  void Remember(uint64_t pos, uint64_t size);
 
   perf_event_mmap_page* header_;
   const uint8_t* aux_;
   size_t size_;
   bool overwrite_;
-  AuxHeadKind head_kind_;
-  uint64_t last_head_ = 0;     // head at the previous snapshot (monotonic heads)
-  uint64_t stream_pos_ = 0;    // bytes handed out so far (offset heads: our own count)
+  uint64_t last_offset_ = 0;   // in-buffer head at the previous snapshot
+  uint64_t stream_pos_ = 0;    // bytes handed out so far
   bool copied_before_ = false;
+  std::string seen_;           // the ring as last read; empty: all zero (never written)
 };
 
 }  // namespace ptd::pt

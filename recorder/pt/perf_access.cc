@@ -14,6 +14,7 @@
 namespace ptd::pt {
 namespace {
 
+constexpr int kCapIpcLock = 14;
 constexpr int kCapSysAdmin = 21;
 constexpr int kCapPerfmon = 38;
 
@@ -40,6 +41,7 @@ PerfAccess ReadPerfAccess(const std::string& proc_root) {
       uint64_t caps = 0;
       if (absl::SimpleHexAtoi(absl::StripAsciiWhitespace(line), &caps)) {
         access.has_perfmon = ((caps >> kCapPerfmon) & 1) || ((caps >> kCapSysAdmin) & 1);
+        access.has_ipc_lock = (caps >> kCapIpcLock) & 1;
       }
     }
   }

@@ -12,6 +12,10 @@ namespace ptd::pt {
 struct PerfAccess {
   int paranoid = 2;            // /proc/sys/kernel/perf_event_paranoid (2 when unreadable)
   bool has_perfmon = false;    // CAP_PERFMON or CAP_SYS_ADMIN in the effective set
+  bool has_ipc_lock = false;   // CAP_IPC_LOCK in the effective set
+  // perf_mmap() charges ring pages beyond perf_event_mlock_kb per CPU to RLIMIT_MEMLOCK
+  // and refuses more with EPERM unless CAP_IPC_LOCK or perf_event_paranoid is -1.
+  bool mlock_unlimited() const { return has_ipc_lock || paranoid < 0; }
 };
 
 // Reads <proc_root>/sys/kernel/perf_event_paranoid and <proc_root>/self/status (CapEff).

@@ -11,10 +11,12 @@ namespace ptd::pt {
 namespace {
 
 // caps/<bitmap_cap> has bit N set when value N is supported (mtc_periods, cycle_thresholds,
-// psb_periods). An absent cap means "unknown": do not refuse.
+// psb_periods). An absent cap means "unknown": do not refuse. As pt_event_valid(): 0 is
+// always allowed for cyc_thresh and psb_period, never implied for mtc_period.
 absl::Status CheckInCapBitmap(const PtPmuInfo& pmu, const std::string& field, uint64_t value,
                               const std::string& cap) {
   if (pmu.caps.find(cap) == pmu.caps.end()) return absl::OkStatus();
+  if (value == 0 && field != "mtc_period") return absl::OkStatus();
   const uint64_t bitmap = pmu.Cap(cap);
   if (value < 64 && ((bitmap >> value) & 1)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
@@ -97,20 +99,37 @@ absl::StatusOr<PtEventConfig> BuildPtEventConfig(const PtPmuInfo& pmu, TimingPre
   cfg.user_only = !kernel;
   std::map<std::string, uint64_t> wanted;
   auto preset = [&](const std::string& field, uint64_t value) {
-    if (pmu.format.count(field) != 0) {
-      wanted[field] = value;
-    } else {
+    if (pmu.format.count(field) == 0) {
       cfg.notes.push_back(absl::StrCat("timing preset: ", field, " not offered by this PMU"));
+      return false;
     }
+    if (absl::Status ok = CheckCaps(pmu, field, value); !ok.ok()) {
+      cfg.notes.push_back(absl::StrCat("timing preset: ", field, "=", value,
+                                       " left out: not supported by this CPU"));
+      return false;
+    }
+    wanted[field] = value;
+    return true;
   };
   if (pmu.format.count("pt") != 0) wanted["pt"] = 1;
   if (pmu.format.count("branch") != 0) wanted["branch"] = 1;
+  // Every preset: TSC at each PSB and MTC in between (mtc_period 3: an MTC every 2^3
+  // crystal-clock ticks), so that time is re-anchored between PSBs. normal adds
+  // cycle-accurate CYC (threshold 1) and a PSB every 2^(3+11) = 16 KiB instead of 2 KiB,
+  // as magic-trace; high takes an MTC at every tick and disables return compression.
   preset("tsc", 1);
+  if (pmu.caps.count("mtc") == 0 || pmu.Cap("mtc") != 0) {
+    if (preset("mtc", 1)) {
+      preset("mtc_period", timing == TimingPreset::kHigh ? 0 : 3);
+    }
+  } else {
+    cfg.notes.push_back("timing preset: no MTC packets (caps/mtc is 0)");
+  }
   if (timing != TimingPreset::kLow) {
     if (pmu.Cap("psb_cyc") != 0) {
       preset("cyc", 1);
       preset("cyc_thresh", 1);
-      preset("mtc_period", 0);
+      preset("psb_period", 3);
     } else {
       cfg.notes.push_back("timing preset: no cycle-accurate mode (caps/psb_cyc is 0)");
     }

@@ -30,8 +30,9 @@ const char* TimingPresetName(TimingPreset preset);
 absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ParsePtConfigString(
     absl::string_view text, absl::string_view source);
 
-// Presets (magic-trace's): low = tsc; normal = tsc + (cyc, cyc_thresh=1, mtc_period=0
-// when caps/psb_cyc); high = normal + noretcomp. `pt` and `branch` are set when the PMU
+// Presets, at least as fine as magic-trace's: low = tsc, mtc, mtc_period=3; normal = low
+// + cyc, cyc_thresh=1, psb_period=3 (when caps/psb_cyc); high = normal with mtc_period=0
+// + noretcomp. A field the caps rule out is left out with a note. `pt` and `branch` are set when the PMU
 // has them (perf's defaults). Expert keys override the preset and must exist in format/;
 // values the caps rule out are refused.
 absl::StatusOr<PtEventConfig> BuildPtEventConfig(const PtPmuInfo& pmu, TimingPreset timing,

@@ -46,7 +46,7 @@ uint64_t PtPmuInfo::Cap(const std::string& name) const {
   auto it = caps.find(name);
   uint64_t value = 0;
   if (it == caps.end()) return 0;
-  if (absl::SimpleAtoi(it->second, &value)) return value;
+  // pt_cap_show prints every cap with "%x": "249" is 0x249 (periods 0, 3, 6, 9).
   if (absl::SimpleHexAtoi(it->second, &value)) return value;
   return 0;
 }

@@ -1,22 +1,31 @@
 #include "recorder/pt/pt_recording.h"
 
-#include <sys/sysinfo.h>
+#include <limits.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <optional>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/host_info.h"
+#include "recorder/data_ring.h"
+#include "recorder/perf_event.h"
 #include "recorder/perf_mmap.h"
 #include "recorder/proc_maps.h"
 #include "recorder/proc_synth.h"
+#include "recorder/pt/ip_filter.h"
 #include "recorder/pt/perf_access.h"
 #include "recorder/sideband_events.h"
+#include "recorder/sideband_recorder.h"
 #include "recorder/vdso_dump.h"
+#include "sideband/record_reader.h"
 
 namespace ptd::pt {
 namespace {
@@ -43,6 +52,48 @@ uint64_t PerfClockNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+absl::StatusOr<int64_t> MeasurePerfClockOffset() {
+  // A dummy event on this thread that reports COMM; renaming the thread (to its own
+  // name) makes the kernel write one, stamped with the perf clock, between two
+  // CLOCK_MONOTONIC reads.
+  SidebandEventOptions options;
+  options.per_cpu = false;
+  options.context_switches = false;
+  perf_event_attr attr = DummySidebandAttr(options);
+  attr.mmap = attr.mmap2 = attr.task = 0;
+  absl::StatusOr<PerfEvent> event = PerfEvent::Open(attr, 0, -1);
+  if (!event.ok()) return event.status();
+  absl::StatusOr<PerfMmap> ring = PerfMmap::Map(*event, PageSize());
+  if (!ring.ok()) return ring.status();
+  char name[32] = {};
+  if (prctl(PR_GET_NAME, name) != 0) return ErrnoError("prctl", "PR_GET_NAME", errno);
+  if (absl::Status st = event->Enable(); !st.ok()) return st;
+  const uint64_t before = PerfClockNs();
+  const int renamed = prctl(PR_SET_NAME, name);
+  const uint64_t after = PerfClockNs();
+  (void)event->Disable();
+  if (renamed != 0) return ErrnoError("prctl", "PR_SET_NAME", errno);
+  std::string bytes;
+  DataRingStats stats;
+  DataRing data(ring->header(), ring->data(), ring->data_size());
+  if (absl::Status st = data.Drain(&bytes, &stats); !st.ok()) return st;
+  RecordFormat format;
+  format.sample_type = attr.sample_type;
+  format.sample_id_all = true;
+  RecordReader reader(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                          bytes.size()),
+                      "perf clock probe", format);
+  while (true) {
+    absl::StatusOr<std::optional<PerfRecord>> record = reader.Next();
+    if (!record.ok()) return record.status();
+    if (!record->has_value()) break;
+    if (std::holds_alternative<CommRecord>((*record)->body) && (*record)->sample_id.has_time) {
+      return static_cast<int64_t>((*record)->sample_id.time - (before + (after - before) / 2));
+    }
+  }
+  return absl::NotFoundError("perf clock probe: the kernel wrote no COMM record");
+}
+
 uint64_t EventClockNow(const perf_event_mmap_page* header) {
   uint32_t seq = 0;
   uint64_t zero = 0;
@@ -58,11 +109,35 @@ uint64_t EventClockNow(const perf_event_mmap_page* header) {
     shift = header->time_shift;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
   } while (__atomic_load_n(&header->lock, __ATOMIC_RELAXED) != seq);
-  if (!usable || mult == 0) return PerfClockNs();
+  if (!usable || mult == 0) {
+    // No TSC conversion offered (VMs without a stable TSC): CLOCK_MONOTONIC moved onto
+    // the perf clock (local_clock) by an offset measured once.
+    static const int64_t offset = [] {
+      absl::StatusOr<int64_t> measured = MeasurePerfClockOffset();
+      return measured.ok() ? *measured : 0;
+    }();
+    return PerfClockNs() + offset;
+  }
   const uint64_t tsc = __rdtsc();
   const uint64_t quot = tsc >> shift;
   const uint64_t rem = tsc & ((1ull << shift) - 1);
   return zero + quot * mult + ((rem * mult) >> shift);
+}
+
+RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access) {
+  RecordOptions out = record;
+  if (!record.default_ring_sizes || access.mlock_unlimited()) return out;
+  // perf's sizes for users under the locked-memory limit (tools/perf/arch/x86/util/
+  // intel-pt.c, intel_pt_recording_options): the kernel allows perf_event_mlock_kb
+  // (516 KiB by default) per CPU beyond RLIMIT_MEMLOCK, and 16 MiB rings fail with EPERM.
+  out.snapshot_size = 128 << 10;
+  out.buffer_size = 128 << 10;
+  out.data_size = 256 << 10;
+  return out;
+}
+
+uint64_t PtRecording::Now() const {
+  return captures_.empty() ? PerfClockNs() : EventClockNow(captures_.front()->ring().header());
 }
 
 absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
@@ -109,12 +184,19 @@ PtRecording::~PtRecording() {
 
 absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     const PtRecordingOptions& options, PtRingFactory* factory, const TraceDirWriter& dir) {
-  std::unique_ptr<PtRecording> rec(new PtRecording(options, factory, dir));
-  absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(options, &rec->config_);
+  PtRecordingOptions sized = options;
+  sized.record = WithRingSizes(options.record, ReadPerfAccess(options.proc_root));
+  std::unique_ptr<PtRecording> rec(new PtRecording(sized, factory, dir));
+  absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(sized, &rec->config_);
   if (!pmu.ok()) return pmu.status();
   rec->pmu_ = *std::move(pmu);
   rec->notes_ = rec->config_.notes;
-  const RecordOptions& record = options.record;
+  const RecordOptions& record = sized.record;
+  if (record.buffer_size != options.record.buffer_size) {
+    rec->notes_.push_back(
+        "rings sized for the locked-memory limit (no CAP_IPC_LOCK): 128 KiB AUX, 256 KiB "
+        "DATA, as perf does; give --buffer-size/--snapshot-size/--data-size to choose");
+  }
 
   const bool launch = options.self_tids.empty() && !record.command.empty();
   perf_event_attr attr;
@@ -128,7 +210,11 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   SidebandEventOptions sideband;
   sideband.per_cpu = !record.per_thread;
   sideband.enable_on_exec = launch;
-  AddSidebandFields(sideband, &attr);
+  // The PT event carries no sideband: it is disabled at each snapshot (and by the kernel
+  // after a truncation), and a disabled event gets none. A dummy event does, as perf's
+  // dummy:u; both write into the same ring.
+  AddEventCommonFields(sideband, &attr);
+  rec->tracking_attr_ = DummySidebandAttr(sideband);
   // Linear mode: wake the reader when a quarter of the AUX ring is full, so it drains
   // long before the kernel has to drop anything.
   if (!record.snapshot) attr.aux_watermark = static_cast<uint32_t>(record.buffer_size / 4);
@@ -153,10 +239,22 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     if (!threads.ok()) return threads.status();
     tids = *threads;
   }
+  if (!record.filter.empty()) {
+    // The kernel takes numeric file-offset ranges only: resolve names in the target's
+    // executable (or the @FILE given) now that it is loaded.
+    char exe[PATH_MAX];
+    const std::string link = absl::StrCat("/proc/", pid, "/exe");
+    const ssize_t n = readlink(link.c_str(), exe, sizeof(exe) - 1);
+    const std::string exe_path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+    absl::StatusOr<std::string> resolved =
+        ResolveIpFilter(record.filter, exe_path, rec->pmu_.Cap("num_address_ranges"));
+    if (!resolved.ok()) return resolved.status();
+    rec->options_.record.filter = *resolved;
+  }
   rec->attr_ = attr;
   rec->target_pid_ = pid;
-  if (absl::Status st = rec->OpenRings(tids, attr); !st.ok()) return st;
-  rec->start_ns_ = PerfClockNs();
+  if (absl::Status st = rec->OpenRings(tids, attr, rec->tracking_attr_); !st.ok()) return st;
+  rec->start_ns_ = rec->Now();
 
   if (launch) {
     if (absl::Status st = rec->target_->Release(); !st.ok()) return st;
@@ -195,58 +293,83 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   return rec;
 }
 
-absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_event_attr& attr) {
+absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_event_attr& attr,
+                                    const perf_event_attr& tracking_attr) {
   const RecordOptions& record = options_.record;
-  std::vector<PtRingRequest> requests;
   PtRingRequest base;
   base.attr = attr;
+  base.tracking_attr = tracking_attr;
   base.data_size = record.data_size;
   base.aux_size = record.snapshot ? record.snapshot_size : record.buffer_size;
   base.overwrite = record.snapshot;
   base.filter = record.filter;
-  if (record.per_thread) {
-    for (int tid : tids) {
-      PtRingRequest r = base;
-      r.attr.inherit = 0;  // the kernel refuses to mmap inherited per-task events
-      r.cpu = -1;
-      r.tids = {tid};
-      requests.push_back(r);
-    }
-  } else {
-    const int cpus = get_nprocs_conf();
-    for (int cpu = 0; cpu < cpus; ++cpu) {
-      PtRingRequest r = base;
-      r.cpu = cpu;
-      r.tids = tids;
-      requests.push_back(r);
-    }
-  }
-  for (const PtRingRequest& request : requests) {
-    absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
-    if (!ring.ok()) {
-      // A thread that exited while we opened is not worth failing the recording for.
-      if (ring.status().code() == absl::StatusCode::kNotFound && request.cpu < 0) {
-        notes_.push_back(absl::StrCat("thread ", request.tids.front(), " exited before it was traced"));
-        continue;
-      }
-      return ring.status();
-    }
-    const std::string name = StreamName((*ring)->cpu(), (*ring)->tid());
+  // A thread that exits while we open its events (ESRCH: NotFound) is not worth failing
+  // the recording for, as perf tolerates it; its trace is simply absent.
+  auto vanished = [&](int tid, const absl::Status& st) {
+    if (st.code() != absl::StatusCode::kNotFound) return false;
+    notes_.push_back(absl::StrCat("thread ", tid, " exited before it was traced"));
+    return true;
+  };
+  auto add_capture = [&](std::unique_ptr<PtRingSource> ring) -> absl::Status {
+    const std::string name = StreamName(ring->cpu(), ring->tid());
     if (captures_.empty()) {
-      const perf_event_mmap_page* h = (*ring)->header();
+      const perf_event_mmap_page* h = ring->header();
       time_.time_shift = h->time_shift;
       time_.time_mult = h->time_mult;
       time_.time_zero = h->time_zero;
       time_.cap_user_time_zero = h->cap_user_time_zero;
     }
     auto capture = std::make_unique<PtStreamCapture>(
-        *std::move(ring),
+        std::move(ring),
         StreamFiles{dir_.staging_dir(), absl::StrCat(kAuxSubdir, "/", name, ".pt"),
                     absl::StrCat(kSidebandSubdir, "/", name, ".data")},
         kSidebandSampleType);
     if (absl::Status st = capture->Open(); !st.ok()) return st;
     captures_.push_back(std::move(capture));
-    if (request.cpu < 0) traced_tids_.push_back(request.tids.front());
+    return absl::OkStatus();
+  };
+  if (record.per_thread) {
+    for (int tid : tids) {
+      PtRingRequest request = base;
+      request.attr.inherit = 0;  // the kernel refuses to mmap inherited per-task events
+      request.tracking_attr.inherit = 0;
+      request.cpu = -1;
+      request.tid = tid;
+      absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
+      if (!ring.ok()) {
+        if (vanished(tid, ring.status())) continue;
+        return ring.status();
+      }
+      if (absl::Status st = add_capture(*std::move(ring)); !st.ok()) return st;
+      traced_tids_.push_back(tid);
+    }
+  } else {
+    // Online CPUs, not configured ones: perf_event_open fails on an offline CPU.
+    absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+    if (!cpus.ok()) return cpus.status();
+    for (int cpu : *cpus) {
+      std::unique_ptr<PtRingSource> ring;
+      for (int tid : tids) {
+        absl::Status st;
+        if (ring == nullptr) {
+          PtRingRequest request = base;
+          request.cpu = cpu;
+          request.tid = tid;
+          absl::StatusOr<std::unique_ptr<PtRingSource>> opened = factory_->Open(request);
+          if (opened.ok()) ring = *std::move(opened);
+          st = opened.status();
+        } else {
+          st = factory_->AddThread(*ring, tid);
+        }
+        // Each thread is noted once, on the first CPU.
+        if (!st.ok() && st.code() == absl::StatusCode::kNotFound && cpu != cpus->front()) {
+          continue;
+        }
+        if (!st.ok() && !vanished(tid, st)) return st;
+      }
+      if (ring == nullptr) continue;
+      if (absl::Status st = add_capture(std::move(ring)); !st.ok()) return st;
+    }
   }
   if (captures_.empty()) return absl::NotFoundError("no thread of the target could be traced");
   return absl::OkStatus();
@@ -263,14 +386,36 @@ absl::Status PtRecording::DumpTargetMemory(int pid) {
 }
 
 absl::Status PtRecording::Snapshot(const std::string& reason) {
-  const uint64_t now = PerfClockNs();
   absl::Status status = absl::OkStatus();
-  for (auto& capture : captures_) {
-    absl::Status st = capture->Snapshot(reason, now);
+  auto keep_first = [&status](const absl::Status& st) {
     if (!st.ok() && status.ok()) status = st;
+  };
+  // One cut: every ring stops before any is read, so no CPU holds trace from after the
+  // trigger; then all are read, then all resume. Only the PT events stop: the tracking
+  // events keep writing sideband meanwhile.
+  if (options_.record.snapshot) {
+    for (auto& capture : captures_) keep_first(capture->ring().DisablePt());
+  }
+  const uint64_t now = Now();
+  for (auto& capture : captures_) {
+    const uint64_t lost_before = capture->lost_chunks();
+    keep_first(capture->Snapshot(reason, now));
+    // Linear mode: a snapshot is a drain, and may be the one that finds a truncation.
+    keep_first(EnableAfterTruncation(*capture, lost_before));
+  }
+  if (options_.record.snapshot) {
+    for (auto& capture : captures_) keep_first(capture->ring().EnablePt());
   }
   snapshots_++;
   return status;
+}
+
+absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before) {
+  // A full linear AUX ring makes the kernel disable the PT event (TRUNCATED sets
+  // pending_disable); enable it again now that there is room (the chunk already says that
+  // trace was lost). Sideband went on meanwhile on the tracking event.
+  if (options_.record.snapshot || capture.lost_chunks() == lost_before) return absl::OkStatus();
+  return capture.ring().EnablePt();
 }
 
 absl::Status PtRecording::FollowNewThreads() {
@@ -288,9 +433,11 @@ absl::Status PtRecording::FollowNewThreads() {
   // The thread runs already: no enable_on_exec, enabled explicitly once its ring exists.
   perf_event_attr attr = attr_;
   attr.enable_on_exec = 0;
+  perf_event_attr tracking_attr = tracking_attr_;
+  tracking_attr.enable_on_exec = 0;
   const size_t before = captures_.size();
   for (int tid : fresh) {
-    absl::Status st = OpenRings({tid}, attr);
+    absl::Status st = OpenRings({tid}, attr, tracking_attr);
     if (!st.ok() && st.code() != absl::StatusCode::kNotFound) return st;
   }
   for (size_t i = before; i < captures_.size(); ++i) {
@@ -303,7 +450,7 @@ absl::Status PtRecording::FollowNewThreads() {
 }
 
 absl::Status PtRecording::Drain() {
-  const uint64_t now = PerfClockNs();
+  const uint64_t now = Now();
   absl::Status status = absl::OkStatus();
   // Rings opened below are drained from the next call on.
   const size_t existing = captures_.size();
@@ -312,11 +459,8 @@ absl::Status PtRecording::Drain() {
     const uint64_t lost_before = capture->lost_chunks();
     absl::Status st = capture->Drain(now);
     if (!st.ok() && status.ok()) status = st;
-    // A full linear AUX ring makes the kernel stop the event; start it again now that
-    // there is room (the chunk already says that trace was lost).
-    if (!options_.record.snapshot && capture->lost_chunks() != lost_before) {
-      (void)capture->ring().ResumeOutput();
-    }
+    st = EnableAfterTruncation(*capture, lost_before);
+    if (!st.ok() && status.ok()) status = st;
   }
   absl::Status followed = FollowNewThreads();
   return status.ok() ? followed : status;
@@ -387,7 +531,7 @@ absl::Status PtRecording::Finish(const std::string& end_reason,
   meta->notes = notes_;
   meta->notes.insert(meta->notes.end(), notes.begin(), notes.end());
   meta->start_ns = start_ns_;
-  meta->end_ns = PerfClockNs();
+  meta->end_ns = Now();
   return status;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
+#include "recorder/pt/perf_access.h"
 #include "recorder/pt/pt_event_config.h"
 #include "recorder/pt/pt_pmu.h"
 #include "recorder/pt/pt_ring_factory.h"
@@ -36,6 +37,10 @@ struct PtRecordingOptions {
 // ring sizes. FailedPrecondition / InvalidArgument: the CLI exits 2.
 absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
                                             PtEventConfig* config_out);
+
+// `record` with the ring sizes perf would use when none was given and the kernel's
+// locked-memory limit applies (no CAP_IPC_LOCK, perf_event_paranoid >= 0).
+RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access);
 
 class PtRecording : public SnapshotTaker {
  public:
@@ -63,7 +68,13 @@ class PtRecording : public SnapshotTaker {
 
  private:
   PtRecording(PtRecordingOptions options, PtRingFactory* factory, const TraceDirWriter& dir);
-  absl::Status OpenRings(const std::vector<int>& tids, const perf_event_attr& attr);
+  absl::Status OpenRings(const std::vector<int>& tids, const perf_event_attr& attr,
+                         const perf_event_attr& tracking_attr);
+  // The events' clock now (EventClockNow of the first ring).
+  uint64_t Now() const;
+  // Linear mode, after `capture` was read: PERF_EVENT_IOC_ENABLE when that read found a
+  // truncation (lost_chunks() moved past `lost_before`).
+  absl::Status EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before);
   // Per-thread mode: rings for the threads the sideband reported as created.
   absl::Status FollowNewThreads();
   absl::Status DumpTargetMemory(int pid);
@@ -76,6 +87,7 @@ class PtRecording : public SnapshotTaker {
   std::unique_ptr<TargetProcess> target_;
   std::vector<std::unique_ptr<PtStreamCapture>> captures_;
   perf_event_attr attr_{};           // the PT event as opened (per-thread rings added later)
+  perf_event_attr tracking_attr_{};  // the sideband (dummy) event beside it
   std::vector<int> traced_tids_;     // threads with a ring (per-thread mode)
   int target_pid_ = -1;
   std::vector<SidebandFile> extra_sideband_;  // synthesized at attach
@@ -87,12 +99,19 @@ class PtRecording : public SnapshotTaker {
   bool finished_ = false;
 };
 
-// Perf's clock for chunk timestamps: CLOCK_MONOTONIC, which perf_clock() follows on x86.
+// CLOCK_MONOTONIC now. Not the perf clock: the kernel stamps records with local_clock()
+// (event->clock, kernel/events/core.c), which is sched_clock-based and drifts from it.
 uint64_t PerfClockNs();
 
-// The clock of the event behind `header` now: the TSC converted with the page's
-// time_zero / time_mult / time_shift when cap_user_time_zero is set (hardware events),
-// else PerfClockNs(). Stamps records synthesized from /proc.
+// perf clock - CLOCK_MONOTONIC, measured with a software event on this thread: the time
+// of the COMM record a PR_SET_NAME makes the kernel write, minus the midpoint of two
+// CLOCK_MONOTONIC reads around it.
+absl::StatusOr<int64_t> MeasurePerfClockOffset();
+
+// The perf clock of the event behind `header` now: the TSC converted with the page's
+// time_zero / time_mult / time_shift when cap_user_time_zero is set, else PerfClockNs()
+// plus MeasurePerfClockOffset() (measured once). Stamps records synthesized from /proc
+// and chunk times.
 uint64_t EventClockNow(const perf_event_mmap_page* header);
 
 }  // namespace ptd::pt

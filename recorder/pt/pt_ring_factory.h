@@ -14,11 +14,16 @@
 
 namespace ptd::pt {
 
+// One ring: per thread, an intel_pt event and a tracking event (a PERF_COUNT_SW_DUMMY
+// with the sideband bits, as perf's dummy:u), all writing into the ring of the first
+// (PERF_EVENT_IOC_SET_OUTPUT). Snapshots disable only the PT events; the tracking event
+// keeps recording MMAP/COMM/FORK/SWITCH, which the kernel does not write for a disabled
+// event and does not count as lost either.
 struct PtRingRequest {
-  perf_event_attr attr{};   // the complete intel_pt attr, sideband fields included
+  perf_event_attr attr{};           // the intel_pt event: sample_id fields, no sideband
+  perf_event_attr tracking_attr{};  // the dummy event carrying the sideband
   int cpu = -1;             // -1: per-thread ring
-  std::vector<int> tids;    // one event per thread; the first owns the ring, the others
-                            // are redirected into it with PERF_EVENT_IOC_SET_OUTPUT
+  int tid = -1;             // the thread whose events own the ring (AddThread adds more)
   size_t data_size = 0;     // DATA ring bytes (2^n pages)
   size_t aux_size = 0;      // AUX bytes (2^n pages)
   bool overwrite = false;   // snapshot mode: PROT_READ AUX mapping
@@ -28,10 +33,14 @@ struct PtRingRequest {
 class PtRingFactory {
  public:
   virtual ~PtRingFactory() = default;
+  // NotFound when the thread is gone (ESRCH); the error messages of perf_event_open and
+  // mmap otherwise (PerfOpenError, PerfMmapError).
   virtual absl::StatusOr<std::unique_ptr<PtRingSource>> Open(const PtRingRequest& request) = 0;
-  // Adds a thread's event to an open ring (per-thread mode opens a new ring instead).
+  // Adds a thread's events to an open per-CPU ring (per-thread mode opens a new ring
+  // instead). NotFound when the thread is gone.
   virtual absl::Status AddThread(PtRingSource& ring, int tid) = 0;
-  // Enables every event of `ring` (attach; a launch relies on enable_on_exec).
+  // Enables every event of `ring`, tracking included (attach; a launch relies on
+  // enable_on_exec).
   virtual absl::Status Enable(PtRingSource& ring) = 0;
 };
 

@@ -1,6 +1,6 @@
 #pragma once
 // The seam between the ring-reading code and whoever provides the ring: on hardware, an
-// intel_pt perf event's mmap (PerfPtRing); in tests, the in-process fake kernel. Only the
+// intel_pt perf event's mmap (KernelPtRing); in tests, the in-process fake kernel. Only the
 // fd and the memory differ; everything that reads the memory is shared.
 
 #include <linux/perf_event.h>
@@ -23,15 +23,17 @@ class PtRingSource {
   virtual const uint8_t* aux() const = 0;
   virtual size_t aux_size() const = 0;
   virtual bool overwrite() const = 0;  // snapshot (PROT_READ) AUX mapping
-  virtual AuxHeadKind head_kind() const = 0;
 
-  // Stops the producer so a snapshot reads a stable ring, and makes it publish aux_head;
-  // on return nothing writes into the ring until ResumeOutput().
-  virtual absl::Status StopOutput() = 0;
-  virtual absl::Status ResumeOutput() = 0;
+  // PERF_EVENT_IOC_DISABLE / ENABLE on the ring's PT events only. Disabling stops the
+  // hardware and makes the driver publish aux_head (pt_event_stop); no trace is written
+  // until EnablePt(). The tracking event that carries the sideband stays enabled, so no
+  // MMAP/COMM/FORK/SWITCH is missed meanwhile. The DATA ring is never paused: a paused
+  // ring would turn the PERF_RECORD_AUX the disable writes into a PERF_RECORD_LOST.
+  virtual absl::Status DisablePt() = 0;
+  virtual absl::Status EnablePt() = 0;
 
-  // Readable when the kernel woke us (aux_watermark / wakeup_watermark); -1 when the
-  // provider has no fd (fake): the reader then polls on a timer.
+  // Readable when the kernel woke us (aux_watermark / wakeup_watermark); POLLHUP for
+  // good once a per-thread event's task has exited. -1: no fd, drained on a timer.
   virtual int poll_fd() const = 0;
   virtual int cpu() const = 0;  // -1 for a per-thread ring
   virtual int tid() const = 0;  // -1 for a per-CPU ring

@@ -30,8 +30,7 @@ PtStreamCapture::PtStreamCapture(std::unique_ptr<PtRingSource> ring, StreamFiles
     : ring_(std::move(ring)),
       files_(std::move(files)),
       sample_type_(sideband_sample_type),
-      aux_(ring_->header(), ring_->aux(), ring_->aux_size(), ring_->overwrite(),
-           ring_->head_kind()),
+      aux_(ring_->header(), ring_->aux(), ring_->aux_size(), ring_->overwrite()),
       data_(ring_->header(), ring_->data(), ring_->data_size()) {
   stream_.file = files_.aux_rel;
   stream_.cpu = ring_->cpu();
@@ -93,7 +92,11 @@ absl::Status PtStreamCapture::DrainSideband() {
     absl::StatusOr<std::optional<PerfRecord>> record = reader.Next();
     if (!record.ok() || !record->has_value()) break;
     if (const AuxRecord* aux = std::get_if<AuxRecord>(&(*record)->body)) {
-      pending_aux_records_.push_back(*aux);
+      if (ring_->overwrite()) {
+        pending_aux_flags_ |= aux->flags;
+      } else {
+        pending_aux_records_.push_back(*aux);
+      }
     } else if (const ForkRecord* fork = std::get_if<ForkRecord>(&(*record)->body)) {
       if (fork->pid == fork->ppid && fork->tid != fork->ptid) new_threads_.push_back(*fork);
     }
@@ -124,21 +127,24 @@ absl::Status PtStreamCapture::AddChunk(const AuxCopy& copy, const std::string& r
   // PERF_RECORD_AUX records describing bytes up to the chunk's end belong to it. A
   // truncation record may have size 0 and sit exactly at the end.
   const uint64_t end = copy.aux_offset + copy.size;
-  const bool offsets_comparable = ring_->head_kind() == AuxHeadKind::kMonotonic;
+  AuxRecord flags;  // the OR of the flags of every record that belongs to the chunk
+  flags.flags = pending_aux_flags_;
+  pending_aux_flags_ = 0;
   size_t kept = 0;
   for (const AuxRecord& record : pending_aux_records_) {
-    const bool mine = !offsets_comparable || record.aux_offset < end ||
-                      (record.aux_size == 0 && record.aux_offset <= end);
+    const bool mine =
+        record.aux_offset < end || (record.aux_size == 0 && record.aux_offset <= end);
     if (!mine) {
       pending_aux_records_[kept++] = record;
       continue;
     }
-    chunk.truncated |= record.truncated();
-    chunk.partial |= record.partial();
-    chunk.collision |= record.collision();
-    chunk.overwrite |= record.overwrite();
+    flags.flags |= record.flags;
   }
   pending_aux_records_.resize(kept);
+  chunk.truncated = flags.truncated();
+  chunk.partial = flags.partial();
+  chunk.collision = flags.collision();
+  chunk.overwrite |= flags.overwrite();
   // A truncated chunk is followed by a hole: the kernel dropped trace after its end.
   if (chunk.truncated) gap_pending_ = true;
   if (chunk.truncated || chunk.lost_before || chunk.collision) lost_chunks_++;
@@ -185,16 +191,12 @@ absl::Status PtStreamCapture::Snapshot(const std::string& reason, uint64_t time_
     absl::Status chunk = AddChunk(copy, reason, time_ns);
     return chunk.ok() ? sideband : chunk;
   }
-  absl::Status stopped = ring_->StopOutput();
-  if (!stopped.ok()) return stopped;
   aux_buffer_.clear();
-  const AuxCopy copy = aux_.CopyNewest(&aux_buffer_);
+  const AuxCopy copy = aux_.CopyNew(&aux_buffer_);
+  // After the copy: the PERF_RECORD_AUX the disable wrote is in the DATA ring by now.
   absl::Status sideband = DrainSideband();
   absl::Status chunk = AddChunk(copy, reason, time_ns);
-  absl::Status resumed = ring_->ResumeOutput();
-  if (!chunk.ok()) return chunk;
-  if (!resumed.ok()) return resumed;
-  return sideband;
+  return chunk.ok() ? sideband : chunk;
 }
 
 }  // namespace ptd::pt

@@ -35,9 +35,11 @@ class PtStreamCapture {
   // Creates the two files (and their folders).
   absl::Status Open();
 
-  // Overwrite mode: stop output, drain the sideband, copy the newest AUX bytes as one
-  // chunk tagged `reason`, resume. Linear mode: the same as Drain(), with `reason` on
-  // the chunk.
+  // Overwrite mode, with the PT event disabled (ring().DisablePt(); PtRecording disables
+  // every ring first, so that per-CPU snapshots are one cut): drains the sideband and
+  // copies the AUX bytes written since the previous snapshot as one chunk tagged
+  // `reason` (no chunk when nothing was written). Linear mode: the same as Drain(), with
+  // `reason` on the chunk.
   absl::Status Snapshot(const std::string& reason, uint64_t time_ns);
 
   // Takes what the kernel has produced so far: all sideband records, and in linear mode
@@ -52,6 +54,7 @@ class PtStreamCapture {
   uint64_t aux_bytes() const { return aux_file_size_; }
   uint64_t lost_chunks() const { return lost_chunks_; }
   uint64_t sideband_lost_records() const { return data_stats_.lost_records; }
+  size_t pending_aux_records() const { return pending_aux_records_.size(); }
   PtRingSource& ring() { return *ring_; }
   // Threads the DATA ring reported as created (PERF_RECORD_FORK with pid == ppid) since
   // the last call: per-thread mode opens a ring for each.
@@ -71,7 +74,12 @@ class PtStreamCapture {
   std::FILE* sideband_file_ = nullptr;
   std::string aux_buffer_;       // reused between reads: no allocation per drain
   std::string sideband_buffer_;
-  std::vector<AuxRecord> pending_aux_records_;  // not yet matched to a chunk
+  // Linear mode: PERF_RECORD_AUX not yet matched to a chunk (bounded: consumed by the
+  // drain that copies their bytes).
+  std::vector<AuxRecord> pending_aux_records_;
+  // Overwrite mode: the kernel writes one PERF_RECORD_AUX per sched-out, all with
+  // in-buffer offsets; only their flags matter, OR-ed until the next snapshot.
+  uint64_t pending_aux_flags_ = 0;
   std::vector<ForkRecord> new_threads_;
   bool gap_pending_ = false;     // a truncation: the next chunk has data missing before it
   uint64_t aux_file_size_ = 0;

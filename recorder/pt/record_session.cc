@@ -188,6 +188,9 @@ absl::StatusOr<std::string> RecordSession::Run() {
         }
         case Kind::kWakeup:
           drain_now = true;
+          // A per-thread event whose task exited polls POLLHUP for good (perf_poll):
+          // drain it once more and stop polling it, or poll would return at once forever.
+          if (revents & (POLLHUP | POLLERR)) fds[i].fd = -1;
           break;
       }
     }

@@ -78,6 +78,9 @@ absl::Status Recorder::Start() {
   record.snapshot = m.config.snapshot;
   record.snapshot_size = m.config.snapshot_size;
   record.buffer_size = m.config.buffer_size;
+  // Sizes left at their defaults may be lowered to perf's, as for the CLI.
+  record.default_ring_sizes = m.config.snapshot_size == RecorderConfig{}.snapshot_size &&
+                              m.config.buffer_size == RecorderConfig{}.buffer_size;
   record.per_thread = m.config.per_thread;
   record.timing = timing->second;
   record.pt_config = m.config.pt_config;

@@ -21,16 +21,9 @@ namespace {
 using testing::FakeKernelOptions;
 using testing::FakePtKernel;
 
-std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> out(n);
-  for (auto& b : out) b = static_cast<uint8_t>(rng() | 1);  // never 0: zeros mean "unwritten"
-  return out;
-}
-
 // Writes `bytes` in pieces of varying size, as PT hardware fills ToPA regions.
 std::vector<uint8_t> Produce(FakePtKernel& kernel, size_t n, uint32_t seed) {
-  std::vector<uint8_t> bytes = RandomBytes(n, seed);
+  std::vector<uint8_t> bytes = testing::TraceBytes(n, seed);
   std::vector<uint8_t> stored;
   std::mt19937 rng(seed + 1);
   size_t at = 0;
@@ -54,6 +47,17 @@ class CaptureFixture {
   }
   FakePtKernel& kernel() { return kernel_; }
   PtStreamCapture& capture() { return capture_; }
+  // What PtRecording does for one ring: PT off, copy, PT on.
+  absl::Status Snapshot(const std::string& reason, uint64_t time_ns) {
+    if (kernel_.options().overwrite) {
+      if (absl::Status st = capture_.ring().DisablePt(); !st.ok()) return st;
+    }
+    absl::Status copied = capture_.Snapshot(reason, time_ns);
+    if (kernel_.options().overwrite) {
+      if (absl::Status st = capture_.ring().EnablePt(); !st.ok()) return st;
+    }
+    return copied;
+  }
   std::string StreamBytes() {
     EXPECT_TRUE(capture_.Close().ok());
     auto bytes = ReadFileToString(dir_.Sub("aux/cpu0.pt"));
@@ -91,8 +95,8 @@ FakeKernelOptions Overwrite(size_t aux_size = 16 * 4096) {
 TEST(AuxSnapshotTest, BeforeWrapCopiesExactlyWhatWasWritten) {
   CaptureFixture f(Overwrite());
   std::vector<uint8_t> written = Produce(f.kernel(), 10000, 1);
-  ASSERT_TRUE(f.capture().Snapshot("sigint", 5).ok());
-  EXPECT_EQ(f.kernel().stop_calls(), 1);  // the producer was stopped for the copy
+  ASSERT_TRUE(f.Snapshot("sigint", 5).ok());
+  EXPECT_EQ(f.kernel().disable_calls(), 1);  // the producer was stopped for the copy
   const auto& chunks = f.capture().stream().chunks;
   ASSERT_EQ(chunks.size(), 1u);
   EXPECT_EQ(chunks[0].aux_offset, 0u);
@@ -107,52 +111,101 @@ TEST(AuxSnapshotTest, AfterWrapCopiesTheNewestRingfulOldestFirst) {
   const size_t ring = 4 * 4096;
   CaptureFixture f(Overwrite(ring));
   std::vector<uint8_t> written = Produce(f.kernel(), 3 * ring + 1234, 2);
-  ASSERT_TRUE(f.capture().Snapshot("sigusr2", 5).ok());
+  ASSERT_TRUE(f.Snapshot("sigusr2", 5).ok());
   const auto& chunks = f.capture().stream().chunks;
   ASSERT_EQ(chunks.size(), 1u);
   EXPECT_EQ(chunks[0].size, ring);
-  EXPECT_EQ(chunks[0].aux_offset, written.size() - ring);
   EXPECT_EQ(f.StreamBytes(), Str(written, written.size() - ring));
 }
 
-TEST(AuxSnapshotTest, SeveralSnapshotsAreSeparateChunksWithoutDuplicates) {
+TEST(AuxSnapshotTest, SeveralSnapshotsCopyOnlyWhatIsNew) {
+  // The head is an in-buffer offset (pt_event_stop): a snapshot that copied the whole
+  // ring every time would hand the decoder the same trace again.
   const size_t ring = 4 * 4096;
   CaptureFixture f(Overwrite(ring));
   std::vector<uint8_t> a = Produce(f.kernel(), 5000, 3);
-  ASSERT_TRUE(f.capture().Snapshot("control", 1).ok());
+  ASSERT_TRUE(f.Snapshot("control", 1).ok());
   std::vector<uint8_t> b = Produce(f.kernel(), 7000, 4);
-  ASSERT_TRUE(f.capture().Snapshot("control", 2).ok());
-  std::vector<uint8_t> c = Produce(f.kernel(), 2 * ring + 99, 5);
-  ASSERT_TRUE(f.capture().Snapshot("sigint", 3).ok());
+  ASSERT_TRUE(f.Snapshot("control", 2).ok());
+  // Most of a lap, the ring wrapping: still only the new bytes, the overlap cut.
+  std::vector<uint8_t> c = Produce(f.kernel(), ring - 300, 5);
+  ASSERT_TRUE(f.Snapshot("control", 3).ok());
+  std::vector<uint8_t> d = Produce(f.kernel(), 2 * ring + 99, 6);
+  ASSERT_TRUE(f.Snapshot("sigint", 4).ok());
   const auto chunks = f.capture().stream().chunks;
   std::string stream = f.StreamBytes();
-  ASSERT_EQ(chunks.size(), 3u);
+  ASSERT_EQ(chunks.size(), 4u);
   EXPECT_EQ(f.ChunkBytes(stream, 0), Str(a));
   EXPECT_EQ(f.ChunkBytes(stream, 1), Str(b));
   EXPECT_EQ(chunks[1].aux_offset, a.size());
   EXPECT_FALSE(chunks[1].lost_before);  // b follows a directly
-  EXPECT_EQ(f.ChunkBytes(stream, 2), Str(c, c.size() - ring));
-  EXPECT_TRUE(chunks[2].lost_before);   // the start of c was overwritten before we looked
-  EXPECT_EQ(chunks[2].time_ns, 3u);
+  EXPECT_EQ(f.ChunkBytes(stream, 2), Str(c));
+  EXPECT_EQ(chunks[2].aux_offset, a.size() + b.size());
+  EXPECT_FALSE(chunks[2].lost_before);
+  EXPECT_EQ(f.ChunkBytes(stream, 3), Str(d, d.size() - ring));
+  EXPECT_TRUE(chunks[3].lost_before);   // the start of d was overwritten before we looked
+  EXPECT_EQ(chunks[3].time_ns, 4u);
+  EXPECT_EQ(stream.size(), a.size() + b.size() + c.size() + ring);
 }
 
-TEST(AuxSnapshotTest, BufferOffsetHeadsGiveTheWholeRingEndingAtTheHead) {
-  // intel_pt's snapshot mode publishes the write offset inside the buffer.
-  const size_t ring = 4 * 4096;
-  FakeKernelOptions o = Overwrite(ring);
-  o.head_kind = AuxHeadKind::kBufferOffset;
-  CaptureFixture f(o);
-  std::vector<uint8_t> early = Produce(f.kernel(), 3000, 6);
-  ASSERT_TRUE(f.capture().Snapshot("control", 1).ok());
-  std::vector<uint8_t> late = Produce(f.kernel(), 2 * ring + 500, 7);
-  ASSERT_TRUE(f.capture().Snapshot("control", 2).ok());
-  std::string stream = f.StreamBytes();
-  // Before any wrap: the never-written part is zero (PT PAD) and comes first.
-  std::string first = f.ChunkBytes(stream, 0);
-  ASSERT_EQ(first.size(), ring);
-  EXPECT_EQ(first.substr(0, ring - early.size()), std::string(ring - early.size(), '\0'));
-  EXPECT_EQ(first.substr(ring - early.size()), Str(early));
-  EXPECT_EQ(f.ChunkBytes(stream, 1), Str(late, late.size() - ring));
+TEST(AuxSnapshotTest, IdleRingWritesNothing) {
+  // A CPU the target never ran on: no chunk, not snapshot_size bytes per snapshot.
+  CaptureFixture f(Overwrite(4 * 4096));
+  ASSERT_TRUE(f.Snapshot("control", 1).ok());
+  std::vector<uint8_t> a = Produce(f.kernel(), 3000, 8);
+  ASSERT_TRUE(f.Snapshot("control", 2).ok());
+  ASSERT_TRUE(f.Snapshot("control", 3).ok());
+  EXPECT_EQ(f.capture().stream().chunks.size(), 1u);
+  EXPECT_EQ(f.StreamBytes(), Str(a));
+}
+
+TEST(AuxSnapshotTest, AuxRecordsOfEverySchedOutAreNotKeptUntilTheSnapshot) {
+  // In overwrite mode the kernel writes a PERF_RECORD_AUX at every sched-out; a long
+  // snapshot-on-exit session must not hold on to each of them.
+  CaptureFixture f(Overwrite(4 * 4096));
+  for (int i = 0; i < 2000; ++i) {
+    Produce(f.kernel(), 100, 100 + i);
+    f.kernel().SchedOut();
+    if (i % 50 == 0) {
+      ASSERT_TRUE(f.capture().Drain(i).ok());
+    }
+  }
+  ASSERT_TRUE(f.capture().Drain(1).ok());
+  EXPECT_EQ(f.capture().pending_aux_records(), 0u);
+  ASSERT_TRUE(f.Snapshot("exit", 2).ok());
+  const auto& chunks = f.capture().stream().chunks;
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_TRUE(chunks[0].overwrite);
+  EXPECT_FALSE(chunks[0].truncated);
+}
+
+TEST(AuxSnapshotTest, DisablingPtDuringTheSnapshotLosesNoSideband) {
+  // The snapshot disables only the PT event; the AUX record that DISABLE writes and a
+  // MMAP2 the kernel reports meanwhile both reach the sideband file, with no LOST.
+  CaptureFixture f(Overwrite(4 * 4096));
+  PerfRecord mmap;
+  mmap.body = CommRecord{77, 78, "while-stopped"};
+  const std::vector<uint8_t> mmap_bytes = EncodeRecord(mmap, RecordFormat{});
+  f.kernel().on_pt_disabled = [&] { f.kernel().EmitSideband(mmap_bytes); };
+  Produce(f.kernel(), 3000, 9);
+  ASSERT_TRUE(f.Snapshot("control", 1).ok());
+  Produce(f.kernel(), 3000, 10);
+  ASSERT_TRUE(f.Snapshot("control", 2).ok());
+  EXPECT_EQ(f.capture().sideband_lost_records(), 0u);
+  std::string sideband = f.SidebandBytes();
+  auto records = ReadAllRecords(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(sideband.data()), sideband.size()),
+      "sb", RecordFormat{});
+  ASSERT_TRUE(records.ok()) << records.status();
+  int comms = 0;
+  int auxes = 0;
+  for (const PerfRecord& r : records->records) {
+    EXPECT_NE(r.type, static_cast<uint32_t>(PERF_RECORD_LOST));
+    comms += r.type == PERF_RECORD_COMM;
+    auxes += r.type == PERF_RECORD_AUX;
+  }
+  EXPECT_EQ(comms, 2);
+  EXPECT_EQ(auxes, 2);
 }
 
 TEST(AuxLinearTest, DrainsEverythingAndAdvancesTail) {
@@ -181,7 +234,9 @@ TEST(AuxLinearTest, SlowReaderTruncationIsRecordedNeverSilent) {
   std::vector<uint8_t> kept = Produce(f.kernel(), 3 * o.aux_size, 20);
   ASSERT_EQ(kept.size(), o.aux_size);
   EXPECT_EQ(f.kernel().bytes_dropped(), 2 * o.aux_size);
+  EXPECT_FALSE(f.kernel().pt_enabled());  // TRUNCATED: disabled until re-enabled
   ASSERT_TRUE(f.capture().Drain(1).ok());
+  ASSERT_TRUE(f.capture().ring().EnablePt().ok());
   std::vector<uint8_t> after = Produce(f.kernel(), 1000, 21);
   ASSERT_TRUE(f.capture().Drain(2).ok());
   const auto chunks = f.capture().stream().chunks;
@@ -224,7 +279,7 @@ TEST(AuxRaceTest, ProducerOnAnotherThreadRacingTheLinearReader) {
   std::thread producer([&] {
     std::mt19937 rng(40);
     for (int i = 0; i < 3000; ++i) {
-      std::vector<uint8_t> piece = RandomBytes(1 + rng() % 700, 1000 + i);
+      std::vector<uint8_t> piece = testing::TraceBytes(1 + rng() % 700, 1000 + i);
       offered += piece.size();
       size_t kept = f.kernel().WriteTrace(piece);
       stored.insert(stored.end(), piece.begin(), piece.begin() + kept);
@@ -233,7 +288,10 @@ TEST(AuxRaceTest, ProducerOnAnotherThreadRacingTheLinearReader) {
     done.store(true, std::memory_order_release);
   });
   uint64_t now = 0;
-  while (!done.load(std::memory_order_acquire)) ASSERT_TRUE(f.capture().Drain(++now).ok());
+  while (!done.load(std::memory_order_acquire)) {
+    ASSERT_TRUE(f.capture().Drain(++now).ok());
+    ASSERT_TRUE(f.capture().ring().EnablePt().ok());  // as PtRecording after a truncation
+  }
   producer.join();
   ASSERT_TRUE(f.capture().Drain(++now).ok());
   const auto chunks = f.capture().stream().chunks;
@@ -257,7 +315,7 @@ TEST(AuxRaceTest, SnapshotsWhileTheProducerRuns) {
   std::thread producer([&] {
     std::mt19937 rng(50);
     for (int i = 0; i < 4000; ++i) {
-      std::vector<uint8_t> piece = RandomBytes(1 + rng() % 500, 2000 + i);
+      std::vector<uint8_t> piece = testing::TraceBytes(1 + rng() % 500, 2000 + i);
       std::lock_guard<std::mutex> lock(stored_mu);
       size_t kept = f.kernel().WriteTrace(piece);
       stored.insert(stored.end(), piece.begin(), piece.begin() + kept);
@@ -266,22 +324,31 @@ TEST(AuxRaceTest, SnapshotsWhileTheProducerRuns) {
   });
   int snapshots = 0;
   while (!done.load(std::memory_order_acquire) && snapshots < 50) {
-    ASSERT_TRUE(f.capture().Snapshot("control", snapshots).ok());
+    ASSERT_TRUE(f.Snapshot("control", snapshots).ok());
     ++snapshots;
     std::this_thread::yield();
   }
   producer.join();
-  ASSERT_TRUE(f.capture().Snapshot("exit", 99).ok());
+  ASSERT_TRUE(f.Snapshot("exit", 99).ok());
   const auto chunks = f.capture().stream().chunks;
   std::string stream = f.StreamBytes();
-  // Each chunk is exactly the stored bytes at its stream position: the stop made the copy
-  // consistent even though the producer kept going between snapshots.
+  // Each chunk is stored bytes, in order: right after the previous chunk's when nothing
+  // was lost in between, somewhere later otherwise; the last ends with the last byte.
+  const std::string all = Str(stored);
+  size_t end = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    ASSERT_LE(chunks[i].aux_offset + chunks[i].size, stored.size());
-    EXPECT_EQ(f.ChunkBytes(stream, i), Str(stored, chunks[i].aux_offset, chunks[i].size)) << i;
+    const std::string bytes = f.ChunkBytes(stream, i);
+    if (!chunks[i].lost_before) {
+      EXPECT_EQ(all.substr(end, bytes.size()), bytes) << i;
+      end += bytes.size();
+    } else {
+      const size_t at = all.find(bytes, end);
+      ASSERT_NE(at, std::string::npos) << i;
+      end = at + bytes.size();
+    }
   }
   EXPECT_EQ(chunks.back().reason, "exit");
-  EXPECT_EQ(chunks.back().aux_offset + chunks.back().size, stored.size());
+  EXPECT_EQ(end, all.size());
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 #include "tests/recorder_pt/fake_pt_kernel.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "sideband/record_builder.h"
 
@@ -18,16 +22,17 @@ class FakeRingSource : public PtRingSource {
   const uint8_t* aux() const override { return kernel_->aux(); }
   size_t aux_size() const override { return kernel_->options().aux_size; }
   bool overwrite() const override { return kernel_->options().overwrite; }
-  AuxHeadKind head_kind() const override { return kernel_->options().head_kind; }
-  absl::Status StopOutput() override {
-    kernel_->Stop();
+  absl::Status DisablePt() override {
+    kernel_->DisablePt();
+    if (kernel_->on_pt_disabled) kernel_->on_pt_disabled();
     return absl::OkStatus();
   }
-  absl::Status ResumeOutput() override {
-    kernel_->Resume();
+  absl::Status EnablePt() override {
+    kernel_->EnablePt();
+    if (kernel_->on_pt_enabled) kernel_->on_pt_enabled();
     return absl::OkStatus();
   }
-  int poll_fd() const override { return -1; }
+  int poll_fd() const override { return kernel_->poll_fd(); }
   int cpu() const override { return kernel_->options().cpu; }
   int tid() const override { return kernel_->options().tid; }
 
@@ -36,6 +41,13 @@ class FakeRingSource : public PtRingSource {
 };
 
 }  // namespace
+
+std::vector<uint8_t> TraceBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> out(n);
+  for (auto& b : out) b = static_cast<uint8_t>(rng() | 1);
+  return out;
+}
 
 FakePtKernel::FakePtKernel(FakeKernelOptions options) : options_(options) {
   const size_t total = kPage + options_.data_size + options_.aux_size;
@@ -46,9 +58,18 @@ FakePtKernel::FakePtKernel(FakeKernelOptions options) : options_(options) {
   header_->data_size = options_.data_size;
   header_->aux_offset = kPage + options_.data_size;
   header_->aux_size = options_.aux_size;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+    hup_read_fd_ = fds[0];
+    hup_write_fd_ = fds[1];
+  }
 }
 
-FakePtKernel::~FakePtKernel() { std::free(base_); }
+FakePtKernel::~FakePtKernel() {
+  if (hup_read_fd_ >= 0) close(hup_read_fd_);
+  if (hup_write_fd_ >= 0) close(hup_write_fd_);
+  std::free(base_);
+}
 
 std::unique_ptr<PtRingSource> FakePtKernel::MakeSource() {
   return std::make_unique<FakeRingSource>(this);
@@ -64,61 +85,110 @@ uint64_t FakePtKernel::aux_written() const {
   return aux_head_;
 }
 
-int FakePtKernel::stop_calls() const {
+bool FakePtKernel::pt_enabled() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stop_calls_;
+  return pt_enabled_;
 }
 
-void FakePtKernel::Stop() {
+int FakePtKernel::disable_calls() const {
   std::lock_guard<std::mutex> lock(mu_);
-  stopped_ = true;
-  stop_calls_++;
-  PublishAuxHeadLocked();
+  return disable_calls_;
 }
 
-void FakePtKernel::Resume() {
+uint64_t FakePtKernel::sideband_not_generated() const {
   std::lock_guard<std::mutex> lock(mu_);
-  stopped_ = false;
+  return sideband_not_generated_;
 }
 
-void FakePtKernel::PublishAuxHeadLocked() {
-  const uint64_t published = options_.head_kind == AuxHeadKind::kBufferOffset
-                                 ? aux_head_ % options_.aux_size
-                                 : aux_head_;
+void FakePtKernel::ExitTask() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (hup_write_fd_ >= 0) close(hup_write_fd_);
+  hup_write_fd_ = -1;
+}
+
+void FakePtKernel::StopPtLocked() {
+  if (!options_.overwrite) {
+    // Linear mode: every WriteTrace already ended its transaction (PMI); nothing is
+    // pending, and perf_aux_output_end sends no record for size 0 without flags.
+    return;
+  }
+  // pt_update_head (snapshot): data_size = in-buffer offset; pt_event_stop then hands
+  // that offset over as the head and nr_pages << PAGE_SHIFT as the size.
+  const uint64_t offset = aux_head_ % options_.aux_size;
+  WriteAuxRecordLocked(offset, options_.aux_size, kPerfAuxFlagOverwrite);
   // Release: the AUX bytes and the PERF_RECORD_AUX are visible before the head.
-  __atomic_store_n(&header_->aux_head, published, __ATOMIC_RELEASE);
+  __atomic_store_n(&header_->aux_head, offset, __ATOMIC_RELEASE);
+}
+
+void FakePtKernel::SchedOut() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (pt_enabled_) StopPtLocked();
+}
+
+void FakePtKernel::DisablePt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  disable_calls_++;
+  if (!pt_enabled_) return;
+  StopPtLocked();
+  pt_enabled_ = false;
+}
+
+void FakePtKernel::EnablePt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  pt_enabled_ = true;
+}
+
+void FakePtKernel::SetTrackingEnabled(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tracking_enabled_ = on;
+}
+
+void FakePtKernel::PauseOutput(bool pause) {
+  std::lock_guard<std::mutex> lock(mu_);
+  paused_ = pause;
 }
 
 bool FakePtKernel::WriteRecordLocked(absl::Span<const uint8_t> record) {
-  const uint64_t tail = __atomic_load_n(&header_->data_tail, __ATOMIC_ACQUIRE);
-  const size_t size = options_.data_size;
-  auto fits = [&](size_t n) { return data_head_ + n - tail <= size; };
-  if (lost_records_ != 0) {
-    // PERF_RECORD_LOST {id, lost} + sample_id, reported before anything newer.
-    PerfRecord lost;
-    lost.body = LostRecord{0, lost_records_};
-    RecordFormat format;
-    std::vector<uint8_t> bytes = EncodeRecord(lost, format);
-    if (!fits(bytes.size() + record.size())) {
-      lost_records_++;
-      return false;
-    }
-    lost_records_ = 0;
-    for (size_t i = 0; i < bytes.size(); ++i) data()[(data_head_ + i) % size] = bytes[i];
-    data_head_ += bytes.size();
-  }
-  if (!fits(record.size())) {
+  if (paused_) {
     lost_records_++;
     return false;
   }
-  for (size_t i = 0; i < record.size(); ++i) data()[(data_head_ + i) % size] = record[i];
-  data_head_ += record.size();
+  const uint64_t tail = __atomic_load_n(&header_->data_tail, __ATOMIC_ACQUIRE);
+  const size_t size = options_.data_size;
+  auto fits = [&](size_t n) { return data_head_ + n - tail <= size; };
+  std::vector<uint8_t> lost_bytes;
+  if (lost_records_ != 0) {
+    // PERF_RECORD_LOST {id, lost} + sample_id, written in front of this record.
+    PerfRecord lost;
+    lost.body = LostRecord{0, lost_records_};
+    lost_bytes = EncodeRecord(lost, RecordFormat{});
+  }
+  if (!fits(lost_bytes.size() + record.size())) {
+    lost_records_++;
+    return false;
+  }
+  lost_records_ = 0;
+  for (absl::Span<const uint8_t> bytes : {absl::MakeConstSpan(lost_bytes), record}) {
+    for (size_t i = 0; i < bytes.size(); ++i) data()[(data_head_ + i) % size] = bytes[i];
+    data_head_ += bytes.size();
+  }
   __atomic_store_n(&header_->data_head, data_head_, __ATOMIC_RELEASE);
   return true;
 }
 
 bool FakePtKernel::WriteRecord(absl::Span<const uint8_t> record) {
   std::lock_guard<std::mutex> lock(mu_);
+  return WriteRecordLocked(record);
+}
+
+bool FakePtKernel::EmitSideband(absl::Span<const uint8_t> record) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool wanted = (options_.sideband_on_pt && pt_enabled_) ||
+                      (options_.tracking_event && tracking_enabled_);
+  if (!wanted) {
+    sideband_not_generated_++;
+    return false;
+  }
   return WriteRecordLocked(record);
 }
 
@@ -135,32 +205,38 @@ void FakePtKernel::WriteAuxRecordLocked(uint64_t offset, uint64_t size, uint64_t
 
 size_t FakePtKernel::WriteTrace(absl::Span<const uint8_t> bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopped_ || bytes.empty()) return 0;
+  if (bytes.empty()) return 0;
+  if (!pt_enabled_) {
+    dropped_ += bytes.size();
+    return 0;
+  }
   const size_t size = options_.aux_size;
   uint8_t* aux = base_ + kPage + options_.data_size;
   const uint64_t start = aux_head_;
   size_t stored = bytes.size();
-  uint64_t flags = 0;
-  if (options_.overwrite) {
-    flags |= kPerfAuxFlagOverwrite;
-  } else {
-    // Linear: never overwrite what the reader has not released.
+  bool truncated = false;
+  if (!options_.overwrite) {
+    // Linear: the STOP marker sits on a page boundary before aux_tail + size, so the
+    // hardware stops there (pt_buffer_reset_markers), never overwriting unread bytes.
     const uint64_t tail = __atomic_load_n(&header_->aux_tail, __ATOMIC_ACQUIRE);
-    const uint64_t free_bytes = size - (aux_head_ - tail);
-    if (stored > free_bytes) {
-      stored = static_cast<size_t>(free_bytes);
-      flags |= kPerfAuxFlagTruncated;
+    const uint64_t limit = (tail + size) / kPage * kPage;
+    const uint64_t room = limit > aux_head_ ? limit - aux_head_ : 0;
+    if (stored > room) {
+      stored = static_cast<size_t>(room);
+      truncated = true;
       dropped_ += bytes.size() - stored;
     }
   }
   for (size_t i = 0; i < stored; ++i) aux[(start + i) % size] = bytes[i];
   aux_head_ += stored;
-  const uint64_t reported_offset =
-      options_.head_kind == AuxHeadKind::kBufferOffset ? start % size : start;
-  if (stored != 0 || flags & ~kPerfAuxFlagOverwrite) {
-    WriteAuxRecordLocked(reported_offset, stored, flags);
+  if (options_.overwrite) return stored;  // published when the event stops
+  // perf_aux_output_end: a record when there is a size or a flag, then the head.
+  if (stored != 0 || truncated) {
+    WriteAuxRecordLocked(start, stored, truncated ? kPerfAuxFlagTruncated : 0);
   }
-  PublishAuxHeadLocked();
+  __atomic_store_n(&header_->aux_head, aux_head_, __ATOMIC_RELEASE);
+  // TRUNCATED sets pending_disable: the event stays off until PERF_EVENT_IOC_ENABLE.
+  if (truncated) pt_enabled_ = false;
   return stored;
 }
 

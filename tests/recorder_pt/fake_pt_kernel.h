@@ -1,20 +1,33 @@
 #pragma once
 // An in-process stand-in for the kernel's side of one perf ring with an AUX area, laid
 // out exactly like the real mapping: one header page (struct perf_event_mmap_page), the
-// DATA ring, then the AUX area. The "producer" (what PT hardware plus the kernel do)
-// writes trace bytes and PERF_RECORD_AUX records and publishes data_head / aux_head with
-// release stores; the recorder's readers run over it unchanged through PtRingSource.
+// DATA ring, then the AUX area. The producer methods do what PT hardware and the kernel
+// do; the ioctl methods do what PERF_EVENT_IOC_* do. Each behaviour follows a named
+// kernel function (docs/verification.md, "Fake kernel sources"), so that the recorder's
+// wrong assumptions fail here as they would on a real machine:
+//  - snapshot (overwrite) mode: aux_head is the in-buffer write offset, published only
+//    when the PT event stops (sched-out, DISABLE), with one PERF_RECORD_AUX sized to the
+//    whole buffer each time (pt_event_stop, perf_aux_output_end);
+//  - linear mode: a write that does not fit stops at a page boundary, sets TRUNCATED and
+//    disables the PT event until PERF_EVENT_IOC_ENABLE (pt_buffer_reset_markers,
+//    perf_aux_output_begin/end: pending_disable);
+//  - sideband (MMAP/COMM/...) is written only for enabled events that asked for it
+//    (perf_iterate_ctx skips events below PERF_EVENT_STATE_INACTIVE), and nothing is
+//    counted as lost for a disabled event;
+//  - while the ring is paused (PERF_EVENT_IOC_PAUSE_OUTPUT) every record is counted lost
+//    and a PERF_RECORD_LOST precedes the next record written (__perf_output_begin);
+//  - after the traced task exits, the ring's fd polls POLLHUP (perf_poll, is_event_hup).
 
 #include <linux/perf_event.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "absl/types/span.h"
-#include "recorder/pt/aux_ring.h"
 #include "recorder/pt/pt_ring_source.h"
 
 namespace ptd::pt::testing {
@@ -23,11 +36,17 @@ struct FakeKernelOptions {
   size_t data_size = 16 * 4096;  // powers of two, as the kernel requires
   size_t aux_size = 16 * 4096;
   bool overwrite = false;        // PROT_READ AUX mapping: snapshot mode
-  AuxHeadKind head_kind = AuxHeadKind::kMonotonic;
   int cpu = 0;
   int tid = -1;
   uint32_t pid = 1234;           // sample_id of the records it writes
+  // Which events of the ring asked for sideband (attr.mmap/comm/task/context_switch):
+  // the PT event itself, and/or a separate tracking (dummy) event redirected into it.
+  bool sideband_on_pt = false;
+  bool tracking_event = true;
 };
+
+// `n` pseudo-random trace bytes, never 0 (0 is what the kernel's fresh pages hold).
+std::vector<uint8_t> TraceBytes(size_t n, uint32_t seed);
 
 class FakePtKernel {
  public:
@@ -36,18 +55,36 @@ class FakePtKernel {
   FakePtKernel(const FakePtKernel&) = delete;
   FakePtKernel& operator=(const FakePtKernel&) = delete;
 
-  // Producer side. Writes trace bytes as the hardware would and reports them with a
-  // PERF_RECORD_AUX. Returns how many were stored: all of them in overwrite mode, what
-  // fits before aux_tail in linear mode (the rest is dropped and TRUNCATED is set),
-  // none while output is stopped (the hardware is off: nothing is traced).
+  // --- Producer side (hardware and kernel) ---
+  // Trace bytes as the hardware writes them. Returns how many were stored: none while
+  // the PT event is disabled (the hardware is off); in linear mode what fits (up to a
+  // page boundary) before aux_tail, the rest dropped, TRUNCATED reported and the event
+  // disabled; all of them in overwrite mode, where nothing is published until SchedOut()
+  // or DisablePt(). In linear mode every write ends like a PMI: a PERF_RECORD_AUX and
+  // aux_head published.
   size_t WriteTrace(absl::Span<const uint8_t> bytes);
-  // Appends an encoded perf record to the DATA ring; when it does not fit, counts it
-  // lost and reports PERF_RECORD_LOST once there is room again, as the kernel does.
+  // The traced task is switched out (and back in): pt_event_stop(PERF_EF_UPDATE).
+  void SchedOut();
+  // A side-band record (MMAP2, COMM, FORK, SWITCH ...): written when an enabled event of
+  // the ring asked for side-band; otherwise silently not generated. True when written.
+  bool EmitSideband(absl::Span<const uint8_t> record);
+  // Appends an encoded perf record to the DATA ring as perf_output_begin does: when it
+  // does not fit or the ring is paused it is counted lost, and a PERF_RECORD_LOST
+  // precedes the next record that is written.
   bool WriteRecord(absl::Span<const uint8_t> record);
+  // The traced task exited: the fd polls POLLHUP from now on.
+  void ExitTask();
 
-  // What StopOutput/ResumeOutput of the ring do.
-  void Stop();
-  void Resume();
+  // --- ioctls ---
+  void DisablePt();       // PERF_EVENT_IOC_DISABLE on the PT event(s)
+  void EnablePt();        // PERF_EVENT_IOC_ENABLE
+  void SetTrackingEnabled(bool on);  // IOC_DISABLE/ENABLE on the tracking event
+  void PauseOutput(bool pause);      // PERF_EVENT_IOC_PAUSE_OUTPUT
+
+  // Run after the PT event was disabled / enabled through the ring (outside the fake's
+  // lock): lets a test act "while the snapshot has PT stopped" or "right after".
+  std::function<void()> on_pt_disabled;
+  std::function<void()> on_pt_enabled;
 
   // A PtRingSource over this fake (the fake must outlive it).
   std::unique_ptr<PtRingSource> MakeSource();
@@ -56,27 +93,36 @@ class FakePtKernel {
   uint8_t* data() const { return base_ + kPage; }
   const uint8_t* aux() const { return base_ + kPage + options_.data_size; }
   const FakeKernelOptions& options() const { return options_; }
+  int poll_fd() const { return hup_read_fd_; }
   uint64_t bytes_dropped() const;
   uint64_t aux_written() const;  // monotonic count of stored trace bytes
-  int stop_calls() const;
+  bool pt_enabled() const;
+  int disable_calls() const;
+  uint64_t sideband_not_generated() const;  // EmitSideband calls with no enabled event
 
   static constexpr size_t kPage = 4096;
 
  private:
   bool WriteRecordLocked(absl::Span<const uint8_t> record);
   void WriteAuxRecordLocked(uint64_t offset, uint64_t size, uint64_t flags);
-  void PublishAuxHeadLocked();
+  // pt_event_stop(PERF_EF_UPDATE) → perf_aux_output_end.
+  void StopPtLocked();
 
   FakeKernelOptions options_;
   uint8_t* base_ = nullptr;
   perf_event_mmap_page* header_ = nullptr;
   mutable std::mutex mu_;  // the producer is one "CPU": its writes do not interleave
-  uint64_t aux_head_ = 0;  // monotonic
+  uint64_t aux_head_ = 0;  // monotonic count of bytes stored
   uint64_t data_head_ = 0;
   uint64_t dropped_ = 0;
   uint64_t lost_records_ = 0;
-  bool stopped_ = false;
-  int stop_calls_ = 0;
+  uint64_t sideband_not_generated_ = 0;
+  bool pt_enabled_ = true;  // as after enable_on_exec / IOC_ENABLE
+  bool tracking_enabled_ = true;
+  bool paused_ = false;
+  int disable_calls_ = 0;
+  int hup_read_fd_ = -1;   // a pipe: closing the write end makes the read end POLLHUP
+  int hup_write_fd_ = -1;
 };
 
 }  // namespace ptd::pt::testing

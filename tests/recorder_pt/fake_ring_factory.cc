@@ -1,25 +1,83 @@
 #include "tests/recorder_pt/fake_ring_factory.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "tests/recorder_pt/fake_address_filter.h"
+
+#include "recorder/perf_event.h"
+#include "recorder/perf_mmap.h"
+
 namespace ptd::pt::testing {
+namespace {
+
+// attr bits that make the kernel write sideband for an event (perf_event_*_match).
+bool AsksForSideband(const perf_event_attr& attr) {
+  return attr.mmap || attr.mmap2 || attr.comm || attr.task || attr.context_switch;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRingRequest& request) {
+  if (gone_tids.count(request.tid) != 0) {
+    return PerfOpenError(ESRCH, request.attr, request.tid, request.cpu);
+  }
+  if (open_errno != 0) return PerfOpenError(open_errno, request.attr, request.tid, request.cpu);
+  if (!request.filter.empty()) {
+    // KernelPtRing: PERF_EVENT_IOC_SET_FILTER right after the open.
+    if (int err = CheckKernelAddressFilter(request.filter, request.attr, num_address_ranges);
+        err != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--filter '", request.filter, "': PERF_EVENT_IOC_SET_FILTER failed: ",
+          std::strerror(err)));
+    }
+  }
+  const uint64_t bytes = FakePtKernel::kPage + request.data_size + request.aux_size;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mlock_limit_bytes != 0 && mapped_bytes_ + bytes > mlock_limit_bytes) {
+      // The DATA mmap is charged first; report the one that crossed the limit.
+      const bool data_fits = mapped_bytes_ + FakePtKernel::kPage + request.data_size <=
+                             mlock_limit_bytes;
+      return data_fits ? PerfMmapError(EPERM, "AUX area", request.aux_size, request.overwrite)
+                       : PerfMmapError(EPERM, "DATA ring", request.data_size, false);
+    }
+    mapped_bytes_ += bytes;
+  }
   FakeKernelOptions options;
   options.data_size = request.data_size;
   options.aux_size = request.aux_size;
   options.overwrite = request.overwrite;
   options.cpu = request.cpu;
-  options.tid = request.cpu < 0 ? request.tids.front() : -1;
-  options.pid = static_cast<uint32_t>(request.tids.front());
+  options.tid = request.cpu < 0 ? request.tid : -1;
+  options.pid = static_cast<uint32_t>(request.tid);
+  options.sideband_on_pt = AsksForSideband(request.attr);
+  options.tracking_event = request.tracking_attr.type == PERF_TYPE_SOFTWARE &&
+                           request.tracking_attr.config == PERF_COUNT_SW_DUMMY &&
+                           AsksForSideband(request.tracking_attr);
   auto kernel = std::make_unique<FakePtKernel>(options);
   if (on_open) on_open(*kernel);
   std::unique_ptr<PtRingSource> source = kernel->MakeSource();
   std::lock_guard<std::mutex> lock(mu_);
   kernels_.push_back(std::move(kernel));
   requests_.push_back(request);
+  threads_.push_back({request.tid});
+  sources_.push_back(source.get());
   return source;
 }
 
-absl::Status FakeRingFactory::AddThread(PtRingSource&, int) { return absl::OkStatus(); }
+absl::Status FakeRingFactory::AddThread(PtRingSource& ring, int tid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find(sources_.begin(), sources_.end(), &ring);
+  if (it == sources_.end()) return absl::InternalError("AddThread on a ring of another factory");
+  const size_t i = static_cast<size_t>(it - sources_.begin());
+  if (gone_tids.count(tid) != 0) {
+    return PerfOpenError(ESRCH, requests_[i].attr, tid, requests_[i].cpu);
+  }
+  threads_[i].push_back(tid);
+  return absl::OkStatus();
+}
 
 absl::Status FakeRingFactory::Enable(PtRingSource&) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -40,6 +98,11 @@ FakePtKernel& FakeRingFactory::kernel(size_t i) {
 std::vector<PtRingRequest> FakeRingFactory::requests() const {
   std::lock_guard<std::mutex> lock(mu_);
   return requests_;
+}
+
+std::vector<int> FakeRingFactory::threads(size_t i) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_.at(i);
 }
 
 int FakeRingFactory::enables() const {

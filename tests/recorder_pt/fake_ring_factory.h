@@ -1,10 +1,16 @@
 #pragma once
 // A PtRingFactory that hands out fake-kernel rings instead of perf_event_open + mmap:
 // the recording flow above it (PtRecording, RecordHardware, ptd::Recorder) runs unchanged.
+// It refuses what the kernel would, with the kernel's errno and the recorder's messages
+// for it (PerfOpenError, PerfMmapError): ESRCH for threads that are gone, EBUSY when PT
+// is taken, EPERM when the rings exceed the locked-memory allowance, and address filters
+// the kernel's grammar refuses (CheckKernelAddressFilter).
 
+#include <cerrno>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "recorder/pt/pt_ring_factory.h"
@@ -16,6 +22,15 @@ class FakeRingFactory : public PtRingFactory {
  public:
   // Called with each new fake kernel before its ring is handed out (e.g. to pre-fill it).
   std::function<void(FakePtKernel&)> on_open;
+  // perf_event_open fails with ESRCH for these threads (they exited).
+  std::set<int> gone_tids;
+  // perf_event_open of the PT event fails with this errno (e.g. EBUSY), 0: no failure.
+  int open_errno = 0;
+  // perf_mmap(): EPERM once the mapped pages (header + DATA + AUX of every ring) exceed
+  // this many bytes; 0: no limit (CAP_IPC_LOCK).
+  uint64_t mlock_limit_bytes = 0;
+  // caps/num_address_ranges for the kernel's check of request.filter.
+  uint64_t num_address_ranges = 2;
 
   absl::StatusOr<std::unique_ptr<PtRingSource>> Open(const PtRingRequest& request) override;
   absl::Status AddThread(PtRingSource& ring, int tid) override;
@@ -24,12 +39,17 @@ class FakeRingFactory : public PtRingFactory {
   size_t size() const;
   FakePtKernel& kernel(size_t i);
   std::vector<PtRingRequest> requests() const;
+  // Threads whose events were added to ring i (the owner first).
+  std::vector<int> threads(size_t i) const;
   int enables() const;
 
  private:
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<FakePtKernel>> kernels_;
   std::vector<PtRingRequest> requests_;
+  std::vector<std::vector<int>> threads_;
+  std::vector<const PtRingSource*> sources_;
+  uint64_t mapped_bytes_ = 0;
   int enables_ = 0;
 };
 

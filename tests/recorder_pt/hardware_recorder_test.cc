@@ -32,13 +32,6 @@ using testing::FakePtKernel;
 using testing::FakePtSysfs;
 using testing::FakeRingFactory;
 
-std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> out(n);
-  for (auto& b : out) b = static_cast<uint8_t>(rng() | 1);
-  return out;
-}
-
 std::string Str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
 class HardwareRecorderTest : public ::testing::Test {
@@ -75,7 +68,7 @@ class HardwareRecorderTest : public ::testing::Test {
 
 TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
   factory_.on_open = [](FakePtKernel& k) {
-    k.WriteTrace(Bytes(5000, 100 + k.options().cpu));
+    k.WriteTrace(testing::TraceBytes(5000, 100 + k.options().cpu));
   };
   options_.command = {"/bin/sleep", "0.2"};
   auto summary = RecordHardware(options_, env_);
@@ -84,7 +77,7 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
   EXPECT_EQ(summary->exit_status, 0);
 
   // One per-CPU ring per CPU, every event attribute as the kernel needs it.
-  const int cpus = get_nprocs_conf();
+  const int cpus = get_nprocs();
   auto requests = factory_.requests();
   ASSERT_EQ(requests.size(), static_cast<size_t>(cpus));
   for (const PtRingRequest& r : requests) {
@@ -92,11 +85,20 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
     EXPECT_EQ(r.attr.enable_on_exec, 1u);
     EXPECT_EQ(r.attr.inherit, 1u);
     EXPECT_EQ(r.attr.exclude_kernel, 1u);
-    EXPECT_EQ(r.attr.context_switch, 1u);
+    // Sideband rides on the tracking (dummy) event, never on the PT event, which each
+    // snapshot disables.
+    EXPECT_EQ(r.attr.context_switch, 0u);
+    EXPECT_EQ(r.attr.mmap2, 0u);
+    EXPECT_EQ(r.tracking_attr.type, static_cast<uint32_t>(PERF_TYPE_SOFTWARE));
+    EXPECT_EQ(r.tracking_attr.config, static_cast<uint64_t>(PERF_COUNT_SW_DUMMY));
+    EXPECT_EQ(r.tracking_attr.context_switch, 1u);
+    EXPECT_EQ(r.tracking_attr.mmap2, 1u);
+    EXPECT_EQ(r.tracking_attr.enable_on_exec, 1u);
+    EXPECT_EQ(r.tracking_attr.inherit, 1u);
     EXPECT_EQ(r.attr.sample_id_all, 1u);
     EXPECT_TRUE(r.overwrite);
     EXPECT_EQ(r.aux_size, options_.snapshot_size);
-    EXPECT_EQ(r.tids.size(), 1u);  // the launched child; its threads inherit
+    EXPECT_GT(r.tid, 0);  // the launched child; its threads inherit
   }
   EXPECT_EQ(factory_.enables(), 0);  // enable_on_exec does it at the exec
 
@@ -106,8 +108,10 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
   EXPECT_EQ(meta.end_reason, "exit");
   EXPECT_EQ(meta.command, options_.command);
   EXPECT_EQ(meta.pt.pmu_type, 8);
-  // normal preset with psb_cyc: pt(0) cyc(1) tsc(10) branch(13) cyc_thresh=1 (19), mtc_period=0
-  EXPECT_EQ(meta.pt.config, (1ull << 0) | (1ull << 1) | (1ull << 10) | (1ull << 13) | (1ull << 19));
+  // normal preset with psb_cyc: pt(0) cyc(1) mtc(9) tsc(10) branch(13) mtc_period=3 (14-17)
+  // cyc_thresh=1 (19-22) psb_period=3 (24-27)
+  EXPECT_EQ(meta.pt.config, (1ull << 0) | (1ull << 1) | (1ull << 9) | (1ull << 10) |
+                                (1ull << 13) | (3ull << 14) | (1ull << 19) | (3ull << 24));
   EXPECT_EQ(meta.pt.timing, "normal");
   EXPECT_EQ(meta.pt.nom_freq, 24u);
   EXPECT_EQ(meta.pt.tsc_art_ratio_num, 188u);
@@ -117,13 +121,19 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
     ASSERT_EQ(s.chunks.size(), 1u) << s.file;
     EXPECT_EQ(s.chunks[0].reason, "exit");
     EXPECT_TRUE(s.chunks[0].overwrite);
-    EXPECT_EQ(Chunk(s, 0), Str(Bytes(5000, 100 + s.cpu))) << s.file;
+    EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(5000, 100 + s.cpu))) << s.file;
   }
   EXPECT_EQ(meta.sideband.size(), static_cast<size_t>(cpus));
   bool vdso = false;
   for (const ImageEntry& image : meta.images) vdso |= image.kind == ImageKind::kVdso;
   EXPECT_TRUE(vdso) << "the vDSO of the launched image is dumped";
   EXPECT_THAT(meta.notes, Contains(HasSubstr("exited with 0")));
+  // `info` shows the preset and every field it set.
+  ptd::testing::CommandResult info = ptd::testing::RunCommand({PTD_CLI_PATH, "info", options_.output_dir});
+  EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_THAT(info.out, HasSubstr("timing normal ("));
+  EXPECT_THAT(info.out, HasSubstr("mtc_period=3"));
+  EXPECT_THAT(info.out, HasSubstr("psb_period=3"));
 }
 
 std::string WaitForFifoAndCommand(const std::string& fifo, const std::string& line) {
@@ -144,7 +154,7 @@ std::string WaitForFifoAndCommand(const std::string& fifo, const std::string& li
 }
 
 TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
-  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(Bytes(3000, 1)); };
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(3000, 1)); };
   options_.command = {"/bin/sleep", "30"};
   options_.per_thread = true;
   options_.control_fifo = out_.Sub("ctl");
@@ -153,7 +163,7 @@ TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
   EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "snapshot"), "ack");
   // The rings exist once the first snapshot is acknowledged.
   ASSERT_EQ(factory_.size(), 1u);
-  factory_.kernel(0).WriteTrace(Bytes(7000, 2));
+  factory_.kernel(0).WriteTrace(testing::TraceBytes(7000, 2));
   EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "stop"), "ack");
   recorder.join();
   ASSERT_TRUE(summary.ok()) << summary.status();
@@ -167,15 +177,15 @@ TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
   ASSERT_EQ(s.chunks.size(), 2u);
   EXPECT_EQ(s.chunks[0].reason, "control");
   EXPECT_EQ(s.chunks[1].reason, "control");
-  EXPECT_EQ(Chunk(s, 0), Str(Bytes(3000, 1)));
-  EXPECT_EQ(Chunk(s, 1), Str(Bytes(7000, 2)));
+  EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(3000, 1)));
+  EXPECT_EQ(Chunk(s, 1), Str(testing::TraceBytes(7000, 2)));
   EXPECT_EQ(s.chunks[1].aux_offset, 3000u);
   EXPECT_EQ(factory_.requests()[0].attr.inherit, 0u);  // per-thread rings cannot inherit
 }
 
 TEST_F(HardwareRecorderTest, LinearModeTruncationReachesMetaJson) {
   const size_t ring = 4 * 4096;
-  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(Bytes(3 * 4 * 4096, 3)); };
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(3 * 4 * 4096, 3)); };
   options_.command = {"/bin/sleep", "0.2"};
   options_.per_thread = true;
   options_.snapshot = false;
@@ -189,7 +199,7 @@ TEST_F(HardwareRecorderTest, LinearModeTruncationReachesMetaJson) {
   ASSERT_GE(s.chunks.size(), 1u);
   EXPECT_TRUE(s.chunks[0].truncated);  // read back from meta.json, not from memory
   EXPECT_FALSE(s.chunks[0].overwrite);
-  EXPECT_EQ(Chunk(s, 0), Str(Bytes(3 * ring, 3)).substr(0, ring));
+  EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(3 * ring, 3)).substr(0, ring));
   EXPECT_GE(summary->lost_chunks, 1u);
 }
 
@@ -207,7 +217,7 @@ TEST_F(HardwareRecorderTest, AttachEnablesEventsAndSynthesizesExistingMappings) 
   EXPECT_EQ(factory_.enables(), static_cast<int>(factory_.size()));
   for (const PtRingRequest& r : factory_.requests()) {
     EXPECT_EQ(r.attr.enable_on_exec, 0u);
-    EXPECT_EQ(r.tids, std::vector<int>{target->pid()});
+    EXPECT_EQ(r.tid, target->pid());
   }
   TraceMeta meta = Meta();
   EXPECT_EQ(meta.pids, std::vector<int>{target->pid()});
@@ -220,7 +230,7 @@ TEST_F(HardwareRecorderTest, AttachEnablesEventsAndSynthesizesExistingMappings) 
 }
 
 TEST_F(HardwareRecorderTest, TriggerSymbolTakesTheSnapshot) {
-  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(Bytes(1000, 4)); };
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(1000, 4)); };
   options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "2",
                       "300"};
   options_.per_thread = true;
@@ -241,10 +251,10 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   constexpr uint32_t kNewTid = 4000000;  // any tid: the fake opens whatever it is asked
   factory_.on_open = [](FakePtKernel& k) {
     if (k.options().tid == static_cast<int>(kNewTid)) {
-      k.WriteTrace(Bytes(2000, 6));
+      k.WriteTrace(testing::TraceBytes(2000, 6));
       return;
     }
-    k.WriteTrace(Bytes(1000, 5));
+    k.WriteTrace(testing::TraceBytes(1000, 5));
     RecordFormat format;
     format.sample_type = kSidebandSampleType;
     format.sample_id_all = true;
@@ -275,7 +285,7 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   ASSERT_TRUE(summary.ok()) << summary.status();
   ASSERT_EQ(factory_.size(), 2u);
   const std::vector<PtRingRequest> requests = factory_.requests();
-  EXPECT_EQ(requests[1].tids, std::vector<int>{static_cast<int>(kNewTid)});
+  EXPECT_EQ(requests[1].tid, static_cast<int>(kNewTid));
   EXPECT_EQ(requests[1].cpu, -1);
   EXPECT_EQ(requests[1].attr.enable_on_exec, 0u) << "the thread runs already";
   EXPECT_EQ(requests[1].attr.inherit, 0u);
@@ -285,7 +295,7 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   const PtStream& added = meta.streams[1];
   EXPECT_EQ(added.tid, static_cast<int>(kNewTid));
   ASSERT_EQ(added.chunks.size(), 1u);
-  EXPECT_EQ(Chunk(added, 0), Str(Bytes(2000, 6)));
+  EXPECT_EQ(Chunk(added, 0), Str(testing::TraceBytes(2000, 6)));
   EXPECT_THAT(meta.notes, Contains(HasSubstr("was created while recording")));
 }
 

@@ -12,31 +12,11 @@ namespace {
 using ::testing::HasSubstr;
 using testing::RunCommand;
 
-constexpr char kNoPt[] =
-    "ptrace-direct: no intel_pt PMU on this machine (AMD, VM, or old kernel); use --emulate\n";
-
-bool MachineHasPt() { return IsDirectory("/sys/bus/event_source/devices/intel_pt"); }
-
-TEST(RecordCliTest, AttachWithoutIntelPtFailsFastWithTheMessage) {
-  if (MachineHasPt()) GTEST_SKIP() << "intel_pt present";
-  testing::TempDir dir;
-  auto r = RunCommand({PTD_CLI_PATH, "record", "--pid", std::to_string(getpid()), "-o",
-                       dir.Sub("t.dir")});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, kNoPt);
-  EXPECT_FALSE(PathExists(dir.Sub("t.dir")));
-}
-
-TEST(RecordCliTest, LaunchWithoutIntelPtFailsTheSameWayAndRunsNothing) {
-  if (MachineHasPt()) GTEST_SKIP() << "intel_pt present";
-  testing::TempDir dir;
-  const std::string marker = dir.Sub("ran");
-  auto r = RunCommand({PTD_CLI_PATH, "record", "--snapshot", "--timing", "high", "-o",
-                       dir.Sub("t.dir"), "--", "/usr/bin/touch", marker});
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, kNoPt);
-  EXPECT_FALSE(PathExists(marker));
-}
+// The "no intel_pt PMU" refusal is no longer the CLI's answer on this machine: since the
+// Valgrind backend (main e270a58) `record` emulates by itself without a PMU, and
+// `record --pid <this test>` then attached the ptrace emulator to the test itself and
+// hung. The refusal stays tested through RecordHardware and the API
+// (hardware_recorder_test.cc, recorder_api_test.cc, pt_pmu_test.cc).
 
 TEST(RecordCliTest, HelpListsEveryRecordOption) {
   auto r = RunCommand({PTD_CLI_PATH, "record", "--help"});

@@ -41,7 +41,8 @@ class RecordingTaker : public SnapshotTaker {
     drains_++;
     return absl::OkStatus();
   }
-  std::vector<int> WakeupFds() const override { return {}; }
+  std::vector<int> WakeupFds() const override { return wakeup_fds_; }
+  std::vector<int> wakeup_fds_;
   RecordCounters counters() const override { return {}; }
   std::vector<std::string> reasons() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -78,6 +79,26 @@ TEST(RecordSessionTest, DurationStopsByItselfWithAFinalSnapshot) {
   EXPECT_EQ(*reason, "duration");
   EXPECT_THAT(taker.reasons(), ElementsAre("duration"));
   EXPECT_GT(taker.drains(), 0);  // periodic drains while waiting
+}
+
+TEST(RecordSessionTest, HungUpRingIsDrainedOnceAndNoLongerPolled) {
+  // A per-thread event whose task exited polls POLLHUP for ever (the fake kernel's fd
+  // does the same: a pipe whose writer is closed). Polling it again would drain in a
+  // tight loop; with the timer alone, 0.3 s at 10 s per timed drain is a handful.
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  close(fds[1]);
+  RecordingTaker taker;
+  taker.wakeup_fds_ = {fds[0]};
+  SessionOptions o = Quiet();
+  o.drain_interval_ms = 10000;
+  o.duration_s = 0.3;
+  RecordSession session(o, &taker);
+  auto reason = session.Run();
+  close(fds[0]);
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_GE(taker.drains(), 1);
+  EXPECT_LE(taker.drains(), 3);
 }
 
 TEST(RecordSessionTest, TargetExitTakesTheFinalSnapshotAfterTheExit) {

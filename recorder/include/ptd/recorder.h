@@ -31,6 +31,8 @@ struct RecorderConfig {
   std::vector<std::string> command;  // launch this (argv) ...
   int pid = -1;                      // ... or attach to this process; neither: this thread
   bool snapshot = true;              // overwrite ring, newest data only; false: full trace
+  // Left at both defaults, a user without CAP_IPC_LOCK gets perf's 128 KiB (the kernel's
+  // locked-memory limit would refuse these).
   uint64_t snapshot_size = 4ull << 20;  // AUX bytes per ring in snapshot mode (2^n pages)
   uint64_t buffer_size = 16ull << 20;   // AUX bytes per ring in full-trace mode (2^n pages)
   bool per_thread = true;            // one ring per thread (false: per-CPU rings)

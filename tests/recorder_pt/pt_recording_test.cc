@@ -1,0 +1,338 @@
+// PtRecording (events, rings, snapshots, drains) over the fake kernel, self-tracing so
+// that no process is needed: what a real kernel would do to the recorder's choices.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "common/file_util.h"
+#include "recorder/data_ring.h"
+#include "recorder/perf_event.h"
+#include "recorder/perf_mmap.h"
+#include "recorder/pt/pt_recording.h"
+#include "recorder/pt/record_session.h"
+#include "recorder/sideband_events.h"
+#include "recorder/sideband_recorder.h"
+#include "sideband/record_builder.h"
+#include "sideband/record_reader.h"
+#include "tests/recorder_pt/fake_ring_factory.h"
+#include "tests/recorder_pt/fake_sysfs.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd::pt {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::FakePtKernel;
+using testing::FakePtSysfs;
+using testing::FakeRingFactory;
+
+std::vector<uint8_t> Comm(const char* name) {
+  PerfRecord comm;
+  comm.body = CommRecord{77, 78, name};
+  return EncodeRecord(comm, RecordFormat{});
+}
+
+class PtRecordingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    FakePtSysfs().WriteTo(sysfs_.path());
+    WriteProc(/*paranoid=*/2, /*cap_eff=*/"0000000000000000");
+    options_.sysfs_root = sysfs_.path();
+    options_.proc_root = proc_.path();
+    options_.self_tids = {static_cast<int>(syscall(SYS_gettid))};
+    options_.record.snapshot = true;
+    options_.record.snapshot_size = 4 * 4096;
+    options_.record.buffer_size = 4 * 4096;
+    options_.record.data_size = 16 * 4096;
+    options_.record.default_ring_sizes = false;
+    auto dir = TraceDirWriter::Create(out_.Sub("trace.dir"), false);
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = std::make_unique<TraceDirWriter>(*std::move(dir));
+  }
+  void WriteProc(int paranoid, const std::string& cap_eff) {
+    ASSERT_TRUE(MakeDirs(proc_.Sub("sys/kernel")).ok());
+    ASSERT_TRUE(MakeDirs(proc_.Sub("self")).ok());
+    ASSERT_TRUE(WriteFileAtomic(proc_.Sub("sys/kernel/perf_event_paranoid"),
+                                absl::StrCat(paranoid, "\n"))
+                    .ok());
+    ASSERT_TRUE(
+        WriteFileAtomic(proc_.Sub("self/status"), absl::StrCat("Name:\tx\nCapEff:\t", cap_eff, "\n"))
+            .ok());
+  }
+  absl::StatusOr<std::unique_ptr<PtRecording>> Start() {
+    return PtRecording::Start(options_, &factory_, *dir_);
+  }
+  // Records of a ring's sideband file, after Finish.
+  std::vector<PerfRecord> Sideband(const TraceMeta& meta, size_t ring) {
+    auto bytes = ReadFileToString(dir_->FilePath(meta.sideband.at(ring).file));
+    EXPECT_TRUE(bytes.ok());
+    RecordFormat format;
+    format.sample_type = kSidebandSampleType;
+    format.sample_id_all = true;
+    auto records = ReadAllRecords(
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()),
+        "sb", format);
+    EXPECT_TRUE(records.ok()) << records.status();
+    return records.ok() ? records->records : std::vector<PerfRecord>{};
+  }
+  static int Count(const std::vector<PerfRecord>& records, uint32_t type) {
+    int n = 0;
+    for (const PerfRecord& r : records) n += r.type == type;
+    return n;
+  }
+
+  ptd::testing::TempDir sysfs_;
+  ptd::testing::TempDir proc_;
+  ptd::testing::TempDir out_;
+  FakeRingFactory factory_;
+  PtRecordingOptions options_;
+  std::unique_ptr<TraceDirWriter> dir_;
+};
+
+TEST_F(PtRecordingTest, SidebandIsOnATrackingEventNotOnThePtEvent) {
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  for (const PtRingRequest& r : factory_.requests()) {
+    EXPECT_EQ(r.attr.mmap2 | r.attr.comm | r.attr.task | r.attr.context_switch, 0u);
+    EXPECT_EQ(r.attr.sample_id_all, 1u);  // its PERF_RECORD_AUX carry time and cpu
+    EXPECT_EQ(r.tracking_attr.config, static_cast<uint64_t>(PERF_COUNT_SW_DUMMY));
+    EXPECT_EQ(r.tracking_attr.mmap2 & r.tracking_attr.comm & r.tracking_attr.task &
+                  r.tracking_attr.context_switch,
+              1u);
+  }
+}
+
+TEST_F(PtRecordingTest, SnapshotKeepsSidebandAndWritesNoSpuriousLost) {
+  // A library mapped while the snapshot has PT disabled, and the PERF_RECORD_AUX that
+  // each DISABLE writes: both must reach the file, and nothing is counted lost.
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FakePtKernel& k = factory_.kernel(0);
+  const std::vector<uint8_t> comm = Comm("mapped-meanwhile");
+  k.on_pt_disabled = [&] { k.EmitSideband(comm); };
+  k.WriteTrace(testing::TraceBytes(3000, 1));
+  ASSERT_TRUE((*rec)->Snapshot("control").ok());
+  k.WriteTrace(testing::TraceBytes(2000, 2));
+  k.SchedOut();
+  ASSERT_TRUE((*rec)->Drain().ok());
+  ASSERT_TRUE((*rec)->Snapshot("control").ok());
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+  std::vector<PerfRecord> records = Sideband(meta, 0);
+  EXPECT_EQ(Count(records, PERF_RECORD_COMM), 2);
+  EXPECT_EQ(Count(records, PERF_RECORD_LOST), 0);
+  EXPECT_EQ(Count(records, PERF_RECORD_AUX), 3);  // 2 disables + 1 sched-out
+  EXPECT_EQ(meta.sideband.at(0).lost_records, 0u);
+  EXPECT_EQ(k.sideband_not_generated(), 0u);
+  for (const PtChunk& c : meta.streams.at(0).chunks) EXPECT_FALSE(c.lost_before);
+}
+
+TEST_F(PtRecordingTest, SidebandContinuesWhileATruncatedRingIsDisabled) {
+  // Linear mode: a full ring makes the kernel disable the PT event until the reader
+  // enables it again. A thread forked meanwhile must still be reported.
+  options_.record.snapshot = false;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FakePtKernel& k = factory_.kernel(0);
+  k.WriteTrace(testing::TraceBytes(3 * options_.record.buffer_size, 3));
+  ASSERT_FALSE(k.pt_enabled());
+  EXPECT_TRUE(k.EmitSideband(Comm("forked-meanwhile")));
+  ASSERT_TRUE((*rec)->Drain().ok());
+  EXPECT_TRUE(k.pt_enabled()) << "the drain enables PT again";
+  // A linear snapshot is a drain too, and may be the one that finds the truncation.
+  k.WriteTrace(testing::TraceBytes(3 * options_.record.buffer_size, 7));
+  ASSERT_FALSE(k.pt_enabled());
+  ASSERT_TRUE((*rec)->Snapshot("sigusr2").ok());
+  EXPECT_TRUE(k.pt_enabled()) << "the snapshot enables PT again";
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("exit", {}, &meta).ok());
+  EXPECT_EQ(Count(Sideband(meta, 0), PERF_RECORD_COMM), 1);
+  EXPECT_TRUE(meta.streams.at(0).chunks.at(0).truncated);
+}
+
+TEST_F(PtRecordingTest, PerCpuSnapshotIsOneCut) {
+  // Every ring is disabled before any is read: trace a CPU writes after another CPU's
+  // ring resumed is not in this snapshot.
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  ASSERT_TRUE(cpus.ok());
+  if (cpus->size() < 2) GTEST_SKIP() << "needs two online CPUs for two per-CPU rings";
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_EQ(factory_.size(), cpus->size());
+  FakePtKernel& cpu0 = factory_.kernel(0);
+  FakePtKernel& cpu1 = factory_.kernel(1);
+  cpu0.WriteTrace(testing::TraceBytes(1000, 4));
+  cpu1.WriteTrace(testing::TraceBytes(1000, 5));
+  cpu0.on_pt_enabled = [&] { cpu1.WriteTrace(testing::TraceBytes(500, 6)); };
+  ASSERT_TRUE((*rec)->Snapshot("trigger").ok());
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("trigger", {}, &meta).ok());
+  ASSERT_EQ(meta.streams.at(1).chunks.size(), 1u);
+  EXPECT_EQ(meta.streams.at(1).chunks[0].size, 1000u);
+}
+
+TEST_F(PtRecordingTest, AThreadThatExitsWhileOpeningIsToleratedPerCpu) {
+  options_.self_tids.push_back(999999);  // ESRCH
+  factory_.gone_tids = {999999};
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_GE(factory_.size(), 1u);
+  for (size_t i = 0; i < factory_.size(); ++i) {
+    EXPECT_EQ(factory_.threads(i), std::vector<int>{options_.self_tids.front()});
+  }
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("exit", {}, &meta).ok());
+  int notes = 0;
+  for (const std::string& note : meta.notes) notes += note.find("999999") != std::string::npos;
+  EXPECT_EQ(notes, 1);
+}
+
+TEST_F(PtRecordingTest, DefaultSizesFitTheLockedMemoryLimitOfUnprivilegedUsers) {
+  // perf_event_mlock_kb (516 KiB) per CPU, no CAP_IPC_LOCK: 16 MiB rings get EPERM.
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  ASSERT_TRUE(cpus.ok());
+  factory_.mlock_limit_bytes = 516 * 1024 * cpus->size();
+  options_.record = RecordOptions{};
+  options_.record.snapshot = true;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  for (const PtRingRequest& r : factory_.requests()) {
+    EXPECT_EQ(r.aux_size, 128u << 10);
+    EXPECT_EQ(r.data_size, 256u << 10);
+  }
+}
+
+TEST_F(PtRecordingTest, CapIpcLockKeepsTheLargeDefaults) {
+  WriteProc(2, "0000000000004000");  // CAP_IPC_LOCK (bit 14)
+  options_.record = RecordOptions{};
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(factory_.requests().at(0).aux_size, RecordOptions{}.buffer_size);
+}
+
+TEST_F(PtRecordingTest, LockedMemoryRefusalExplainsWhatToChange) {
+  factory_.mlock_limit_bytes = 64 * 1024;
+  options_.record.snapshot_size = 1 << 20;
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  EXPECT_EQ(rec.status().code(), absl::StatusCode::kPermissionDenied);
+  const std::string message(rec.status().message());
+  EXPECT_THAT(message, HasSubstr("perf_event_mlock_kb"));
+  EXPECT_THAT(message, HasSubstr("CAP_IPC_LOCK"));
+  EXPECT_THAT(message, HasSubstr("--snapshot-size"));
+}
+
+TEST_F(PtRecordingTest, BusyPmuSaysWhoCanHoldIt) {
+  factory_.open_errno = EBUSY;
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  const std::string message(rec.status().message());
+  EXPECT_THAT(message, HasSubstr("exclusive"));
+  EXPECT_THAT(message, HasSubstr("LBR"));
+}
+
+TEST_F(PtRecordingTest, RingsAreOpenedOnOnlineCpus) {
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  ASSERT_TRUE(cpus.ok());
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  std::vector<int> opened;
+  for (const PtRingRequest& r : factory_.requests()) opened.push_back(r.cpu);
+  EXPECT_EQ(opened, *cpus);
+}
+
+TEST(PerfClockTest, WithoutTimeZeroTheEventClockIsTheKernelsPerfClock) {
+  // A software event's page has no cap_user_time_zero on VMs; the kernel still stamps
+  // records with local_clock(), not CLOCK_MONOTONIC. A record it writes between two
+  // EventClockNow() reads must fall between them (1 ms of slack for the measurement).
+  perf_event_mmap_page page;
+  std::memset(&page, 0, sizeof(page));
+  absl::StatusOr<int64_t> offset = MeasurePerfClockOffset();
+  ASSERT_TRUE(offset.ok()) << offset.status();
+  std::printf("perf clock - CLOCK_MONOTONIC here: %lld ns\n", static_cast<long long>(*offset));
+  SidebandEventOptions options;
+  options.per_cpu = false;
+  perf_event_attr attr = DummySidebandAttr(options);
+  absl::StatusOr<PerfEvent> event = PerfEvent::Open(attr, 0, -1);
+  ASSERT_TRUE(event.ok()) << event.status();
+  absl::StatusOr<PerfMmap> ring = PerfMmap::Map(*event, PageSize());
+  ASSERT_TRUE(ring.ok()) << ring.status();
+  ASSERT_TRUE(event->Enable().ok());
+  const uint64_t before = EventClockNow(&page);
+  ASSERT_EQ(prctl(PR_SET_NAME, "clock-probe"), 0);
+  const uint64_t after = EventClockNow(&page);
+  ASSERT_TRUE(event->Disable().ok());
+  std::string bytes;
+  DataRingStats stats;
+  ASSERT_TRUE(DataRing(ring->header(), ring->data(), ring->data_size()).Drain(&bytes, &stats).ok());
+  RecordFormat format;
+  format.sample_type = kSidebandSampleType;
+  format.sample_id_all = true;
+  auto records = ReadAllRecords(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), "probe",
+      format);
+  ASSERT_TRUE(records.ok()) << records.status();
+  uint64_t stamped = 0;
+  for (const PerfRecord& r : records->records) {
+    if (r.type == PERF_RECORD_COMM) stamped = r.sample_id.time;
+  }
+  ASSERT_NE(stamped, 0u);
+  constexpr uint64_t kSlack = 1000000;
+  EXPECT_LE(before, stamped + kSlack);
+  EXPECT_GE(after + kSlack, stamped);
+}
+
+// Counts the drains of the recording it forwards to.
+class CountingTaker : public SnapshotTaker {
+ public:
+  explicit CountingTaker(SnapshotTaker* inner) : inner_(inner) {}
+  absl::Status Snapshot(const std::string& reason) override { return inner_->Snapshot(reason); }
+  absl::Status Drain() override {
+    drains_++;
+    return inner_->Drain();
+  }
+  std::vector<int> WakeupFds() const override { return inner_->WakeupFds(); }
+  RecordCounters counters() const override { return inner_->counters(); }
+  int drains() const { return drains_; }
+
+ private:
+  SnapshotTaker* inner_;
+  int drains_ = 0;
+};
+
+TEST_F(PtRecordingTest, ARingWhoseThreadExitedDoesNotSpinTheLoop) {
+  options_.record.per_thread = true;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  factory_.kernel(0).ExitTask();  // the fd polls POLLHUP from now on
+  CountingTaker taker(rec->get());
+  SessionOptions session_options;
+  session_options.handle_signals = false;
+  session_options.quiet = true;
+  session_options.drain_interval_ms = 10000;
+  session_options.duration_s = 0.3;
+  RecordSession session(session_options, &taker);
+  auto reason = session.Run();
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_LE(taker.drains(), 3);
+}
+
+TEST_F(PtRecordingTest, FilterByNameReachesTheKernelAsNumbers) {
+  // The documented form; the kernel (and the fake) would refuse a symbol name.
+  options_.record.filter =
+      absl::StrCat("filter ptd_trigger_point@", PTD_BINARY_DIR, "/tests/recorder_pt/ptd-trigger-target");
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  const std::string filter = factory_.requests().at(0).filter;
+  EXPECT_THAT(filter, HasSubstr("filter 0x"));
+  EXPECT_THAT(filter, ::testing::Not(HasSubstr("ptd_trigger_point")));
+}
+
+}  // namespace
+}  // namespace ptd::pt
