@@ -269,6 +269,21 @@ void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip) {
     thread.last_ip = p.last_ip;
     return;
   }
+  // A block VEX left by a side exit in its middle (an emulation warning after fldcw, a
+  // failed compare-and-swap retried): what precedes the exit's target ran, the rest did
+  // not. A target the last instruction itself can have is its branch, not such an exit.
+  const bool branch_target = p.kind == VGPT_KIND_IJUMP || p.kind == VGPT_KIND_ICALL || p.kind == VGPT_KIND_RET ||
+                             p.kind == VGPT_KIND_SYSCALL || p.kind == VGPT_KIND_TRAP || next_ip == p.end ||
+                             ((p.kind == VGPT_KIND_COND || p.kind == VGPT_KIND_JUMP || p.kind == VGPT_KIND_CALL) &&
+                              next_ip == p.target);
+  if (!branch_target && next_ip >= p.start && next_ip < p.end) {
+    const uint64_t ran = InstructionsBefore(*thread.pending_in, p, next_ip);
+    if (ran > 0) streams_->RetireStraight(thread.pid, thread.tid, p.start, ran, thread.pending_time);
+    stats_.instructions += ran;
+    ++stats_.side_exits;
+    thread.last_ip = next_ip;
+    return;
+  }
   ExecutedInsn last;
   last.ip = p.last_ip;
   last.size = static_cast<uint8_t>(p.end - p.last_ip);
@@ -277,6 +292,14 @@ void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip) {
   streams_->RetireBlock(thread.pid, thread.tid, p.start, straight, last, thread.pending_time);
   stats_.instructions += p.n;
   thread.last_ip = next_ip;
+}
+
+uint64_t VgptConverter::InstructionsBefore(const Instance& in, const Block& block, uint64_t ip) {
+  uint64_t n = 0;
+  uint64_t at = block.start;
+  const uint8_t* lengths = in.lengths.data() + block.lengths_at;
+  while (n < block.n && at < ip) at += lengths[n++];
+  return at == ip ? n : 0;
 }
 
 void VgptConverter::Interrupt(Instance& in, Thread& thread, uint64_t ip) {
@@ -292,12 +315,9 @@ void VgptConverter::Interrupt(Instance& in, Thread& thread, uint64_t ip) {
     if (inside && !(exit_to_ip && ip == p.start)) {
       // Cut at `ip`: a fault (or a rep interrupted between iterations): what precedes
       // the instruction at `ip` retired, the rest did not run.
-      uint64_t ran = 0;
-      uint64_t at = p.start;
-      const uint8_t* lengths = thread.pending_in->lengths.data() + p.lengths_at;
-      while (ran < p.n && at < ip) at += lengths[ran++];
+      const uint64_t ran = InstructionsBefore(*thread.pending_in, p, ip);
       thread.pending_id = kNoBlock;
-      if (at == ip) {
+      if (ran > 0 || ip == p.start) {
         if (ran > 0) streams_->RetireStraight(thread.pid, thread.tid, p.start, ran, thread.pending_time);
         stats_.instructions += ran;
         if (!(p.kind == VGPT_KIND_REP && ip == p.last_ip)) ++stats_.faults;
@@ -470,9 +490,20 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       }
       if (out > 0) {
         auto it = threads_.find(out);
-        if (it != threads_.end()) Interrupt(in, *it->second, resume);
+        if (it != threads_.end()) {
+          Thread& old = *it->second;
+          // Runnable (its time slice ended) unless it was in a system call (blocked).
+          const bool in_syscall = old.pending_id != kNoBlock &&
+                                  old.pending_in->blocks[old.pending_id].kind == VGPT_KIND_SYSCALL;
+          Interrupt(in, old, resume);
+          SwitchRecord sw;
+          sw.out = true;
+          sw.preempt = !in_syscall;
+          AddRecord(sw, in.pid, out, Tick(*in.process));
+        }
       }
       in.current = &ThreadOf(in, now);
+      AddRecord(SwitchRecord{}, in.pid, now, Tick(*in.process));
       return 0;
     }
     case VGPT_THREAD_EXIT: {

@@ -51,6 +51,7 @@ struct VgptConverterStats {
   uint64_t forks = 0;
   uint64_t execs = 0;
   uint64_t faults = 0;          // signals that interrupted a block in its middle
+  uint64_t side_exits = 0;      // blocks VEX left in their middle (emulation warnings, CAS retries)
   uint64_t unknown_blocks = 0;  // executions of an id never described (a damaged stream)
   uint64_t bad_records = 0;     // control records that made no sense (skipped)
   uint64_t exits = 0;           // instances that ended with an exit record
@@ -107,6 +108,8 @@ class VgptConverter {
   // signal, preemption): retire what ran, then disable at `ip`.
   void Interrupt(Instance& in, Thread& thread, uint64_t ip);
   void EndThread(Instance& in, Thread& thread);
+  // How many of the block's instructions lie before `ip` (0 if it is not one's start).
+  static uint64_t InstructionsBefore(const Instance& in, const Block& block, uint64_t ip);
   Thread& ThreadOf(Instance& in, int tid);
   uint64_t Tick(Process& process);  // a time for a sideband record, strictly increasing
   void AddRecord(PerfRecordBody body, int pid, int tid, uint64_t time);
