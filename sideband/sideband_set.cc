@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/hex.h"
 #include "common/trace_dir.h"
 #include "sideband/record_reader.h"
 
@@ -16,13 +17,7 @@ namespace ptd {
 namespace {
 
 std::string HexBuildId(const Mmap2Record& r) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (size_t i = 0; i < r.build_id_size && i < r.build_id.size(); ++i) {
-    hex += kDigits[r.build_id[i] >> 4];
-    hex += kDigits[r.build_id[i] & 15];
-  }
-  return hex;
+  return HexString(absl::MakeConstSpan(r.build_id.data(), std::min<size_t>(r.build_id_size, r.build_id.size())));
 }
 
 Mapping MappingOf(const MmapRecord& r) {
