@@ -345,6 +345,7 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
     if (image.path.empty() && !name.empty() && name[0] == '/' && PathExists(name)) image.path = name;
     if (image.path.empty()) {
       missing.insert(build_id.empty() ? name : absl::StrCat(name, " (build-id ", build_id, ")"));
+      result.missing_binaries.Add({name, build_id, len});
       continue;
     }
     if (image.kind != ImageKind::kFile) {
@@ -361,7 +362,6 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
     }
     meta.images.push_back(image);
   }
-  result.missing_binaries.assign(missing.begin(), missing.end());
   if (!missing.empty()) {
     meta.notes.push_back(absl::StrFormat(
         "%d executable mappings have no binary (not at the recorded path, not in build-id dirs [%s]): %s",
