@@ -8,17 +8,13 @@
 #include "cli/command.h"
 #include "recorder/pt/hardware_recorder.h"
 #include "recorder/record_options.h"
-#if __has_include("recorder/emulate/emulated_recorder.h")
 #include "recorder/emulate/emulated_recorder.h"
-#define PTD_HAVE_EMULATION 1
-#endif
 
 namespace ptd::cli {
 namespace {
 
 absl::Status RunRecord(const RecordOptions& options) {
   if (options.emulate) {
-#ifdef PTD_HAVE_EMULATION
     absl::StatusOr<EmulatedRecordSummary> summary = RecordEmulated(options);
     if (!summary.ok()) return summary.status();
     if (!options.quiet) {
@@ -30,9 +26,6 @@ absl::Status RunRecord(const RecordOptions& options) {
                    static_cast<unsigned long long>(summary->snapshots), summary->end_reason.c_str());
     }
     return absl::OkStatus();
-#else
-    return absl::UnimplementedError("emulation backend not built yet");
-#endif
   }
   absl::StatusOr<pt::HardwareRecordSummary> summary = pt::RecordHardware(options);
   if (!summary.ok()) return summary.status();

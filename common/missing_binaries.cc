@@ -17,6 +17,12 @@ std::string Bytes(uint64_t n) {
   return absl::StrFormat("%d bytes", n);
 }
 
+// "path (build-id HEX; 3.0 MiB mapped)".
+std::string Describe(const MissingBinary& b) {
+  return absl::StrCat(b.path, " (", b.build_id.empty() ? "" : absl::StrCat("build-id ", b.build_id, "; "),
+                      Bytes(b.mapped_bytes), " mapped)");
+}
+
 }  // namespace
 
 void MissingBinaries::Add(const MissingBinary& binary) {
@@ -48,11 +54,12 @@ std::string MissingBinaries::Summary(int64_t decode_errors, bool verbose) const 
   const std::vector<MissingBinary> binaries = BiggestFirst();
   if (verbose) {
     absl::StrAppend(&out, ":");
-    for (const MissingBinary& b : binaries) {
-      absl::StrAppend(&out, "\n  ", b.path, " (",
-                      b.build_id.empty() ? "" : absl::StrCat("build-id ", b.build_id, "; "),
-                      Bytes(b.mapped_bytes), " mapped)");
-    }
+    for (const MissingBinary& b : binaries) absl::StrAppend(&out, "\n  ", Describe(b));
+    return out;
+  }
+  if (binaries.size() <= kBiggestNamed) {  // all of them fit the line
+    absl::StrAppend(&out, ": ");
+    for (size_t i = 0; i < binaries.size(); ++i) absl::StrAppend(&out, i == 0 ? "" : ", ", Describe(binaries[i]));
     return out;
   }
   absl::StrAppend(&out, ": biggest: ");

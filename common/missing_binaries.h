@@ -27,8 +27,8 @@ class MissingBinaries {
   std::vector<MissingBinary> BiggestFirst() const;
 
   // "N binaries not found (E decode errors where their code ran): biggest: a (1.9 MiB),
-  // b (1.1 MiB), c (200 KiB); --verbose lists all", or with `verbose` that line's start
-  // and one line per binary with its build-id. `decode_errors` < 0 leaves the
+  // b (1.1 MiB), c (200 KiB), ...; --verbose lists all", or with `verbose` that line's
+  // start and one line per binary with its build-id (as the line does when all fit). `decode_errors` < 0 leaves the
   // parenthesis out (nothing decoded yet: import, info). "" when none is missing.
   std::string Summary(int64_t decode_errors, bool verbose) const;
 

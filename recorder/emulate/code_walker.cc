@@ -95,13 +95,13 @@ absl::StatusOr<std::unique_ptr<CodeWalker>> CodeWalker::Open(const CodeWalkerOpt
   return walker;
 }
 
-const InsnInfo* CodeWalker::Decode(uint64_t ip) {
-  if (const InsnInfo* cached = classifier_.Find(ip)) return cached->size == 0 ? nullptr : cached;
+const image::InsnInfo* CodeWalker::Decode(uint64_t ip) {
+  if (const image::InsnInfo* cached = classifier_.Find(ip)) return cached->size == 0 ? nullptr : cached;
   for (const WalkerSegment& seg : segments_) {
     if (ip < seg.vaddr || ip >= seg.vaddr + seg.size) continue;
     const uint64_t offset = seg.file_offset + (ip - seg.vaddr);
     const uint64_t available = std::min<uint64_t>(16, seg.vaddr + seg.size - ip);
-    const InsnInfo& info =
+    const image::InsnInfo& info =
         classifier_.Classify(ip, absl::Span<const uint8_t>(file_.data() + offset, available));
     return info.size == 0 ? nullptr : &info;
   }
@@ -214,7 +214,7 @@ CodeWalkerStats CodeWalker::Walk(PacketSink* sink, GroundTruthWriter* truth) {
       escape();
       continue;
     }
-    const InsnInfo* info = Decode(ip);
+    const image::InsnInfo* info = Decode(ip);
     if (info == nullptr || pending.size() >= kMaxPendingInstructions) {
       escape();
       continue;
