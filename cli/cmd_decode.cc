@@ -32,6 +32,7 @@ struct DecodeArgs {
   std::string stats_json;
   bool quiet = false;
   bool progress = false;
+  bool verbose = false;
   int jobs = 0;                 // 0: one per core
   uint64_t piece_bytes = 0;     // 0: automatic
   std::vector<std::string> buildid_dirs;  // perf.data input only
@@ -93,14 +94,16 @@ absl::Status RunDecode(const DecodeArgs& args) {
         perfdata::TemporaryPerfImport::Create(args.input, args.buildid_dirs);
     if (!imported.ok()) return imported.status();
     perf_import.emplace(*std::move(imported));
-    const std::string missing = perf_import->MissingBinariesWarning();
-    if (!missing.empty()) std::fprintf(stderr, "ptrace-direct: warning: %s\n", missing.c_str());
   }
   const std::string& trace_dir = perf_import ? perf_import->trace_dir() : args.input;
   absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTraceToFtf(trace_dir, args.output, options);
   if (!result.ok()) return result.status();
   for (const std::string& w : result->warnings) std::fprintf(stderr, "ptrace-direct: warning: %s\n", w.c_str());
   const decoder::DecodeStats& s = result->stats;
+  MissingBinaries missing = result->missing_binaries;
+  if (perf_import) missing.Add(perf_import->missing_binaries());
+  WarnMissingBinaries(missing, static_cast<int64_t>(s.errors), args.verbose,
+                      perf_import ? perf_import->buildid_dirs() : std::vector<std::string>{});
   std::fprintf(stderr,
                "decoded %llu instructions, %llu calls, %llu returns, %llu errors, %llu overflows, "
                "%llu threads in %.3f s → %s\n",
@@ -140,6 +143,7 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
                   "Parallel decoding: PT bytes per piece (default: from the trace size and --jobs)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
   cmd->add_flag("--progress", args->progress, "Progress on stderr even when it is not a terminal");
+  cmd->add_flag("--verbose,-v", args->verbose, "List every missing binary (default: how many, and the biggest)");
   cmd->callback([&ctx, args]() {
     absl::Status s = RunDecode(*args);
     if (!s.ok()) ctx.exit_code = ReportError(s);

@@ -17,6 +17,7 @@ struct ImportPerfArgs {
   std::string input;
   std::string output;
   bool force = false;
+  bool verbose = false;
   std::vector<std::string> buildid_dirs;
 };
 
@@ -40,13 +41,7 @@ int RunImportPerf(const ImportPerfArgs& args) {
               args.output.c_str(), result->meta.streams.size(), chunks,
               static_cast<unsigned long long>(pt_bytes), result->meta.sideband.size(),
               result->meta.images.size());
-  if (!result->missing_binaries.empty()) {
-    std::fprintf(stderr,
-                 "ptrace-direct: warning: %zu binaries not found at their recorded paths nor in the "
-                 "build-id dirs [%s]; code in them cannot be decoded:\n  %s\n",
-                 result->missing_binaries.size(), absl::StrJoin(options.buildid_dirs, ", ").c_str(),
-                 absl::StrJoin(result->missing_binaries, "\n  ").c_str());
-  }
+  WarnMissingBinaries(result->missing_binaries, -1, args.verbose, options.buildid_dirs);
   return kExitOk;
 }
 
@@ -61,6 +56,7 @@ void RegisterImportPerfCommand(CLI::App& import_cmd, CliContext& ctx) {
   perf->add_flag("-f,--force", args->force, "replace an existing output directory");
   perf->add_option("--buildid-dir", args->buildid_dirs,
                    "perf build-id cache to search for binaries (repeatable; ~/.debug is always searched last)");
+  perf->add_flag("--verbose,-v", args->verbose, "List every missing binary (default: how many, and the biggest)");
   perf->callback([&ctx, args]() { ctx.exit_code = RunImportPerf(*args); });
 }
 

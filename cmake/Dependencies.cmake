@@ -6,6 +6,8 @@ find_package(nlohmann_json 3.10 REQUIRED CONFIG)
 find_package(CLI11 REQUIRED CONFIG)
 find_package(ZLIB REQUIRED)
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)
+# MiniDebugInfo (.gnu_debugdata) is xz-compressed.
+pkg_check_modules(LIBLZMA REQUIRED IMPORTED_TARGET liblzma)
 pkg_check_modules(CAPSTONE REQUIRED IMPORTED_TARGET capstone)
 
 # libipt-dev ships no pkg-config or CMake file: find header and library by hand.

@@ -234,6 +234,13 @@ class Decoding {
   std::map<int, std::unique_ptr<image::TimedProcessImage>> images_;
   std::optional<bool> images_timed_;  // as the first stream's axis
   std::map<int, std::unique_ptr<ThreadState>> threads_;
+  // Warnings every stream repeats (the recording CPU's errata) are said once.
+  void AddWarningOnce(const std::string& warning) {
+    if (std::find(result_.warnings.begin(), result_.warnings.end(), warning) == result_.warnings.end()) {
+      result_.warnings.push_back(warning);
+    }
+  }
+
   DecodeResult result_;
   uint64_t total_bytes_ = 0;
   uint64_t done_bytes_ = 0;
@@ -318,7 +325,8 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
   state->name = stream.file;
   PtDecodeConfig& config = state->job.config;
   config.kind = options_.decoder;
-  config.cpu = meta_.host.cpu;
+  // An emulated trace was written by no real CPU: it has no errata to apply or warn about.
+  if (meta_.mode != TraceMode::kEmulated) config.cpu = meta_.host.cpu;
   config.pt = meta_.pt;
   config.conversion = meta_.time;
   // The time axis needs timing packets; without them instructions stand in for time.
@@ -469,7 +477,7 @@ void Decoding::FinishStream(StreamState* state) {
   result_.stats.syncs += job.stats.syncs;
   result_.stats.bytes += job.stats.bytes;
   result_.stats.undecodable += job.stats.undecodable;
-  for (const std::string& w : job.warnings) result_.warnings.push_back(w);
+  for (const std::string& w : job.warnings) AddWarningOnce(w);
 }
 
 absl::StatusOr<DecodeResult> Decoding::Run() {
@@ -545,6 +553,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   }
   for (const auto& [pid, image] : images_) {
     for (std::string& w : image->TakeWarnings()) result_.warnings.push_back(std::move(w));
+    result_.missing_binaries.Add(image->missing_binaries());
   }
   result_.stats.threads = threads_.size();
   result_.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

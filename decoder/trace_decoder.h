@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/missing_binaries.h"
 #include "decoder/pt_stream_decoder.h"
 #include "decoder/slice_sink.h"
 
@@ -56,6 +57,7 @@ struct DecodeStats {
 struct DecodeResult {
   DecodeStats stats;
   std::vector<std::string> warnings;
+  MissingBinaries missing_binaries;  // mapped, not on this machine: their code is not decoded
   bool time_axis_is_instructions = false;
   bool time_axis_is_cycles = false;  // --time-axis cycles, for the streams with CYC
   // Stopped by `cancel`: every open slice was closed and each thread got a

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/missing_binaries.h"
 #include "common/trace_meta.h"
 #include "perfdata/perf_data.h"
 
@@ -21,7 +22,7 @@ struct PerfImportOptions {
 
 struct PerfImportResult {
   TraceMeta meta;
-  std::vector<std::string> missing_binaries;  // executable mappings found nowhere
+  MissingBinaries missing_binaries;  // executable mappings found nowhere
 };
 
 // Builds meta.json's content without writing anything (also used by tests).

@@ -1,7 +1,7 @@
 #pragma once
-// Finds a function's address in an ELF file (symtab, else dynsym) with libelf, for
-// `--start-at SYMBOL`: the runtime address is the symbol value plus the load bias of
-// the mapping (position-independent executables).
+// Finds a function's address in an ELF file (symtab, else dynsym), for `--start-at
+// SYMBOL` and breakpoint triggers: the runtime address is the symbol value plus the load
+// bias of the mapping (position-independent executables).
 
 #include <cstdint>
 #include <string>
@@ -26,8 +26,5 @@ struct ElfCodeRange {
   uint64_t size = 0;
 };
 absl::StatusOr<ElfCodeRange> FindElfCodeRange(const std::string& path);
-
-// The runtime address of `name` in process `pid`, looked up in its main executable.
-absl::StatusOr<uint64_t> ResolveStartSymbol(int pid, const std::string& name);
 
 }  // namespace ptd

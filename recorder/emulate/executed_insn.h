@@ -5,20 +5,12 @@
 
 #include <cstdint>
 
+#include "image/insn_classifier.h"
+
 namespace ptd {
 
 // The distinctions Intel PT makes when deciding which packet an instruction needs.
-enum class BranchKind : uint8_t {
-  kNone,          // falls through; no packet
-  kCondJump,      // jcc, jrcxz, loop*: one TNT bit
-  kDirectJump,    // jmp rel: no packet
-  kIndirectJump,  // jmp r/m: TIP
-  kDirectCall,    // call rel: no packet; pushes the return address (unless to next insn)
-  kIndirectCall,  // call r/m: TIP; pushes the return address
-  kReturn,        // ret: taken TNT bit when compressed, TIP otherwise
-  kFarTransfer,   // syscall, sysenter, int n, far jmp/call/ret, iret: leaves user space
-  kUnknown,       // capstone could not decode it; treated as kNone, counted
-};
+using image::BranchKind;
 
 const char* BranchKindName(BranchKind kind);
 

@@ -201,7 +201,7 @@ TEST_F(PerfExportEmulatedTest, DecodeNamesTheMissingVdsoWithItsBuildId) {
   auto r = ::ptd::testing::RunCommand({"/usr/bin/env", "HOME=" + Scratch("home"), PTD_CLI_PATH, "decode",
                                        PerfDataPath(), "-o", Scratch("novdso.ftf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("[vdso] (build-id " + build_id + ")"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[vdso] (build-id " + build_id + ";"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(Scratch("home") + "/.debug"), std::string::npos) << r.err;
   EXPECT_TRUE(PathExists(Scratch("novdso.ftf")));
 }

@@ -180,7 +180,7 @@ TEST(BadInputTest, MissingBinaryIsNamedAndTheRestStillDecodes) {
   CommandResult decode = RunCli({"decode", dir, "-o", tmp.Sub("out.ftf"), "-q"});
   EXPECT_EQ(decode.exit_code, 0) << decode.err;
   EXPECT_THAT(decode.err, HasSubstr(copy));
-  EXPECT_THAT(decode.err, HasSubstr("is not on this machine"));
+  EXPECT_THAT(decode.err, HasSubstr("1 binary not found"));
   EXPECT_TRUE(CheckFtfFileOk(tmp.Sub("out.ftf")));
 }
 

@@ -1,6 +1,8 @@
-#include "recorder/emulate/insn_classifier.h"
+#include "image/insn_classifier.h"
 
-namespace ptd {
+#include <utility>
+
+namespace ptd::image {
 namespace {
 
 bool InGroup(const cs_detail& detail, uint8_t group) {
@@ -8,6 +10,21 @@ bool InGroup(const cs_detail& detail, uint8_t group) {
     if (detail.groups[i] == group) return true;
   }
   return false;
+}
+
+// Far transfers, by what libipt calls them (ptic_far_call/_return/_jump).
+FarKind FarKindOf(unsigned id) {
+  static constexpr std::pair<x86_insn, FarKind> kFar[] = {
+      {X86_INS_SYSCALL, FarKind::kCall}, {X86_INS_SYSENTER, FarKind::kCall}, {X86_INS_LCALL, FarKind::kCall},
+      {X86_INS_INT, FarKind::kCall},     {X86_INS_INT1, FarKind::kCall},     {X86_INS_INT3, FarKind::kCall},
+      {X86_INS_INTO, FarKind::kCall},    {X86_INS_LJMP, FarKind::kJump},     {X86_INS_RETF, FarKind::kReturn},
+      {X86_INS_RETFQ, FarKind::kReturn}, {X86_INS_IRET, FarKind::kReturn},   {X86_INS_IRETD, FarKind::kReturn},
+      {X86_INS_IRETQ, FarKind::kReturn}, {X86_INS_SYSRET, FarKind::kReturn}, {X86_INS_SYSEXIT, FarKind::kReturn},
+  };
+  for (const auto& [insn, far] : kFar) {
+    if (insn == id) return far;
+  }
+  return FarKind::kNone;
 }
 
 }  // namespace
@@ -41,12 +58,13 @@ InsnInfo InsnClassifier::Decode(uint64_t ip, absl::Span<const uint8_t> bytes) co
   const cs_x86& x86 = detail.x86;
   const bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
   if (direct) info.direct_target = static_cast<uint64_t>(x86.operands[0].imm);
+  if (const FarKind far = FarKindOf(insn.id); far != FarKind::kNone) {
+    info.kind = BranchKind::kFarTransfer;
+    info.far = far;
+    info.is_syscall = insn.id == X86_INS_SYSCALL || insn.id == X86_INS_SYSENTER;
+    return info;
+  }
   switch (insn.id) {
-    case X86_INS_SYSCALL:
-    case X86_INS_SYSENTER:
-      info.kind = BranchKind::kFarTransfer;
-      info.is_syscall = true;
-      return info;
     case X86_INS_LOOP:
     case X86_INS_LOOPE:
     case X86_INS_LOOPNE:
@@ -61,21 +79,12 @@ InsnInfo InsnClassifier::Decode(uint64_t ip, absl::Span<const uint8_t> bytes) co
       // branch on commit, and Intel PT (and libipt) treat it as an ordinary instruction.
       info.direct_target = 0;
       return info;
-    case X86_INS_LJMP:
-    case X86_INS_LCALL:
-    case X86_INS_RETF:
-    case X86_INS_IRET:
-    case X86_INS_IRETD:
-    case X86_INS_IRETQ:
-    case X86_INS_SYSRET:
-    case X86_INS_SYSEXIT:
-      info.kind = BranchKind::kFarTransfer;
-      return info;
     default:
       break;
   }
   if (InGroup(detail, CS_GRP_INT)) {
     info.kind = BranchKind::kFarTransfer;
+    info.far = FarKind::kCall;
   } else if (InGroup(detail, CS_GRP_RET)) {
     info.kind = BranchKind::kReturn;
   } else if (InGroup(detail, CS_GRP_CALL)) {
@@ -104,4 +113,4 @@ const InsnInfo* InsnClassifier::Find(uint64_t ip) const {
   return it == cache_.end() ? nullptr : &it->second;
 }
 
-}  // namespace ptd
+}  // namespace ptd::image
