@@ -186,6 +186,9 @@ static void put_map(Addr a, SizeT len, Bool rr, Bool ww, Bool xx, UInt flags) {
     dev = seg->dev;
     ino = seg->ino;
   }
+  /* Valgrind's preload library is the emulator's, not the program's; nothing in it runs
+     (no exit-time freeres), so the program's maps do not show it. */
+  if (VG_(strstr)(name, "/vgpreload_") != NULL) return;
   begin(VGPT_MAP, 12 + string_words(name));
   put64(a);
   put64(len);
