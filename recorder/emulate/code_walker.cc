@@ -16,7 +16,7 @@
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "image/elf_reader.h"
-#include "recorder/emulate/file_sink.h"
+#include "recorder/ptgen/file_sink.h"
 #include "recorder/emulate/stack_frame_tracker.h"
 #include "sideband/record_builder.h"
 

@@ -21,8 +21,8 @@
 #include "absl/status/statusor.h"
 #include "recorder/emulate/ground_truth_writer.h"
 #include "image/insn_classifier.h"
-#include "recorder/emulate/packet_generator.h"
-#include "recorder/emulate/packet_sink.h"
+#include "recorder/ptgen/packet_generator.h"
+#include "recorder/ptgen/packet_sink.h"
 
 namespace ptd {
 

@@ -19,13 +19,13 @@
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/emulate/emulated_pt_settings.h"
-#include "recorder/emulate/emulation_control.h"
+#include "recorder/ptgen/emulated_pt_settings.h"
+#include "recorder/emulation_control.h"
 #include "recorder/emulate/ground_truth_writer.h"
 #include "recorder/emulate/ptrace_stepper.h"
-#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/proc_maps.h"
-#include "recorder/pt/breakpoint_trigger.h"
+#include "recorder/elf_symbol.h"
 #include "recorder/sideband_session.h"
 #include "recorder/target_process.h"
 #include "sideband/record_reader.h"
@@ -115,7 +115,7 @@ void SetSymbolResolvers(const RecordOptions& options, int pid, PtraceStepperOpti
     // mapped (the stepper asks again after every mmap).
     const std::string symbol = options.start_at_symbol;
     stepper_options->resolve_start = [pid, symbol]() -> absl::StatusOr<uint64_t> {
-      absl::StatusOr<uint64_t> address = pt::ResolveSymbolInProcess(pid, symbol);
+      absl::StatusOr<uint64_t> address = ResolveSymbolInProcess(pid, symbol);
       if (!address.ok()) return address;
       // ld.so maps a library read-only first and its code segment over that later
       // (MAP_FIXED), which would discard an int3 planted too early.
@@ -130,7 +130,7 @@ void SetSymbolResolvers(const RecordOptions& options, int pid, PtraceStepperOpti
   if (!options.trigger_symbol.empty()) {
     const std::string symbol = options.trigger_symbol;
     stepper_options->resolve_trigger = [pid, symbol]() -> absl::StatusOr<uint64_t> {
-      return pt::ResolveSymbolInProcess(pid, symbol);
+      return ResolveSymbolInProcess(pid, symbol);
     };
   }
 }

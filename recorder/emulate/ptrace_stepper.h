@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "recorder/emulate/ground_truth_writer.h"
 #include "image/insn_classifier.h"
-#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/emulate/stack_frame_tracker.h"
 
 namespace ptd {

@@ -18,10 +18,10 @@
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/emulate/elf_symbol.h"
-#include "recorder/emulate/emulated_pt_settings.h"
-#include "recorder/emulate/emulation_control.h"
-#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/elf_symbol.h"
+#include "recorder/ptgen/emulated_pt_settings.h"
+#include "recorder/emulation_control.h"
+#include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/target_process.h"
 #include "recorder/valgrind/valgrind_install.h"
 #include "recorder/valgrind/vgpt_converter.h"
@@ -72,21 +72,13 @@ absl::Status CheckOptions(const RecordOptions& options) {
   return absl::OkStatus();
 }
 
-// Where `symbol` ("NAME" or "NAME@PATH-SUFFIX") lies in a newly mapped file, if there.
-std::vector<uint64_t> TriggerAddressesIn(const Mmap2Record& map, const std::string& symbol) {
-  std::string name = symbol;
-  std::string file_suffix;
-  if (const size_t at = symbol.find('@'); at != std::string::npos) {
-    name = symbol.substr(0, at);
-    file_suffix = symbol.substr(at + 1);
-    if (!absl::EndsWith(map.filename, file_suffix)) return {};
-  }
-  absl::StatusOr<ElfSymbolAddress> found = FindElfFunction(map.filename, name);
+// Where `symbol` lies in a newly mapped file, if there.
+std::vector<uint64_t> TriggerAddressesIn(const Mmap2Record& map, const SymbolSpec& symbol) {
+  if (!symbol.file_suffix.empty() && !absl::EndsWith(map.filename, symbol.file_suffix)) return {};
+  absl::StatusOr<ElfSymbolAddress> found = FindElfFunction(map.filename, symbol.name);
   if (!found.ok()) return {};
   // The mapping shows file offset pgoff at addr; segments keep vaddr - offset constant.
-  const uint64_t address = found->position_independent
-                               ? found->value + map.addr - map.pgoff - found->first_load_vaddr
-                               : found->value;
+  const uint64_t address = SymbolRuntimeAddress(*found, map.addr - map.pgoff);
   if (address < map.addr || address >= map.addr + map.len) return {};
   return {address};
 }
@@ -271,7 +263,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   RunResult run;
   VgptConverter* converter_ptr = nullptr;
   if (!options.trigger_symbol.empty()) {
-    const std::string symbol = options.trigger_symbol;
+    const SymbolSpec symbol = ParseSymbolSpec(options.trigger_symbol);
     converter_options.trigger_addresses = [symbol](const Mmap2Record& map) { return TriggerAddressesIn(map, symbol); };
     converter_options.on_trigger = [&](int, int, uint64_t) {
       ++run.trigger_hits;

@@ -27,7 +27,7 @@
 #include "absl/types/span.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/ptgen/pt_stream_set.h"
 #include "sideband/perf_record.h"
 
 namespace ptd {

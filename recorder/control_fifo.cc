@@ -1,4 +1,4 @@
-#include "recorder/pt/control_fifo.h"
+#include "recorder/control_fifo.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "recorder/emulate/packet_sink.h"
+#include "recorder/ptgen/packet_sink.h"
 
 namespace ptd {
 

@@ -1,4 +1,4 @@
-#include "recorder/emulate/emulated_pt_settings.h"
+#include "recorder/ptgen/emulated_pt_settings.h"
 
 namespace ptd {
 

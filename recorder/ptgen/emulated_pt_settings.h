@@ -4,7 +4,7 @@
 // write the same packets for the same options.
 
 #include "common/trace_meta.h"
-#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/record_options.h"
 
 namespace ptd {

@@ -1,12 +1,17 @@
-#include "recorder/emulate/elf_symbol.h"
+#include "recorder/elf_symbol.h"
 
 #include <elf.h>
 
 #include <algorithm>
+#include <map>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "image/elf_reader.h"
 #include "image/mapped_file.h"
+#include "recorder/proc_maps.h"
 
 namespace ptd {
 
@@ -39,6 +44,49 @@ absl::StatusOr<ElfSymbolAddress> FindElfFunction(const std::string& path, const 
     }
   }
   return result;
+}
+
+SymbolSpec ParseSymbolSpec(const std::string& symbol) {
+  SymbolSpec spec;
+  spec.name = symbol;
+  if (const size_t at = symbol.find('@'); at != std::string::npos) {
+    spec.name = symbol.substr(0, at);
+    spec.file_suffix = symbol.substr(at + 1);
+  }
+  return spec;
+}
+
+uint64_t SymbolRuntimeAddress(const ElfSymbolAddress& symbol, uint64_t first_load_start) {
+  return symbol.position_independent ? first_load_start - symbol.first_load_vaddr + symbol.value : symbol.value;
+}
+
+absl::StatusOr<uint64_t> ResolveSymbolInProcess(int pid, const std::string& symbol) {
+  const SymbolSpec spec = ParseSymbolSpec(symbol);
+  absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(pid);
+  if (!maps.ok()) return maps.status();
+  // The lowest mapping of each file tells where its first PT_LOAD landed. /proc lists
+  // mappings by address; the main executable is normally first.
+  std::vector<std::string> order;
+  std::map<std::string, uint64_t> lowest_start;
+  for (const ProcMapping& m : *maps) {
+    if (m.path.empty() || m.special()) continue;
+    auto [it, inserted] = lowest_start.emplace(m.path, m.start);
+    if (inserted) order.push_back(m.path);
+    if (m.pgoff == 0 && m.start < it->second) it->second = m.start;
+  }
+  std::vector<std::string> tried;
+  for (const std::string& path : order) {
+    if (!spec.file_suffix.empty() && !absl::EndsWith(path, spec.file_suffix)) continue;
+    absl::StatusOr<ElfSymbolAddress> sym = FindElfFunction(path, spec.name);
+    if (!sym.ok()) {
+      tried.push_back(path);
+      continue;
+    }
+    return SymbolRuntimeAddress(*sym, lowest_start[path]);
+  }
+  return absl::NotFoundError(absl::StrCat("--trigger: symbol \"", spec.name, "\" not found in the ",
+                                          tried.size(), " files mapped by process ", pid,
+                                          spec.file_suffix.empty() ? "" : " matching @", spec.file_suffix));
 }
 
 absl::StatusOr<ElfCodeRange> FindElfCodeRange(const std::string& path) {

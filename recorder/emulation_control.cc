@@ -1,4 +1,4 @@
-#include "recorder/emulate/emulation_control.h"
+#include "recorder/emulation_control.h"
 
 #include <fcntl.h>
 #include <poll.h>

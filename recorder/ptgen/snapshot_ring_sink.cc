@@ -1,4 +1,4 @@
-#include "recorder/emulate/snapshot_ring_sink.h"
+#include "recorder/ptgen/snapshot_ring_sink.h"
 
 #include <algorithm>
 #include <cstring>

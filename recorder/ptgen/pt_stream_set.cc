@@ -1,12 +1,12 @@
-#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/ptgen/pt_stream_set.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
-#include "recorder/emulate/file_sink.h"
-#include "recorder/emulate/snapshot_ring_sink.h"
+#include "recorder/ptgen/file_sink.h"
+#include "recorder/ptgen/snapshot_ring_sink.h"
 
 namespace ptd {
 

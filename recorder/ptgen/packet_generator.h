@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "recorder/emulate/executed_insn.h"
-#include "recorder/emulate/packet_sink.h"
+#include "recorder/ptgen/executed_insn.h"
+#include "recorder/ptgen/packet_sink.h"
 
 struct pt_encoder;
 struct pt_packet;

@@ -19,8 +19,8 @@
 #include "absl/status/status.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/emulate/executed_insn.h"
-#include "recorder/emulate/packet_generator.h"
+#include "recorder/ptgen/executed_insn.h"
+#include "recorder/ptgen/packet_generator.h"
 #include "sideband/record_builder.h"
 
 namespace ptd {

@@ -1,4 +1,4 @@
-#include "recorder/emulate/packet_generator.h"
+#include "recorder/ptgen/packet_generator.h"
 
 #include <intel-pt.h>
 

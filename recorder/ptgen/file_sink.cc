@@ -1,4 +1,4 @@
-#include "recorder/emulate/file_sink.h"
+#include "recorder/ptgen/file_sink.h"
 
 #include <cerrno>
 #include <utility>

@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "recorder/pt/control_fifo.h"
+#include "recorder/control_fifo.h"
 
 namespace ptd {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "recorder/emulate/packet_sink.h"
+#include "recorder/ptgen/packet_sink.h"
 
 namespace ptd {
 
