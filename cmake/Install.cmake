@@ -28,5 +28,7 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/ptrace_directConfigVersion.
 install(FILES ${CMAKE_BINARY_DIR}/ptrace_directConfig.cmake ${CMAKE_BINARY_DIR}/ptrace_directConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ptrace_direct)
 
+file(RELATIVE_PATH PTD_PC_INCLUDE_FROM_PCDIR /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig
+     /prefix/${CMAKE_INSTALL_INCLUDEDIR})
 configure_file(${PROJECT_SOURCE_DIR}/cmake/ptrace-direct.pc.in ${CMAKE_BINARY_DIR}/ptrace-direct.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/ptrace-direct.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
