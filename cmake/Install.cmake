@@ -28,6 +28,11 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/ptrace_directConfigVersion.
 install(FILES ${CMAKE_BINARY_DIR}/ptrace_directConfig.cmake ${CMAKE_BINARY_DIR}/ptrace_directConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ptrace_direct)
 
+# libipt's headers: a -I only when they are not in the compiler's own search path.
+set(PTD_PC_LIBIPT_CFLAGS "")
+if(NOT LIBIPT_INCLUDE_DIR IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+  set(PTD_PC_LIBIPT_CFLAGS "-I${LIBIPT_INCLUDE_DIR}")
+endif()
 file(RELATIVE_PATH PTD_PC_INCLUDE_FROM_PCDIR /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig
      /prefix/${CMAKE_INSTALL_INCLUDEDIR})
 configure_file(${PROJECT_SOURCE_DIR}/cmake/ptrace-direct.pc.in ${CMAKE_BINARY_DIR}/ptrace-direct.pc @ONLY)

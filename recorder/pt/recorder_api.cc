@@ -17,7 +17,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -133,7 +132,6 @@ class EmulatedRun {
       std::lock_guard<std::mutex> lock(raw->mu_);
       raw->result_ = std::move(result);
       raw->finished_ = true;
-      raw->finished_cv_.notify_all();
     });
     return run;
   }
@@ -207,7 +205,6 @@ class EmulatedRun {
   std::thread thread_;
   std::mutex request_mu_;  // one request at a time
   std::mutex mu_;
-  std::condition_variable finished_cv_;
   bool finished_ = false;
   absl::StatusOr<EmulatedRecordSummary> result_ = absl::UnknownError("still recording");
 };
