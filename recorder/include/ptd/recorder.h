@@ -11,7 +11,7 @@
 //
 // Leaving `command` empty and `pid` at -1 traces the calling thread itself (see
 // TraceScope in ptd/trace_scope.h); only Intel PT hardware can do that. CMake:
-// find_package(ptrace_direct) and link ptd::recorder; pkg-config: ptrace-direct-recorder.
+// find_package(ptrace_direct) and link ptd::recorder; pkg-config: ptrace-direct.
 
 #include <cstdint>
 #include <memory>
