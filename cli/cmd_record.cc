@@ -1,4 +1,4 @@
-// `ptrace-direct record`: Intel PT through perf_event_open, or --emulate (ptrace).
+// `ptrace-direct record`: Intel PT through perf_event_open, or an emulator (Valgrind, ptrace).
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -8,31 +8,33 @@
 #include "cli/command.h"
 #include "recorder/pt/hardware_recorder.h"
 #include "recorder/record_options.h"
-#if __has_include("recorder/emulate/emulated_recorder.h")
 #include "recorder/emulate/emulated_recorder.h"
-#define PTD_HAVE_EMULATION 1
-#endif
+#include "recorder/record_backend.h"
+#include "recorder/valgrind/valgrind_recorder.h"
 
 namespace ptd::cli {
 namespace {
 
 absl::Status RunRecord(const RecordOptions& options) {
-  if (options.emulate) {
-#ifdef PTD_HAVE_EMULATION
-    absl::StatusOr<EmulatedRecordSummary> summary = RecordEmulated(options);
+  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  if (!choice.ok()) return choice.status();
+  if (!options.quiet) std::fprintf(stderr, "ptrace-direct: %s\n", choice->why.c_str());
+  if (choice->backend != RecordBackend::kHardware) {
+    absl::StatusOr<EmulatedRecordSummary> summary = choice->backend == RecordBackend::kValgrind
+                                                        ? RecordValgrind(options)
+                                                        : RecordEmulated(options);
     if (!summary.ok()) return summary.status();
     if (!options.quiet) {
       std::fprintf(stderr,
-                   "ptrace-direct: %s (emulated): %llu PT bytes, %llu threads, %llu snapshots, "
-                   "ended by %s\n",
-                   summary->trace_dir.c_str(), static_cast<unsigned long long>(summary->pt_bytes),
+                   "ptrace-direct: %s (emulated): %llu instructions, %llu PT bytes, %llu threads, "
+                   "%llu snapshots, %.2f s, ended by %s\n",
+                   summary->trace_dir.c_str(), static_cast<unsigned long long>(summary->instructions),
+                   static_cast<unsigned long long>(summary->pt_bytes),
                    static_cast<unsigned long long>(summary->threads),
-                   static_cast<unsigned long long>(summary->snapshots), summary->end_reason.c_str());
+                   static_cast<unsigned long long>(summary->snapshots), summary->seconds,
+                   summary->end_reason.c_str());
     }
     return absl::OkStatus();
-#else
-    return absl::UnimplementedError("emulation backend not built yet");
-#endif
   }
   absl::StatusOr<pt::HardwareRecordSummary> summary = pt::RecordHardware(options);
   if (!summary.ok()) return summary.status();
@@ -53,6 +55,7 @@ absl::Status RunRecord(const RecordOptions& options) {
 void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
   auto opts = std::make_shared<RecordOptions>();
   auto timing = std::make_shared<std::string>("normal");
+  auto time_axis = std::make_shared<std::string>("virtual");
   CLI::App* cmd = app.add_subcommand(
       "record",
       "Record a trace of a process into a trace directory.\n"
@@ -62,7 +65,17 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--pid,-p", opts->pid, "Attach to this running process (all its threads)");
   cmd->add_option("--output,-o", opts->output_dir, "Trace directory to write")->capture_default_str();
   cmd->add_flag("--force", opts->force, "Replace an existing output directory");
-  cmd->add_flag("--emulate", opts->emulate, "Use the ptrace emulation backend (no PT hardware)");
+  auto emulate = cmd->add_option("--emulate", opts->emulator,
+                                 "Emulate PT instead of using the hardware: valgrind (fast), ptrace "
+                                 "(single-steps; can attach to --pid), or no value for the best one "
+                                 "available. Without a PT PMU, record emulates by itself");
+  emulate->expected(0, 1)->check(CLI::IsMember({"", "valgrind", "ptrace"}));
+  cmd->add_option("--time", *time_axis,
+                  "Emulation time axis: virtual (one ns per retired instruction: durations are "
+                  "work; default) or wall (Valgrind only; the ptrace emulator always uses the wall clock)")
+      ->check(CLI::IsMember({"virtual", "wall"}));
+  cmd->add_flag("--no-follow", [opts](int64_t) { opts->follow_children = false; },
+                "Emulation: do not trace the children (fork, exec) of the program");
   cmd->add_flag("--per-thread", opts->per_thread,
                 "One ring per thread instead of per-CPU rings (small, few-thread targets)");
   cmd->add_flag("--snapshot", opts->snapshot,
@@ -113,7 +126,9 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                   "many PT bytes of a stream, losing some instructions (per-thread mode)");
   cmd->add_flag("--quiet,-q", opts->quiet, "No status line or summary");
   cmd->add_option("command", opts->command, "Command to launch (after --)");
-  cmd->callback([&ctx, opts, timing]() {
+  cmd->callback([&ctx, opts, timing, time_axis, emulate]() {
+    if (emulate->count() > 0) opts->emulate = true;
+    opts->wall_clock = *time_axis == "wall";
     static const std::map<std::string, TimingPreset> kPresets = {
         {"low", TimingPreset::kLow}, {"normal", TimingPreset::kNormal}, {"high", TimingPreset::kHigh}};
     opts->timing = kPresets.at(*timing);

@@ -326,6 +326,8 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
     }
   }
   m.end_reason = r.Str("end_reason");
+  m.emulator = r.Str("emulator");
+  m.time_axis = r.Str("time_axis");
   r.Array("notes", [&](const FieldReader& e) {
     if (e.json().is_string()) m.notes.push_back(e.json().get<std::string>());
     else e.Fail("", "expected a string");
@@ -421,6 +423,8 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
   for (const auto& [path, id] : m.build_ids) build_ids[path] = id;
   root["build_ids"] = build_ids;
   root["end_reason"] = m.end_reason;
+  if (!m.emulator.empty()) root["emulator"] = m.emulator;
+  if (!m.time_axis.empty()) root["time_axis"] = m.time_axis;
   root["notes"] = m.notes;
   root["partial"] = m.partial;
   root["partial_reason"] = m.partial_reason;

@@ -17,7 +17,7 @@ namespace ptd {
 
 // Major changes break readers; minor changes only add fields that old readers ignore.
 inline constexpr int kTraceFormatMajor = 1;
-inline constexpr int kTraceFormatMinor = 1;  // 1.1: partial, partial_reason, build_ids
+inline constexpr int kTraceFormatMinor = 2;  // 1.1: partial, partial_reason, build_ids; 1.2: emulator, time_axis
 inline constexpr char kMetaFileName[] = "meta.json";
 
 enum class TraceMode { kHardware, kEmulated, kImported };
@@ -102,6 +102,11 @@ struct TraceMeta {
   std::string tool_version;
   HostInfo host;
   TraceMode mode = TraceMode::kHardware;
+  // Emulated traces: which emulator wrote them ("ptrace", "valgrind"); empty otherwise.
+  std::string emulator;
+  // What TSC packets count: "tsc" (hardware), "wall" (CLOCK_MONOTONIC ns) or "virtual"
+  // (retired instructions, one per ns); empty in traces written before 1.2.
+  std::string time_axis;
   PtSettings pt;
   TimeConversion time;
   std::vector<std::string> command;

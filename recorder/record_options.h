@@ -18,7 +18,13 @@ struct RecordOptions {
   std::string output_dir = "trace.dir";
   bool force = false;  // replace an existing output directory
 
-  bool emulate = false;     // ptrace single-step emulation instead of Intel PT hardware
+  bool emulate = false;     // emulation instead of Intel PT hardware
+  // Which emulator: "valgrind", "ptrace", or empty for the best one available.
+  std::string emulator;
+  // Emulation time axis: false = virtual (one ns per retired instruction), true = wall
+  // clock. The ptrace emulator always uses the wall clock.
+  bool wall_clock = false;
+  bool follow_children = true;  // trace children (fork, exec) too
   bool per_thread = false;  // one ring per thread instead of per-CPU rings
 
   // AUX ring: overwrite (snapshot) mode keeps the newest `snapshot_size` bytes;

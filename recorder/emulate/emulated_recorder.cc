@@ -19,6 +19,7 @@
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
+#include "recorder/emulate/emulated_pt_settings.h"
 #include "recorder/emulate/emulation_control.h"
 #include "recorder/emulate/ground_truth_writer.h"
 #include "recorder/emulate/ptrace_stepper.h"
@@ -110,21 +111,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   }
   const int pid = session->target().pid();
 
-  PtStreamSetOptions stream_options;
-  stream_options.generator.psb_period = options.psb_period;
-  stream_options.generator.noretcomp =
-      options.noretcomp || options.timing == TimingPreset::kHigh;
-  // Timing as the hardware presets: low = TSC only (in PSB+ and at enables); normal and
-  // high = + MTC and cycle-accurate CYC (cyc_thresh=1) from the same clock: the "TSC" is
-  // CLOCK_MONOTONIC ns, the ART runs at 1/256 of it, the core clock equals it.
-  const bool timed = options.timing != TimingPreset::kLow;
-  stream_options.generator.tsc_interval = 0;
-  stream_options.generator.mtc = timed;
-  stream_options.generator.cyc = timed;
-  stream_options.virtual_cpus = options.virtual_cpus;
-  stream_options.snapshot = options.snapshot;
-  stream_options.snapshot_size = options.snapshot_size;
-  stream_options.overflow_every_bytes = options.emulate_overflow_every;
+  const PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
   PtStreamSet streams(stream_options, &*dir);
 
   PtraceStepperOptions stepper_options;
@@ -224,32 +211,9 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   absl::Status session_status = session->Finish(&meta);
   streams.set_end_reason(stepper.end_reason());
   absl::Status streams_status = streams.Finish(end_ns, &meta);
-  meta.mode = TraceMode::kEmulated;
-  meta.per = options.virtual_cpus > 0 ? "cpu" : "thread";
-  meta.pt.pmu_type = -1;
-  meta.pt.timing = options.timing == TimingPreset::kLow ? "low"
-                   : options.timing == TimingPreset::kHigh ? "high" : "normal";
-  meta.pt.user_only = true;
-  meta.pt.fields["tsc"] = 1;
-  meta.pt.fields["noretcomp"] = stream_options.generator.noretcomp ? 1 : 0;
-  if (timed) {
-    // What a decoder needs to turn MTC and CYC into time (libipt: cpuid_0x15_eax/ebx,
-    // mtc_freq, nom_freq), consistent with the packets PacketGenerator wrote.
-    const PacketGeneratorOptions& g = stream_options.generator;
-    meta.pt.fields["mtc"] = 1;
-    meta.pt.fields["mtc_period"] = g.mtc_freq;
-    meta.pt.fields["cyc"] = 1;
-    meta.pt.fields["cyc_thresh"] = 1;
-    meta.pt.mtc_freq = g.mtc_freq;
-    meta.pt.cpuid_0x15_eax = 1;
-    meta.pt.cpuid_0x15_ebx = g.art_ratio;
-    meta.pt.tsc_art_ratio_num = g.art_ratio;
-    meta.pt.tsc_art_ratio_den = 1;
-    meta.pt.nom_freq = g.core_ratio;
-  }
-  meta.pt.psb_period_bytes = options.psb_period;
-  meta.time = TimeConversion{};  // identity: TSC packets carry CLOCK_MONOTONIC ns
-  meta.time.cap_user_time_zero = true;
+  DescribeEmulatedPt(options, stream_options, &meta);
+  meta.emulator = "ptrace";
+  meta.time_axis = "wall";
   meta.end_reason = stepper.end_reason();
   // How the target ended, for `info` (docs/robustness.md).
   if (const int target_status = stepper.exit_status(pid); target_status >= 0) {

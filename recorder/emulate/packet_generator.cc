@@ -278,6 +278,15 @@ void PacketGenerator::PushReturn(uint64_t address) {
   if (ret_depth_ < kRetStackSize) ++ret_depth_;
 }
 
+void PacketGenerator::RetireStraight(uint64_t ip, uint64_t count, uint64_t time) {
+  if (count == 0) return;
+  ExecutedInsn first;
+  first.ip = ip;
+  Retire(first, time);  // enables, or writes a due PSB+ / post-overflow FUP, at `ip`
+  stats_.instructions += count - 1;
+  last_time_ = time + count - 1;
+}
+
 void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
   if (!enabled_) {
     Enable(insn.ip, time);

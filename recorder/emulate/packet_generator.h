@@ -76,6 +76,11 @@ class PacketGenerator {
   // an asynchronous disable) it is first re-enabled at insn.ip (TIP.PGE).
   void Retire(const ExecutedInsn& insn, uint64_t time);
 
+  // `count` instructions that fall through one to the next, the first at `ip`, retired
+  // at `time`, time + 1, ...: no packet of their own (block-level front ends retire a
+  // straight run at once and its last instruction with Retire).
+  void RetireStraight(uint64_t ip, uint64_t count, uint64_t time);
+
   // Execution left user space before the instruction at `ip` retired (signal, fault,
   // preemption, thread switch on a CPU): FUP(ip) + TIP.PGD. No-op while disabled.
   void AsyncDisable(uint64_t ip, uint64_t time);

@@ -163,6 +163,20 @@ bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t ti
   return true;
 }
 
+void PtStreamSet::RetireStraight(int pid, int tid, uint64_t first_ip, uint64_t count, uint64_t time) {
+  ThreadSlot& slot = Slot(pid, tid, time);
+  slot.stream->generator->RetireStraight(first_ip, count, time);
+}
+
+void PtStreamSet::RetireBlock(int pid, int tid, uint64_t first_ip, uint64_t straight,
+                              const ExecutedInsn& last, uint64_t time) {
+  ThreadSlot& slot = Slot(pid, tid, time);
+  PacketGenerator* generator = slot.stream->generator.get();
+  generator->RetireStraight(first_ip, straight, time);
+  generator->Retire(last, time + straight);
+  slot.resume_ip = last.next_ip;
+}
+
 void PtStreamSet::MaybeInjectOverflow(Stream* stream, const ExecutedInsn& insn, uint64_t time,
                                       uint64_t anchors_before) {
   const PacketGeneratorStats& stats = stream->generator->stats();

@@ -58,6 +58,12 @@ class PtStreamSet {
 
   // False: the instruction was lost to an injected overflow (not in the stream).
   bool Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time);
+  // A basic block: `straight` fall-through instructions from `first_ip` retired at
+  // time, time + 1, ..., then `last` at time + straight. Per-thread mode without
+  // overflow injection (the block-level Valgrind front end).
+  void RetireStraight(int pid, int tid, uint64_t first_ip, uint64_t count, uint64_t time);
+  void RetireBlock(int pid, int tid, uint64_t first_ip, uint64_t straight, const ExecutedInsn& last,
+                   uint64_t time);
   // Execution of `tid` left user space before `ip` retired (signal delivery). False
   // while the thread's instructions are being lost to an overflow (nothing is written).
   bool AsyncDisable(int pid, int tid, uint64_t ip, uint64_t time);

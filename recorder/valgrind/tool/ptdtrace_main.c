@@ -1,0 +1,585 @@
+/* ptdtrace: the Valgrind tool behind `ptrace-direct record --emulate=valgrind`.
+
+   It reports the control flow the program executed, in the form the recorder needs to
+   write the Intel PT packets hardware would have written (vgpt_stream.h): one word per
+   executed superblock (stored inline by the instrumented code, no helper call), a
+   description of each superblock when it is translated, and control records for thread
+   switches, signals, memory mappings, forks, execs and exit. Everything goes into a
+   1 MiB buffer that is written to this instance's file in the output directory when
+   full, before a fork or exec, at syscalls once it holds 64 KiB, and at exit; the
+   recorder reads the files while they grow and does all the packet work on its own
+   thread. The tool keeps no state per instruction: the per-block work is five IR
+   statements and a guarded call that runs once per 256 Ki blocks.
+
+   Options: --ptd-out=DIR (required): where the stream files go, one per instance,
+   named <pid>-<n>.vgpt. */
+
+#include "pub_tool_basics.h"
+#include "pub_tool_tooliface.h"
+#include "pub_tool_aspacemgr.h"
+#include "pub_tool_clientstate.h"
+#include "pub_tool_libcassert.h"
+#include "pub_tool_libcbase.h"
+#include "pub_tool_libcfile.h"
+#include "pub_tool_libcprint.h"
+#include "pub_tool_libcproc.h"
+#include "pub_tool_machine.h"
+#include "pub_tool_mallocfree.h"
+#include "pub_tool_options.h"
+#include "pub_tool_threadstate.h"
+#include "pub_tool_transtab.h"
+#include "pub_tool_vki.h"
+#include "pub_tool_vkiscnums.h"
+
+#include "vgpt_stream.h"
+
+/* Not in the tool API, but exported by libcoregrind (which a tool links statically):
+   moves an fd into the range Valgrind reserves for itself, which the program can
+   neither see nor close (programs close every fd before exec, as subprocess does). */
+extern Int VG_(safe_fd)(Int oldfd);
+
+#define BUF_WORDS (256 * 1024)
+#define FLUSH_AT_SYSCALL_WORDS (16 * 1024)
+
+static UInt buf[BUF_WORDS + 64];
+/* The instrumented code stores a block id at *buf_pos and advances it; the guarded
+   helper flushes once buf_pos reaches buf + BUF_WORDS. */
+static UInt* buf_pos = buf;
+
+static const HChar* clo_out_dir = NULL;
+static Int out_fd = -1;
+static Bool write_failed = False;
+static UInt next_block_id = 1;
+static UInt fork_seq = 0;          /* forks started by this process */
+static UInt hello_fork_seq = 0;    /* the parent's fork this process came from */
+static Bool is_fork_child = False;
+static ThreadId last_tid = VG_INVALID_THREADID;
+#define MAX_TIDS 4096 /* Valgrind's ThreadIds are small (--max-threads, 500 by default) */
+static Int os_tid_of[MAX_TIDS];
+static Bool alive[MAX_TIDS];
+
+/* ---- output ---------------------------------------------------------------- */
+
+static void write_all(const void* data, SizeT len) {
+  const UChar* p = data;
+  while (len > 0 && !write_failed) {
+    Int n = VG_(write)(out_fd, p, len > (1 << 30) ? (1 << 30) : (Int)len);
+    if (n <= 0) {
+      /* Disk full or the recorder gone: stop writing, keep running the program. The
+         recorder sees the file end without an exit record and says so. */
+      write_failed = True;
+      VG_(umsg)("ptdtrace: cannot write the trace stream; recording of pid %d stops here\n",
+                VG_(getpid)());
+      return;
+    }
+    p += n;
+    len -= n;
+  }
+}
+
+/* The recorder unlinks a stream file when it stops reading it (recording stopped while
+   the program runs on): then the program goes on untraced. */
+static void stop_if_abandoned(void) {
+  struct vg_stat st;
+  if (VG_(fstat)(out_fd, &st) == 0 && st.nlink == 0) {
+    VG_(close)(out_fd);
+    out_fd = -1;
+    write_failed = True;
+  }
+}
+
+static void flush(void) {
+  if (write_failed) {
+    buf_pos = buf; /* untraced: drop what the instrumented code stored */
+    return;
+  }
+  if (out_fd < 0) return; /* before post_clo_init: keep buffering */
+  SizeT words = buf_pos - buf;
+  if (words > 0) write_all(buf, words * sizeof(UInt));
+  buf_pos = buf;
+  if (!write_failed) stop_if_abandoned();
+}
+
+static VG_REGPARM(0) void flush_full(void) { flush(); }
+
+/* Room for a control record of `words` words. */
+static void reserve(SizeT words) {
+  tl_assert(words < BUF_WORDS);
+  if ((SizeT)(buf + BUF_WORDS - buf_pos) < words) flush();
+}
+
+static void put32(UInt w) { *buf_pos++ = w; }
+static void put64(ULong w) {
+  put32((UInt)w);
+  put32((UInt)(w >> 32));
+}
+static SizeT string_words(const HChar* s) { return (VG_(strlen)(s) + 1 + 3) / 4; }
+static void put_string(const HChar* s) {
+  SizeT words = string_words(s);
+  buf_pos[words - 1] = 0;
+  VG_(memcpy)(buf_pos, s, VG_(strlen)(s) + 1);
+  buf_pos += words;
+}
+static void put_bytes(const void* data, SizeT len) {
+  SizeT words = (len + 3) / 4;
+  if (words > 0) buf_pos[words - 1] = 0;
+  VG_(memcpy)(buf_pos, data, len);
+  buf_pos += words;
+}
+static void begin(UInt kind, SizeT payload_words) {
+  reserve(payload_words + 2);
+  put32(VGPT_TAG_BASE | kind);
+  put32((UInt)payload_words);
+}
+
+static void open_output(void) {
+  HChar path[4096];
+  Int pid = VG_(getpid)();
+  struct vg_stat st;
+  VG_(snprintf)(path, sizeof(path), "%s/stop", clo_out_dir);
+  if (!sr_isError(VG_(stat)(path, &st))) {
+    /* The recording has stopped: this program (a child, an exec) runs untraced. */
+    write_failed = True;
+    return;
+  }
+  for (Int n = 0; n < 10000; ++n) {
+    VG_(snprintf)(path, sizeof(path), "%s/%d-%d.vgpt", clo_out_dir, pid, n);
+    SysRes r = VG_(open)(path, VKI_O_WRONLY | VKI_O_CREAT | VKI_O_EXCL, 0600);
+    if (!sr_isError(r)) {
+      /* Out of the program's way: programs close or dup2 over low fds. */
+      out_fd = VG_(safe_fd)(sr_Res(r));
+      return;
+    }
+    if (sr_Err(r) != VKI_EEXIST) break;
+  }
+  /* The recorder is gone (its directory removed): run untraced. */
+  write_failed = True;
+}
+
+static void put_hello(UInt flags) {
+  if (write_failed) return;
+  const HChar* exe = VG_(args_the_exename) ? VG_(args_the_exename) : "";
+  begin(VGPT_HELLO, 5 + string_words(exe));
+  put32(VGPT_VERSION);
+  put32((UInt)VG_(getpid)());
+  put32((UInt)VG_(getppid)());
+  put32(flags);
+  put32(hello_fork_seq);
+  put_string(exe);
+}
+
+/* ---- memory map ---------------------------------------------------------- */
+
+static void put_map(Addr a, SizeT len, Bool rr, Bool ww, Bool xx, UInt flags) {
+  NSegment const* seg = VG_(am_find_nsegment)(a);
+  const HChar* name = "";
+  ULong offset = 0, dev = 0, ino = 0;
+  if (seg != NULL && seg->kind == SkFileC) {
+    const HChar* fn = VG_(am_get_filename)(seg);
+    if (fn != NULL) name = fn;
+    offset = seg->offset + (a - seg->start);
+    dev = seg->dev;
+    ino = seg->ino;
+  }
+  begin(VGPT_MAP, 12 + string_words(name));
+  put64(a);
+  put64(len);
+  put64(offset);
+  put32((rr ? 1 : 0) | (ww ? 2 : 0) | (xx ? 4 : 0));
+  put32(flags);
+  put64(dev);
+  put64(ino);
+  put_string(name);
+}
+
+static void on_new_mem_startup(Addr a, SizeT len, Bool rr, Bool ww, Bool xx, ULong di) {
+  (void)di;
+  put_map(a, len, rr, ww, xx, VGPT_MAP_STARTUP);
+}
+
+static void on_new_mem_mmap(Addr a, SizeT len, Bool rr, Bool ww, Bool xx, ULong di) {
+  (void)di;
+  put_map(a, len, rr, ww, xx, 0);
+}
+
+static void on_mprotect(Addr a, SizeT len, Bool rr, Bool ww, Bool xx) {
+  put_map(a, len, rr, ww, xx, 0);
+}
+
+static void on_munmap(Addr a, SizeT len) {
+  begin(VGPT_UNMAP, 4);
+  put64(a);
+  put64(len);
+}
+
+static void on_remap(Addr from, Addr to, SizeT len) {
+  on_munmap(from, len);
+  NSegment const* seg = VG_(am_find_nsegment)(to);
+  put_map(to, len, seg && seg->hasR, seg && seg->hasW, seg && seg->hasX, 0);
+}
+
+/* The [vdso] has no file: send its bytes (an ELF image) for the decoder. */
+static void dump_vdso(void) {
+  Addr starts[512];
+  Int n = VG_(am_get_segment_starts)(SkAnonC, starts, 512);
+  for (Int i = 0; i < n; ++i) {
+    NSegment const* seg = VG_(am_find_nsegment)(starts[i]);
+    if (seg == NULL || !seg->hasX || !seg->hasR) continue;
+    SizeT size = seg->end - seg->start + 1;
+    const UChar* p = (const UChar*)seg->start;
+    if (size > 64 * 1024 || p[0] != 0x7f || p[1] != 'E' || p[2] != 'L' || p[3] != 'F') continue;
+    begin(VGPT_DUMP, 3 + string_words("[vdso]") + (size + 3) / 4);
+    put64(seg->start);
+    put32((UInt)size);
+    put_string("[vdso]");
+    put_bytes(p, size);
+  }
+}
+
+/* ---- threads and signals --------------------------------------------------- */
+
+static void on_start_client_code(ThreadId tid, ULong blocks) {
+  (void)blocks;
+  tl_assert(tid < MAX_TIDS);
+  os_tid_of[tid] = VG_(gettid)();
+  alive[tid] = True;
+  if (tid == last_tid) return;
+  begin(VGPT_SWITCH, 4);
+  put32((UInt)os_tid_of[tid]);
+  if (last_tid != VG_INVALID_THREADID && alive[last_tid]) {
+    put32((UInt)os_tid_of[last_tid]);
+    put64(VG_(get_IP)(last_tid));
+  } else {
+    put32(0);
+    put64(0);
+  }
+  last_tid = tid;
+}
+
+static void on_thread_exit(ThreadId tid) {
+  begin(VGPT_THREAD_EXIT, 1);
+  put32((UInt)os_tid_of[tid]);
+  alive[tid] = False;
+  if (tid == last_tid) last_tid = VG_INVALID_THREADID;
+}
+
+static void on_pre_deliver_signal(ThreadId tid, Int sig, Bool alt_stack) {
+  (void)alt_stack;
+  begin(VGPT_SIGNAL, 4);
+  put32((UInt)(tid < MAX_TIDS && os_tid_of[tid] ? os_tid_of[tid] : VG_(gettid)()));
+  put32((UInt)sig);
+  put64(VG_(get_IP)(tid));
+}
+
+/* ---- syscalls, fork, exec -------------------------------------------------- */
+
+static void pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs) {
+  (void)tid;
+  (void)nargs;
+  if (sysno == __NR_execve || sysno == __NR_execveat) {
+    const HChar* path = (const HChar*)args[sysno == __NR_execve ? 0 : 1];
+    if (path == NULL || !VG_(am_is_valid_for_client)((Addr)path, 1, VKI_PROT_READ)) path = "";
+    begin(VGPT_EXEC, string_words(path));
+    put_string(path);
+    flush();
+  } else if (buf_pos - buf >= FLUSH_AT_SYSCALL_WORDS) {
+    /* Keep what a SIGKILL would lose small. */
+    flush();
+  }
+}
+
+static void post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, SysRes res) {
+  (void)tid;
+  (void)sysno;
+  (void)args;
+  (void)nargs;
+  (void)res;
+}
+
+static void pre_fork(ThreadId tid) {
+  (void)tid;
+  ++fork_seq;
+  begin(VGPT_FORKING, 1);
+  put32(fork_seq);
+  flush();
+}
+
+static void parent_fork(ThreadId tid) {
+  (void)tid;
+  /* The child's pid is not known here; the child names its parent instead. */
+}
+
+static void child_fork(ThreadId tid) {
+  if (write_failed) return; /* untraced already: so is the child */
+  /* A new process: its own file. Its translations were made (and described) in the
+     parent's stream, so they are dropped and made again, described in this one. */
+  buf_pos = buf;
+  out_fd = -1;
+  write_failed = False;
+  is_fork_child = True;
+  hello_fork_seq = fork_seq;
+  fork_seq = 0;
+  last_tid = VG_INVALID_THREADID;
+  for (Int i = 0; i < MAX_TIDS; ++i) alive[i] = False;
+  open_output();
+  put_hello(VGPT_HELLO_FORK_CHILD);
+  VG_(discard_translations_safely)(0, ~(SizeT)0, "ptdtrace fork");
+  (void)tid;
+}
+
+/* ---- instrumentation ------------------------------------------------------- */
+
+static Bool is_client_request_preamble(Addr a, UInt len) {
+  /* rol rdi,3; rol rdi,13; rol rdi,61; rol rdi,51; xchg r,r: VEX makes one IMark of
+     the five instructions the CPU runs. */
+  static const UChar preamble[4] = {0x48, 0xc1, 0xc7, 0x03};
+  return len == 19 && VG_(memcmp)((const void*)a, preamble, 4) == 0;
+}
+
+/* What the CPU sees in the last instruction of a block. Direct and indirect transfers
+   are told apart by the opcode, not by whether VEX knows the target: VEX folds constants
+   (`mov $f,%rax; call *%rax` has a constant next), PT still writes a TIP for it; and a
+   jcc whose condition VEX folded away still costs a TNT bit. */
+enum { OP_OTHER, OP_JCC, OP_JMP, OP_CALL, OP_IJMP, OP_ICALL, OP_RET, OP_REP_STRING };
+
+static UInt decode_last(Addr a, UInt len, Addr end, ULong* target) {
+  const UChar* p = (const UChar*)a;
+  const UChar* stop = p + len;
+  Bool rep = False;
+  while (p < stop) {
+    UChar b = *p;
+    if (b == 0xf2 || b == 0xf3) {
+      rep = True;
+      ++p;
+    } else if (b == 0xf0 || b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 ||
+               b == 0x65 || b == 0x66 || b == 0x67 || (b >= 0x40 && b <= 0x4f)) {
+      ++p;
+    } else {
+      break;
+    }
+  }
+  if (p >= stop) return OP_OTHER;
+  UChar op = p[0];
+  if ((op >= 0x70 && op <= 0x7f) || (op >= 0xe0 && op <= 0xe3)) {
+    if (p + 2 > stop) return OP_OTHER;
+    *target = end + (Long)(Char)p[1];
+    return OP_JCC;
+  }
+  if (op == 0x0f && p + 6 <= stop && p[1] >= 0x80 && p[1] <= 0x8f) {
+    Int rel;
+    VG_(memcpy)(&rel, p + 2, 4);
+    *target = end + (Long)rel;
+    return OP_JCC;
+  }
+  if ((op == 0xe8 || op == 0xe9) && p + 5 <= stop) {
+    Int rel;
+    VG_(memcpy)(&rel, p + 1, 4);
+    *target = end + (Long)rel;
+    return op == 0xe8 ? OP_CALL : OP_JMP;
+  }
+  if (op == 0xeb && p + 2 <= stop) {
+    *target = end + (Long)(Char)p[1];
+    return OP_JMP;
+  }
+  if (op == 0xff && p + 2 <= stop) {
+    UInt reg = (p[1] >> 3) & 7;
+    if (reg == 2) return OP_ICALL;
+    if (reg == 4) return OP_IJMP;
+  }
+  if (op == 0xc3 || op == 0xc2) return OP_RET;
+  if (rep && ((op >= 0xa4 && op <= 0xa7) || (op >= 0xaa && op <= 0xaf) || (op >= 0x6c && op <= 0x6f)))
+    return OP_REP_STRING;
+  return OP_OTHER;
+}
+
+static UInt classify(IRSB* sb, Addr last_ip, Addr end, ULong* target) {
+  *target = 0;
+  switch (sb->jumpkind) {
+    case Ijk_Sys_syscall:
+    case Ijk_Sys_int128:
+    case Ijk_Sys_int129:
+    case Ijk_Sys_int130:
+    case Ijk_Sys_int145:
+    case Ijk_Sys_int210:
+    case Ijk_Sys_sysenter:
+      *target = end;
+      return VGPT_KIND_SYSCALL;
+    case Ijk_SigTRAP:
+    case Ijk_SigILL:
+    case Ijk_SigSEGV:
+    case Ijk_SigBUS:
+    case Ijk_SigFPE:
+    case Ijk_SigFPE_IntDiv:
+    case Ijk_SigFPE_IntOvf:
+    case Ijk_NoDecode:
+      return VGPT_KIND_TRAP;
+    default:
+      break;
+  }
+  switch (decode_last(last_ip, (UInt)(end - last_ip), end, target)) {
+    case OP_JCC: return VGPT_KIND_COND;
+    case OP_JMP: return VGPT_KIND_JUMP;
+    case OP_CALL: return VGPT_KIND_CALL;
+    case OP_IJMP: return VGPT_KIND_IJUMP;
+    case OP_ICALL: return VGPT_KIND_ICALL;
+    case OP_RET: return VGPT_KIND_RET;
+    case OP_REP_STRING:
+      *target = last_ip;
+      return VGPT_KIND_REP;
+    default:
+      /* Falls through: VEX cut the block, or a client request, pause, cpuid... */
+      *target = end;
+      return VGPT_KIND_NONE;
+  }
+}
+
+static IRSB* instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayout* layout,
+                        const VexGuestExtents* vge, const VexArchInfo* archinfo,
+                        IRType gWordTy, IRType hWordTy) {
+  (void)closure;
+  (void)layout;
+  (void)vge;
+  (void)archinfo;
+  if (gWordTy != Ity_I64 || hWordTy != Ity_I64) VG_(tool_panic)("ptdtrace: amd64 only");
+
+  /* Describe the block: its instructions and how it ends. */
+  UChar lengths[512];
+  UInt n = 0;
+  Addr start = 0, last_ip = 0, end = 0;
+  for (Int i = 0; i < in->stmts_used; ++i) {
+    IRStmt* st = in->stmts[i];
+    if (st->tag != Ist_IMark) continue;
+    Addr a = st->Ist.IMark.addr;
+    UInt len = st->Ist.IMark.len;
+    if (n == 0) start = a;
+    if (is_client_request_preamble(a, len) && n + 5 < sizeof(lengths)) {
+      lengths[n++] = 4;
+      lengths[n++] = 4;
+      lengths[n++] = 4;
+      lengths[n++] = 4;
+      lengths[n++] = 3;
+    } else if (n < sizeof(lengths)) {
+      lengths[n++] = (UChar)len;
+    }
+    last_ip = a;
+    end = a + len;
+  }
+  if (n == 0) return in; /* nothing the CPU would run */
+  if (is_client_request_preamble(last_ip, (UInt)(end - last_ip))) last_ip = end - 3;
+
+  ULong target = 0;
+  UInt kind = classify(in, last_ip, end, &target);
+  UInt id = next_block_id++;
+  tl_assert(id < VGPT_TAG_BASE);
+  begin(VGPT_BLOCK, 12 + (n + 3) / 4);
+  put32(id);
+  put64(start);
+  put64(end);
+  put64(last_ip);
+  put64(target);
+  put32(kind);
+  put32(n);
+  put32(0);
+  put_bytes(lengths, n);
+
+  /* Copy the statements, storing the id at the first instruction: after any
+     self-check preamble, which may discard the block before it runs. */
+  IRSB* out = deepCopyIRSBExceptStmts(in);
+  Bool stored = False;
+  for (Int i = 0; i < in->stmts_used; ++i) {
+    IRStmt* st = in->stmts[i];
+    if (!stored && st->tag == Ist_IMark) {
+      stored = True;
+      IRTemp pos = newIRTemp(out->tyenv, Ity_I64);
+      IRTemp next_pos = newIRTemp(out->tyenv, Ity_I64);
+      IRTemp full = newIRTemp(out->tyenv, Ity_I1);
+      addStmtToIRSB(out, st);
+      addStmtToIRSB(out, IRStmt_WrTmp(pos, IRExpr_Load(Iend_LE, Ity_I64,
+                                                       mkIRExpr_HWord((HWord)&buf_pos))));
+      addStmtToIRSB(out, IRStmt_Store(Iend_LE, IRExpr_RdTmp(pos),
+                                      IRExpr_Const(IRConst_U32(id))));
+      addStmtToIRSB(out, IRStmt_WrTmp(next_pos, IRExpr_Binop(Iop_Add64, IRExpr_RdTmp(pos),
+                                                             IRExpr_Const(IRConst_U64(4)))));
+      addStmtToIRSB(out, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&buf_pos),
+                                      IRExpr_RdTmp(next_pos)));
+      addStmtToIRSB(out, IRStmt_WrTmp(full, IRExpr_Binop(Iop_CmpLE64U,
+                                                         mkIRExpr_HWord((HWord)(buf + BUF_WORDS)),
+                                                         IRExpr_RdTmp(next_pos))));
+      IRDirty* di = unsafeIRDirty_0_N(0, "ptdtrace_flush_full",
+                                      VG_(fnptr_to_fnentry)(&flush_full), mkIRExprVec_0());
+      di->guard = IRExpr_RdTmp(full);
+      addStmtToIRSB(out, IRStmt_Dirty(di));
+      continue;
+    }
+    addStmtToIRSB(out, st);
+  }
+  return out;
+}
+
+/* ---- start and end ----------------------------------------------------------- */
+
+static Bool process_cmd_line_option(const HChar* arg) {
+  if (VG_STR_CLO(arg, "--ptd-out", clo_out_dir)) {
+  } else {
+    return False;
+  }
+  return True;
+}
+
+static void print_usage(void) {
+  VG_(printf)("    --ptd-out=DIR             where to write the stream files (required)\n");
+}
+
+static void print_debug_usage(void) { VG_(printf)("    (none)\n"); }
+
+static void post_clo_init(void) {
+  if (clo_out_dir == NULL) {
+    VG_(fmsg)("ptdtrace: --ptd-out=DIR is required (ptrace-direct passes it)\n");
+    VG_(exit)(1);
+  }
+  /* Records made before this (the loader's mappings) are in the buffer already. */
+  UInt saved = (UInt)(buf_pos - buf);
+  UInt early[4096];
+  tl_assert(saved <= 4096);
+  VG_(memcpy)(early, buf, saved * sizeof(UInt));
+  buf_pos = buf;
+  open_output();
+  put_hello(VGPT_HELLO_STARTUP);
+  reserve(saved);
+  VG_(memcpy)(buf_pos, early, saved * sizeof(UInt));
+  buf_pos += saved;
+  dump_vdso();
+}
+
+static void fini(Int exitcode) {
+  begin(VGPT_EXIT, 1);
+  put32((UInt)exitcode);
+  flush();
+  if (out_fd >= 0) VG_(close)(out_fd);
+  out_fd = -1;
+}
+
+static void pre_clo_init(void) {
+  VG_(details_name)("ptdtrace");
+  VG_(details_version)("1");
+  VG_(details_description)("ptrace-direct's control-flow recorder");
+  VG_(details_copyright_author)("ptrace-direct authors");
+  VG_(details_bug_reports_to)("the ptrace-direct project");
+  VG_(details_avg_translation_sizeB)(200);
+
+  VG_(basic_tool_funcs)(post_clo_init, instrument, fini);
+  VG_(needs_command_line_options)(process_cmd_line_option, print_usage, print_debug_usage);
+  VG_(needs_syscall_wrapper)(pre_syscall, post_syscall);
+
+  VG_(track_new_mem_startup)(on_new_mem_startup);
+  VG_(track_new_mem_mmap)(on_new_mem_mmap);
+  VG_(track_change_mem_mprotect)(on_mprotect);
+  VG_(track_die_mem_munmap)(on_munmap);
+  VG_(track_copy_mem_remap)(on_remap);
+  VG_(track_start_client_code)(on_start_client_code);
+  VG_(track_pre_thread_ll_exit)(on_thread_exit);
+  VG_(track_pre_deliver_signal)(on_pre_deliver_signal);
+  VG_(atfork)(pre_fork, parent_fork, child_fork);
+}
+
+VG_DETERMINE_INTERFACE_VERSION(pre_clo_init)

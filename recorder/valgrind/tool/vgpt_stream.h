@@ -1,0 +1,85 @@
+/* The stream ptrace-direct's Valgrind tool (ptdtrace) writes and the recorder reads:
+   one file per tool instance (a process, or a process after each exec), a sequence
+   of little-endian 32-bit words. Shared by the tool (C, no libc) and the host (C++).
+
+   - A word below VGPT_TAG_BASE is the id of a superblock that started executing
+     (ids start at 1 and are never reused within a file). This is the hot path: the
+     instrumented code stores one word per executed superblock.
+   - A word VGPT_TAG_BASE | kind starts a control record; the next word is the number of
+     payload words that follow. Payload layouts are below (u64 = two words, low first;
+     strings are NUL-terminated and padded to a word).
+
+   Blocks are translated with --vex-guest-chase=no, so a superblock is straight-line code
+   that ends at its first control transfer (or at VEX's size limit); which way it left
+   is told by the next superblock its thread executes, or by the resume IP in a switch
+   or signal record. */
+#ifndef PTD_VGPT_STREAM_H
+#define PTD_VGPT_STREAM_H
+
+#define VGPT_TAG_BASE 0xFFFFFF00u
+#define VGPT_VERSION 1u
+
+/* Control record kinds. */
+enum {
+  /* u32 version, u32 pid, u32 ppid, u32 flags (VGPT_HELLO_*), u32 fork_seq,
+     string exe path. First record of every file. A forked child's file says which
+     fork of its parent it came from (the parent's VGPT_FORKING record with that seq). */
+  VGPT_HELLO = 1,
+  /* u32 id, u64 start, u64 end (fall-through of the last instruction), u64 last_ip,
+     u64 target (const target of the final jump, 0 if indirect), u32 kind (VGPT_KIND_*),
+     u32 n_insns, u32 flags (VGPT_BLOCK_*), then n_insns instruction lengths, 1 byte
+     each, padded to a word. */
+  VGPT_BLOCK = 2,
+  /* u32 tid now running, u32 tid switched out (0: none), u64 resume IP of the one
+     switched out. */
+  VGPT_SWITCH = 3,
+  /* u32 tid. The thread is gone. */
+  VGPT_THREAD_EXIT = 4,
+  /* u32 tid, u32 signo, u64 interrupted IP (the next instruction that did not run). */
+  VGPT_SIGNAL = 5,
+  /* u64 start, u64 len, u64 file offset, u32 prot (1 r, 2 w, 4 x), u32 flags
+     (VGPT_MAP_*), u64 dev, u64 ino, string path ("" when anonymous). */
+  VGPT_MAP = 6,
+  /* u64 start, u64 len. */
+  VGPT_UNMAP = 7,
+  /* u32 fork_seq. The process is about to fork (written and flushed before it). */
+  VGPT_FORKING = 8,
+  /* u32 child pid (written after a successful fork, in the parent). */
+  VGPT_FORKED = 9,
+  /* string path. An execve is about to be attempted; the process's next file (a new
+     tool instance) starts if it succeeds. */
+  VGPT_EXEC = 10,
+  /* u32 exit code. The tool is shutting down (program exit or fatal signal). */
+  VGPT_EXIT = 11,
+  /* u64 vaddr, u32 size, string name, then size bytes padded to a word: a copy of
+     memory the decoder needs and no file holds (the [vdso]). */
+  VGPT_DUMP = 12,
+  /* u32 tid, u64 IP of a syscall that did not go through (execve failed): nothing.
+     Reserved. */
+  VGPT_NOTE = 13,
+};
+
+/* How the last instruction of a block transfers control. */
+enum {
+  VGPT_KIND_NONE = 0,      /* falls through (VEX cut the block, pause, client request) */
+  VGPT_KIND_COND = 1,      /* jcc/loop/jrcxz: taken iff the next block starts at target */
+  VGPT_KIND_JUMP = 2,      /* jmp rel */
+  VGPT_KIND_IJUMP = 3,     /* jmp r/m */
+  VGPT_KIND_CALL = 4,      /* call rel */
+  VGPT_KIND_ICALL = 5,     /* call r/m */
+  VGPT_KIND_RET = 6,       /* ret */
+  VGPT_KIND_SYSCALL = 7,   /* syscall/sysenter/int 0x80: leaves user space */
+  VGPT_KIND_REP = 8,       /* rep-prefixed string instruction: repeats by re-entering itself */
+  VGPT_KIND_TRAP = 9,      /* int3, ud2, an instruction Valgrind cannot run: a signal follows */
+};
+
+enum {
+  VGPT_HELLO_FORK_CHILD = 1, /* this process was forked from ppid (fork_seq valid) */
+  VGPT_HELLO_STARTUP = 2,    /* the first program of a process started by the tool */
+};
+
+enum {
+  VGPT_MAP_STARTUP = 1,  /* mapped before the program ran (the loader's work) */
+};
+
+#endif

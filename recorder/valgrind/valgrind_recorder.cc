@@ -1,0 +1,350 @@
+#include "recorder/valgrind/valgrind_recorder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/elf_build_id.h"
+#include "common/file_util.h"
+#include "common/trace_dir.h"
+#include "common/trace_meta.h"
+#include "recorder/emulate/elf_symbol.h"
+#include "recorder/emulate/emulated_pt_settings.h"
+#include "recorder/emulate/emulation_control.h"
+#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/target_process.h"
+#include "recorder/valgrind/valgrind_install.h"
+#include "recorder/valgrind/vgpt_converter.h"
+#include "recorder/valgrind/vgpt_spool.h"
+
+namespace ptd {
+namespace {
+
+// A working directory beside the trace directory (the tool's stream files, Valgrind's
+// library links), removed at the end unless the program outlives the recording: then the
+// links stay for the execs it may still make, and a stop file tells new tool instances
+// to run untraced.
+constexpr char kSpoolSubdir[] = "stream";
+constexpr char kLibSubdir[] = "lib";
+// Once the program has exited, children it left running are read until they have been
+// quiet this long.
+constexpr double kOrphanQuietSeconds = 0.5;
+
+double MonotonicSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+absl::Status CheckOptions(const RecordOptions& options) {
+  if (options.pid > 0) {
+    return absl::InvalidArgumentError(
+        "record --emulate=valgrind: Valgrind cannot attach to a running process; "
+        "use --emulate=ptrace with --pid");
+  }
+  if (options.command.empty()) {
+    return absl::InvalidArgumentError("record --emulate=valgrind: give the command to run after --");
+  }
+  if (options.virtual_cpus > 0) {
+    return absl::InvalidArgumentError(
+        "record --emulate=valgrind: --virtual-cpus is a ptrace-emulation option (Valgrind runs one "
+        "thread at a time; every thread gets its own stream)");
+  }
+  if (options.emulate_overflow_every > 0 || !options.ground_truth_path.empty() ||
+      !options.start_at_symbol.empty()) {
+    return absl::InvalidArgumentError(
+        "record --emulate=valgrind: --emulate-overflow-every, --ground-truth and --start-at are "
+        "ptrace-emulation options (use --emulate=ptrace)");
+  }
+  if (options.snapshot && options.snapshot_size < 4096) {
+    return absl::InvalidArgumentError("record --emulate=valgrind: --snapshot-size must be at least 4096 bytes");
+  }
+  return absl::OkStatus();
+}
+
+// Where `symbol` ("NAME" or "NAME@PATH-SUFFIX") lies in a newly mapped file, if there.
+std::vector<uint64_t> TriggerAddressesIn(const Mmap2Record& map, const std::string& symbol) {
+  std::string name = symbol;
+  std::string file_suffix;
+  if (const size_t at = symbol.find('@'); at != std::string::npos) {
+    name = symbol.substr(0, at);
+    file_suffix = symbol.substr(at + 1);
+    if (!absl::EndsWith(map.filename, file_suffix)) return {};
+  }
+  absl::StatusOr<ElfSymbolAddress> found = FindElfFunction(map.filename, name);
+  if (!found.ok()) return {};
+  // The mapping shows file offset pgoff at addr; segments keep vaddr - offset constant.
+  const uint64_t address = found->position_independent
+                               ? found->value + map.addr - map.pgoff - found->first_load_vaddr
+                               : found->value;
+  if (address < map.addr || address >= map.addr + map.len) return {};
+  return {address};
+}
+
+absl::StatusOr<pid_t> Launch(const ValgrindInstall& install, const std::string& lib_dir,
+                             const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return ErrnoError("cannot create", "a pipe", errno);
+  const pid_t pid = fork();
+  if (pid < 0) return ErrnoError("cannot fork", argv[0], errno);
+  if (pid == 0) {
+    close(report[0]);
+    setenv("VALGRIND_LIB", lib_dir.c_str(), 1);
+    execv(install.launcher.c_str(), args.data());
+    const int err = errno;
+    (void)!write(report[1], &err, sizeof(err));
+    _exit(127);
+  }
+  close(report[1]);
+  int err = 0;
+  const ssize_t n = read(report[0], &err, sizeof(err));
+  close(report[0]);
+  if (n == sizeof(err)) {
+    waitpid(pid, nullptr, 0);
+    return ErrnoError("cannot run", install.launcher, err);
+  }
+  return pid;
+}
+
+// The recording loop's outcome.
+struct RunResult {
+  std::string end_reason = "exit";
+  int exit_status = -1;  // waitpid status of Valgrind (the program's), -1 if still running
+  std::vector<EmulationRequest> fifo_stops;
+  std::vector<std::string> notes;
+  uint64_t trigger_hits = 0;
+  double seconds = 0;
+};
+
+// Feeds the tool's streams to the converter until the program has exited (and children
+// it left went quiet) or a stop was asked for, serving snapshot requests in between.
+absl::Status Run(pid_t valgrind, EmulationControl& control, VgptSpool& spool, VgptConverter& converter,
+                 const std::string& stop_file, bool* trigger_stop, RunResult* result) {
+  const double start = MonotonicSeconds();
+  double quiet_since = -1;
+  for (;;) {
+    absl::StatusOr<bool> progress = spool.Poll();
+    if (!progress.ok()) return progress.status();
+    if (*trigger_stop) {
+      result->end_reason = "trigger";
+      break;
+    }
+    bool stop = false;
+    if (control.pending()->load(std::memory_order_relaxed)) {
+      for (const EmulationRequest& request : control.Take()) {
+        switch (request.kind) {
+          case EmulationRequest::Kind::kSnapshot:
+            control.Answer(request, converter.Snapshot(request.reason));
+            break;
+          case EmulationRequest::Kind::kStop:
+            if (request.from_fifo) result->fifo_stops.push_back(request);
+            result->end_reason = request.reason;
+            stop = true;
+            break;
+          case EmulationRequest::Kind::kUnknownCommand:
+            result->notes.push_back(absl::StrCat("control: unknown command \"", request.text, "\""));
+            control.Answer(request, absl::InvalidArgumentError(absl::StrCat(
+                                        "unknown command \"", request.text, "\" (want snapshot or stop)")));
+            break;
+        }
+      }
+    }
+    if (stop) break;
+    if (*progress) {
+      quiet_since = -1;
+      continue;
+    }
+    if (result->exit_status < 0) {
+      int status = 0;
+      if (waitpid(valgrind, &status, WNOHANG) == valgrind) result->exit_status = status;
+    }
+    if (result->exit_status >= 0) {
+      if (spool.AllExited()) break;
+      if (quiet_since < 0) quiet_since = MonotonicSeconds();
+      if (MonotonicSeconds() - quiet_since > kOrphanQuietSeconds) break;
+    }
+    usleep(300);
+  }
+  // The tool instances still running stop writing at their next flush; the program goes
+  // on untraced.
+  if (result->exit_status < 0) {
+    if (absl::Status s = WriteFileAtomic(stop_file, std::string_view("stop\n")); !s.ok()) {
+      result->notes.push_back(absl::StrCat("could not tell the Valgrind tool to stop: ", s.message()));
+    }
+  }
+  absl::Status drained = spool.Drain();
+  result->seconds = MonotonicSeconds() - start;
+  return drained;
+}
+
+void DescribeRun(const RecordOptions& options, const VgptConverter& converter, const RunResult& run,
+                 uint64_t stream_bytes, TraceMeta* meta) {
+  meta->emulator = "valgrind";
+  meta->time_axis = options.wall_clock ? "wall" : "virtual";
+  meta->command = options.command;
+  meta->end_reason = run.end_reason;
+  if (run.exit_status >= 0) {
+    meta->notes.push_back(absl::StrCat("target process ", DescribeWaitStatus(run.exit_status)));
+    if (WIFSIGNALED(run.exit_status) && meta->end_reason == "exit") meta->end_reason = "target_killed";
+  } else {
+    meta->notes.push_back("recording stopped while the program ran; it goes on under Valgrind, untraced");
+  }
+  const VgptConverterStats& s = converter.stats();
+  meta->notes.push_back(absl::StrFormat(
+      "emulated with Valgrind (ptdtrace): %u blocks, %u instructions, %u processes, %u threads, "
+      "%u signals, %.2f s (%.1f M instructions/s), %.0f MB of tool stream",
+      s.blocks, s.instructions, s.processes, s.threads, s.signals, run.seconds,
+      run.seconds > 0 ? static_cast<double>(s.instructions) / run.seconds / 1e6 : 0.0,
+      static_cast<double>(stream_bytes) / 1e6));
+  if (!options.wall_clock) {
+    meta->notes.push_back(
+        "time axis: virtual, one ns per retired instruction per process (a forked child starts at "
+        "its parent's fork); record with --time=wall for the wall clock");
+  }
+  if (s.unknown_blocks > 0 || s.bad_records > 0) {
+    meta->notes.push_back(absl::StrFormat(
+        "tool stream: %u executions of undescribed blocks and %u bad records were skipped",
+        s.unknown_blocks, s.bad_records));
+  }
+  if (!options.trigger_symbol.empty()) {
+    meta->notes.push_back(absl::StrFormat("--trigger %s: %u hits", options.trigger_symbol, run.trigger_hits));
+  }
+  meta->notes.insert(meta->notes.end(), run.notes.begin(), run.notes.end());
+}
+
+// Build-ids of the files the program mapped, so a decode elsewhere can tell a changed file.
+void RecordBuildIds(const TraceDirWriter& dir, TraceMeta* meta) {
+  for (const SidebandFile& file : meta->sideband) {
+    absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(dir.FilePath(file.file));
+    if (!bytes.ok()) continue;
+    RecordReader reader(*bytes, file.file, RecordFormat{file.sample_type, file.sample_id_all});
+    for (absl::StatusOr<std::optional<PerfRecord>> r = reader.Next(); r.ok() && r->has_value(); r = reader.Next()) {
+      const auto* m2 = std::get_if<Mmap2Record>(&(*r)->body);
+      if (m2 == nullptr || m2->filename.empty() || m2->filename[0] != '/' || meta->build_ids.count(m2->filename)) continue;
+      absl::StatusOr<std::string> id = ReadElfBuildId(m2->filename);
+      if (id.ok() && !id->empty()) meta->build_ids[m2->filename] = *id;
+    }
+  }
+}
+
+}  // namespace
+
+bool ValgrindAvailable(std::string* why) {
+  absl::StatusOr<ValgrindInstall> install = FindValgrind();
+  if (!install.ok() && why != nullptr) *why = std::string(install.status().message());
+  return install.ok();
+}
+
+absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  absl::StatusOr<ValgrindInstall> install = FindValgrind();
+  if (!install.ok()) return install.status();
+  absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(options.output_dir, options.force);
+  if (!dir.ok()) return dir.status();
+  const std::string work_dir = absl::StrCat(dir->final_dir(), ".valgrind-", getpid());
+  const std::string spool_dir = absl::StrCat(work_dir, "/", kSpoolSubdir);
+  const std::string lib_dir = absl::StrCat(work_dir, "/", kLibSubdir);
+  (void)RemoveTree(work_dir);
+  for (const std::string& d : {spool_dir, lib_dir}) {
+    if (absl::Status s = MakeDirs(d); !s.ok()) return s;
+  }
+  if (absl::Status s = MakeValgrindLibDir(*install, lib_dir); !s.ok()) return s;
+
+  const PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
+  PtStreamSet streams(stream_options, &*dir);
+  VgptConverterOptions converter_options;
+  converter_options.wall_clock = options.wall_clock;
+  bool trigger_stop = false;
+  RunResult run;
+  VgptConverter* converter_ptr = nullptr;
+  if (!options.trigger_symbol.empty()) {
+    const std::string symbol = options.trigger_symbol;
+    converter_options.trigger_addresses = [symbol](const Mmap2Record& map) { return TriggerAddressesIn(map, symbol); };
+    converter_options.on_trigger = [&](int, int, uint64_t) {
+      ++run.trigger_hits;
+      if (options.multi_snapshot) {
+        if (absl::Status s = converter_ptr->Snapshot("trigger"); !s.ok()) {
+          run.notes.push_back(absl::StrCat("trigger snapshot: ", s.message()));
+        }
+      } else {
+        trigger_stop = true;
+        converter_ptr->Stop();
+      }
+    };
+  }
+  VgptConverter converter(converter_options, &streams, &*dir);
+  converter_ptr = &converter;
+  VgptSpool spool(spool_dir, &converter);
+
+  absl::StatusOr<std::unique_ptr<EmulationControl>> control =
+      EmulationControl::Start(options.control_fifo, options.duration_s);
+  if (!control.ok()) return control.status();
+  ValgrindRunOptions run_options;
+  run_options.out_dir = spool_dir;
+  run_options.follow_children = options.follow_children;
+  absl::StatusOr<pid_t> valgrind = Launch(*install, lib_dir, ValgrindCommand(*install, run_options, options.command));
+  if (!valgrind.ok()) return valgrind.status();
+  if (!options.quiet) {
+    fprintf(stderr, "ptrace-direct: recording %s under Valgrind (pid %d)\n", options.command[0].c_str(), *valgrind);
+  }
+  absl::Status run_status =
+      Run(*valgrind, **control, spool, converter, absl::StrCat(spool_dir, "/stop"), &trigger_stop, &run);
+
+  TraceMeta meta;
+  streams.set_end_reason(run.end_reason);
+  absl::Status finished = converter.Finish(&meta);
+  DescribeEmulatedPt(options, stream_options, &meta);
+  DescribeRun(options, converter, run, spool.bytes_read(), &meta);
+  meta.pids = {static_cast<int>(*valgrind)};
+  meta.end_ns = converter.newest_time() + 1;
+  RecordBuildIds(*dir, &meta);
+  if (!run_status.ok()) meta.notes.push_back(absl::StrCat("reading the tool's stream: ", run_status.message()));
+  if (run.exit_status >= 0) {
+    (void)RemoveTree(work_dir);
+  } else {
+    meta.notes.push_back(absl::StrCat("the program still runs under Valgrind: ", work_dir,
+                                      " holds the links Valgrind needs; remove it once the program is done"));
+  }
+
+  if (!finished.ok()) {
+    if (absl::Status kept = dir->CommitPartial(meta, finished); !kept.ok()) {
+      return absl::Status(finished.code(), absl::StrCat(finished.message(), "; ", kept.message()));
+    }
+    return absl::Status(finished.code(), absl::StrCat(finished.message(), "; what was written is kept in ",
+                                                      options.output_dir, " (marked partial)"));
+  }
+  absl::Status committed = dir->Commit(meta);
+  for (const EmulationRequest& request : run.fifo_stops) (*control)->Answer(request, committed);
+  if (!committed.ok()) return committed;
+
+  EmulatedRecordSummary summary;
+  summary.trace_dir = options.output_dir;
+  summary.instructions = converter.stats().instructions;
+  summary.steps = converter.stats().blocks;
+  summary.pt_bytes = streams.stats().bytes;
+  summary.threads = converter.stats().threads;
+  summary.signals_delivered = converter.stats().signals;
+  summary.snapshots = streams.stats().snapshots;
+  summary.trigger_hits = run.trigger_hits;
+  summary.seconds = run.seconds;
+  summary.end_reason = run.end_reason;
+  if (run.exit_status >= 0) {
+    summary.exit_status = WIFEXITED(run.exit_status) ? WEXITSTATUS(run.exit_status) : 128 + WTERMSIG(run.exit_status);
+  }
+  return summary;
+}
+
+}  // namespace ptd

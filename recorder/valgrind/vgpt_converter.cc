@@ -1,0 +1,644 @@
+#include "recorder/valgrind/vgpt_converter.h"
+
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "recorder/valgrind/tool/vgpt_stream.h"
+#include "sideband/record_builder.h"
+
+namespace ptd {
+namespace {
+
+constexpr uint32_t kNoBlock = 0;
+
+uint64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+BranchKind LastInsnKind(uint32_t kind) {
+  switch (kind) {
+    case VGPT_KIND_COND: return BranchKind::kCondJump;
+    case VGPT_KIND_JUMP: return BranchKind::kDirectJump;
+    case VGPT_KIND_IJUMP: return BranchKind::kIndirectJump;
+    case VGPT_KIND_CALL: return BranchKind::kDirectCall;
+    case VGPT_KIND_ICALL: return BranchKind::kIndirectCall;
+    case VGPT_KIND_RET: return BranchKind::kReturn;
+    // int3 and other traps enter the kernel like a system call.
+    case VGPT_KIND_SYSCALL:
+    case VGPT_KIND_TRAP: return BranchKind::kFarTransfer;
+    default: return BranchKind::kNone;  // fall-through, rep string instructions
+  }
+}
+
+// Reads a record's payload: u32, u64 (low word first) and strings padded to a word.
+class Payload {
+ public:
+  explicit Payload(absl::Span<const uint32_t> words) : words_(words) {}
+  bool ok() const { return ok_; }
+  uint32_t U32() {
+    if (pos_ >= words_.size()) return Fail();
+    return words_[pos_++];
+  }
+  uint64_t U64() {
+    const uint64_t lo = U32();
+    const uint64_t hi = U32();
+    return lo | (hi << 32);
+  }
+  std::string String() {
+    const char* begin = reinterpret_cast<const char*>(words_.data() + pos_);
+    const size_t max = (words_.size() - std::min(pos_, words_.size())) * 4;
+    const size_t len = strnlen(begin, max);
+    if (len == max) return Fail(), std::string();
+    pos_ += (len + 1 + 3) / 4;
+    return std::string(begin, len);
+  }
+  absl::Span<const uint8_t> Bytes(size_t n) {
+    const size_t words = (n + 3) / 4;
+    if (pos_ + words > words_.size()) return Fail(), absl::Span<const uint8_t>();
+    absl::Span<const uint8_t> out(reinterpret_cast<const uint8_t*>(words_.data() + pos_), n);
+    pos_ += words;
+    return out;
+  }
+
+ private:
+  uint32_t Fail() {
+    ok_ = false;
+    return 0;
+  }
+  absl::Span<const uint32_t> words_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+// Linux's dev_t encoding (new_encode_dev), as Valgrind reports it.
+uint32_t DevMajor(uint64_t dev) { return static_cast<uint32_t>(((dev >> 8) & 0xfff) | ((dev >> 32) & ~0xfffull)); }
+uint32_t DevMinor(uint64_t dev) { return static_cast<uint32_t>((dev & 0xff) | ((dev >> 12) & ~0xffull)); }
+
+std::string CommOf(const std::string& exe) {
+  const size_t slash = exe.rfind('/');
+  std::string base = slash == std::string::npos ? exe : exe.substr(slash + 1);
+  if (base.size() > 15) base.resize(15);  // TASK_COMM_LEN - 1, as the kernel cuts it
+  return base;
+}
+
+}  // namespace
+
+struct VgptConverter::Block {
+  uint64_t start = 0, end = 0, last_ip = 0, target = 0;
+  uint64_t trigger = 0;  // a --trigger address inside the block (0: none)
+  uint32_t n = 0;        // instructions
+  uint32_t lengths_at = 0;  // their lengths: Instance::lengths[lengths_at .. + n]
+  uint8_t kind = VGPT_KIND_NONE;
+  bool described = false;
+};
+
+struct VgptConverter::Process {
+  int pid = 0;
+  int ppid = 0;
+  uint64_t clock = 0;
+  std::map<uint32_t, uint64_t> fork_times;  // fork_seq -> time of the fork
+  std::map<uint32_t, int> forking_tid;
+  std::vector<uint64_t> triggers;  // sorted
+  bool alive = true;
+  bool exec_pending = false;  // the last instance ended with an exec attempt
+};
+
+struct VgptConverter::Thread {
+  int tid = 0;
+  int pid = 0;
+  Instance* pending_in = nullptr;
+  uint32_t pending_id = kNoBlock;
+  uint64_t pending_time = 0;
+  uint64_t last_ip = 0;  // where the thread was last known to be (for a stream's end)
+};
+
+struct VgptConverter::Instance {
+  std::string name;
+  bool hello = false;
+  bool closed = false;
+  bool exited = false;
+  bool last_was_exec = false;
+  int pid = 0;
+  Process* process = nullptr;
+  Thread* current = nullptr;
+  std::vector<Block> blocks;
+  std::vector<uint8_t> lengths;
+};
+
+VgptConverter::VgptConverter(const VgptConverterOptions& options, PtStreamSet* streams,
+                             const TraceDirWriter* dir)
+    : options_(options), streams_(streams), dir_(dir) {}
+
+VgptConverter::~VgptConverter() = default;
+
+int VgptConverter::OpenInstance(const std::string& name) {
+  auto in = std::make_unique<Instance>();
+  in->name = name;
+  in->blocks.resize(1);
+  instances_.push_back(std::move(in));
+  ++stats_.processes;
+  return static_cast<int>(instances_.size()) - 1;
+}
+
+bool VgptConverter::Exited(int instance) const { return instances_[instance]->exited; }
+int VgptConverter::PidOf(int instance) const { return instances_[instance]->pid; }
+
+uint64_t VgptConverter::Tick(Process& process) {
+  const uint64_t t = process.clock++;
+  newest_time_ = std::max(newest_time_, process.clock);
+  return t;
+}
+
+void VgptConverter::AddRecord(PerfRecordBody body, int pid, int tid, uint64_t time) {
+  PerfRecord record;
+  record.body = std::move(body);
+  record.type = RecordTypeOf(record.body);
+  record.misc = PERF_RECORD_MISC_USER;
+  record.sample_id.pid = static_cast<uint32_t>(pid);
+  record.sample_id.tid = static_cast<uint32_t>(tid);
+  record.sample_id.time = time;
+  record.sample_id.cpu = 0;
+  records_.push_back(TimedRecord{time, records_.size(), std::move(record)});
+}
+
+VgptConverter::Thread& VgptConverter::ThreadOf(Instance& in, int tid) {
+  auto [it, inserted] = threads_.try_emplace(tid);
+  if (inserted) {
+    it->second = std::make_unique<Thread>();
+    it->second->tid = tid;
+    it->second->pid = in.pid;
+    ++stats_.threads;
+    if (tid != in.pid) {
+      // A new thread of the process (the kernel's FORK record for a clone).
+      ForkRecord fork;
+      fork.pid = fork.ppid = static_cast<uint32_t>(in.pid);
+      fork.tid = static_cast<uint32_t>(tid);
+      fork.ptid = static_cast<uint32_t>(in.current != nullptr ? in.current->tid : in.pid);
+      fork.time = Tick(*in.process);
+      AddRecord(fork, in.pid, tid, fork.time);
+    }
+  }
+  return *it->second;
+}
+
+size_t VgptConverter::Feed(int instance, absl::Span<const uint32_t> words, bool* waiting) {
+  *waiting = false;
+  Instance& in = *instances_[instance];
+  if (options_.wall_clock && in.process != nullptr) {
+    in.process->clock = std::max(in.process->clock, MonotonicNs());
+  }
+  size_t i = 0;
+  const size_t size = words.size();
+  if (stopped_) return 0;
+  while (i < size) {
+    const uint32_t w = words[i];
+    if (w < VGPT_TAG_BASE) {
+      if (in.hello) {
+        RunBlock(in, w);
+        if (stopped_) return i + 1;
+      } else {
+        ++stats_.bad_records;
+      }
+      ++i;
+      continue;
+    }
+    if (i + 2 > size) break;
+    const uint32_t n = words[i + 1];
+    if (n > (64u << 20)) {
+      // A length no tool record has: the stream is damaged; skip the rest of it.
+      ++stats_.bad_records;
+      notes_.push_back(absl::StrFormat("%s: damaged record at word %u; the rest of it is skipped",
+                                       in.name, i));
+      return size;
+    }
+    if (i + 2 + n > size) break;
+    FeedControl(in, w & 0xff, words.subspan(i + 2, n), waiting);
+    if (*waiting) break;
+    i += 2 + n;
+  }
+  return i;
+}
+
+void VgptConverter::RunBlock(Instance& in, uint32_t id) {
+  if (id >= in.blocks.size() || !in.blocks[id].described) {
+    ++stats_.unknown_blocks;
+    return;
+  }
+  if (in.current == nullptr) in.current = &ThreadOf(in, in.pid);
+  Thread& thread = *in.current;
+  const Block& block = in.blocks[id];
+  ++stats_.blocks;
+  if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start);
+  Process& process = *in.process;
+  thread.pending_in = &in;
+  thread.pending_id = id;
+  thread.pending_time = process.clock;
+  process.clock += block.n;
+  if (block.trigger != 0 && options_.on_trigger) options_.on_trigger(in.pid, thread.tid, block.trigger);
+}
+
+void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip) {
+  (void)in;
+  const Block& p = thread.pending_in->blocks[thread.pending_id];
+  thread.pending_id = kNoBlock;
+  const uint64_t straight = p.n - 1;
+  if (p.kind == VGPT_KIND_REP && next_ip == p.last_ip) {
+    // Another iteration: a rep instruction retires once, when the block that ends it
+    // (the one starting at it) leaves.
+    if (straight > 0) {
+      streams_->RetireStraight(thread.pid, thread.tid, p.start, straight, thread.pending_time);
+      stats_.instructions += straight;
+    }
+    thread.last_ip = p.last_ip;
+    return;
+  }
+  ExecutedInsn last;
+  last.ip = p.last_ip;
+  last.size = static_cast<uint8_t>(p.end - p.last_ip);
+  last.next_ip = next_ip;
+  last.kind = LastInsnKind(p.kind);
+  streams_->RetireBlock(thread.pid, thread.tid, p.start, straight, last, thread.pending_time);
+  stats_.instructions += p.n;
+  thread.last_ip = next_ip;
+}
+
+void VgptConverter::Interrupt(Instance& in, Thread& thread, uint64_t ip) {
+  Process& process = *in.process;
+  if (thread.pending_id != kNoBlock) {
+    const Block& p = thread.pending_in->blocks[thread.pending_id];
+    // Could the block have left towards `ip`? Then it ran to its end.
+    const bool exit_to_ip = p.kind == VGPT_KIND_IJUMP || p.kind == VGPT_KIND_ICALL ||
+                            p.kind == VGPT_KIND_RET || p.kind == VGPT_KIND_SYSCALL ||
+                            (p.kind == VGPT_KIND_TRAP && ip == p.end) || ip == p.end ||
+                            (p.target == ip && p.kind != VGPT_KIND_NONE);
+    const bool inside = ip >= p.start && ip < p.end;
+    if (inside && !(exit_to_ip && ip == p.start)) {
+      // Cut at `ip`: a fault (or a rep interrupted between iterations): what precedes
+      // the instruction at `ip` retired, the rest did not run.
+      uint64_t ran = 0;
+      uint64_t at = p.start;
+      const uint8_t* lengths = thread.pending_in->lengths.data() + p.lengths_at;
+      while (ran < p.n && at < ip) at += lengths[ran++];
+      thread.pending_id = kNoBlock;
+      if (at == ip) {
+        if (ran > 0) streams_->RetireStraight(thread.pid, thread.tid, p.start, ran, thread.pending_time);
+        stats_.instructions += ran;
+        if (!(p.kind == VGPT_KIND_REP && ip == p.last_ip)) ++stats_.faults;
+      } else {
+        ++stats_.bad_records;  // not an instruction boundary of the block
+      }
+    } else {
+      Resolve(in, thread, ip);
+    }
+  }
+  thread.last_ip = ip;
+  streams_->AsyncDisable(thread.pid, thread.tid, ip, Tick(process));
+}
+
+void VgptConverter::EndThread(Instance& in, Thread& thread) {
+  Process& process = *in.process;
+  if (thread.pending_id != kNoBlock) {
+    const Block& p = thread.pending_in->blocks[thread.pending_id];
+    if (p.kind == VGPT_KIND_SYSCALL) {
+      Resolve(in, thread, p.end);  // exit / exit_group
+    } else {
+      // Killed while running: the pending block's fate is unknown; the stream ends
+      // where it began.
+      thread.last_ip = p.start;
+      thread.pending_id = kNoBlock;
+    }
+  }
+  const uint64_t t = Tick(process);
+  streams_->ThreadEnded(thread.pid, thread.tid, thread.last_ip, t);
+  ExitRecord exit;
+  exit.pid = static_cast<uint32_t>(thread.pid);
+  exit.ppid = static_cast<uint32_t>(thread.tid == thread.pid ? process.ppid : thread.pid);
+  exit.tid = static_cast<uint32_t>(thread.tid);
+  exit.ptid = exit.ppid;
+  exit.time = t;
+  AddRecord(exit, thread.pid, thread.tid, t);
+  if (in.current == &thread) in.current = nullptr;
+  threads_.erase(thread.tid);
+}
+
+size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const uint32_t> words,
+                                  bool* waiting) {
+  Payload p(words);
+  if (kind != VGPT_HELLO && !in.hello) {
+    ++stats_.bad_records;
+    return 0;
+  }
+  in.last_was_exec = false;
+  switch (kind) {
+    case VGPT_HELLO: {
+      const uint32_t version = p.U32();
+      const int pid = static_cast<int>(p.U32());
+      const int ppid = static_cast<int>(p.U32());
+      const uint32_t flags = p.U32();
+      const uint32_t fork_seq = p.U32();
+      const std::string exe = p.String();
+      if (!p.ok() || version != VGPT_VERSION || in.hello) {
+        ++stats_.bad_records;
+        notes_.push_back(absl::StrCat(in.name, ": unusable first record (tool version ", version,
+                                      ", want ", VGPT_VERSION, ")"));
+        return 0;
+      }
+      auto found = processes_.find(pid);
+      Process* process = nullptr;
+      uint64_t start = options_.wall_clock ? MonotonicNs() : options_.clock_start;
+      if (found != processes_.end() && found->second->alive) {
+        // The same process after an exec: its clock goes on; the old program's other
+        // threads are gone; its exec'ing thread (now the main thread) continues.
+        process = found->second.get();
+        ++stats_.execs;
+        std::vector<Thread*> gone;
+        for (auto& [tid, thread] : threads_) {
+          if (thread->pid != pid) continue;
+          if (tid != pid) gone.push_back(thread.get());
+        }
+        in.pid = pid;
+        in.process = process;
+        for (Thread* t : gone) EndThread(in, *t);
+        if (auto main = threads_.find(pid); main != threads_.end() && main->second->pending_id != kNoBlock) {
+          Resolve(in, *main->second, 0);  // the execve: a far transfer, its target unknown
+        }
+      } else {
+        if (flags & VGPT_HELLO_FORK_CHILD) {
+          auto parent = processes_.find(ppid);
+          if (parent != processes_.end()) {
+            auto at = parent->second->fork_times.find(fork_seq);
+            if (at == parent->second->fork_times.end()) {
+              // The parent's stream has not reached this fork yet.
+              bool parent_open = false;
+              for (const auto& other : instances_) {
+                if (other->pid == ppid && !other->closed) parent_open = true;
+              }
+              if (parent_open) {
+                *waiting = true;
+                return 0;
+              }
+              start = parent->second->clock;
+            } else {
+              start = at->second;
+            }
+          }
+        }
+        auto owned = std::make_unique<Process>();
+        process = owned.get();
+        process->pid = pid;
+        process->ppid = ppid;
+        process->clock = std::max(start, newest_time_ == 0 ? start : uint64_t{0});
+        processes_[pid] = std::move(owned);
+        in.pid = pid;
+        in.process = process;
+        if (flags & VGPT_HELLO_FORK_CHILD) {
+          ++stats_.forks;
+          ForkRecord fork;
+          fork.pid = fork.tid = static_cast<uint32_t>(pid);
+          fork.ppid = static_cast<uint32_t>(ppid);
+          auto parent = processes_.find(ppid);
+          int ptid = ppid;
+          if (parent != processes_.end()) {
+            auto t = parent->second->forking_tid.find(fork_seq);
+            if (t != parent->second->forking_tid.end()) ptid = t->second;
+          }
+          fork.ptid = static_cast<uint32_t>(ptid);
+          fork.time = Tick(*process);
+          AddRecord(fork, pid, pid, fork.time);
+          in.hello = true;
+          return 0;
+        }
+      }
+      in.hello = true;
+      CommRecord comm;
+      comm.pid = comm.tid = static_cast<uint32_t>(pid);
+      comm.comm = CommOf(exe);
+      comm.exec = true;
+      AddRecord(comm, pid, pid, Tick(*process));
+      return 0;
+    }
+    case VGPT_BLOCK: {
+      const uint32_t id = p.U32();
+      Block b;
+      b.start = p.U64();
+      b.end = p.U64();
+      b.last_ip = p.U64();
+      b.target = p.U64();
+      b.kind = static_cast<uint8_t>(p.U32());
+      b.n = p.U32();
+      p.U32();  // flags
+      absl::Span<const uint8_t> lengths = p.Bytes(b.n);
+      if (!p.ok() || id == kNoBlock || id >= VGPT_TAG_BASE || b.n == 0 || b.end <= b.start ||
+          id > in.blocks.size() + (1u << 20)) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      b.lengths_at = static_cast<uint32_t>(in.lengths.size());
+      in.lengths.insert(in.lengths.end(), lengths.begin(), lengths.end());
+      const std::vector<uint64_t>& triggers = in.process->triggers;
+      auto t = std::lower_bound(triggers.begin(), triggers.end(), b.start);
+      if (t != triggers.end() && *t < b.end) b.trigger = *t;
+      b.described = true;
+      if (id >= in.blocks.size()) in.blocks.resize(static_cast<size_t>(id) + 1);
+      in.blocks[id] = b;
+      return 0;
+    }
+    case VGPT_SWITCH: {
+      const int now = static_cast<int>(p.U32());
+      const int out = static_cast<int>(p.U32());
+      const uint64_t resume = p.U64();
+      if (!p.ok() || now <= 0) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      if (out > 0) {
+        auto it = threads_.find(out);
+        if (it != threads_.end()) Interrupt(in, *it->second, resume);
+      }
+      in.current = &ThreadOf(in, now);
+      return 0;
+    }
+    case VGPT_THREAD_EXIT: {
+      const int tid = static_cast<int>(p.U32());
+      auto it = threads_.find(tid);
+      if (!p.ok() || it == threads_.end()) return 0;
+      EndThread(in, *it->second);
+      return 0;
+    }
+    case VGPT_SIGNAL: {
+      const int tid = static_cast<int>(p.U32());
+      p.U32();  // signo
+      const uint64_t ip = p.U64();
+      if (!p.ok()) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      ++stats_.signals;
+      Interrupt(in, ThreadOf(in, tid), ip);
+      return 0;
+    }
+    case VGPT_MAP: {
+      Mmap2Record map;
+      map.pid = map.tid = static_cast<uint32_t>(in.pid);
+      map.addr = p.U64();
+      map.len = p.U64();
+      map.pgoff = p.U64();
+      const uint32_t prot = p.U32();
+      p.U32();  // flags
+      const uint64_t dev = p.U64();
+      map.ino = p.U64();
+      map.filename = p.String();
+      if (!p.ok()) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      if ((prot & 4) == 0) return 0;  // as the kernel: executable mappings only
+      map.maj = DevMajor(dev);
+      map.min = DevMinor(dev);
+      map.prot = PROT_EXEC | ((prot & 1) ? PROT_READ : 0) | ((prot & 2) ? PROT_WRITE : 0);
+      map.flags = MAP_PRIVATE;
+      if (map.filename.empty()) map.filename = "//anon";
+      if (options_.trigger_addresses && map.filename[0] == '/') {
+        std::vector<uint64_t>& triggers = in.process->triggers;
+        for (uint64_t a : options_.trigger_addresses(map)) triggers.push_back(a);
+        std::sort(triggers.begin(), triggers.end());
+      }
+      AddRecord(map, in.pid, in.pid, Tick(*in.process));
+      return 0;
+    }
+    case VGPT_UNMAP:
+      return 0;  // the kernel reports none either: the next mapping there replaces it
+    case VGPT_FORKING: {
+      const uint32_t seq = p.U32();
+      in.process->fork_times[seq] = Tick(*in.process);
+      in.process->forking_tid[seq] = in.current != nullptr ? in.current->tid : in.pid;
+      return 0;
+    }
+    case VGPT_FORKED:
+      return 0;
+    case VGPT_EXEC:
+      in.last_was_exec = true;
+      return 0;
+    case VGPT_EXIT: {
+      p.U32();  // exit code: the recorder has it from waitpid
+      std::vector<Thread*> mine;
+      for (auto& [tid, thread] : threads_) {
+        if (thread->pid == in.pid) mine.push_back(thread.get());
+      }
+      // The main thread's record last, as the kernel writes the group leader's exit last.
+      std::sort(mine.begin(), mine.end(), [&](Thread* a, Thread* b) {
+        return (a->tid == in.pid) < (b->tid == in.pid) || ((a->tid == in.pid) == (b->tid == in.pid) && a->tid < b->tid);
+      });
+      for (Thread* t : mine) EndThread(in, *t);
+      in.exited = true;
+      in.process->alive = false;
+      ++stats_.exits;
+      return 0;
+    }
+    case VGPT_DUMP: {
+      const uint64_t vaddr = p.U64();
+      const uint32_t size = p.U32();
+      const std::string name = p.String();
+      absl::Span<const uint8_t> bytes = p.Bytes(size);
+      if (!p.ok() || name != "[vdso]") {
+        ++stats_.bad_records;
+        return 0;
+      }
+      ImageEntry image;
+      image.path = absl::StrCat(kImagesSubdir, "/vdso.", in.pid, ".so");
+      image.name = name;
+      image.vaddr = vaddr;
+      image.size = size;
+      image.pid = in.pid;
+      image.kind = ImageKind::kVdso;
+      if (absl::Status s = WriteFileAtomic(dir_->FilePath(image.path), bytes); !s.ok()) {
+        notes_.push_back(absl::StrCat("could not save the [vdso] of ", in.pid, ": ", s.message()));
+        return 0;
+      }
+      images_.push_back(image);
+      Mmap2Record map;
+      map.pid = map.tid = static_cast<uint32_t>(in.pid);
+      map.addr = vaddr;
+      map.len = size;
+      map.prot = PROT_READ | PROT_EXEC;
+      map.flags = MAP_PRIVATE;
+      map.filename = name;
+      AddRecord(map, in.pid, in.pid, Tick(*in.process));
+      return 0;
+    }
+    default:
+      ++stats_.bad_records;  // a newer tool's record: skipped
+      return 0;
+  }
+}
+
+void VgptConverter::CloseInstance(int instance) {
+  Instance& in = *instances_[instance];
+  if (in.closed) return;
+  in.closed = true;
+  if (!in.hello || in.exited) return;
+  if (in.last_was_exec) {
+    // The exec went through (or the process died in it): the next instance of the pid
+    // continues its main thread; Finish ends it if none comes.
+    in.process->exec_pending = true;
+    return;
+  }
+  // Killed (SIGKILL), or the recording stopped before the program ended.
+  std::vector<Thread*> mine;
+  for (auto& [tid, thread] : threads_) {
+    if (thread->pid == in.pid) mine.push_back(thread.get());
+  }
+  for (Thread* t : mine) EndThread(in, *t);
+  in.process->alive = false;
+}
+
+absl::Status VgptConverter::Snapshot(const std::string& reason) {
+  return streams_->Snapshot(reason, newest_time_ + 1);
+}
+
+absl::Status VgptConverter::Finish(TraceMeta* meta) {
+  for (size_t i = 0; i < instances_.size(); ++i) CloseInstance(static_cast<int>(i));
+  // Threads left by an exec whose program never started.
+  std::vector<std::pair<Instance*, Thread*>> left;
+  for (auto& [tid, thread] : threads_) {
+    for (auto& in : instances_) {
+      if (in->pid == thread->pid && in->process != nullptr) {
+        left.emplace_back(in.get(), thread.get());
+        break;
+      }
+    }
+  }
+  for (auto& [in, thread] : left) EndThread(*in, *thread);
+
+  absl::Status status = streams_->Finish(newest_time_ + 1, meta);
+  std::stable_sort(records_.begin(), records_.end(),
+                   [](const TimedRecord& a, const TimedRecord& b) { return a.time < b.time; });
+  RecordBuilder builder;
+  for (const TimedRecord& r : records_) builder.Append(r.record);
+  SidebandFile file;
+  file.file = absl::StrCat(kSidebandSubdir, "/valgrind.data");
+  file.cpu = -1;
+  file.origin = "synthesized";
+  file.sample_type = builder.format().sample_type;
+  file.sample_id_all = builder.format().sample_id_all;
+  if (absl::Status s = WriteFileAtomic(dir_->FilePath(file.file), absl::Span<const uint8_t>(builder.bytes()));
+      !s.ok() && status.ok()) {
+    status = s;
+  }
+  meta->sideband.push_back(file);
+  meta->images.insert(meta->images.end(), images_.begin(), images_.end());
+  meta->notes.insert(meta->notes.end(), notes_.begin(), notes_.end());
+  return status;
+}
+
+}  // namespace ptd

@@ -1,0 +1,135 @@
+#pragma once
+// Turns the streams of ptrace-direct's Valgrind tool (recorder/valgrind/tool/vgpt_stream.h)
+// into what a hardware recording holds: PT packets per thread (through PtStreamSet, the
+// same generator the ptrace backend uses) and perf sideband records (COMM, MMAP2, FORK,
+// EXIT) on the same clock, plus the [vdso] image.
+//
+// Which way a block left is known only when its thread's next block starts (or from the
+// resume IP of a switch or signal record), so every thread keeps one pending block and
+// retires it then: straight instructions in one call, the last one with its target.
+//
+// Time: by default a virtual clock of one instruction per ns per process (durations are
+// proportional to work and independent of Valgrind's speed); a forked child's clock starts
+// at its parent's fork, an exec'd program continues its process's clock. With
+// wall_clock, a process's clock is raised to CLOCK_MONOTONIC whenever its data is read
+// (approximate to the tool's write granularity) and advances one ns per instruction in
+// between.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "common/trace_dir.h"
+#include "common/trace_meta.h"
+#include "recorder/emulate/pt_stream_set.h"
+#include "sideband/perf_record.h"
+
+namespace ptd {
+
+struct VgptConverterOptions {
+  bool wall_clock = false;
+  uint64_t clock_start = 1000;  // virtual ns of the first process's start
+  // Asked of every mapping of an executable file: addresses at which to fire `on_trigger`
+  // (--trigger), given the mapping. Empty: none.
+  std::function<std::vector<uint64_t>(const Mmap2Record&)> trigger_addresses;
+  // A thread is about to run a trigger address (once per entry of the block holding it).
+  std::function<void(int pid, int tid, uint64_t address)> on_trigger;
+};
+
+struct VgptConverterStats {
+  uint64_t blocks = 0;          // block executions
+  uint64_t instructions = 0;    // retired into the trace
+  uint64_t processes = 0;       // tool instances (a process, or a process after an exec)
+  uint64_t threads = 0;
+  uint64_t signals = 0;
+  uint64_t forks = 0;
+  uint64_t execs = 0;
+  uint64_t faults = 0;          // signals that interrupted a block in its middle
+  uint64_t unknown_blocks = 0;  // executions of an id never described (a damaged stream)
+  uint64_t bad_records = 0;     // control records that made no sense (skipped)
+  uint64_t exits = 0;           // instances that ended with an exit record
+};
+
+class VgptConverter {
+ public:
+  // `streams` and `dir` must outlive the converter.
+  VgptConverter(const VgptConverterOptions& options, PtStreamSet* streams, const TraceDirWriter* dir);
+  ~VgptConverter();
+  VgptConverter(const VgptConverter&) = delete;
+  VgptConverter& operator=(const VgptConverter&) = delete;
+
+  // A new stream file (one tool instance); `name` is for messages. Instances of one pid
+  // must be fed in order (an exec'd program's after its predecessor's CloseInstance).
+  int OpenInstance(const std::string& name);
+  // Consumes the complete records at the front of `words` and returns how many words
+  // it took (an incomplete record at the end waits for more). 0 with `waiting` set: a
+  // forked child whose parent has not reached the fork yet; feed the others first.
+  size_t Feed(int instance, absl::Span<const uint32_t> words, bool* waiting);
+  // No more data will come for this instance: threads still running are finished where
+  // they were (the program was killed, or recording stopped).
+  void CloseInstance(int instance);
+  // True once the instance wrote its exit record.
+  bool Exited(int instance) const;
+  // The process of an instance (0 before its hello record).
+  int PidOf(int instance) const;
+
+  // Stops consuming: Feed takes nothing more (a --trigger that ends the recording calls it
+  // from on_trigger; the block that hit it is the last one taken).
+  void Stop() { stopped_ = true; }
+  bool stopped() const { return stopped_; }
+
+  // A snapshot of every stream (PtStreamSet::Snapshot) at the newest time seen.
+  absl::Status Snapshot(const std::string& reason);
+  // Closes what is open, finishes the streams and writes sideband/valgrind.data and the
+  // dumped images; fills meta's streams, sideband, images, command-independent notes.
+  absl::Status Finish(TraceMeta* meta);
+
+  const VgptConverterStats& stats() const { return stats_; }
+  uint64_t newest_time() const { return newest_time_; }
+
+ private:
+  struct Block;
+  struct Thread;
+  struct Process;
+  struct Instance;
+
+  size_t FeedControl(Instance& in, uint32_t kind, absl::Span<const uint32_t> payload, bool* waiting);
+  void RunBlock(Instance& in, uint32_t id);
+  // The thread's pending block left towards `next_ip`.
+  void Resolve(Instance& in, Thread& thread, uint64_t next_ip);
+  // The pending block was cut at `ip` (a fault) or completed towards it (asynchronous
+  // signal, preemption): retire what ran, then disable at `ip`.
+  void Interrupt(Instance& in, Thread& thread, uint64_t ip);
+  void EndThread(Instance& in, Thread& thread);
+  Thread& ThreadOf(Instance& in, int tid);
+  uint64_t Tick(Process& process);  // a time for a sideband record, strictly increasing
+  void AddRecord(PerfRecordBody body, int pid, int tid, uint64_t time);
+
+  VgptConverterOptions options_;
+  PtStreamSet* streams_;
+  const TraceDirWriter* dir_;
+  std::vector<std::unique_ptr<Instance>> instances_;
+  std::map<int, std::unique_ptr<Process>> processes_;
+  absl::flat_hash_map<int, std::unique_ptr<Thread>> threads_;
+  // Sideband records with their times; written sorted by time (processes' clocks are
+  // independent, so their records arrive out of order).
+  struct TimedRecord {
+    uint64_t time;
+    uint64_t seq;
+    PerfRecord record;
+  };
+  std::vector<TimedRecord> records_;
+  std::vector<ImageEntry> images_;
+  std::vector<std::string> notes_;
+  uint64_t newest_time_ = 0;
+  bool stopped_ = false;
+  VgptConverterStats stats_;
+};
+
+}  // namespace ptd
