@@ -31,18 +31,16 @@
 #include "ptd/version.h"
 #include "recorder/emulate/emulated_recorder.h"
 #include "recorder/pt/pt_recording.h"
+#include "recorder/record_backend.h"
 #include "recorder/target_process.h"
+#include "recorder/valgrind/valgrind_recorder.h"
 
 namespace ptd {
 namespace {
 
-// An emulation backend: the same contract as RecordEmulated (records options.command or
-// options.pid into options.output_dir, honours options.control_fifo), and whether it can
-// run on this machine (`why` says why not).
-struct EmulationBackend {
-  absl::StatusOr<EmulatedRecordSummary> (*record)(const RecordOptions& options);
-  bool (*available)(std::string* why);
-};
+// An emulation backend's entry point: records options.command or options.pid into
+// options.output_dir and serves options.control_fifo (RecordEmulated, RecordValgrind).
+using EmulatedRecordFunction = absl::StatusOr<EmulatedRecordSummary> (*)(const RecordOptions& options);
 
 bool PtraceAvailable(std::string* why) {
   absl::StatusOr<std::string> scope = ReadFileToString("/proc/sys/kernel/yama/ptrace_scope");
@@ -51,24 +49,6 @@ bool PtraceAvailable(std::string* why) {
     return false;
   }
   return true;
-}
-
-const EmulationBackend kPtraceBackend = {&RecordEmulated, &PtraceAvailable};
-
-// ---- Valgrind seam (issue 21) ----------------------------------------------------------
-// recorder/valgrind/ is not part of this library yet; until it is, kValgrind answers
-// "not built" and kAuto passes over it. To wire it in: include
-// "recorder/valgrind/valgrind_recorder.h" and make this line
-//   const EmulationBackend kValgrindBackend = {&RecordValgrind, &ValgrindAvailable};
-const EmulationBackend kValgrindBackend = {nullptr, nullptr};
-// -----------------------------------------------------------------------------------------
-
-bool ValgrindUsable(std::string* why) {
-  if (kValgrindBackend.record == nullptr) {
-    *why = "the Valgrind backend is not built into this library";
-    return false;
-  }
-  return kValgrindBackend.available(why);
 }
 
 int ExitCode(int wait_status) {
@@ -100,21 +80,20 @@ absl::Status CopyTraceDir(const std::string& from, TraceDirWriter& out, const Tr
   return out.Commit(meta);
 }
 
-// One process may run one ptrace recording at a time (EmulationControl's signal handlers
-// are process-wide).
-std::atomic<bool> g_ptrace_recording{false};
+// One process may run one emulated recording at a time (both backends serve requests
+// through EmulationControl, whose signal handlers are process-wide).
+std::atomic<bool> g_emulated_recording{false};
 
 // An emulated recording on a thread of its own, driven through its control FIFO.
 class EmulatedRun {
  public:
-  static absl::StatusOr<std::unique_ptr<EmulatedRun>> Start(const EmulationBackend& backend,
-                                                            bool exclusive, RecordOptions options) {
-    if (exclusive && g_ptrace_recording.exchange(true)) {
+  static absl::StatusOr<std::unique_ptr<EmulatedRun>> Start(EmulatedRecordFunction record,
+                                                            RecordOptions options) {
+    if (g_emulated_recording.exchange(true)) {
       return absl::FailedPreconditionError(
-          "another ptd::Recorder of this process is recording with the ptrace backend (one at a time)");
+          "another ptd::Recorder of this process is recording with an emulation backend (one at a time)");
     }
     std::unique_ptr<EmulatedRun> run(new EmulatedRun());
-    run->exclusive_ = exclusive;
     run->trace_dir_ = options.output_dir;
     run->fifo_path_ = options.control_fifo;
     // The FIFOs exist and are held open before the backend opens them, so a request sent
@@ -127,7 +106,7 @@ class EmulatedRun {
     const std::string ack = run->fifo_path_ + ".ack";
     run->ack_fd_ = open(ack.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
     if (run->ack_fd_ < 0) return ErrnoError("open", ack, errno);
-    run->thread_ = std::thread([raw = run.get(), record = backend.record, options = std::move(options)] {
+    run->thread_ = std::thread([raw = run.get(), record, options = std::move(options)] {
       absl::StatusOr<EmulatedRecordSummary> result = record(options);
       std::lock_guard<std::mutex> lock(raw->mu_);
       raw->result_ = std::move(result);
@@ -141,7 +120,7 @@ class EmulatedRun {
       (void)Request("stop");
       thread_.join();
     }
-    if (exclusive_) g_ptrace_recording.store(false);
+    g_emulated_recording.store(false);
     if (command_fd_ >= 0) close(command_fd_);
     if (ack_fd_ >= 0) close(ack_fd_);
     unlink(fifo_path_.c_str());
@@ -197,7 +176,6 @@ class EmulatedRun {
         absl::StrCat("the recording has ended (", result_->end_reason, ")"));
   }
 
-  bool exclusive_ = false;
   std::string trace_dir_;
   std::string fifo_path_;
   int command_fd_ = -1;
@@ -368,9 +346,8 @@ struct Recorder::Impl {
     record.timing = ParseTiming(config.timing);
     record.control_fifo = record.output_dir + ".control";
     record.quiet = true;
-    const bool ptrace = backend == Backend::kPtrace;
     absl::StatusOr<std::unique_ptr<EmulatedRun>> run =
-        EmulatedRun::Start(ptrace ? kPtraceBackend : kValgrindBackend, ptrace, std::move(record));
+        EmulatedRun::Start(backend == Backend::kPtrace ? &RecordEmulated : &RecordValgrind, std::move(record));
     if (!run.ok()) return run.status();
     emulated = *std::move(run);
     return absl::OkStatus();
@@ -419,10 +396,10 @@ absl::Status Recorder::Start() {
         " cannot trace the calling thread (RecorderConfig.command empty, RecorderConfig.pid -1): "
         "only Intel PT hardware can; give a command or a pid"));
   }
-  // Fail before creating anything when the backend cannot work here.
+  // Fail before creating anything when the backend cannot work here. Hardware is checked
+  // here (sysfs_root, permissions); which emulator is the CLI's choice (ChooseBackend).
   std::string why;
   if (chosen == Backend::kAuto) {
-    std::vector<std::string> passed_over;
     absl::StatusOr<pt::PtPmuInfo> pmu = pt::CheckPtRecordable(hardware, nullptr);
     if (pmu.ok()) {
       chosen = Backend::kHardware;
@@ -430,28 +407,34 @@ absl::Status Recorder::Start() {
       return absl::Status(pmu.status().code(),
                           absl::StrCat("tracing the calling thread needs Intel PT: ", pmu.status().message()));
     } else {
-      passed_over.push_back(absl::StrCat("hardware: ", pmu.status().message()));
-      if (ValgrindUsable(&why)) {
-        chosen = Backend::kValgrind;
-      } else {
-        passed_over.push_back(absl::StrCat("valgrind: ", why));
-        if (!PtraceAvailable(&why)) {
-          passed_over.push_back(absl::StrCat("ptrace: ", why));
-          return absl::FailedPreconditionError(absl::StrCat(
-              "RecorderConfig.backend = auto: no backend can record here (", absl::StrJoin(passed_over, "; "), ")"));
-        }
-        chosen = Backend::kPtrace;
+      RecordOptions emulate;
+      emulate.emulate = true;
+      emulate.pid = m.config.pid;
+      absl::StatusOr<BackendChoice> choice = ChooseBackend(emulate);
+      if (!choice.ok()) return choice.status();
+      chosen = choice->backend == RecordBackend::kValgrind ? Backend::kValgrind : Backend::kPtrace;
+      m.backend_choice = absl::StrCat("hardware: ", pmu.status().message(), "; ", choice->why);
+      if (chosen == Backend::kPtrace && !PtraceAvailable(&why)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("RecorderConfig.backend = auto: no backend can record here (", m.backend_choice, "; ", why, ")"));
       }
     }
-    m.backend_choice = absl::StrJoin(passed_over, "; ");
   } else if (chosen == Backend::kHardware) {
     if (absl::StatusOr<pt::PtPmuInfo> pmu = pt::CheckPtRecordable(hardware, nullptr); !pmu.ok()) {
       return absl::Status(pmu.status().code(),
                           absl::StrCat("RecorderConfig.backend = hardware: ", pmu.status().message()));
     }
-  } else if (!(chosen == Backend::kValgrind ? ValgrindUsable(&why) : PtraceAvailable(&why))) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("RecorderConfig.backend = ", BackendName(chosen), ": ", why));
+  } else if (chosen == Backend::kValgrind) {
+    RecordOptions emulate;
+    emulate.emulate = true;
+    emulate.emulator = "valgrind";
+    emulate.pid = m.config.pid;
+    if (absl::StatusOr<BackendChoice> choice = ChooseBackend(emulate); !choice.ok()) {
+      return absl::Status(choice.status().code(),
+                          absl::StrCat("RecorderConfig.backend = valgrind: ", choice.status().message()));
+    }
+  } else if (!PtraceAvailable(&why)) {
+    return absl::FailedPreconditionError(absl::StrCat("RecorderConfig.backend = ptrace: ", why));
   }
   m.backend = chosen;
   absl::Status started = chosen == Backend::kHardware ? m.StartHardware(hardware) : m.StartEmulated();
