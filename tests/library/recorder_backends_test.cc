@@ -44,6 +44,12 @@ int WaitForPidFile(const std::string& path) {
   return -1;
 }
 
+// WriteTo(dir), then the written meta.json.
+absl::StatusOr<TraceMeta> WriteAndReadMeta(Recorder& recorder, const std::string& dir) {
+  if (absl::Status written = recorder.WriteTo(dir); !written.ok()) return written;
+  return ReadTraceMeta(dir);
+}
+
 TEST(RecorderBackendsTest, PtraceRecordsALaunchedCommandAndWaitGivesItsExitCode) {
   ptd::testing::TempDir out;
   Recorder recorder(PtraceConfig({PTD_COUNTED_CALLS}));
@@ -53,9 +59,7 @@ TEST(RecorderBackendsTest, PtraceRecordsALaunchedCommandAndWaitGivesItsExitCode)
   ASSERT_TRUE(exit_code.ok()) << exit_code.status();
   EXPECT_EQ(*exit_code, 3);
   EXPECT_EQ(*recorder.Wait(), 3);  // again: the same answer
-  absl::Status written = recorder.WriteTo(out.Sub("t"));
-  ASSERT_TRUE(written.ok()) << written;
-  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(out.Sub("t"));
+  absl::StatusOr<TraceMeta> meta = WriteAndReadMeta(recorder, out.Sub("t"));
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_EQ(meta->mode, TraceMode::kEmulated);
   EXPECT_EQ(meta->end_reason, "exit");
@@ -105,9 +109,7 @@ TEST(RecorderBackendsTest, SnapshotAndStopReachThePtraceRecordingAndStopKillsThe
   // The command did not exit by itself: Wait has no exit code to give.
   EXPECT_THAT(recorder.Wait().status().message(), HasSubstr("the recording ended (control) before the command exited"));
 
-  absl::Status written = recorder.WriteTo(out.Sub("t"));
-  ASSERT_TRUE(written.ok()) << written;
-  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(out.Sub("t"));
+  absl::StatusOr<TraceMeta> meta = WriteAndReadMeta(recorder, out.Sub("t"));
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_EQ(meta->end_reason, "control");
   ASSERT_EQ(meta->streams.size(), 1u);
@@ -130,9 +132,7 @@ TEST(RecorderBackendsTest, ValgrindRecordsALaunchedCommandLikePtrace) {
   ASSERT_TRUE(exit_code.ok()) << exit_code.status();
   EXPECT_EQ(*exit_code, 3);
   ptd::testing::TempDir out;
-  absl::Status written = recorder.WriteTo(out.Sub("t"));
-  ASSERT_TRUE(written.ok()) << written;
-  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(out.Sub("t"));
+  absl::StatusOr<TraceMeta> meta = WriteAndReadMeta(recorder, out.Sub("t"));
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_EQ(meta->mode, TraceMode::kEmulated);
   EXPECT_EQ(meta->emulator, "valgrind");
