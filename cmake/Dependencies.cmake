@@ -14,7 +14,7 @@ pkg_check_modules(CAPSTONE REQUIRED IMPORTED_TARGET capstone)
 find_path(LIBIPT_INCLUDE_DIR intel-pt.h REQUIRED)
 find_library(LIBIPT_LIBRARY ipt REQUIRED)
 add_library(ptd_libipt INTERFACE)
-target_include_directories(ptd_libipt INTERFACE ${LIBIPT_INCLUDE_DIR})
+target_include_directories(ptd_libipt INTERFACE $<BUILD_INTERFACE:${LIBIPT_INCLUDE_DIR}>)
 target_link_libraries(ptd_libipt INTERFACE ${LIBIPT_LIBRARY})
 
 # Where tests find the sources, the build and the CLI. The shared test PCH is compiled
@@ -45,7 +45,9 @@ endif()
 function(ptd_module name)
   cmake_parse_arguments(M "" "" "SOURCES;DEPS" ${ARGN})
   add_library(${name} STATIC ${M_SOURCES})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/generated)
+  # Build tree only: the installed package exposes nothing but include/ptd/ (cmake/Install.cmake).
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                            $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/generated>)
   target_link_libraries(${name} PUBLIC ${M_DEPS})
   if(PTD_FUZZ)
     target_compile_options(${name} PRIVATE -fsanitize=fuzzer-no-link)
