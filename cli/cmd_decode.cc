@@ -15,7 +15,9 @@
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
 #include "common/file_util.h"
+#include "common/units.h"
 #include "decoder/trace_decoder.h"
+#include "ftf/function_stats.h"
 #include "perfdata/perf_data_input.h"
 
 namespace ptd::cli {
@@ -35,7 +37,34 @@ struct DecodeArgs {
   int jobs = 0;                 // 0: one per core
   uint64_t piece_bytes = 0;     // 0: automatic
   std::vector<std::string> buildid_dirs;  // perf.data input only
+  std::string min_duration;  // level of detail, with units
+  int64_t max_depth = 0;
+  bool summary = false;      // latency views
+  std::string function;
+  int64_t slowest = 10;
+  int64_t top = 20;
+  bool json = false;
 };
+
+// Every option checked before any work: a typo costs nothing.
+absl::Status ParseDetail(const DecodeArgs& args, decoder::DecodeOptions* options) {
+  if (!args.min_duration.empty()) {
+    absl::StatusOr<uint64_t> d = ParseDurationNs(args.min_duration);
+    if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("--min-duration: ", d.status().message()));
+    options->detail.min_duration = *d;
+  }
+  if (args.max_depth < 0 || args.max_depth > 100000) {
+    return absl::InvalidArgumentError("--max-depth must be between 1 and 100000 (0: no limit)");
+  }
+  options->detail.max_depth = static_cast<uint32_t>(args.max_depth);
+  if (args.slowest < 0) return absl::InvalidArgumentError("--slowest must be 0 or more");
+  if (args.top <= 0) return absl::InvalidArgumentError("--top must be 1 or more");
+  if ((!args.function.empty() || args.json) && !args.summary) {
+    return absl::InvalidArgumentError("--function and --json go with --summary");
+  }
+  if (args.output.empty() && !args.summary) return absl::InvalidArgumentError("-o OUT.ftf is required (or --summary)");
+  return absl::OkStatus();
+}
 
 // SIGINT/SIGTERM during a decode: stop, close every open slice, finish the file. A
 // second signal kills as usual (the handler puts the default back).
@@ -56,6 +85,7 @@ void CatchInterrupts() {
 
 absl::Status RunDecode(const DecodeArgs& args) {
   decoder::DecodeOptions options;
+  if (absl::Status s = ParseDetail(args, &options); !s.ok()) return s;
   if (args.decoder == "block") {
     options.decoder = decoder::DecoderKind::kBlock;
   } else if (args.decoder == "insn") {
@@ -97,6 +127,14 @@ absl::Status RunDecode(const DecodeArgs& args) {
     if (!missing.empty()) std::fprintf(stderr, "ptrace-direct: warning: %s\n", missing.c_str());
   }
   const std::string& trace_dir = perf_import ? perf_import->trace_dir() : args.input;
+  std::optional<ftf::FunctionStatsBuilder> function_stats;
+  if (args.summary) {
+    ftf::FunctionStatsOptions stats_options;
+    stats_options.slowest_of = args.function;
+    stats_options.slowest_count = static_cast<size_t>(args.slowest);
+    function_stats.emplace(stats_options);
+    options.function_stats = &*function_stats;
+  }
   absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTraceToFtf(trace_dir, args.output, options);
   if (!result.ok()) return result.status();
   for (const std::string& w : result->warnings) std::fprintf(stderr, "ptrace-direct: warning: %s\n", w.c_str());
@@ -107,7 +145,22 @@ absl::Status RunDecode(const DecodeArgs& args) {
                static_cast<unsigned long long>(s.instructions), static_cast<unsigned long long>(s.calls),
                static_cast<unsigned long long>(s.returns), static_cast<unsigned long long>(s.errors),
                static_cast<unsigned long long>(s.overflows), static_cast<unsigned long long>(s.threads), s.seconds,
-               args.output.c_str());
+               args.output.empty() ? "(no output file)" : args.output.c_str());
+  if (options.detail.min_duration > 0) {
+    std::fprintf(stderr, "level of detail: left out %llu slices shorter than %s\n",
+                 static_cast<unsigned long long>(s.dropped_short), FormatDurationNs(options.detail.min_duration).c_str());
+  }
+  if (options.detail.max_depth > 0) {
+    std::fprintf(stderr, "level of detail: left out %llu slices deeper than %u\n",
+                 static_cast<unsigned long long>(s.dropped_deep), options.detail.max_depth);
+  }
+  if (function_stats) {
+    const ftf::FunctionStatsSummary summary = function_stats->Finish();
+    const std::string text = args.json ? ftf::FunctionStatsJson(summary, 0)
+                                       : ftf::FormatFunctionStats(summary, static_cast<size_t>(args.top));
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
   if (!args.stats_json.empty()) {
     absl::Status w = WriteFileAtomic(args.stats_json, decoder::DecodeStatsJson(s));
     if (!w.ok()) return w;
@@ -128,7 +181,7 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("input", args->input, "Trace directory or perf.data (intel_pt)")->required();
   cmd->add_option("--buildid-dir", args->buildid_dirs,
                   "perf.data input: build-id cache searched for binaries (repeatable; then ~/.debug)");
-  cmd->add_option("--output,-o", args->output, "Output .ftf or .ftf.gz")->required();
+  cmd->add_option("--output,-o", args->output, "Output .ftf or .ftf.gz (optional with --summary)");
   cmd->add_option("--time-axis", args->time_axis,
                   "time (ns), cycles (CYC packets' count; 1 cycle shows as 1 ns) or instructions (default time)");
   cmd->add_option("--decoder", args->decoder, "block (default, fast) or insn (reference)");
@@ -138,6 +191,15 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--jobs,-j", args->jobs, "Decoding threads (default: one per core; 1: no parallel decoding)");
   cmd->add_option("--piece-bytes", args->piece_bytes,
                   "Parallel decoding: PT bytes per piece (default: from the trace size and --jobs)");
+  cmd->add_option("--min-duration", args->min_duration,
+                  "Leave out slices shorter than this (ns, us, ms, s; e.g. 1us): their time stays in the parent");
+  cmd->add_option("--max-depth", args->max_depth, "Leave out slices nested deeper than this (1: outermost only)");
+  cmd->add_flag("--summary", args->summary,
+                "Print per function: calls, total/self time and instructions, p50/p90/p99/max latency, histogram");
+  cmd->add_option("--function", args->function, "With --summary: list the slowest calls of this function");
+  cmd->add_option("--slowest", args->slowest, "With --function: how many calls (default 10)");
+  cmd->add_option("--top", args->top, "With --summary: functions listed (default 20)");
+  cmd->add_flag("--json", args->json, "With --summary: print JSON (every function) instead of text");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
   cmd->add_flag("--progress", args->progress, "Progress on stderr even when it is not a terminal");
   cmd->callback([&ctx, args]() {

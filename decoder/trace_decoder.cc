@@ -21,6 +21,7 @@
 #include "decoder/call_stack_model.h"
 #include "decoder/cycle_index.h"
 #include "decoder/ftf_slice_sink.h"
+#include "decoder/function_stats_sink.h"
 #include "decoder/parallel_decode.h"
 #include "ftf/ftf_writer.h"
 #include "image/mapped_file.h"
@@ -45,7 +46,10 @@ struct ThreadState {
   int tid = 0;
   std::unique_ptr<ImageFunctionResolver> resolver;
   std::unique_ptr<CallStackModel> model;
-  SliceSink* sink = nullptr;
+  SliceSink* sink = nullptr;  // the model's: the first of the sinks below in use
+  std::unique_ptr<FunctionStatsSink> stats_sink;  // --summary: every slice
+  std::unique_ptr<DetailFilterSink> detail_sink;  // level of detail
+
   uint64_t last_time = 0;  // of the last event routed here
   uint64_t last_instructions = 0;
   uint64_t routed_instructions = 0;  // per-CPU streams: this thread's own count so far
@@ -281,6 +285,14 @@ ThreadState* Decoding::Thread(int pid, int tid, bool has_cycles) {
   // The process's shared image: at the time of the event being handed to the model.
   state->resolver = std::make_unique<ImageFunctionResolver>(ImageFor(pid)->image());
   SliceSink* sink = sinks_->ForThread(pid, tid, thread_name, process_name);
+  if (options_.detail.active()) {
+    state->detail_sink = std::make_unique<DetailFilterSink>(sink, options_.detail);
+    sink = state->detail_sink.get();
+  }
+  if (options_.function_stats != nullptr) {
+    state->stats_sink = std::make_unique<FunctionStatsSink>(options_.function_stats, pid, tid, sink);
+    sink = state->stats_sink.get();
+  }
   state->sink = sink;
   state->model = std::make_unique<CallStackModel>(state->resolver.get(), sink, has_cycles);
   ThreadState* raw = state.get();
@@ -542,6 +554,10 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     result_.stats.overflows += ms.overflows;
     result_.stats.lost += ms.lost;
     result_.stats.segments += ms.segments;
+    if (thread->detail_sink != nullptr) {
+      result_.stats.dropped_short += thread->detail_sink->stats().dropped_short;
+      result_.stats.dropped_deep += thread->detail_sink->stats().dropped_deep;
+    }
   }
   for (const auto& [pid, image] : images_) {
     for (std::string& w : image->TakeWarnings()) result_.warnings.push_back(std::move(w));
@@ -559,8 +575,25 @@ absl::StatusOr<DecodeResult> DecodeTrace(const std::string& trace_dir, const Dec
   return decoding.Run();
 }
 
+namespace {
+
+// No output file (`decode --summary` without -o): slices go nowhere.
+class DiscardSinks : public ThreadSinkFactory, public SliceSink {
+ public:
+  SliceSink* ForThread(int, int, const std::string&, const std::string&) override { return this; }
+  void Begin(uint64_t, absl::string_view) override {}
+  void End(uint64_t, const SliceCounts&) override {}
+  void Instant(uint64_t, absl::string_view, absl::string_view) override {}
+};
+
+}  // namespace
+
 absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
                                               const DecodeOptions& options) {
+  if (output.empty()) {
+    DiscardSinks discard;
+    return DecodeTrace(trace_dir, options, &discard);
+  }
   // An unreadable trace directory (no or corrupt meta.json) makes no output file.
   if (absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace_dir); !meta.ok()) return meta.status();
   absl::StatusOr<std::unique_ptr<ftf::FtfWriter>> writer = ftf::FtfWriter::Open(output);
@@ -580,9 +613,9 @@ std::string DecodeStatsJson(const DecodeStats& s) {
   return absl::StrFormat(
       "{\"instructions\": %d, \"blocks\": %d, \"calls\": %d, \"returns\": %d, \"errors\": %d, "
       "\"overflows\": %d, \"threads\": %d, \"segments\": %d, \"seconds\": %.6f, \"lost\": %d, "
-      "\"syncs\": %d, \"bytes\": %d, \"undecodable\": %d%s}\n",
+      "\"syncs\": %d, \"bytes\": %d, \"undecodable\": %d, \"dropped_short\": %d, \"dropped_deep\": %d%s}\n",
       s.instructions, s.blocks, s.calls, s.returns, s.errors, s.overflows, s.threads, s.segments,
-      s.seconds, s.lost, s.syncs, s.bytes, s.undecodable, cycles);
+      s.seconds, s.lost, s.syncs, s.bytes, s.undecodable, s.dropped_short, s.dropped_deep, cycles);
 }
 
 }  // namespace ptd::decoder

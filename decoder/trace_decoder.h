@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ftf/function_stats.h"
+#include "decoder/detail_filter.h"
 #include "decoder/pt_stream_decoder.h"
 #include "decoder/slice_sink.h"
 
@@ -33,6 +35,11 @@ struct DecodeOptions {
   int jobs = 1;
   uint64_t piece_bytes = 0;                  // parallel: PT bytes per piece (0: automatic)
   const std::atomic<bool>* cancel = nullptr;  // turns true (SIGINT): stop, close, mark
+  // Level of detail of what reaches the sinks (--min-duration, --max-depth): see
+  // decoder/detail_filter.h; counts of dropped slices in DecodeStats.
+  DetailOptions detail;
+  // When set, sees every slice at full detail (before `detail`): --summary.
+  ftf::FunctionStatsBuilder* function_stats = nullptr;
 };
 
 struct DecodeStats {
@@ -49,6 +56,8 @@ struct DecodeStats {
   uint64_t bytes = 0;
   uint64_t undecodable = 0;
   uint64_t cycles = 0;       // CYC payloads of the streams that have CYC packets
+  uint64_t dropped_short = 0;  // slices left out by DecodeOptions::detail.min_duration
+  uint64_t dropped_deep = 0;   // ... by detail.max_depth
   bool has_cycles = false;   // some stream had CYC packets
   double seconds = 0;
 };
@@ -74,7 +83,8 @@ class ThreadSinkFactory {
 absl::StatusOr<DecodeResult> DecodeTrace(const std::string& trace_dir, const DecodeOptions& options,
                                          ThreadSinkFactory* sinks);
 
-// The `decode` command: FTF (gzip when the name ends in .gz) with one track per thread.
+// The `decode` command: FTF (gzip when the name ends in .gz) with one track per thread;
+// `output` empty: no file (the decode is for options.function_stats).
 absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
                                               const DecodeOptions& options);
 

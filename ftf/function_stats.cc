@@ -30,13 +30,17 @@ uint64_t BucketLow(size_t bucket) {
   return ((uint64_t{1} << kSubBits) + sub) << (e - kSubBits);
 }
 
-// The value at fraction `q` of `calls` sorted latencies (nearest rank).
-uint64_t Percentile(const std::vector<uint64_t>& buckets, uint64_t calls, double q, uint64_t max) {
+// The value at fraction `q` of `calls` sorted latencies (nearest rank): the middle of its
+// bucket, within [min, max] (so a function called once has every percentile exact).
+uint64_t Percentile(const std::vector<uint64_t>& buckets, uint64_t calls, double q, uint64_t min, uint64_t max) {
   const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(q * static_cast<double>(calls) + 0.999999));
   uint64_t seen = 0;
   for (size_t b = 0; b < buckets.size(); ++b) {
     seen += buckets[b];
-    if (seen >= rank) return std::min(BucketLow(b), max);
+    if (seen >= rank) {
+      const uint64_t middle = BucketLow(b) + (BucketLow(b + 1) - BucketLow(b)) / 2;
+      return std::clamp(middle, min, max);
+    }
   }
   return max;
 }
@@ -101,6 +105,7 @@ void FunctionStatsBuilder::Close(uint64_t pid, uint64_t tid, Thread& thread, uin
   } else {
     acc.missing_instructions = true;
   }
+  f.min_ns = f.calls == 1 ? duration : std::min(f.min_ns, duration);
   f.max_ns = std::max(f.max_ns, duration);
   ++f.histogram[DecadeOf(duration)];
   const size_t bucket = BucketOf(duration);
@@ -145,9 +150,9 @@ FunctionStatsSummary FunctionStatsBuilder::Finish() {
     FunctionStats& f = acc.stats;
     f.has_instructions = f.calls > 0 && !acc.missing_instructions;
     if (!f.has_instructions) f.total_instructions = f.self_instructions = 0;
-    f.p50_ns = Percentile(acc.buckets, f.calls, 0.50, f.max_ns);
-    f.p90_ns = Percentile(acc.buckets, f.calls, 0.90, f.max_ns);
-    f.p99_ns = Percentile(acc.buckets, f.calls, 0.99, f.max_ns);
+    f.p50_ns = Percentile(acc.buckets, f.calls, 0.50, f.min_ns, f.max_ns);
+    f.p90_ns = Percentile(acc.buckets, f.calls, 0.90, f.min_ns, f.max_ns);
+    f.p99_ns = Percentile(acc.buckets, f.calls, 0.99, f.min_ns, f.max_ns);
     summary.functions.push_back(std::move(f));
   }
   std::sort(summary.functions.begin(), summary.functions.end(), [](const FunctionStats& a, const FunctionStats& b) {
@@ -191,7 +196,7 @@ std::string FormatFunctionStats(const FunctionStatsSummary& summary, size_t top)
   absl::StrAppend(&out, "top functions by total time:\n");
   absl::StrAppendFormat(&out, "  %10s %12s %12s %14s %14s %11s %11s %11s %11s  %-8s  %s\n", "calls", "total", "self",
                         "total insns", "self insns", "p50", "p90", "p99", "max", "latency", "name");
-  absl::StrAppend(&out, "  (latency: calls per decade <100ns <1us <10us <100us <1ms <10ms <100ms >=100ms; p50/p90/p99 within 6%)\n");
+  absl::StrAppend(&out, "  (latency: calls per decade <100ns <1us <10us <100us <1ms <10ms <100ms >=100ms; p50/p90/p99 within 3%)\n");
   for (size_t i = 0; i < summary.functions.size() && i < top; ++i) {
     const FunctionStats& f = summary.functions[i];
     absl::StrAppendFormat(&out, "  %10u %12s %12s %14s %14s %11s %11s %11s %11s  %s  %s\n", f.calls,
@@ -239,6 +244,7 @@ std::string FunctionStatsJson(const FunctionStatsSummary& summary, size_t top) {
       j["total_instructions"] = f.total_instructions;
       j["self_instructions"] = f.self_instructions;
     }
+    j["min_ns"] = f.min_ns;
     j["p50_ns"] = f.p50_ns;
     j["p90_ns"] = f.p90_ns;
     j["p99_ns"] = f.p99_ns;

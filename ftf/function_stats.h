@@ -34,8 +34,9 @@ struct FunctionStats {
   uint64_t total_instructions = 0;
   uint64_t self_instructions = 0;
   bool has_instructions = false;
-  // Latency of single calls. Percentiles are within 1/16 (6 %) of the exact value
-  // (log-linear buckets), exact below 32 ns; max is exact.
+  // Latency of single calls. Percentiles (nearest rank) are within 1/32 (3 %) of the
+  // exact value (the middle of a log-linear bucket), exact below 32 ns; min, max exact.
+  uint64_t min_ns = 0;
   uint64_t p50_ns = 0;
   uint64_t p90_ns = 0;
   uint64_t p99_ns = 0;
@@ -110,7 +111,7 @@ class FunctionStatsBuilder {
 // and the slowest calls when asked for.
 std::string FormatFunctionStats(const FunctionStatsSummary& summary, size_t top);
 // {"functions": [{"name", "calls", "total_ns", "self_ns", "total_instructions",
-//  "self_instructions", "p50_ns", "p90_ns", "p99_ns", "max_ns", "histogram": [...]}],
+//  "self_instructions", "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns", "histogram": [...]}],
 //  "histogram_bounds_ns": [...], "slowest": {"function", "calls": [{"pid", "tid",
 //  "start_ns", "duration_ns", "instructions"}]}}: all functions unless `top` > 0.
 std::string FunctionStatsJson(const FunctionStatsSummary& summary, size_t top);

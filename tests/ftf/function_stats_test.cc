@@ -81,13 +81,11 @@ TEST(FunctionStatsTest, PercentilesAndHistogram) {
   const FunctionStats& f = Find(s, "f");
   EXPECT_EQ(f.calls, 101u);
   // Nearest rank: p50 is the 51st value (51), p90 the 91st (91), p99 the 100th (100);
-  // above 32 a percentile is the low edge of its bucket, within 1/16.
-  EXPECT_LE(f.p50_ns, 51u);
-  EXPECT_GE(f.p50_ns, 51u * 15 / 16);
-  EXPECT_LE(f.p90_ns, 91u);
-  EXPECT_GE(f.p90_ns, 91u * 15 / 16);
-  EXPECT_LE(f.p99_ns, 100u);
-  EXPECT_GE(f.p99_ns, 100u * 15 / 16);
+  // above 32 a percentile is the middle of its bucket, within 1/32.
+  EXPECT_NEAR(static_cast<double>(f.p50_ns), 51.0, 51.0 / 32);
+  EXPECT_NEAR(static_cast<double>(f.p90_ns), 91.0, 91.0 / 32);
+  EXPECT_NEAR(static_cast<double>(f.p99_ns), 100.0, 100.0 / 32);
+  EXPECT_EQ(f.min_ns, 1u);
   EXPECT_EQ(f.max_ns, 5'000'000u);
   // 99 calls under 100 ns, 1 of 100 ns, 1 of 5 ms (the 1-10 ms decade).
   EXPECT_EQ(f.histogram[0], 99u);
@@ -105,6 +103,15 @@ TEST(FunctionStatsTest, SmallValuesAreExact) {
   EXPECT_EQ(f.p50_ns, 7u);
   EXPECT_EQ(f.p90_ns, 20u);
   EXPECT_EQ(f.p99_ns, 20u);
+}
+
+TEST(FunctionStatsTest, OneCallHasExactPercentiles) {
+  FunctionStatsBuilder b;
+  b.Begin(1, 1, 0, "f");
+  b.End(1, 1, 4'645'000'123, std::nullopt);
+  const FunctionStats& f = Find(b.Finish(), "f");
+  EXPECT_EQ(f.p50_ns, 4'645'000'123u);
+  EXPECT_EQ(f.p99_ns, 4'645'000'123u);
 }
 
 TEST(FunctionStatsTest, SlowestCallsOfOneFunction) {
