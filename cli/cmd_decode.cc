@@ -44,7 +44,41 @@ struct DecodeArgs {
   int64_t slowest = 10;
   int64_t top = 20;
   bool json = false;
+  std::string window;         // T0..T1
+  std::string window_offset;  // A..B
 };
+
+// "A..B" with either side empty (open); each side parsed by `parse`.
+absl::Status ParseRange(const std::string& text, const std::string& option, bool allow_relative,
+                        absl::StatusOr<uint64_t> (*parse)(absl::string_view), decoder::DecodeWindow* window) {
+  const size_t dots = text.find("..");
+  if (dots == std::string::npos || text.find("..", dots + 2) != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(option, " '", text, "': expected BEGIN..END (either may be empty)"));
+  }
+  std::string sides[2] = {text.substr(0, dots), text.substr(dots + 2)};
+  bool relative[2] = {false, false};
+  for (int i = 0; i < 2; ++i) {
+    if (allow_relative && !sides[i].empty() && sides[i][0] == '+') {
+      relative[i] = true;
+      sides[i].erase(0, 1);
+    }
+  }
+  if (relative[0] != relative[1] && !sides[0].empty() && !sides[1].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(option, " '", text, "': both ends relative (+) or neither"));
+  }
+  window->relative = relative[0] || relative[1];
+  uint64_t* values[2] = {&window->begin, &window->end};
+  for (int i = 0; i < 2; ++i) {
+    if (sides[i].empty()) continue;
+    absl::StatusOr<uint64_t> v = parse(sides[i]);
+    if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(option, ": ", v.status().message()));
+    *values[i] = *v;
+  }
+  if (window->end <= window->begin) {
+    return absl::InvalidArgumentError(absl::StrCat(option, " '", text, "': the end must come after the beginning"));
+  }
+  return absl::OkStatus();
+}
 
 // Every option checked before any work: a typo costs nothing.
 absl::Status ParseDetail(const DecodeArgs& args, decoder::DecodeOptions* options) {
@@ -63,6 +97,22 @@ absl::Status ParseDetail(const DecodeArgs& args, decoder::DecodeOptions* options
     return absl::InvalidArgumentError("--function and --json go with --summary");
   }
   if (args.output.empty() && !args.summary) return absl::InvalidArgumentError("-o OUT.ftf is required (or --summary)");
+  if (!args.window.empty() && !args.window_offset.empty()) {
+    return absl::InvalidArgumentError("--window and --window-offset: one or the other");
+  }
+  if (!args.window.empty()) {
+    options->window.kind = decoder::DecodeWindow::Kind::kTime;
+    if (absl::Status s = ParseRange(args.window, "--window", true, &ParseDurationNs, &options->window); !s.ok()) {
+      return s;
+    }
+  }
+  if (!args.window_offset.empty()) {
+    options->window.kind = decoder::DecodeWindow::Kind::kOffset;
+    if (absl::Status s = ParseRange(args.window_offset, "--window-offset", false, &ParseByteSize, &options->window);
+        !s.ok()) {
+      return s;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -138,6 +188,9 @@ absl::Status RunDecode(const DecodeArgs& args) {
   absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTraceToFtf(trace_dir, args.output, options);
   if (!result.ok()) return result.status();
   for (const std::string& w : result->warnings) std::fprintf(stderr, "ptrace-direct: warning: %s\n", w.c_str());
+  if (!args.quiet) {
+    for (const std::string& n : result->notes) std::fprintf(stderr, "%s\n", n.c_str());
+  }
   const decoder::DecodeStats& s = result->stats;
   std::fprintf(stderr,
                "decoded %llu instructions, %llu calls, %llu returns, %llu errors, %llu overflows, "
@@ -200,6 +253,11 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--slowest", args->slowest, "With --function: how many calls (default 10)");
   cmd->add_option("--top", args->top, "With --summary: functions listed (default 20)");
   cmd->add_flag("--json", args->json, "With --summary: print JSON (every function) instead of text");
+  cmd->add_option("--window", args->window,
+                  "T0..T1: decode only the PSB intervals covering these times (FTF ts units, e.g. "
+                  "1234567890..1234600000; +1ms..+2ms from the trace's start; either end may be empty)");
+  cmd->add_option("--window-offset", args->window_offset,
+                  "A..B: decode only the PSB intervals covering these PT byte offsets of each stream file");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
   cmd->add_flag("--progress", args->progress, "Progress on stderr even when it is not a terminal");
   cmd->callback([&ctx, args]() {

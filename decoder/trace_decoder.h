@@ -21,6 +21,17 @@ namespace ptd::decoder {
 
 enum class TimeAxisChoice { kTime, kCycles, kInstructions };
 
+// `decode --window` / `--window-offset`: decode only the PSB intervals that cover a time
+// or byte range of every stream (decoder/psb_window.h), not the trace from its start.
+struct DecodeWindow {
+  enum class Kind { kNone, kTime, kOffset };
+  Kind kind = Kind::kNone;
+  uint64_t begin = 0;          // ns (output time units) or stream byte offset
+  uint64_t end = UINT64_MAX;   // exclusive
+  // kTime: begin and end count from the trace's first PSB time (the "+" form).
+  bool relative = false;
+};
+
 struct DecodeOptions {
   DecoderKind decoder = DecoderKind::kBlock;
   TimeAxisChoice axis = TimeAxisChoice::kTime;
@@ -38,6 +49,7 @@ struct DecodeOptions {
   // Level of detail of what reaches the sinks (--min-duration, --max-depth): see
   // decoder/detail_filter.h; counts of dropped slices in DecodeStats.
   DetailOptions detail;
+  DecodeWindow window;
   // When set, sees every slice at full detail (before `detail`): --summary.
   ftf::FunctionStatsBuilder* function_stats = nullptr;
 };
@@ -70,6 +82,8 @@ struct DecodeResult {
   // Stopped by `cancel`: every open slice was closed and each thread got a
   // "decode interrupted" instant; the output is partial.
   bool interrupted = false;
+  // What the decode chose to do, for the user (the window's byte ranges and times).
+  std::vector<std::string> notes;
 };
 
 // Makes the slice sink of a thread; called once per thread before its first slice.
