@@ -1,5 +1,4 @@
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
 #include "common/file_util.h"
+#include "common/progress_bar.h"
 #include "common/units.h"
 #include "decoder/trace_decoder.h"
 #include "ftf/function_stats.h"
@@ -46,6 +46,7 @@ struct DecodeArgs {
   bool json = false;
   std::string window;         // T0..T1
   std::string window_offset;  // A..B
+  std::string max_output_size;
 };
 
 // "A..B" with either side empty (open); each side parsed by `parse`.
@@ -97,6 +98,13 @@ absl::Status ParseDetail(const DecodeArgs& args, decoder::DecodeOptions* options
     return absl::InvalidArgumentError("--function and --json go with --summary");
   }
   if (args.output.empty() && !args.summary) return absl::InvalidArgumentError("-o OUT.ftf is required (or --summary)");
+  if (!args.max_output_size.empty()) {
+    absl::StatusOr<uint64_t> size = ParseByteSize(args.max_output_size);
+    if (!size.ok()) return absl::InvalidArgumentError(absl::StrCat("--max-output-size: ", size.status().message()));
+    if (*size < 4096) return absl::InvalidArgumentError("--max-output-size must be at least 4KB");
+    if (args.output.empty()) return absl::InvalidArgumentError("--max-output-size needs -o OUT.ftf");
+    options->max_output_bytes = *size;
+  }
   if (!args.window.empty() && !args.window_offset.empty()) {
     return absl::InvalidArgumentError("--window and --window-offset: one or the other");
   }
@@ -160,7 +168,7 @@ absl::Status RunDecode(const DecodeArgs& args) {
       return absl::InvalidArgumentError("--time-range must be BEGIN:END (output time units; either may be empty)");
     }
   }
-  options.progress = args.progress || (!args.quiet && ::isatty(2));
+  options.progress = args.progress || (!args.quiet && ProgressBar::StderrIsTerminal());
   if (args.jobs < 0) return absl::InvalidArgumentError("--jobs must be 1 or more (0: one per core)");
   options.jobs = args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.piece_bytes = args.piece_bytes;
@@ -258,6 +266,9 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
                   "1234567890..1234600000; +1ms..+2ms from the trace's start; either end may be empty)");
   cmd->add_option("--window-offset", args->window_offset,
                   "A..B: decode only the PSB intervals covering these PT byte offsets of each stream file");
+  cmd->add_option("--max-output-size", args->max_output_size,
+                  "Largest FTF wanted (KB, MB, GB; e.g. 2MB): coarser detail over the trace, full detail at its end, "
+                  "chosen to fit (decodes twice)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
   cmd->add_flag("--progress", args->progress, "Progress on stderr even when it is not a terminal");
   cmd->callback([&ctx, args]() {

@@ -1,5 +1,6 @@
 #include "decoder/trace_decoder.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/progress_bar.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "common/units.h"
@@ -23,6 +25,7 @@
 #include "decoder/cycle_index.h"
 #include "decoder/ftf_slice_sink.h"
 #include "decoder/function_stats_sink.h"
+#include "decoder/output_size_plan.h"
 #include "decoder/parallel_decode.h"
 #include "decoder/psb_window.h"
 #include "ftf/ftf_writer.h"
@@ -244,7 +247,7 @@ class Decoding {
   DecodeResult result_;
   uint64_t total_bytes_ = 0;
   uint64_t done_bytes_ = 0;
-  int last_percent_ = -1;
+  std::unique_ptr<ProgressBar> progress_;
 };
 
 // Timed: the sideband's changes are applied as the decoder's time reaches them. Untimed
@@ -530,11 +533,7 @@ absl::Status Decoding::ApplyWindow(const std::vector<std::unique_ptr<StreamState
 }
 
 void Decoding::Progress(uint64_t done_bytes) {
-  if (!options_.progress) return;
-  int percent = total_bytes_ ? static_cast<int>(100 * done_bytes / total_bytes_) : 100;
-  if (percent == last_percent_) return;
-  last_percent_ = percent;
-  std::fprintf(stderr, "\rdecoding: %3d%% ", percent);
+  if (progress_ != nullptr) progress_->Update(done_bytes);
 }
 
 // One libipt decoder over each chunk of the stream, in order (--jobs 1).
@@ -544,6 +543,7 @@ absl::Status Decoding::DecodeStream(StreamState* state) {
   if (job.clock != nullptr) decoder.set_image_clock(job.clock);
   decoder.set_block_observer(options_.block_observer);
   decoder.set_cancel_flag(options_.cancel);
+  if (progress_ != nullptr) decoder.set_progress([this](uint64_t offset) { Progress(done_bytes_ + offset); });
   bool previous_truncated = false;
   for (size_t c = 0; c < job.chunks.size() && !decoder.cancelled(); ++c) {
     const PtChunk& chunk = job.chunks[c];
@@ -614,6 +614,9 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   if (options_.window.kind != DecodeWindow::Kind::kNone) {
     if (absl::Status s = ApplyWindow(streams); !s.ok()) return s;
   }
+  if (options_.progress) {
+    progress_ = std::make_unique<ProgressBar>(options_.progress_label, total_bytes_, true);
+  }
   size_t finished = 0;  // streams whose routers are finished
   if (options_.jobs <= 1 || options_.block_observer != nullptr) {
     for (; finished < streams.size() && !Cancelled(); ++finished) {
@@ -647,7 +650,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
                             "decoding stopped by a signal: the trace after this point is not in this file");
     }
   }
-  if (options_.progress) std::fprintf(stderr, Cancelled() ? "\n" : "\rdecoding: done  \n");
+  if (progress_ != nullptr) progress_->Finish(!Cancelled());
   for (const auto& [tid, thread] : threads_) {
     const CallStackStats& ms = thread->model->stats();
     result_.stats.calls += ms.calls;
@@ -690,8 +693,84 @@ class DiscardSinks : public ThreadSinkFactory, public SliceSink {
 
 }  // namespace
 
+// Puts a SamplingSliceSink in front of each thread's sink of another factory.
+class SamplingSinks : public ThreadSinkFactory {
+ public:
+  SamplingSinks(ThreadSinkFactory* inner, SliceSample* sample) : inner_(inner), sample_(sample) {}
+  SliceSink* ForThread(int pid, int tid, const std::string& thread_name, const std::string& process_name) override {
+    sinks_.push_back(std::make_unique<SamplingSliceSink>(sample_, inner_->ForThread(pid, tid, thread_name, process_name)));
+    return sinks_.back().get();
+  }
+
+ private:
+  ThreadSinkFactory* inner_;
+  SliceSample* sample_;
+  std::vector<std::unique_ptr<SamplingSliceSink>> sinks_;
+};
+
+// --max-output-size (DecodeOptions::max_output_bytes).
+static absl::StatusOr<DecodeResult> DecodeTraceToFtfWithinSize(const std::string& trace_dir,
+                                                               const std::string& output,
+                                                               const DecodeOptions& options) {
+  const uint64_t limit = options.max_output_bytes;
+  // The count: what the FTF would take at the user's own detail, and a sample of its slices.
+  uint64_t full_bytes = 0;
+  SliceSample sample;
+  DecodeResult counted;
+  {
+    std::unique_ptr<ftf::FtfWriter> counter = ftf::FtfWriter::ToSink(ftf::MakeCountingSink(&full_bytes), output);
+    FtfSinks sinks(counter.get(), options);
+    SamplingSinks sampling(&sinks, &sample);
+    DecodeOptions first = options;
+    first.max_output_bytes = 0;
+    first.progress_label = "sizing";
+    absl::StatusOr<DecodeResult> result = DecodeTrace(trace_dir, first, &sampling);
+    if (!result.ok()) return result.status();
+    if (absl::Status s = counter->Close(); !s.ok()) return s;
+    counted = *std::move(result);
+    if (counted.interrupted) return counted;  // no file: nothing to fit
+  }
+  DecodeOptions pass = options;
+  pass.max_output_bytes = 0;
+  pass.function_stats = nullptr;  // saw every slice in the count
+  // Plan on a little less than the limit: bytes per slice vary along the trace.
+  uint64_t budget = limit - limit / 20;
+  std::vector<std::string> notes = counted.notes;
+  for (int attempt = 0;; ++attempt) {
+    const DetailPlan plan = PlanDetail(sample, full_bytes, budget, options.detail);
+    pass.detail = plan.detail;
+    absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace_dir, output, pass);
+    if (!result.ok()) return result.status();
+    struct stat st = {};
+    const uint64_t written = ::stat(output.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    std::string what;
+    if (plan.full) {
+      what = "full detail";
+    } else {
+      what = absl::StrFormat("slices of at least %s", FormatDurationNs(plan.detail.min_duration));
+      if (plan.detail.full_detail_from != UINT64_MAX) {
+        absl::StrAppendFormat(&what, " before %d, and every slice from there on", plan.detail.full_detail_from);
+      }
+    }
+    const bool fits = written <= limit || plan.full || attempt == 3;
+    notes.push_back(absl::StrFormat(
+        "max-output-size %s: full detail would take %s (%d slices); %s: %s, wrote %s%s", FormatByteSize(limit),
+        FormatByteSize(full_bytes), sample.total(), attempt == 0 ? "chose" : "retried with", what,
+        FormatByteSize(written), written > limit ? " (over the limit)" : ""));
+    if (fits || result->interrupted) {
+      result->notes.insert(result->notes.begin(), notes.begin(), notes.end());
+      // The count decoded the same trace: its stats are the full-detail ones.
+      result->stats.seconds += counted.stats.seconds;
+      return result;
+    }
+    budget = static_cast<uint64_t>(static_cast<double>(budget) * static_cast<double>(limit) /
+                                   static_cast<double>(written) * 0.9);
+  }
+}
+
 absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
                                               const DecodeOptions& options) {
+  if (options.max_output_bytes > 0 && !output.empty()) return DecodeTraceToFtfWithinSize(trace_dir, output, options);
   if (output.empty()) {
     DiscardSinks discard;
     return DecodeTrace(trace_dir, options, &discard);

@@ -38,7 +38,8 @@ struct DecodeOptions {
   std::optional<int> tid;                 // only this thread
   uint64_t window_begin = 0;              // keep slices beginning in [begin, end)
   uint64_t window_end = UINT64_MAX;
-  bool progress = false;                  // progress on stderr
+  bool progress = false;                  // progress bar on stderr (common/progress_bar.h)
+  std::string progress_label = "decoding";
   std::string debug_root = "/usr/lib/debug";
   BlockObserver* block_observer = nullptr;  // tests: sees every instruction run (forces jobs 1)
   // Threads decoding: 1 decodes each stream with one libipt decoder, in order; more cut
@@ -50,6 +51,10 @@ struct DecodeOptions {
   // decoder/detail_filter.h; counts of dropped slices in DecodeStats.
   DetailOptions detail;
   DecodeWindow window;
+  // DecodeTraceToFtf only: the largest FTF file wanted (0: no limit). The detail is
+  // chosen to fit (decoder/output_size_plan.h): a counting decode, then the real one
+  // (again, smaller, when an estimate was off); the choice is described in `notes`.
+  uint64_t max_output_bytes = 0;
   // When set, sees every slice at full detail (before `detail`): --summary.
   ftf::FunctionStatsBuilder* function_stats = nullptr;
 };
