@@ -6,6 +6,8 @@ namespace ptd::decoder {
 
 void SliceSample::Add(uint64_t begin, uint64_t duration) {
   ++total_;
+  first_begin_ = std::min(first_begin_, begin);
+  last_end_ = std::max(last_end_, begin + duration);
   if (slices_.size() < capacity_) {
     slices_.push_back({begin, duration});
     return;

@@ -28,9 +28,14 @@ class SliceSample {
   };
   const std::vector<Slice>& slices() const { return slices_; }
   uint64_t total() const { return total_; }
+  // Of every slice added (not only the sampled ones).
+  uint64_t first_begin() const { return first_begin_; }
+  uint64_t last_end() const { return last_end_; }
 
  private:
   size_t capacity_;
+  uint64_t first_begin_ = UINT64_MAX;
+  uint64_t last_end_ = 0;
   std::vector<Slice> slices_;
   uint64_t total_ = 0;
   std::mt19937_64 rng_{1};

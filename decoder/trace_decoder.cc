@@ -736,6 +736,12 @@ static absl::StatusOr<DecodeResult> DecodeTraceToFtfWithinSize(const std::string
   // Plan on a little less than the limit: bytes per slice vary along the trace.
   uint64_t budget = limit - limit / 20;
   std::vector<std::string> notes = counted.notes;
+  // Sizes are planned on uncompressed bytes: a .gz output (or a plan that was too careful)
+  // can come out far under the limit, and is then planned once more with a budget scaled
+  // up by what it missed; should that one not fit, the last plan that fit is written again.
+  uint64_t fitting_budget = 0;  // the largest budget whose output fit
+  bool grown = false;
+  bool last_try = false;
   for (int attempt = 0;; ++attempt) {
     const DetailPlan plan = PlanDetail(sample, full_bytes, budget, options.detail);
     pass.detail = plan.detail;
@@ -749,22 +755,38 @@ static absl::StatusOr<DecodeResult> DecodeTraceToFtfWithinSize(const std::string
     } else {
       what = absl::StrFormat("slices of at least %s", FormatDurationNs(plan.detail.min_duration));
       if (plan.detail.full_detail_from != UINT64_MAX) {
-        absl::StrAppendFormat(&what, " before %d, and every slice from there on", plan.detail.full_detail_from);
+        const uint64_t from = plan.detail.full_detail_from;
+        const uint64_t span = sample.last_end() > sample.first_begin() ? sample.last_end() - sample.first_begin() : 1;
+        absl::StrAppendFormat(&what, " before %d (+%s), and every slice from there on (the last %.0f%% of the time)",
+                              from, FormatDurationNs(from - std::min(from, sample.first_begin())),
+                              100.0 * static_cast<double>(sample.last_end() - std::min(from, sample.last_end())) /
+                                  static_cast<double>(span));
       }
     }
-    const bool fits = written <= limit || plan.full || attempt == 3;
     notes.push_back(absl::StrFormat(
         "max-output-size %s: full detail would take %s (%d slices); %s: %s, wrote %s%s", FormatByteSize(limit),
-        FormatByteSize(full_bytes), sample.total(), attempt == 0 ? "chose" : "retried with", what,
+        FormatByteSize(full_bytes), sample.total(), attempt == 0 ? "chose" : "planned again with", what,
         FormatByteSize(written), written > limit ? " (over the limit)" : ""));
-    if (fits || result->interrupted) {
+    const double missed = static_cast<double>(limit) / static_cast<double>(std::max<uint64_t>(written, 1));
+    bool done = plan.full || last_try || attempt == 4 || result->interrupted;
+    if (!done && written <= limit) {
+      fitting_budget = budget;
+      if (grown || written >= limit / 2) {
+        done = true;
+      } else {
+        grown = true;
+        budget = static_cast<uint64_t>(static_cast<double>(budget) * missed * 0.9);
+      }
+    } else if (!done) {
+      last_try = fitting_budget > 0;
+      budget = last_try ? fitting_budget : static_cast<uint64_t>(static_cast<double>(budget) * missed * 0.9);
+    }
+    if (done) {
       result->notes.insert(result->notes.begin(), notes.begin(), notes.end());
       // The count decoded the same trace: its stats are the full-detail ones.
       result->stats.seconds += counted.stats.seconds;
       return result;
     }
-    budget = static_cast<uint64_t>(static_cast<double>(budget) * static_cast<double>(limit) /
-                                   static_cast<double>(written) * 0.9);
   }
 }
 
