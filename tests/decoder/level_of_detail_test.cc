@@ -235,5 +235,17 @@ TEST_F(LevelOfDetailTest, MaxOutputSizeFitsAndKeepsFullDetailAtTheEnd) {
   EXPECT_EQ(FileSize(tmp_.Sub("roomy.ftf")), full_size);
 }
 
+TEST_F(LevelOfDetailTest, MaxOutputSizeFitsGzipOutputWithoutBeingNeedlesslyCoarse) {
+  Decode("full.ftf.gz", {});
+  const uint64_t limit = FileSize(tmp_.Sub("full.ftf.gz")) / 4;
+  DecodeOptions options;
+  options.max_output_bytes = limit;
+  DecodeResult result = Decode("fit.ftf.gz", options);
+  const uint64_t written = FileSize(tmp_.Sub("fit.ftf.gz"));
+  EXPECT_LE(written, limit);
+  // Planned on uncompressed bytes, then once more with what gzip saved.
+  EXPECT_GT(written, limit / 3) << absl::StrJoin(result.notes, "\n");
+}
+
 }  // namespace
 }  // namespace ptd::decoder
