@@ -99,7 +99,8 @@ TEST(FunctionStatsTest, SmallValuesAreExact) {
     b.Begin(1, 1, 100, "f");
     b.End(1, 1, 100 + d, std::nullopt);
   }
-  const FunctionStats& f = Find(b.Finish(), "f");
+  const FunctionStatsSummary summary = b.Finish();
+  const FunctionStats& f = Find(summary, "f");
   EXPECT_EQ(f.p50_ns, 7u);
   EXPECT_EQ(f.p90_ns, 20u);
   EXPECT_EQ(f.p99_ns, 20u);
@@ -109,7 +110,8 @@ TEST(FunctionStatsTest, OneCallHasExactPercentiles) {
   FunctionStatsBuilder b;
   b.Begin(1, 1, 0, "f");
   b.End(1, 1, 4'645'000'123, std::nullopt);
-  const FunctionStats& f = Find(b.Finish(), "f");
+  const FunctionStatsSummary summary = b.Finish();
+  const FunctionStats& f = Find(summary, "f");
   EXPECT_EQ(f.p50_ns, 4'645'000'123u);
   EXPECT_EQ(f.p99_ns, 4'645'000'123u);
 }
