@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_join.h"
 #include "cli/command.h"
+#include "common/progress_bar.h"
 #include "perfdata/build_id_cache.h"
 #include "perfdata/perf_data_reader.h"
 #include "perfdata/perf_importer.h"
@@ -29,7 +30,12 @@ int RunImportPerf(const ImportPerfArgs& args) {
   options.force = args.force;
   options.buildid_dirs = args.buildid_dirs;
   for (const std::string& d : perfdata::BuildIdCache::DefaultDirs()) options.buildid_dirs.push_back(d);
+  uint64_t total = 0;
+  for (const perfdata::AuxtraceBuffer& b : data->aux_buffers) total += b.size;
+  ProgressBar progress("importing", total, ProgressBar::StderrIsTerminal());
+  options.progress = [&progress](uint64_t done) { progress.Update(done); };
   absl::StatusOr<perfdata::PerfImportResult> result = perfdata::ImportPerfData(*data, options);
+  progress.Finish(result.ok());
   if (!result.ok()) return ReportError(result.status());
   uint64_t pt_bytes = 0;
   size_t chunks = 0;

@@ -223,6 +223,7 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
   const std::vector<AuxEvent> aux_events = CollectAuxEvents(data);
   std::vector<std::string> stream_bytes;  // by stream index
   std::map<std::string, size_t> stream_index;
+  uint64_t copied = 0;
   for (const AuxtraceBuffer& b : data.aux_buffers) {
     const std::string name = StreamName(b, per_cpu);
     auto [it, inserted] = stream_index.try_emplace(name, meta.streams.size());
@@ -257,6 +258,8 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
     }
     bytes.append(reinterpret_cast<const char*>(data.bytes.data() + b.payload_offset), b.size);
     stream.chunks.push_back(chunk);
+    copied += b.size;
+    if (options.progress) options.progress(copied);
   }
   for (size_t i = 0; i < meta.streams.size(); ++i) {
     absl::Status st = WriteFileAtomic(writer->FilePath(meta.streams[i].file), stream_bytes[i]);

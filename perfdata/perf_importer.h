@@ -4,6 +4,7 @@
 // unchanged into sideband/*.data (one file per sample_type, sorted by time), and
 // AUXTRACE_INFO / features fill meta.json, so the ordinary decode pipeline runs on it.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ struct PerfImportOptions {
   std::string out_dir;
   bool force = false;                     // replace an existing out_dir
   std::vector<std::string> buildid_dirs;  // searched in order for binaries by build-id
+  // After each AUXTRACE buffer copied: PT bytes done so far (a progress bar).
+  std::function<void(uint64_t pt_bytes_done)> progress;
 };
 
 struct PerfImportResult {

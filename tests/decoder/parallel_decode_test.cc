@@ -220,7 +220,7 @@ std::pair<int, std::string> DecodeAndInterrupt(const std::string& trace, const s
   ssize_t n;
   while ((n = read(err_pipe[0], buf, sizeof buf)) > 0) {
     err.append(buf, static_cast<size_t>(n));
-    if (!sent && err.find("decoding:") != std::string::npos) {
+    if (!sent && err.find("decoding [") != std::string::npos) {
       kill(pid, SIGINT);
       sent = true;
     }
