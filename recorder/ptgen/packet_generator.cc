@@ -287,19 +287,41 @@ void PacketGenerator::RetireStraight(uint64_t ip, uint64_t count, uint64_t time)
   last_time_ = time + count - 1;
 }
 
-void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
+void PacketGenerator::BeginInsn(uint64_t ip, uint64_t time) {
   if (!enabled_) {
-    Enable(insn.ip, time);
+    Enable(ip, time);
   } else if (need_ovf_fup_) {
     // Compressed against zero: the decoder's last IP is not trusted across an overflow.
     last_ip_ = 0;
-    EmitIpPacket(ppt_fup, insn.ip);
+    EmitIpPacket(ppt_fup, ip);
     need_ovf_fup_ = false;
   } else if (need_psb_) {
-    EmitPsbPlus(insn.ip, time, /*with_fup=*/true);
+    EmitPsbPlus(ip, time, /*with_fup=*/true);
   }
   ++stats_.instructions;
   last_time_ = time;
+}
+
+void PacketGenerator::RetireLeaving(const ExecutedInsn& insn, uint64_t time) {
+  BeginInsn(insn.ip, time);
+  // A branch out of the traced region (IP filtering): TIP.PGD with the target instead of
+  // the branch's own TNT bit or TIP. A call still pushes its return address, as libipt
+  // does when it decodes the call: the two return stacks stay alike, so a later return
+  // is compressed only where the decoder can follow it.
+  const uint64_t fall_through = insn.ip + insn.size;
+  if ((insn.kind == BranchKind::kDirectCall && insn.next_ip != fall_through) ||
+      insn.kind == BranchKind::kIndirectCall) {
+    PushReturn(fall_through);
+  }
+  FlushTnt();
+  Timing(time);
+  EmitIpPacket(ppt_tip_pgd, insn.next_ip);
+  enabled_ = false;
+  ++stats_.disables;
+}
+
+void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
+  BeginInsn(insn.ip, time);
   const uint64_t fall_through = insn.ip + insn.size;
   switch (insn.kind) {
     case BranchKind::kNone:

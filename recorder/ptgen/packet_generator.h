@@ -81,6 +81,11 @@ class PacketGenerator {
   // straight run at once and its last instruction with Retire).
   void RetireStraight(uint64_t ip, uint64_t count, uint64_t time);
 
+  // A branch that leaves the traced region (what the Valgrind front end hides: Valgrind's
+  // own preload code): TIP.PGD with its target, as hardware IP filtering writes it. The
+  // next retired instruction re-enables (TIP.PGE).
+  void RetireLeaving(const ExecutedInsn& insn, uint64_t time);
+
   // Execution left user space before the instruction at `ip` retired (signal, fault,
   // preemption, thread switch on a CPU): FUP(ip) + TIP.PGD. No-op while disabled.
   void AsyncDisable(uint64_t ip, uint64_t time);
@@ -111,6 +116,8 @@ class PacketGenerator {
 
  private:
   void Enable(uint64_t ip, uint64_t time);
+  // Before an instruction retires: enable, or the PSB+ / post-overflow FUP that is due.
+  void BeginInsn(uint64_t ip, uint64_t time);
   void EmitPsbPlus(uint64_t ip, uint64_t time, bool with_fup);
   void AddTntBit(bool taken);
   void FlushTnt();

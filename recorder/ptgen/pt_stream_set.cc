@@ -169,11 +169,15 @@ void PtStreamSet::RetireStraight(int pid, int tid, uint64_t first_ip, uint64_t c
 }
 
 void PtStreamSet::RetireBlock(int pid, int tid, uint64_t first_ip, uint64_t straight,
-                              const ExecutedInsn& last, uint64_t time) {
+                              const ExecutedInsn& last, uint64_t time, bool leaving) {
   ThreadSlot& slot = Slot(pid, tid, time);
   PacketGenerator* generator = slot.stream->generator.get();
   generator->RetireStraight(first_ip, straight, time);
-  generator->Retire(last, time + straight);
+  if (leaving) {
+    generator->RetireLeaving(last, time + straight);
+  } else {
+    generator->Retire(last, time + straight);
+  }
   slot.resume_ip = last.next_ip;
 }
 

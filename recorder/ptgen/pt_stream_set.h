@@ -62,8 +62,9 @@ class PtStreamSet {
   // time, time + 1, ..., then `last` at time + straight. Per-thread mode without
   // overflow injection (the block-level Valgrind front end).
   void RetireStraight(int pid, int tid, uint64_t first_ip, uint64_t count, uint64_t time);
+  // `leaving`: `last` branches out of the traced region (PacketGenerator::RetireLeaving).
   void RetireBlock(int pid, int tid, uint64_t first_ip, uint64_t straight, const ExecutedInsn& last,
-                   uint64_t time);
+                   uint64_t time, bool leaving = false);
   // Execution of `tid` left user space before `ip` retired (signal delivery). False
   // while the thread's instructions are being lost to an overflow (nothing is written).
   bool AsyncDisable(int pid, int tid, uint64_t ip, uint64_t time);

@@ -16,6 +16,8 @@
 #include "absl/strings/str_format.h"
 #include "common/elf_build_id.h"
 #include "common/file_util.h"
+#include "common/host_info.h"
+#include "ptd/version.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "recorder/elf_symbol.h"
@@ -184,6 +186,10 @@ absl::Status Run(pid_t valgrind, EmulationControl& control, VgptSpool& spool, Vg
 
 void DescribeRun(const RecordOptions& options, const VgptConverter& converter, const RunResult& run,
                  uint64_t stream_bytes, TraceMeta* meta) {
+  meta->tool_version = kToolVersion;
+  // The host ran the program, but the CPU it "ran on" is Valgrind's: no errata apply
+  // (decode never applies them to emulated traces).
+  meta->host = ReadHostInfo();
   meta->emulator = "valgrind";
   meta->time_axis = options.wall_clock ? "wall" : "virtual";
   meta->command = options.command;

@@ -105,6 +105,7 @@ struct VgptConverter::Block {
   uint32_t lengths_at = 0;  // their lengths: Instance::lengths[lengths_at .. + n]
   uint8_t kind = VGPT_KIND_NONE;
   bool described = false;
+  bool hidden = false;  // Valgrind's own code: not traced
 };
 
 struct VgptConverter::Process {
@@ -243,8 +244,16 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   Thread& thread = *in.current;
   const Block& block = in.blocks[id];
   ++stats_.blocks;
-  if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start);
   Process& process = *in.process;
+  if (block.hidden) {
+    // Valgrind's own code: the branch into it leaves the traced region; the next block of
+    // the program's code re-enters it.
+    if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start, /*leaving=*/true);
+    process.clock += block.n;
+    ++stats_.hidden_blocks;
+    return;
+  }
+  if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start);
   thread.pending_in = &in;
   thread.pending_id = id;
   thread.pending_time = process.clock;
@@ -254,7 +263,7 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   if (block.trigger != 0 && options_.on_trigger) options_.on_trigger(in.pid, thread.tid, block.trigger);
 }
 
-void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip) {
+void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip, bool leaving) {
   (void)in;
   const Block& p = thread.pending_in->blocks[thread.pending_id];
   thread.pending_id = kNoBlock;
@@ -289,7 +298,9 @@ void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip) {
   last.size = static_cast<uint8_t>(p.end - p.last_ip);
   last.next_ip = next_ip;
   last.kind = LastInsnKind(p.kind);
-  streams_->RetireBlock(thread.pid, thread.tid, p.start, straight, last, thread.pending_time);
+  // Out of the traced region: unless the block left for the kernel already.
+  leaving = leaving && p.kind != VGPT_KIND_SYSCALL && p.kind != VGPT_KIND_TRAP;
+  streams_->RetireBlock(thread.pid, thread.tid, p.start, straight, last, thread.pending_time, leaving);
   stats_.instructions += p.n;
   thread.last_ip = next_ip;
 }
@@ -402,7 +413,15 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       } else {
         if (flags & VGPT_HELLO_FORK_CHILD) {
           auto parent = processes_.find(ppid);
-          if (parent != processes_.end()) {
+          if (parent == processes_.end()) {
+            // The parent's stream may not have been read at all yet.
+            for (const auto& other : instances_) {
+              if (other.get() != &in && !other->hello && !other->closed) {
+                *waiting = true;
+                return 0;
+              }
+            }
+          } else {
             auto at = parent->second->fork_times.find(fork_seq);
             if (at == parent->second->fork_times.end()) {
               // The parent's stream has not reached this fork yet.
@@ -463,7 +482,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       b.target = p.U64();
       b.kind = static_cast<uint8_t>(p.U32());
       b.n = p.U32();
-      p.U32();  // flags
+      b.hidden = (p.U32() & VGPT_BLOCK_HIDDEN) != 0;
       absl::Span<const uint8_t> lengths = p.Bytes(b.n);
       if (!p.ok() || id == kNoBlock || id >= VGPT_TAG_BASE || b.n == 0 || b.end <= b.start ||
           id > in.blocks.size() + (1u << 20)) {

@@ -51,6 +51,7 @@ struct VgptConverterStats {
   uint64_t forks = 0;
   uint64_t execs = 0;
   uint64_t faults = 0;          // signals that interrupted a block in its middle
+  uint64_t hidden_blocks = 0;   // executions of Valgrind's own code (not traced)
   uint64_t side_exits = 0;      // blocks VEX left in their middle (emulation warnings, CAS retries)
   uint64_t unknown_blocks = 0;  // executions of an id never described (a damaged stream)
   uint64_t bad_records = 0;     // control records that made no sense (skipped)
@@ -102,8 +103,9 @@ class VgptConverter {
 
   size_t FeedControl(Instance& in, uint32_t kind, absl::Span<const uint32_t> payload, bool* waiting);
   void RunBlock(Instance& in, uint32_t id);
-  // The thread's pending block left towards `next_ip`.
-  void Resolve(Instance& in, Thread& thread, uint64_t next_ip);
+  // The thread's pending block left towards `next_ip` (`leaving`: into code that is not
+  // traced).
+  void Resolve(Instance& in, Thread& thread, uint64_t next_ip, bool leaving = false);
   // The pending block was cut at `ip` (a fault) or completed towards it (asynchronous
   // signal, preemption): retire what ran, then disable at `ip`.
   void Interrupt(Instance& in, Thread& thread, uint64_t ip);

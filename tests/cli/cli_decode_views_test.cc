@@ -28,7 +28,7 @@ class CliDecodeViewsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     tmp_ = new TempDir();
     trace_ = tmp_->Sub("calls");
-    CommandResult r = RunCommand({PTD_CLI_PATH, "record", "--emulate", "-q", "-o", trace_, "--",
+    CommandResult r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "-o", trace_, "--",
                                   absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_calls")});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }

@@ -100,7 +100,7 @@ TEST(CliDecodeWarningsTest, ErrataWarningOnceForHardwareTracesNeverForEmulatedOn
   TempDir tmp;
   ASSERT_TRUE(MakeDirs(tmp.Sub("scratch")).ok());
   const std::string trace = tmp.Sub("trace");
-  CommandResult record = RunCli(tmp, {"record", "--emulate", "-q", "-o", trace, "--",
+  CommandResult record = RunCli(tmp, {"record", "--emulate=ptrace", "-q", "-o", trace, "--",
                                       std::string(PTD_BINARY_DIR) + "/tests/programs/ptd_prog_threads"});
   ASSERT_EQ(record.exit_code, 0) << record.err;
   absl::StatusOr<std::string> text = ReadFileToString(trace + "/meta.json");

@@ -191,7 +191,7 @@ TEST(ParallelDecodeTest, EmulatedThreadsDecodeIdenticallyInPieces) {
   TempDir tmp;
   std::string trace = tmp.Sub("trace");
   std::string program = absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_threads");
-  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate", "--psb-period", "512", "-o", trace, "--", program});
+  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "--psb-period", "512", "-o", trace, "--", program});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
   ASSERT_TRUE(meta.ok()) << meta.status();

@@ -105,7 +105,7 @@ class PerfExportEmulatedTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     tmp_ = new ::ptd::testing::TempDir();
-    auto rec = ::ptd::testing::RunCommand({PTD_CLI_PATH, "record", "--emulate", "-o", Trace(), "--", "/bin/true"});
+    auto rec = ::ptd::testing::RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-o", Trace(), "--", "/bin/true"});
     if (rec.exit_code != 0) {
       skip_reason_ = new std::string("record --emulate unavailable here: " + rec.err);
       return;

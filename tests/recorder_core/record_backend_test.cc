@@ -34,6 +34,17 @@ TEST(RecordBackendTest, PtraceWhenAskedFor) {
   EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
 }
 
+TEST(RecordBackendTest, PtraceOnlyOptionsPickPtraceWhenNoEmulatorIsNamed) {
+  RecordOptions options;
+  options.emulate = true;
+  options.command = {"/bin/true"};
+  options.ground_truth_path = "truth.bin";
+  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
+  EXPECT_NE(choice->why.find("--ground-truth"), std::string::npos) << choice->why;
+}
+
 TEST(RecordBackendTest, AttachingEmulatesWithPtraceEvenWhenValgrindIsThere) {
   RecordOptions options;
   options.emulate = true;

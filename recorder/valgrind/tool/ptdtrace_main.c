@@ -175,6 +175,18 @@ static void put_hello(UInt flags) {
 
 /* ---- memory map ---------------------------------------------------------- */
 
+static Bool is_valgrinds_file(const HChar* name) {
+  return VG_(strstr)(name, "/vgpreload_") != NULL;
+}
+
+/* Is `a` in code that Valgrind, not the program, brought into the process? */
+static Bool is_valgrinds_code(Addr a) {
+  NSegment const* seg = VG_(am_find_nsegment)(a);
+  if (seg == NULL || seg->kind != SkFileC) return False;
+  const HChar* fn = VG_(am_get_filename)(seg);
+  return fn != NULL && is_valgrinds_file(fn);
+}
+
 static void put_map(Addr a, SizeT len, Bool rr, Bool ww, Bool xx, UInt flags) {
   NSegment const* seg = VG_(am_find_nsegment)(a);
   const HChar* name = "";
@@ -186,9 +198,9 @@ static void put_map(Addr a, SizeT len, Bool rr, Bool ww, Bool xx, UInt flags) {
     dev = seg->dev;
     ino = seg->ino;
   }
-  /* Valgrind's preload library is the emulator's, not the program's; nothing in it runs
-     (no exit-time freeres), so the program's maps do not show it. */
-  if (VG_(strstr)(name, "/vgpreload_") != NULL) return;
+  /* Valgrind's preload library is the emulator's, not the program's: its code is hidden
+     from the trace (VGPT_BLOCK_HIDDEN), and the program's maps do not show it. */
+  if (is_valgrinds_file(name)) return;
   begin(VGPT_MAP, 12 + string_words(name));
   put64(a);
   put64(len);
@@ -496,7 +508,7 @@ static IRSB* instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayo
   put64(target);
   put32(kind);
   put32(n);
-  put32(0);
+  put32(is_valgrinds_code(start) ? VGPT_BLOCK_HIDDEN : 0);
   put_bytes(lengths, n);
 
   /* Copy the statements, storing the id at the first instruction: after any
