@@ -201,6 +201,15 @@ void DescribeRun(const RecordOptions& options, const VgptConverter& converter, c
     meta->notes.push_back("recording stopped while the program ran; it goes on under Valgrind, untraced");
   }
   const VgptConverterStats& s = converter.stats();
+  if (s.cut_short > 0 && run.exit_status >= 0 && WIFEXITED(run.exit_status)) {
+    // The program ended normally, yet a stream ended before it: the tool could not write.
+    meta->partial = true;
+    meta->partial_reason = absl::StrFormat(
+        "the Valgrind tool could not write its stream for %u process(es) (disk full, or a file size "
+        "limit): their trace ends where the stream does",
+        s.cut_short);
+    meta->notes.push_back(meta->partial_reason);
+  }
   meta->notes.push_back(absl::StrFormat(
       "emulated with Valgrind (ptdtrace): %u blocks, %u instructions, %u processes, %u threads, "
       "%u signals, %.2f s (%.1f M instructions/s), %.0f MB of tool stream",

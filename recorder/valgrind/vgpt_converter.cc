@@ -650,7 +650,9 @@ void VgptConverter::CloseInstance(int instance) {
     in.process->exec_pending = true;
     return;
   }
-  // Killed (SIGKILL), or the recording stopped before the program ended.
+  // Killed (SIGKILL), the tool could not write (disk full), or the recording stopped
+  // before the program ended.
+  ++stats_.cut_short;
   std::vector<Thread*> mine;
   for (auto& [tid, thread] : threads_) {
     if (thread->pid == in.pid) mine.push_back(thread.get());

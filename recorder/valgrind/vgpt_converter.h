@@ -56,6 +56,7 @@ struct VgptConverterStats {
   uint64_t unknown_blocks = 0;  // executions of an id never described (a damaged stream)
   uint64_t bad_records = 0;     // control records that made no sense (skipped)
   uint64_t exits = 0;           // instances that ended with an exit record
+  uint64_t cut_short = 0;       // instances whose stream ended with the program still in it
 };
 
 class VgptConverter {
