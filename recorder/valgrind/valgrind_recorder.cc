@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +71,15 @@ absl::Status CheckOptions(const RecordOptions& options) {
   }
   if (options.snapshot && options.snapshot_size < 4096) {
     return absl::InvalidArgumentError("record --emulate=valgrind: --snapshot-size must be at least 4096 bytes");
+  }
+  // Valgrind refuses set-user/group-ID programs (it cannot run them with their
+  // privileges): say so, and what works, instead of recording nothing.
+  absl::StatusOr<std::string> exe = ResolveExecutable(options.command[0]);
+  struct stat st;
+  if (exe.ok() && stat(exe->c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        *exe, " is set-user-ID or set-group-ID: Valgrind cannot run it with its privileges; record it with "
+        "--emulate=ptrace (as root, or attach with --pid to a running instance)"));
   }
   return absl::OkStatus();
 }

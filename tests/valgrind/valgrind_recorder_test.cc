@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -349,6 +350,29 @@ TEST(ValgrindRecorderTest, FileSizeLimitKeepsWhatWasWrittenMarkedPartial) {
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->errors, 0u);
   EXPECT_GT(decoded->instructions, 1000000u);
+}
+
+TEST(ValgrindRecorderTest, SetuidProgramIsRefusedWithTheAlternative) {
+  PTD_REQUIRE_VALGRIND();
+  std::string setuid;
+  for (const char* candidate : {"/usr/bin/passwd", "/usr/bin/su", "/bin/su"}) {
+    struct stat st;
+    if (stat(candidate, &st) == 0 && (st.st_mode & S_ISUID) != 0) {
+      setuid = candidate;
+      break;
+    }
+  }
+  if (setuid.empty()) GTEST_SKIP() << "no set-user-ID program (passwd, su) on this machine";
+  TempDir tmp;
+  RecordOptions options;
+  options.command = {setuid, "--help"};
+  options.output_dir = tmp.Sub("trace.dir");
+  options.quiet = true;
+  absl::StatusOr<EmulatedRecordSummary> r = RecordValgrind(options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("set-user-ID"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("--emulate=ptrace"), std::string::npos) << r.status();
+  EXPECT_FALSE(PathExists(options.output_dir));
 }
 
 TEST(ValgrindRecorderTest, AttachingIsRefusedWithTheAlternative) {
