@@ -28,7 +28,7 @@ struct DecodeArgs {
   std::string input;
   std::string output;
   std::string time_axis = "time";
-  std::string decoder = "block";
+  std::string decoder = "libipt-block";
   int tid = -1;
   std::string time_range;
   std::string stats_json;
@@ -145,12 +145,15 @@ void CatchInterrupts() {
 absl::Status RunDecode(const DecodeArgs& args) {
   decoder::DecodeOptions options;
   if (absl::Status s = ParseDetail(args, &options); !s.ok()) return s;
-  if (args.decoder == "block") {
+  // "block" and "insn" are the names before the fast decoder came.
+  if (args.decoder == "fast") {
+    options.decoder = decoder::DecoderKind::kFast;
+  } else if (args.decoder == "libipt-block" || args.decoder == "block") {
     options.decoder = decoder::DecoderKind::kBlock;
-  } else if (args.decoder == "insn") {
+  } else if (args.decoder == "libipt-insn" || args.decoder == "insn") {
     options.decoder = decoder::DecoderKind::kInsn;
   } else {
-    return absl::InvalidArgumentError("--decoder must be block or insn");
+    return absl::InvalidArgumentError("--decoder must be fast, libipt-block or libipt-insn");
   }
   if (args.time_axis == "time") {
     options.axis = decoder::TimeAxisChoice::kTime;
@@ -248,7 +251,7 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--output,-o", args->output, "Output .ftf or .ftf.gz (optional with --summary)");
   cmd->add_option("--time-axis", args->time_axis,
                   "time (ns), cycles (CYC packets' count; 1 cycle shows as 1 ns) or instructions (default time)");
-  cmd->add_option("--decoder", args->decoder, "block (default, fast) or insn (reference)");
+  cmd->add_option("--decoder", args->decoder, "libipt-block (default), fast (libipt's query decoder, own blocks) or libipt-insn");
   cmd->add_option("--tid", args->tid, "Only this thread");
   cmd->add_option("--time-range", args->time_range, "BEGIN:END, keep slices that begin inside (output time units)");
   cmd->add_option("--stats-json", args->stats_json, "Write decode counts as JSON");

@@ -23,8 +23,11 @@ absl::StatusOr<decoder::DecodeOptions> InternalOptions(const DecodeOptions& opti
                                                    " is after window_end ", options.window_end));
   }
   decoder::DecodeOptions internal;
-  internal.decoder = options.decoder == DecodeOptions::Decoder::kInsn ? decoder::DecoderKind::kInsn
-                                                                      : decoder::DecoderKind::kBlock;
+  switch (options.decoder) {
+    case DecodeOptions::Decoder::kBlock: internal.decoder = decoder::DecoderKind::kBlock; break;
+    case DecodeOptions::Decoder::kInsn: internal.decoder = decoder::DecoderKind::kInsn; break;
+    case DecodeOptions::Decoder::kFast: internal.decoder = decoder::DecoderKind::kFast; break;
+  }
   switch (options.time_axis) {
     case DecodeOptions::TimeAxis::kTime: internal.axis = decoder::TimeAxisChoice::kTime; break;
     case DecodeOptions::TimeAxis::kCycles: internal.axis = decoder::TimeAxisChoice::kCycles; break;

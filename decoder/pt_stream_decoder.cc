@@ -143,6 +143,8 @@ void PtStreamDecoder::UseImage(image::ProcessImage* image) {
   classifier_.SetImage(image);
   traps_.SetImage(image);
   pending_range_ = image::FunctionRange();
+  fast_cache_.Clear();
+  if (fast_ != nullptr) fast_->SetImage(image);
   if (image->libipt_image() != libipt_image_) {
     libipt_image_ = image->libipt_image();
     // libipt checks its cached section against the image on every read, so the decoder
@@ -377,7 +379,7 @@ pt_config MakeConfig(const PtDecodeConfig& config, const uint8_t* begin, size_t 
   c.nom_freq = static_cast<uint8_t>(config.pt.nom_freq);
   c.mtc_freq = static_cast<uint8_t>(config.pt.mtc_freq);
   // A union: these bits mean other things (tick events) to the instruction decoder.
-  if (config.kind == DecoderKind::kBlock) {
+  if (config.kind != DecoderKind::kInsn) {
     c.flags.variant.block.end_on_call = 1;
     c.flags.variant.block.end_on_jump = 1;
   }
@@ -422,7 +424,7 @@ constexpr uint32_t kCancelCheckInterval = 4096;
 // yields (a block or an instruction); the loop around them is written once, in Run.
 struct BlockApi {
   using Decoder = pt_block_decoder;
-  static Decoder* Alloc(const pt_config* c) { return pt_blk_alloc_decoder(c); }
+  static Decoder* Alloc(PtStreamDecoder*, const pt_config* c) { return pt_blk_alloc_decoder(c); }
   static void Free(Decoder* d) { pt_blk_free_decoder(d); }
   static int SetImage(Decoder* d, pt_image* image) { return pt_blk_set_image(d, image); }
   static int SyncForward(Decoder* d) { return pt_blk_sync_forward(d); }
@@ -439,7 +441,7 @@ struct BlockApi {
 
 struct InsnApi {
   using Decoder = pt_insn_decoder;
-  static Decoder* Alloc(const pt_config* c) { return pt_insn_alloc_decoder(c); }
+  static Decoder* Alloc(PtStreamDecoder*, const pt_config* c) { return pt_insn_alloc_decoder(c); }
   static void Free(Decoder* d) { pt_insn_free_decoder(d); }
   static int SetImage(Decoder* d, pt_image* image) { return pt_insn_set_image(d, image); }
   static int SyncForward(Decoder* d) { return pt_insn_sync_forward(d); }
@@ -454,14 +456,38 @@ struct InsnApi {
   static constexpr const char* kAllocName = "pt_insn_alloc_decoder";
 };
 
-// One block. An error can come with the instructions decoded before it: they count.
-int PtStreamDecoder::NextBlock(pt_block_decoder* decoder) {
-  pt_block block;
-  int status = pt_blk_next(decoder, &block, sizeof block);
+struct FastApi {
+  using Decoder = FastBlockDecoder;
+  static Decoder* Alloc(PtStreamDecoder* self, const pt_config* c) {
+    auto* d = new FastBlockDecoder(*c, &self->fast_cache_, self->image_);
+    if (!d->ok()) {
+      delete d;
+      return nullptr;
+    }
+    self->fast_ = d;
+    return d;
+  }
+  // The decoder reads code through the ProcessImage (UseImage hands it the new one).
+  static int SetImage(Decoder*, pt_image*) { return 0; }
+  static int SyncForward(Decoder* d) { return d->SyncForward(); }
+  static int SyncSet(Decoder* d, uint64_t offset) { return d->SyncSet(offset); }
+  static int GetOffset(const Decoder* d, uint64_t* offset) { return d->GetOffset(offset); }
+  static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return d->GetSyncOffset(offset); }
+  static int Time(Decoder* d, uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
+    return d->Time(tsc, lost_mtc, lost_cyc);
+  }
+  static int Event(Decoder* d, pt_event* event) { return d->Event(event); }
+  static int Next(PtStreamDecoder* self, Decoder* d) { return self->NextFastBlock(d); }
+  static void Free(Decoder* d) { delete d; }
+  static constexpr const char* kAllocName = "pt_qry_alloc_decoder";
+};
+
+template <class Api>
+[[gnu::always_inline]] inline void PtStreamDecoder::HandleBlock(const pt_block& block, typename Api::Decoder* decoder) {
   if (cycles_.active()) [[unlikely]] {
     // Where the query decoder stands: the packets this block consumed are behind it.
     uint64_t offset = 0;
-    if (pt_blk_get_offset(decoder, &offset) >= 0) cycles_.At(offset);
+    if (Api::GetOffset(decoder, &offset) >= 0) cycles_.At(offset);
   }
   if (block.ninsn > 0) {
     ++stats_.blocks;
@@ -481,6 +507,20 @@ int PtStreamDecoder::NextBlock(pt_block_decoder* decoder) {
       SetPending(klass, block.end_ip, insn_size);
     }
   }
+}
+
+// One block. An error can come with the instructions decoded before it: they count.
+int PtStreamDecoder::NextBlock(pt_block_decoder* decoder) {
+  pt_block block;
+  int status = pt_blk_next(decoder, &block, sizeof block);
+  HandleBlock<BlockApi>(block, decoder);
+  return status;
+}
+
+int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
+  pt_block block;
+  int status = decoder->Next(&block);
+  HandleBlock<FastApi>(block, decoder);
   return status;
 }
 
@@ -518,7 +558,7 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
   bool errata_ok = true;
   pt_config c = MakeConfig(config_, begin, size, &errata_ok);
   if (!errata_ok) WarnErrata();
-  typename Api::Decoder* decoder = Api::Alloc(&c);
+  typename Api::Decoder* decoder = Api::Alloc(this, &c);
   if (decoder == nullptr) return absl::InternalError(absl::StrCat(Api::kAllocName, " failed"));
   next_image_change_ = 0;  // the first timing update places the image (a redo may go back)
   libipt_image_ = image_->libipt_image();
@@ -745,6 +785,7 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
   stats_.instructions = instructions_;
   stats_.undecodable = classifier_.undecodable();
   set_libipt_image_ = nullptr;
+  fast_ = nullptr;
   Api::Free(decoder);
   return absl::OkStatus();
 }
@@ -777,8 +818,10 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
   pending_.valid = false;
   std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
   PieceSpec whole;
-  if (config_.kind == DecoderKind::kBlock) {
-    return Run<BlockApi>(padded, size, base_offset, psbs, whole, nullptr);
+  switch (config_.kind) {
+    case DecoderKind::kFast: return Run<FastApi>(padded, size, base_offset, psbs, whole, nullptr);
+    case DecoderKind::kBlock: return Run<BlockApi>(padded, size, base_offset, psbs, whole, nullptr);
+    case DecoderKind::kInsn: break;
   }
   return Run<InsnApi>(padded, size, base_offset, psbs, whole, nullptr);
 }
@@ -810,9 +853,12 @@ absl::StatusOr<PieceOutcome> PtStreamDecoder::DecodePiece(const uint8_t* padded,
     pending_.valid = true;
     pending_.klass = InsnClass::kUnknown;
   }
-  absl::Status status = config_.kind == DecoderKind::kBlock
-                            ? Run<BlockApi>(padded, size, base_offset, psbs, spec, &outcome)
-                            : Run<InsnApi>(padded, size, base_offset, psbs, spec, &outcome);
+  absl::Status status;
+  switch (config_.kind) {
+    case DecoderKind::kFast: status = Run<FastApi>(padded, size, base_offset, psbs, spec, &outcome); break;
+    case DecoderKind::kBlock: status = Run<BlockApi>(padded, size, base_offset, psbs, spec, &outcome); break;
+    case DecoderKind::kInsn: status = Run<InsnApi>(padded, size, base_offset, psbs, spec, &outcome); break;
+  }
   outcome_ = nullptr;
   time_steps_ = nullptr;
   piece_events_ = nullptr;

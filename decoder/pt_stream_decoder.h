@@ -24,6 +24,7 @@
 #include "common/host_info.h"
 #include "common/trace_meta.h"
 #include "decoder/cycle_index.h"
+#include "decoder/fast_block_decoder.h"
 #include "decoder/flow_event.h"
 #include "decoder/insn_classifier.h"
 #include "decoder/trap_scanner.h"
@@ -38,7 +39,9 @@ struct pt_insn_decoder;
 
 namespace ptd::decoder {
 
-enum class DecoderKind { kBlock, kInsn };
+// kFast: the fast block source (fast_block_decoder.h), libipt's query decoder under it;
+// kBlock, kInsn: libipt's block and instruction decoders (the references).
+enum class DecoderKind { kFast, kBlock, kInsn };
 
 class FlowConsumer {
  public:
@@ -247,6 +250,7 @@ class PtStreamDecoder {
  private:
   friend struct BlockApi;
   friend struct InsnApi;
+  friend struct FastApi;
 
   // A point of the decode to come back to (the end of a piece, before its overlap).
   struct Mark {
@@ -264,6 +268,10 @@ class PtStreamDecoder {
   absl::Status Run(const uint8_t* begin, size_t size, uint64_t base_offset, const std::vector<uint64_t>& psbs,
                    const PieceSpec& spec, PieceOutcome* outcome);
   int NextBlock(pt_block_decoder* decoder);
+  int NextFastBlock(FastBlockDecoder* decoder);
+  // What a block (libipt's or the fast decoder's) means to the flow.
+  template <class Api>
+  void HandleBlock(const pt_block& block, typename Api::Decoder* decoder);
   int NextInsn(pt_insn_decoder* decoder);
   void OnInstructionRun(uint64_t first_ip, uint64_t count);
   void StartRun(uint64_t first_ip);
@@ -295,6 +303,9 @@ class PtStreamDecoder {
   std::function<void(uint64_t offset)> progress_;
   bool cancelled_ = false;
   InsnClassifier classifier_;
+  // kFast: blocks by start IP, kept across chunks and pieces while the image stays.
+  FastBlockCache fast_cache_;
+  FastBlockDecoder* fast_ = nullptr;  // the running fast decoder, if any
   TrapScanner traps_;  // OCaml trap push/pop/raise inside runs
   bool errata_ok_ = true;
   bool need_enable_ = true;

@@ -77,6 +77,9 @@ class ProcessImage {
   FunctionRange RangeOf(uint64_t address) const;
   // Copies up to `size` code bytes at `address`; returns how many were available.
   size_t ReadCode(uint64_t address, uint8_t* out, size_t size) const;
+  // [start, end) of the mapping (one libipt section) that holds `address`; false: none.
+  // The fast decoder ends its blocks where libipt's do, at section ends.
+  bool SectionBounds(uint64_t address, uint64_t* start, uint64_t* end) const;
 
   // Things worth telling the user (build-id mismatches, missing files).
   const std::vector<std::string>& warnings() const { return warnings_; }

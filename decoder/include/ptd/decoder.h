@@ -22,7 +22,9 @@
 namespace ptd {
 
 struct DecodeOptions {
-  enum class Decoder { kBlock, kInsn };  // libipt's block or instruction decoder (same result)
+  // libipt's block or instruction decoder, or the fast one (libipt's query decoder under
+  // its own block cache); all give the same result.
+  enum class Decoder { kBlock, kInsn, kFast };
   enum class TimeAxis {
     kTime,          // ns (of the trace's clock)
     kCycles,        // CPU cycles from CYC packets (streams without them: time)

@@ -1,0 +1,582 @@
+#include "decoder/fast_block_decoder.h"
+
+#include <cstring>
+
+namespace ptd::decoder {
+namespace {
+
+// Straight-line runs longer than this are cached in parts that continue one another
+// (libipt's trampolines), so an entry's count always fits a block's 16 bits.
+constexpr uint32_t kMaxEntryInsns = 0x400;
+
+pt_insn_class ClassOf(const image::InsnInfo& info) {
+  using image::BranchKind;
+  switch (info.kind) {
+    case BranchKind::kNone: return ptic_other;
+    case BranchKind::kCondJump: return ptic_cond_jump;
+    case BranchKind::kDirectJump:
+    case BranchKind::kIndirectJump: return ptic_jump;
+    case BranchKind::kDirectCall:
+    case BranchKind::kIndirectCall: return ptic_call;
+    case BranchKind::kReturn: return ptic_return;
+    case BranchKind::kFarTransfer:
+      switch (info.far) {
+        case image::FarKind::kReturn: return ptic_far_return;
+        case image::FarKind::kJump: return ptic_far_jump;
+        default: return ptic_far_call;
+      }
+    case BranchKind::kUnknown: break;
+  }
+  return ptic_error;
+}
+
+bool IsFarBranch(const FastInsn& insn) {
+  return insn.iclass == ptic_far_call || insn.iclass == ptic_far_return || insn.iclass == ptic_far_jump;
+}
+
+// Binds a PIP to a CR3 write: never in user-space code.
+bool ChangesCr3(const FastInsn&) { return false; }
+
+// libipt's end_on_call / end_on_jump: a direct call or jump ends the block.
+bool EndsBlock(const FastInsn& insn) { return insn.iclass == ptic_call || insn.iclass == ptic_jump; }
+
+// Where execution resumes after tracing was disabled at `insn` (libipt: the return
+// address of calls, unknown otherwise).
+uint64_t DisableResumeIp(const FastInsn& insn) {
+  return insn.iclass == ptic_call || insn.iclass == ptic_far_call ? insn.ip + insn.size : 0;
+}
+
+}  // namespace
+
+void FastBlockDecoder::ReturnStack::Push(uint64_t ip) {
+  stack[top] = ip;
+  top = top == kSize ? 0 : top + 1;
+  if (bottom == top) bottom = bottom == kSize ? 0 : bottom + 1;
+}
+
+int FastBlockDecoder::ReturnStack::Pop(uint64_t* ip) {
+  if (top == bottom) return -pte_retstack_empty;
+  top = top == 0 ? kSize : top - 1;
+  *ip = stack[top];
+  return 0;
+}
+
+FastBlockDecoder::FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image)
+    : cache_(cache), image_(image) {
+  pt_config c = config;
+  // The block decoder gives its query decoder no flags of its own.
+  std::memset(&c.flags, 0, sizeof c.flags);
+  query_ = pt_qry_alloc_decoder(&c);
+}
+
+FastBlockDecoder::~FastBlockDecoder() {
+  if (query_ != nullptr) pt_qry_free_decoder(query_);
+}
+
+void FastBlockDecoder::Reset() {
+  mode_ = ptem_unknown;
+  ip_ = 0;
+  status_ = 0;
+  enabled_ = false;
+  process_event_ = false;
+  speculative_ = false;
+  process_insn_ = false;
+  bound_paging_ = false;
+  bound_vmcs_ = false;
+  std::memset(&event_, 0, sizeof event_);
+  retstack_ = ReturnStack();
+}
+
+int FastBlockDecoder::Status(int flags) const {
+  if (!enabled_) flags |= pts_ip_suppressed;
+  if ((status_ & pts_eos) && !process_event_) flags |= pts_eos;
+  return flags;
+}
+
+int FastBlockDecoder::Start(int status) {
+  if (status < 0) return status;
+  status_ = status;
+  if (!(status & pts_ip_suppressed)) enabled_ = true;
+  return ProceedTrailingEvent(nullptr);
+}
+
+int FastBlockDecoder::SyncForward() {
+  Reset();
+  return Start(pt_qry_sync_forward(query_, &ip_));
+}
+
+int FastBlockDecoder::SyncSet(uint64_t offset) {
+  Reset();
+  return Start(pt_qry_sync_set(query_, &ip_, offset));
+}
+
+int FastBlockDecoder::FetchEvent() {
+  if (process_event_) return 1;
+  if (!(status_ & pts_event_pending)) return 0;
+  int status = pt_qry_event(query_, &event_, sizeof event_);
+  if (status < 0) return status;
+  process_event_ = true;
+  status_ = status;
+  return 1;
+}
+
+int FastBlockDecoder::Decode(uint64_t ip, FastInsn* insn) {
+  const image::InsnInfo* info = cache_->insns_.Find(ip);
+  if (info == nullptr) {
+    uint8_t bytes[pt_max_insn_size];
+    size_t n = image_->ReadCode(ip, bytes, sizeof bytes);
+    if (n == 0) return -pte_nomap;
+    info = &cache_->insns_.Classify(ip, absl::MakeConstSpan(bytes, n));
+  }
+  insn->ip = ip;
+  insn->size = info->size;
+  insn->iclass = ClassOf(*info);
+  if (insn->iclass == ptic_error) return -pte_bad_insn;
+  insn->direct = info->kind == image::BranchKind::kDirectCall || info->kind == image::BranchKind::kDirectJump ||
+                 info->kind == image::BranchKind::kCondJump;
+  insn->target = info->direct_target;
+  return 0;
+}
+
+// libipt's pt_insn_next_ip: the next IP where no trace is needed.
+int FastBlockDecoder::NextIp(const FastInsn& insn, uint64_t* ip) {
+  switch (insn.iclass) {
+    case ptic_other:
+    case ptic_ptwrite: *ip = insn.ip + insn.size; return 0;
+    case ptic_call:
+    case ptic_jump:
+      if (insn.direct) {
+        *ip = insn.target;
+        return 0;
+      }
+      return -pte_bad_query;
+    case ptic_error: return -pte_bad_insn;
+    default: return -pte_bad_query;
+  }
+}
+
+// libipt's pt_blk_proceed_with_trace (with pt_blk_next_ip): one step that needs trace.
+int FastBlockDecoder::ProceedWithTrace(const FastInsn& insn) {
+  int status = 0;
+  switch (insn.iclass) {
+    case ptic_cond_jump: {
+      int taken = 0;
+      status = pt_qry_cond_branch(query_, &taken);
+      if (status < 0) return status;
+      ip_ = taken ? insn.target : insn.ip + insn.size;
+      status_ = status;
+      return 0;
+    }
+    case ptic_return: {
+      int taken = 0;
+      status = pt_qry_cond_branch(query_, &taken);
+      if (status >= 0) {
+        if (!taken) return -pte_bad_retcomp;
+        int err = retstack_.Pop(&ip_);
+        if (err < 0) return err;
+        status_ = status;
+        return 0;
+      }
+      if (status != -pte_bad_query) return status;
+      break;
+    }
+    case ptic_call:
+    case ptic_jump:
+      if (insn.direct) return -pte_internal;
+      break;
+    case ptic_far_call:
+    case ptic_far_return:
+    case ptic_far_jump: break;
+    case ptic_error: return -pte_bad_insn;
+    default: return -pte_internal;
+  }
+  status = pt_qry_indirect_branch(query_, &ip_);
+  if (status < 0) return status;
+  status_ = status;
+  if (status & pts_ip_suppressed) return -pte_noip;
+  return 0;
+}
+
+int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn) {
+  if (block->ninsn == UINT16_MAX) return 0;
+  int status = Decode(ip_, insn);
+  if (status < 0) return status;
+  if (ip_ < section_start_ || ip_ >= section_end_) {
+    if (!image_->SectionBounds(ip_, &section_start_, &section_end_)) {
+      section_start_ = 1;
+      section_end_ = 0;
+      return -pte_nomap;
+    }
+  }
+  if (section_start_ != block_section_) {
+    if (block->ninsn > 0) return 0;
+    block_section_ = section_start_;
+  }
+  if (insn->iclass == ptic_call && !(insn->direct && insn->target == insn->ip + insn->size)) {
+    retstack_.Push(insn->ip + insn->size);
+  }
+  block->iclass = insn->iclass;
+  block->end_ip = insn->ip;
+  ++block->ninsn;
+  return 1;
+}
+
+int FastBlockDecoder::ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip) {
+  while (true) {
+    if (ip_ == ip) return 1;
+    int status = ProceedOneInsn(block, insn);
+    if (status <= 0) return status;
+    status = NextIp(*insn, &ip_);
+    if (status < 0) return status;
+    if (EndsBlock(*insn)) return ip_ == ip ? 1 : 0;
+  }
+}
+
+int FastBlockDecoder::ProceedToIpWithTrace(pt_block* block, uint64_t ip) {
+  FastInsn insn;
+  int status = ProceedToIp(block, &insn, ip);
+  if (status != -pte_bad_query) return status;
+  return ProceedWithTrace(insn);
+}
+
+// libipt's pt_blk_proceed_to_insn: on to the first instruction `stop` accepts; with none
+// before the next instruction that needs trace, -pte_bad_query there.
+int FastBlockDecoder::ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&)) {
+  while (true) {
+    int status = ProceedOneInsn(block, insn);
+    if (status <= 0) return status;
+    if (stop(*insn)) return 1;
+    status = NextIp(*insn, &ip_);
+    if (status < 0) return status;
+    if (EndsBlock(*insn)) return 0;
+  }
+}
+
+int FastBlockDecoder::Postpone(const FastInsn& insn) {
+  if (process_insn_) return -pte_internal;
+  process_insn_ = true;
+  insn_ = insn;
+  return Status(pts_event_pending);
+}
+
+int FastBlockDecoder::ProceedPostponed() {
+  if (!process_insn_) return 0;
+  if (enabled_) {
+    int status = NextIp(insn_, &ip_);
+    if (status < 0) {
+      if (status != -pte_bad_query) return status;
+      status = ProceedWithTrace(insn_);
+      if (status < 0) return status;
+    }
+  }
+  process_insn_ = bound_paging_ = bound_vmcs_ = false;
+  return 0;
+}
+
+int FastBlockDecoder::ProceedEvent(pt_block* block) {
+  const pt_event& ev = event_;
+  FastInsn insn;
+  int status = 0;
+  switch (ev.type) {
+    case ptev_disabled:
+      if (ev.ip_suppressed) {
+        // Binds to the next CR3 write (none in user code): the walk ends at the
+        // instruction that needs trace, the far branch that left.
+        status = ProceedToInsn(block, &insn, ChangesCr3);
+      } else {
+        status = ProceedToIp(block, &insn, ev.variant.disabled.ip);
+      }
+      if (status <= 0) {
+        if (status != -pte_bad_query) return status;
+        ip_ = DisableResumeIp(insn);
+      }
+      break;
+    case ptev_async_disabled:
+      status = ProceedToIp(block, &insn, ev.variant.async_disabled.at);
+      if (status <= 0) return status;
+      break;
+    case ptev_async_branch:
+      status = ProceedToIp(block, &insn, ev.variant.async_branch.from);
+      if (status <= 0) return status;
+      break;
+    case ptev_paging:
+    case ptev_vmcs:
+      if (!enabled_) break;
+      status = ProceedToInsn(block, &insn, IsFarBranch);
+      if (status <= 0) return status;
+      if (ev.type == ptev_paging) {
+        bound_paging_ = true;
+      } else {
+        bound_vmcs_ = true;
+      }
+      return Postpone(insn);
+    case ptev_async_paging:
+    case ptev_async_vmcs: {
+      if (ev.ip_suppressed) break;
+      uint64_t ip = ev.type == ptev_async_paging ? ev.variant.async_paging.ip : ev.variant.async_vmcs.ip;
+      status = ProceedToIpWithTrace(block, ip);
+      if (status < 0) return status;
+      if (ip_ != ip) return 0;
+      break;
+    }
+    case ptev_exec_mode:
+      if (ev.ip_suppressed) break;
+      status = ProceedToIpWithTrace(block, ev.variant.exec_mode.ip);
+      if (status < 0) return status;
+      if (ip_ != ev.variant.exec_mode.ip) return 0;
+      break;
+    case ptev_tsx:
+      if (ev.ip_suppressed) break;
+      status = ProceedToIp(block, &insn, ev.variant.tsx.ip);
+      if (status <= 0) return status;
+      break;
+    case ptev_exstop:
+    case ptev_mwait: {
+      if (!enabled_ || ev.ip_suppressed) break;
+      uint64_t ip = ev.type == ptev_exstop ? ev.variant.exstop.ip : ev.variant.mwait.ip;
+      status = ProceedToIp(block, &insn, ip);
+      if (status <= 0) return status;
+      break;
+    }
+    case ptev_ptwrite:
+      if (!enabled_) break;
+      return -pte_not_supported;  // capstone 4 cannot decode ptwrite
+    default:  // enabled, overflow, stop, pwre, pwrx, tick, cbr, mnt: nothing to run first
+      break;
+  }
+  return Status(pts_event_pending);
+}
+
+const FastBlockCache::Entry& FastBlockDecoder::Lookup(uint64_t ip, bool* fresh) {
+  auto [it, inserted] = cache_->blocks_.try_emplace(ip);
+  *fresh = inserted;
+  FastBlockCache::Entry& entry = it->second;
+  if (!inserted) return entry;
+  uint64_t start = 0, end = 0;
+  if (!image_->SectionBounds(ip, &start, &end)) {
+    entry.error = -pte_nomap;
+    return entry;
+  }
+  uint64_t at = ip;
+  while (true) {
+    FastInsn insn;
+    int status = Decode(at, &insn);
+    if (status < 0) {
+      entry.error = status;
+      return entry;
+    }
+    ++entry.ninsn;
+    entry.last = insn;
+    uint64_t next = insn.ip + insn.size;
+    if (insn.iclass != ptic_other || next < start || next >= end || entry.ninsn == kMaxEntryInsns) return entry;
+    at = next;
+  }
+}
+
+// libipt's cached path: blocks end at every instruction that needs trace, at direct
+// calls and jumps, and where the code runs out of its section.
+int FastBlockDecoder::ProceedNoEvent(pt_block* block) {
+  while (true) {
+    bool fresh = false;
+    const FastBlockCache::Entry& entry = Lookup(ip_, &fresh);
+    if (entry.ninsn == 0) return entry.error;
+    uint32_t ninsn = block->ninsn + entry.ninsn;
+    if (ninsn > UINT16_MAX) return 0;
+    block->ninsn = static_cast<uint16_t>(ninsn);
+    const FastInsn& last = entry.last;
+    block->end_ip = last.ip;
+    block->iclass = last.iclass;
+    if (entry.error != 0) {
+      ip_ = last.ip + last.size;
+      return entry.error;
+    }
+    switch (last.iclass) {
+      case ptic_other: {
+        ip_ = last.ip + last.size;
+        // A part of a long run continues in the same section: the same block.
+        uint64_t start = 0, end = 0;
+        if (entry.ninsn == kMaxEntryInsns && image_->SectionBounds(last.ip, &start, &end) && ip_ >= start &&
+            ip_ < end) {
+          continue;
+        }
+        return 0;
+      }
+      case ptic_call:
+        if (last.direct) {
+          if (last.target != last.ip + last.size) retstack_.Push(last.ip + last.size);
+          ip_ = last.target;
+          return 0;
+        }
+        retstack_.Push(last.ip + last.size);
+        break;
+      case ptic_jump:
+        if (last.direct) {
+          ip_ = last.target;
+          return 0;
+        }
+        break;
+      default:
+        break;
+    }
+    int status = ProceedWithTrace(last);
+    // Only a block decoded for the first time checks the suppressed IP (libipt's cache
+    // hits do not).
+    if (status == -pte_noip && !fresh) return 0;
+    return status;
+  }
+}
+
+int FastBlockDecoder::ProceedTrailingEvent(pt_block* block) {
+  (void)block;
+  int status = FetchEvent();
+  if (status <= 0) {
+    if (status < 0) return status;
+    status = ProceedPostponed();
+    if (status < 0) return status;
+    return Status(0);
+  }
+  const pt_event& ev = event_;
+  switch (ev.type) {
+    case ptev_disabled:
+    case ptev_paging:
+    case ptev_vmcs:
+    case ptev_ptwrite: break;
+    default:
+      // Everything else binds after the postponed instruction (libipt runs it first).
+      status = ProceedPostponed();
+      if (status < 0) return status;
+      break;
+  }
+  bool pending = false;
+  switch (ev.type) {
+    case ptev_disabled: {
+      if (!process_insn_) break;
+      status = NextIp(insn_, &ip_);
+      if (status < 0) {
+        if (status != -pte_bad_query) return status;
+        ip_ = DisableResumeIp(insn_);
+        return Status(pts_event_pending);
+      }
+      process_insn_ = bound_paging_ = bound_vmcs_ = false;
+      if (!ev.ip_suppressed && ip_ == ev.variant.disabled.ip) return Status(pts_event_pending);
+      break;
+    }
+    case ptev_paging:
+    case ptev_vmcs: {
+      if (!enabled_) return Status(pts_event_pending);
+      bool& bound = ev.type == ptev_paging ? bound_paging_ : bound_vmcs_;
+      if (!process_insn_ || bound || !IsFarBranch(insn_)) break;
+      bound = true;
+      return Status(pts_event_pending);
+    }
+    case ptev_ptwrite:
+      if (!enabled_) return Status(pts_event_pending);
+      break;
+    case ptev_enabled:
+    case ptev_overflow:
+    case ptev_stop:
+    case ptev_pwre:
+    case ptev_pwrx:
+    case ptev_tick:
+    case ptev_cbr:
+    case ptev_mnt: pending = true; break;
+    case ptev_async_disabled: pending = ip_ == ev.variant.async_disabled.at; break;
+    case ptev_async_branch: pending = ip_ == ev.variant.async_branch.from; break;
+    case ptev_async_paging: pending = ev.ip_suppressed || ip_ == ev.variant.async_paging.ip; break;
+    case ptev_async_vmcs: pending = ev.ip_suppressed || ip_ == ev.variant.async_vmcs.ip; break;
+    case ptev_exec_mode: pending = ev.ip_suppressed || ip_ == ev.variant.exec_mode.ip; break;
+    case ptev_tsx: pending = ev.ip_suppressed || ip_ == ev.variant.tsx.ip; break;
+    case ptev_exstop: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.exstop.ip; break;
+    case ptev_mwait: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.mwait.ip; break;
+  }
+  status = ProceedPostponed();
+  if (status < 0) return status;
+  return Status(pending ? pts_event_pending : 0);
+}
+
+int FastBlockDecoder::Proceed(pt_block* block) {
+  int status = FetchEvent();
+  if (status != 0) {
+    if (status < 0) return status;
+    return ProceedEvent(block);
+  }
+  if (!enabled_) return (status_ & pts_eos) ? -pte_eos : -pte_no_enable;
+  status = ProceedNoEvent(block);
+  if (status < 0) return status;
+  return ProceedTrailingEvent(block);
+}
+
+int FastBlockDecoder::Next(pt_block* block) {
+  std::memset(block, 0, sizeof *block);
+  block->ip = ip_;
+  block->mode = mode_;
+  block->speculative = speculative_ ? 1 : 0;
+  block_section_ = 0;
+  return Proceed(block);
+}
+
+int FastBlockDecoder::Event(pt_event* out) {
+  if (!process_event_) return -pte_bad_query;
+  pt_event& ev = event_;
+  switch (ev.type) {
+    case ptev_enabled:
+      if (ev.variant.enabled.ip == ip_) ev.variant.enabled.resumed = 1;
+      if (ev.status_update) return -pte_bad_context;
+      if (ev.ip_suppressed) return -pte_noip;
+      if (enabled_) return -pte_bad_context;
+      ip_ = ev.variant.enabled.ip;
+      enabled_ = true;
+      break;
+    case ptev_async_disabled:
+      if (ip_ != ev.variant.async_disabled.at) return -pte_bad_query;
+      [[fallthrough]];
+    case ptev_disabled:
+      if (ev.status_update || !enabled_) return -pte_bad_context;
+      enabled_ = false;
+      break;
+    case ptev_async_branch:
+      if (ip_ != ev.variant.async_branch.from) return -pte_bad_query;
+      if (ev.status_update || !enabled_) return -pte_bad_context;
+      ip_ = ev.variant.async_branch.to;
+      break;
+    case ptev_async_paging:
+      if (!ev.ip_suppressed && ip_ != ev.variant.async_paging.ip) return -pte_bad_query;
+      break;
+    case ptev_async_vmcs:
+      if (!ev.ip_suppressed && ip_ != ev.variant.async_vmcs.ip) return -pte_bad_query;
+      break;
+    case ptev_overflow:
+      if (ev.status_update) return -pte_bad_context;
+      enabled_ = !ev.ip_suppressed;
+      ip_ = ev.ip_suppressed ? 0 : ev.variant.overflow.ip;
+      speculative_ = false;
+      break;
+    case ptev_exec_mode:
+      if (!ev.ip_suppressed && ip_ != ev.variant.exec_mode.ip) return -pte_bad_query;
+      if (ev.status_update && enabled_ && mode_ != ptem_unknown && mode_ != ev.variant.exec_mode.mode) {
+        return -pte_bad_status_update;
+      }
+      mode_ = ev.variant.exec_mode.mode;
+      break;
+    case ptev_tsx:
+      if (!ev.ip_suppressed && ip_ != ev.variant.tsx.ip) return -pte_bad_query;
+      speculative_ = ev.variant.tsx.speculative;
+      break;
+    case ptev_stop:
+      if (ev.status_update || enabled_) return -pte_bad_context;
+      break;
+    case ptev_exstop:
+      if (!ev.ip_suppressed && enabled_ && ip_ != ev.variant.exstop.ip) return -pte_bad_query;
+      break;
+    case ptev_mwait:
+      if (!ev.ip_suppressed && enabled_ && ip_ != ev.variant.mwait.ip) return -pte_bad_query;
+      break;
+    default:  // paging, vmcs (one address space here), pwre, pwrx, ptwrite, tick, cbr, mnt
+      break;
+  }
+  process_event_ = false;
+  *out = ev;
+  return ProceedTrailingEvent(nullptr);
+}
+
+}  // namespace ptd::decoder

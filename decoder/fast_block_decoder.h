@@ -1,0 +1,136 @@
+#pragma once
+// The fast flow decoder's block source: libipt's query decoder for the packets, the
+// project's instruction classifier for the code, and a block cache keyed by start IP.
+// It reports what libipt 2.0.5's block decoder (end_on_call, end_on_jump, code from the
+// section cache) reports for the same trace and image: the same blocks where a packet
+// is read, the same events at the same IPs, the same status bits, the same errors at
+// the same query offsets. So the driver (PtStreamDecoder::Run) is shared and the flow
+// events are identical; only the work per block differs (a hash lookup instead of
+// libipt's section lookup, block-cache lookup and decoder bookkeeping).
+//
+// Not modelled (libipt's block decoder does more): 16/32-bit code, the tick events,
+// ptwrite binding, the BDM64/SKL014 errata and mov-to-CR3/VMX instructions (none occur in
+// user-space traces); such traces decode, but may differ (the differential test says).
+
+#include <intel-pt.h>
+
+#include <cstdint>
+
+#include "absl/container/flat_hash_map.h"
+#include "image/insn_classifier.h"
+#include "image/process_image.h"
+
+namespace ptd::decoder {
+
+// One decoded instruction, in libipt's terms.
+struct FastInsn {
+  uint64_t ip = 0;
+  uint8_t size = 0;
+  pt_insn_class iclass = ptic_error;
+  bool direct = false;   // near call/jump with the target in the instruction
+  uint64_t target = 0;   // direct branches (conditional ones too)
+};
+
+// Straight-line runs of code by start IP: `ninsn` instructions, the last (`last`) a
+// branch, the last one of its section, or followed by an instruction that cannot be
+// read or decoded (`error`). Owned by the stream decoder, cleared whenever its image
+// changes (a new image, mappings replaced, JIT code): entries are keyed by address only.
+class FastBlockCache {
+ public:
+  struct Entry {
+    uint32_t ninsn = 0;
+    int error = 0;  // -pte_nomap / -pte_bad_insn after `ninsn` good instructions
+    FastInsn last;  // valid when ninsn > 0
+  };
+  void Clear() {
+    blocks_.clear();
+    insns_.Invalidate();
+  }
+  size_t size() const { return blocks_.size(); }
+
+ private:
+  friend class FastBlockDecoder;
+  absl::flat_hash_map<uint64_t, Entry> blocks_;
+  image::InsnClassifier insns_;  // per instruction (also for the event paths)
+};
+
+class FastBlockDecoder {
+ public:
+  // `config` as for pt_blk_alloc_decoder (its block flags are ignored: blocks end on
+  // calls and jumps). Check ok() after construction.
+  FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image);
+  ~FastBlockDecoder();
+  FastBlockDecoder(const FastBlockDecoder&) = delete;
+  FastBlockDecoder& operator=(const FastBlockDecoder&) = delete;
+
+  bool ok() const { return query_ != nullptr; }
+  void SetImage(image::ProcessImage* image) { image_ = image; }
+
+  // As pt_blk_sync_forward, pt_blk_sync_set, pt_blk_get_offset, pt_blk_get_sync_offset,
+  // pt_blk_time, pt_blk_event and pt_blk_next.
+  int SyncForward();
+  int SyncSet(uint64_t offset);
+  int GetOffset(uint64_t* offset) const { return pt_qry_get_offset(query_, offset); }
+  int GetSyncOffset(uint64_t* offset) const { return pt_qry_get_sync_offset(query_, offset); }
+  int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
+    return pt_qry_time(query_, tsc, lost_mtc, lost_cyc);
+  }
+  int Event(pt_event* event);
+  int Next(pt_block* block);
+
+ private:
+  // libipt's return-address stack for compressed returns (64 entries, the oldest
+  // overwritten).
+  struct ReturnStack {
+    static constexpr int kSize = 64;
+    uint64_t stack[kSize + 1] = {};
+    uint8_t top = 0;
+    uint8_t bottom = 0;
+    void Push(uint64_t ip);
+    int Pop(uint64_t* ip);
+  };
+
+  void Reset();
+  int Start(int status);
+  int Status(int flags) const;
+  int FetchEvent();
+  int Decode(uint64_t ip, FastInsn* insn);
+  const FastBlockCache::Entry& Lookup(uint64_t ip, bool* fresh);
+  int ProceedOneInsn(pt_block* block, FastInsn* insn);
+  int ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip);
+  int ProceedToIpWithTrace(pt_block* block, uint64_t ip);
+  int ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&));
+  int ProceedWithTrace(const FastInsn& insn);
+  int NextIp(const FastInsn& insn, uint64_t* ip);
+  int ProceedEvent(pt_block* block);
+  int ProceedNoEvent(pt_block* block);
+  int ProceedTrailingEvent(pt_block* block);
+  int ProceedPostponed();
+  int Postpone(const FastInsn& insn);
+  int Proceed(pt_block* block);
+
+  pt_query_decoder* query_ = nullptr;
+  FastBlockCache* cache_;
+  image::ProcessImage* image_;
+  // The state of libipt's block decoder (same names without the prefix).
+  pt_exec_mode mode_ = ptem_unknown;
+  uint64_t ip_ = 0;
+  int status_ = 0;
+  bool enabled_ = false;
+  bool process_event_ = false;
+  bool speculative_ = false;
+  bool process_insn_ = false;
+  bool bound_paging_ = false;
+  bool bound_vmcs_ = false;
+  FastInsn insn_;  // the postponed instruction
+  pt_event event_{};
+  ReturnStack retstack_;
+  // The section the block being built lies in (libipt does not switch sections inside a
+  // block).
+  uint64_t block_section_ = 0;
+  // The section of the last lookup: most blocks start in the section the last one did.
+  uint64_t section_start_ = 1;
+  uint64_t section_end_ = 0;
+};
+
+}  // namespace ptd::decoder
