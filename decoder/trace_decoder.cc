@@ -66,6 +66,20 @@ struct ThreadState {
 // A thread switched out keeps its open frames: it continues where it stopped when it
 // runs again. Per-CPU streams count instructions for the CPU, so each routed event
 // carries the instructions of its own thread instead.
+// DecodeOptions::flow_observer first, then the stream's own consumer.
+class FlowTee : public FlowConsumer {
+ public:
+  FlowTee(FlowConsumer* observer, FlowConsumer* consumer) : observer_(observer), consumer_(consumer) {}
+  void OnFlow(const FlowEvent& event) override {
+    observer_->OnFlow(event);
+    consumer_->OnFlow(event);
+  }
+
+ private:
+  FlowConsumer* observer_;
+  FlowConsumer* consumer_;
+};
+
 class ThreadRouter : public FlowConsumer {
  public:
   using ThreadLookup = std::function<ThreadState*(uint64_t time)>;
@@ -547,7 +561,8 @@ void Decoding::Progress(uint64_t done_bytes) {
 // One libipt decoder over each chunk of the stream, in order (--jobs 1).
 absl::Status Decoding::DecodeStream(StreamState* state) {
   StreamJob& job = state->job;
-  PtStreamDecoder decoder(job.config, job.image, job.consumer);
+  FlowTee tee(options_.flow_observer, job.consumer);
+  PtStreamDecoder decoder(job.config, job.image, options_.flow_observer != nullptr ? &tee : job.consumer);
   if (job.clock != nullptr) decoder.set_image_clock(job.clock);
   decoder.set_block_observer(options_.block_observer);
   decoder.set_cancel_flag(options_.cancel);
@@ -626,7 +641,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     progress_ = std::make_unique<ProgressBar>(options_.progress_label, total_bytes_, true);
   }
   size_t finished = 0;  // streams whose routers are finished
-  if (options_.jobs <= 1 || options_.block_observer != nullptr) {
+  if (options_.jobs <= 1 || options_.block_observer != nullptr || options_.flow_observer != nullptr) {
     for (; finished < streams.size() && !Cancelled(); ++finished) {
       absl::Status s = DecodeStream(streams[finished].get());
       if (!s.ok()) return s;

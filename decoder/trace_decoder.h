@@ -43,6 +43,9 @@ struct DecodeOptions {
   std::string progress_label = "decoding";
   std::string debug_root = "/usr/lib/debug";
   BlockObserver* block_observer = nullptr;  // tests: sees every instruction run (forces jobs 1)
+  // Tests: sees every flow event of every stream before the call-stack model does, in
+  // stream order (forces jobs 1). The differential test compares decoders with it.
+  FlowConsumer* flow_observer = nullptr;
   // Threads decoding: 1 decodes each stream with one libipt decoder, in order; more cut
   // streams at PSBs into pieces decoded in parallel (docs/decoder.md). Same output.
   int jobs = 1;

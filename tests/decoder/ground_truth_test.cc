@@ -18,6 +18,7 @@
 #include "image/timed_image.h"
 #include "recorder/emulate/ground_truth.h"
 #include "sideband/sideband_set.h"
+#include "tests/decoder/decoder_diff.h"
 #include "tests/decoder/ground_truth_slices.h"
 #include "tests/decoder/recorded_program.h"
 #include "tests/decoder/recording_sink.h"
@@ -98,6 +99,8 @@ void ExpectMatchesGroundTruth(const Recording& rec, DecoderKind kind = DecoderKi
   }
   EXPECT_EQ(result->stats.instructions, expected_instructions);
   EXPECT_EQ(result->stats.threads, rec.truth.size());
+  // Every recording is also decoded by the fast decoder: the same output, exactly.
+  if (kind == DecoderKind::kBlock) EXPECT_EQ(testing::CompareFastWithLibiptBlock(rec.trace), "");
 }
 
 #define PTD_RECORDED_SUITE(Suite, program, ...)                                 \

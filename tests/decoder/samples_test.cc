@@ -26,6 +26,7 @@
 #include "common/trace_meta.h"
 #include "common/trace_dir.h"
 #include "tests/decoder/recording_sink.h"
+#include "tests/decoder/decoder_diff.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::decoder {
@@ -192,6 +193,18 @@ TEST_P(SampleTest, DecodesWithLibiptsCountBothWaysIdentically) {
   absl::StatusOr<std::string> stats = ReadFileToString(tmp.Sub("stats.json"));
   ASSERT_TRUE(stats.ok());
   EXPECT_NE(stats->find(absl::StrCat("\"instructions\": ", sample.instructions, ",")), std::string::npos) << *stats;
+}
+
+// The fast decoder on real hardware traces: libipt's block decoder's output, exactly, on
+// both time axes these traces allow (they have no timing packets).
+TEST_P(SampleTest, FastDecoderMatchesLibiptBlock) {
+  PTD_REQUIRE_SAMPLES(samples);
+  TempDir tmp;
+  std::string trace = ImportSample(samples, GetParam(), tmp);
+  DecodeOptions options;
+  EXPECT_EQ(testing::CompareFastWithLibiptBlock(trace, options), "");
+  options.axis = TimeAxisChoice::kInstructions;
+  EXPECT_EQ(testing::CompareFastWithLibiptBlock(trace, options), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Samples, SampleTest, ::testing::ValuesIn(kSamples),

@@ -1,0 +1,87 @@
+#include "tests/decoder/decoder_diff.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd::decoder::testing {
+namespace {
+
+class FlowLog : public FlowConsumer {
+ public:
+  void OnFlow(const FlowEvent& event) override { events.push_back(event); }
+  std::vector<FlowEvent> events;
+};
+
+bool SameEvent(const FlowEvent& a, const FlowEvent& b) {
+  return a.kind == b.kind && a.target_known == b.target_known && a.ip == b.ip && a.target == b.target &&
+         a.fallthrough == b.fallthrough && a.instructions == b.instructions && a.cycles == b.cycles &&
+         a.time == b.time && a.offset == b.offset && a.enable_time == b.enable_time &&
+         std::strcmp(a.message, b.message) == 0;
+}
+
+std::string Describe(const FlowEvent& e) {
+  return absl::StrFormat("kind %d ip 0x%x target 0x%x instructions %d time %d offset %d %s", static_cast<int>(e.kind),
+                         e.ip, e.target, e.instructions, e.time, e.offset, e.message);
+}
+
+struct Decoded {
+  FlowLog log;
+  DecodeResult result;
+  std::string ftf;
+};
+
+absl::Status Decode(const std::string& trace, DecodeOptions options, DecoderKind kind, const std::string& output,
+                    Decoded* out) {
+  options.decoder = kind;
+  options.flow_observer = &out->log;
+  absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace, output, options);
+  if (!result.ok()) return result.status();
+  out->result = *std::move(result);
+  absl::StatusOr<std::string> ftf = ReadFileToString(output);
+  if (!ftf.ok()) return ftf.status();
+  out->ftf = *std::move(ftf);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string CompareFastWithLibiptBlock(const std::string& trace, DecodeOptions options) {
+  ptd::testing::TempDir tmp;
+  Decoded block, fast;
+  if (absl::Status s = Decode(trace, options, DecoderKind::kBlock, tmp.Sub("block.ftf"), &block); !s.ok()) {
+    return absl::StrCat("libipt-block: ", s.ToString());
+  }
+  if (absl::Status s = Decode(trace, options, DecoderKind::kFast, tmp.Sub("fast.ftf"), &fast); !s.ok()) {
+    return absl::StrCat("fast: ", s.ToString());
+  }
+  const std::vector<FlowEvent>& a = block.log.events;
+  const std::vector<FlowEvent>& b = fast.log.events;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (!SameEvent(a[i], b[i])) {
+      return absl::StrCat("flow event ", i, " differs: libipt-block ", Describe(a[i]), "; fast ", Describe(b[i]));
+    }
+  }
+  if (a.size() != b.size()) {
+    const FlowEvent& extra = a.size() > b.size() ? a[b.size()] : b[a.size()];
+    return absl::StrCat("libipt-block gave ", a.size(), " flow events, fast ", b.size(), "; the first extra: ",
+                        Describe(extra));
+  }
+  const DecodeStats& x = block.result.stats;
+  const DecodeStats& y = fast.result.stats;
+  if (x.instructions != y.instructions || x.calls != y.calls || x.returns != y.returns || x.errors != y.errors ||
+      x.overflows != y.overflows || x.syncs != y.syncs || x.threads != y.threads) {
+    return absl::StrFormat("stats differ: instructions %d/%d calls %d/%d returns %d/%d errors %d/%d overflows %d/%d",
+                           x.instructions, y.instructions, x.calls, y.calls, x.returns, y.returns, x.errors, y.errors,
+                           x.overflows, y.overflows);
+  }
+  if (block.ftf != fast.ftf) return "the FTF files differ (the flow events do not)";
+  if (a.empty()) return "no flow events at all: the comparison proves nothing";
+  return "";
+}
+
+}  // namespace ptd::decoder::testing

@@ -1,0 +1,110 @@
+// The fast flow decoder (decoder/fast_block_decoder.h) against libipt's block decoder on
+// programs recorded here by the emulator: the same flow events, statistics and FTF bytes
+// on every time axis, with overflows, per-CPU streams, code replaced at run time
+// (dlopen/exec: the block cache must be dropped) and signals; then on PT bytes mutated at
+// random (both decoders must report the same errors at the same offsets and go on the
+// same way). The real traces of ../shared/samples are compared in samples_test.cc, and
+// every ground-truth recording in ground_truth_test.cc.
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "gtest/gtest.h"
+#include "tests/decoder/decoder_diff.h"
+#include "tests/decoder/recorded_program.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd::decoder {
+namespace {
+
+using testing::CompareFastWithLibiptBlock;
+using testing::Record;
+using testing::Recording;
+
+DecodeOptions OnAxis(TimeAxisChoice axis) {
+  DecodeOptions options;
+  options.axis = axis;
+  return options;
+}
+
+void ExpectIdenticalOnEveryAxis(const Recording& rec) {
+  ASSERT_TRUE(rec.error.empty()) << rec.error;
+  EXPECT_EQ(CompareFastWithLibiptBlock(rec.trace, OnAxis(TimeAxisChoice::kTime)), "");
+  EXPECT_EQ(CompareFastWithLibiptBlock(rec.trace, OnAxis(TimeAxisChoice::kInstructions)), "");
+  EXPECT_EQ(CompareFastWithLibiptBlock(rec.trace, OnAxis(TimeAxisChoice::kCycles)), "");
+}
+
+TEST(FastBlockDecoderTest, CallsWithCyclesAndOverflowsAreIdentical) {
+  ExpectIdenticalOnEveryAxis(Record("ptd_prog_calls", {"--timing", "high", "--emulate-overflow-every", "6144"}));
+}
+
+TEST(FastBlockDecoderTest, PerCpuThreadsAreIdentical) {
+  ExpectIdenticalOnEveryAxis(Record("ptd_prog_threads", {"--virtual-cpus", "2"}));
+}
+
+TEST(FastBlockDecoderTest, CodeReplacedAtRunTimeIsIdentical) {
+  ExpectIdenticalOnEveryAxis(Record("ptd_prog_dlopen_swap", {}));
+  ExpectIdenticalOnEveryAxis(Record("ptd_prog_fork_exec", {}));
+}
+
+TEST(FastBlockDecoderTest, SignalsAreIdentical) { ExpectIdenticalOnEveryAxis(Record("ptd_prog_signal", {})); }
+
+// Parallel decoding drives the same block source through pieces: --jobs 2 with the fast
+// decoder writes what one libipt block decoder writes.
+TEST(FastBlockDecoderTest, ParallelFastEqualsSerialLibiptBlock) {
+  Recording rec = Record("ptd_prog_calls", {"--psb-period", "1024"});
+  ASSERT_TRUE(rec.error.empty()) << rec.error;
+  ptd::testing::TempDir tmp;
+  DecodeOptions serial;
+  serial.decoder = DecoderKind::kBlock;
+  ASSERT_TRUE(DecodeTraceToFtf(rec.trace, tmp.Sub("serial.ftf"), serial).ok());
+  DecodeOptions parallel;
+  parallel.decoder = DecoderKind::kFast;
+  parallel.jobs = 2;
+  parallel.piece_bytes = 4096;
+  absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(rec.trace, tmp.Sub("parallel.ftf"), parallel);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GT(result->stats.instructions, 0u);
+  EXPECT_EQ(*ReadFileToString(tmp.Sub("serial.ftf")), *ReadFileToString(tmp.Sub("parallel.ftf")));
+}
+
+// Random byte changes in the PT stream: sync, resync, errors (at the same offsets) and
+// whatever follows them must come out the same from both decoders.
+TEST(FastBlockDecoderTest, MutatedStreamsDecodeIdentically) {
+  Recording rec = Record("ptd_prog_calls", {"--psb-period", "1024"});
+  ASSERT_TRUE(rec.error.empty()) << rec.error;
+  std::vector<std::string> streams;
+  for (const auto& entry : std::filesystem::directory_iterator(rec.trace + "/aux")) {
+    if (entry.path().extension() == ".pt") streams.push_back(entry.path().string());
+  }
+  ASSERT_FALSE(streams.empty());
+  std::mt19937_64 random(16);
+  int with_errors = 0;
+  constexpr int kMutations = 40;
+  for (int m = 0; m < kMutations; ++m) {
+    ptd::testing::TempDir tmp;
+    std::string trace = tmp.Sub("trace");
+    std::filesystem::copy(rec.trace, trace, std::filesystem::copy_options::recursive);
+    const std::string& original = streams[random() % streams.size()];
+    std::string path = trace + "/aux/" + std::filesystem::path(original).filename().string();
+    std::string bytes = *ReadFileToString(path);
+    ASSERT_FALSE(bytes.empty());
+    int changes = 1 + static_cast<int>(random() % 8);
+    for (int c = 0; c < changes; ++c) bytes[random() % bytes.size()] = static_cast<char>(random());
+    ASSERT_TRUE(WriteFileAtomic(path, bytes).ok());
+    DecodeOptions options = OnAxis(m % 2 == 0 ? TimeAxisChoice::kTime : TimeAxisChoice::kInstructions);
+    std::string difference = CompareFastWithLibiptBlock(trace, options);
+    EXPECT_EQ(difference, "") << "mutation " << m;
+    options.decoder = DecoderKind::kBlock;
+    absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace, "", options);
+    if (result.ok() && result->stats.errors > 0) ++with_errors;
+  }
+  // Otherwise the mutations hit nothing that matters and the test proves little.
+  EXPECT_GE(with_errors, kMutations / 4);
+}
+
+}  // namespace
+}  // namespace ptd::decoder
