@@ -1,5 +1,7 @@
 #include "decoder/fast_block_decoder.h"
 
+#include <Zydis/Decoder.h>
+
 #include <cstring>
 
 namespace ptd::decoder {
@@ -9,25 +11,66 @@ namespace {
 // (libipt's trampolines), so an entry's count always fits a block's 16 bits.
 constexpr uint32_t kMaxEntryInsns = 0x400;
 
-pt_insn_class ClassOf(const image::InsnInfo& info) {
-  using image::BranchKind;
-  switch (info.kind) {
-    case BranchKind::kNone: return ptic_other;
-    case BranchKind::kCondJump: return ptic_cond_jump;
-    case BranchKind::kDirectJump:
-    case BranchKind::kIndirectJump: return ptic_jump;
-    case BranchKind::kDirectCall:
-    case BranchKind::kIndirectCall: return ptic_call;
-    case BranchKind::kReturn: return ptic_return;
-    case BranchKind::kFarTransfer:
-      switch (info.far) {
-        case image::FarKind::kReturn: return ptic_far_return;
-        case image::FarKind::kJump: return ptic_far_jump;
-        default: return ptic_far_call;
-      }
-    case BranchKind::kUnknown: break;
+// Zydis 4 decodes what libipt's own decoder does and capstone 4 does not (CET shadow
+// stack instructions in libgcc's unwinder, ptwrite). One decoder for every thread: it
+// holds only the mode and is never written after this.
+const ZydisDecoder& Zydis64() {
+  static const ZydisDecoder decoder = [] {
+    ZydisDecoder d;
+    ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    return d;
+  }();
+  return decoder;
+}
+
+// The instruction at `ip` in libipt's classes; iclass ptic_error when it cannot be
+// decoded.
+FastInsn DecodeX86(uint64_t ip, const uint8_t* bytes, size_t size) {
+  FastInsn insn;
+  insn.ip = ip;
+  ZydisDecodedInstruction z;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&Zydis64(), nullptr, bytes, size, &z))) return insn;
+  insn.size = z.length;
+  const bool far = z.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
+  const bool relative = z.raw.imm[0].is_relative;
+  if (relative) insn.target = ip + z.length + static_cast<uint64_t>(z.raw.imm[0].value.s);
+  switch (z.meta.category) {
+    case ZYDIS_CATEGORY_COND_BR:
+      insn.iclass = ptic_cond_jump;
+      insn.direct = true;
+      break;
+    case ZYDIS_CATEGORY_UNCOND_BR:
+      insn.iclass = far ? ptic_far_jump : ptic_jump;
+      insn.direct = !far && relative;
+      break;
+    case ZYDIS_CATEGORY_CALL:
+      insn.iclass = far ? ptic_far_call : ptic_call;
+      insn.direct = !far && relative;
+      break;
+    case ZYDIS_CATEGORY_RET:
+      insn.iclass = far ? ptic_far_return : ptic_return;
+      break;
+    case ZYDIS_CATEGORY_SYSCALL:
+    case ZYDIS_CATEGORY_INTERRUPT: insn.iclass = ptic_far_call; break;
+    case ZYDIS_CATEGORY_SYSRET: insn.iclass = ptic_far_return; break;
+    default: insn.iclass = ptic_other; break;
   }
-  return ptic_error;
+  switch (z.mnemonic) {
+    case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD:
+    case ZYDIS_MNEMONIC_IRETQ:
+    case ZYDIS_MNEMONIC_SYSEXIT:
+    case ZYDIS_MNEMONIC_SYSRET: insn.iclass = ptic_far_return; break;
+    case ZYDIS_MNEMONIC_SYSENTER:
+    case ZYDIS_MNEMONIC_SYSCALL: insn.iclass = ptic_far_call; break;
+    case ZYDIS_MNEMONIC_PTWRITE: insn.iclass = ptic_ptwrite; break;
+    case ZYDIS_MNEMONIC_XBEGIN:
+    case ZYDIS_MNEMONIC_XABORT:
+    case ZYDIS_MNEMONIC_XEND: insn.iclass = ptic_other; break;  // TSX: no branch to libipt (aborts are events)
+    default: break;
+  }
+  if (insn.iclass != ptic_cond_jump && !insn.direct) insn.target = 0;
+  return insn;
 }
 
 bool IsFarBranch(const FastInsn& insn) {
@@ -121,21 +164,15 @@ int FastBlockDecoder::FetchEvent() {
 }
 
 int FastBlockDecoder::Decode(uint64_t ip, FastInsn* insn) {
-  const image::InsnInfo* info = cache_->insns_.Find(ip);
-  if (info == nullptr) {
+  auto it = cache_->insns_.find(ip);
+  if (it == cache_->insns_.end()) {
     uint8_t bytes[pt_max_insn_size];
     size_t n = image_->ReadCode(ip, bytes, sizeof bytes);
-    if (n == 0) return -pte_nomap;
-    info = &cache_->insns_.Classify(ip, absl::MakeConstSpan(bytes, n));
+    if (n == 0) return -pte_nomap;  // not cached: the image may map it later
+    it = cache_->insns_.emplace(ip, DecodeX86(ip, bytes, n)).first;
   }
-  insn->ip = ip;
-  insn->size = info->size;
-  insn->iclass = ClassOf(*info);
-  if (insn->iclass == ptic_error) return -pte_bad_insn;
-  insn->direct = info->kind == image::BranchKind::kDirectCall || info->kind == image::BranchKind::kDirectJump ||
-                 info->kind == image::BranchKind::kCondJump;
-  insn->target = info->direct_target;
-  return 0;
+  *insn = it->second;
+  return insn->iclass == ptic_error ? -pte_bad_insn : 0;
 }
 
 // libipt's pt_insn_next_ip: the next IP where no trace is needed.
@@ -221,9 +258,25 @@ int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn) {
   return 1;
 }
 
+// The event paths step one instruction at a time; the straight-line instructions before
+// a cached run's last one need no look at all (no branch, no event IP among them, one
+// section): they are added at once.
+void FastBlockDecoder::SkipStraight(pt_block* block, uint64_t stop_ip) {
+  const FastBlockCache::Entry& entry = Lookup(ip_);
+  if (entry.ninsn < 2 || entry.error != 0) return;
+  if (stop_ip > ip_ && stop_ip <= entry.last.ip) return;
+  if (block->ninsn + entry.ninsn > UINT16_MAX) return;
+  if (block->ninsn > 0 && block_section_ != section_start_) return;
+  if (ip_ < section_start_ || ip_ >= section_end_) return;
+  if (block->ninsn == 0) block_section_ = section_start_;
+  block->ninsn = static_cast<uint16_t>(block->ninsn + entry.ninsn - 1);
+  ip_ = entry.last.ip;  // the next step adds it (and sets the block's end and class)
+}
+
 int FastBlockDecoder::ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip) {
   while (true) {
     if (ip_ == ip) return 1;
+    SkipStraight(block, ip);
     int status = ProceedOneInsn(block, insn);
     if (status <= 0) return status;
     status = NextIp(*insn, &ip_);
@@ -243,6 +296,7 @@ int FastBlockDecoder::ProceedToIpWithTrace(pt_block* block, uint64_t ip) {
 // before the next instruction that needs trace, -pte_bad_query there.
 int FastBlockDecoder::ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&)) {
   while (true) {
+    SkipStraight(block, 0);
     int status = ProceedOneInsn(block, insn);
     if (status <= 0) return status;
     if (stop(*insn)) return 1;
@@ -347,28 +401,38 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
   return Status(pts_event_pending);
 }
 
-const FastBlockCache::Entry& FastBlockDecoder::Lookup(uint64_t ip, bool* fresh) {
-  auto [it, inserted] = cache_->blocks_.try_emplace(ip);
-  *fresh = inserted;
-  FastBlockCache::Entry& entry = it->second;
-  if (!inserted) return entry;
+[[gnu::always_inline]] inline FastBlockCache::Entry& FastBlockDecoder::Lookup(uint64_t ip) {
+  FastBlockCache::Recent& recent = cache_->recent_[FastBlockCache::Slot(ip)];
+  if (recent.valid && recent.ip == ip) [[likely]] {
+    return cache_->blocks_[recent.index];
+  }
+  auto [it, inserted] = cache_->index_.try_emplace(ip, static_cast<uint32_t>(cache_->blocks_.size()));
+  if (inserted) {
+    cache_->blocks_.emplace_back();
+    Fill(ip, &cache_->blocks_.back());
+  }
+  recent = {ip, it->second, true};
+  return cache_->blocks_[it->second];
+}
+
+void FastBlockDecoder::Fill(uint64_t ip, FastBlockCache::Entry* entry) {
   uint64_t start = 0, end = 0;
   if (!image_->SectionBounds(ip, &start, &end)) {
-    entry.error = -pte_nomap;
-    return entry;
+    entry->error = -pte_nomap;
+    return;
   }
   uint64_t at = ip;
   while (true) {
     FastInsn insn;
     int status = Decode(at, &insn);
     if (status < 0) {
-      entry.error = status;
-      return entry;
+      entry->error = status;
+      return;
     }
-    ++entry.ninsn;
-    entry.last = insn;
+    ++entry->ninsn;
+    entry->last = insn;
     uint64_t next = insn.ip + insn.size;
-    if (insn.iclass != ptic_other || next < start || next >= end || entry.ninsn == kMaxEntryInsns) return entry;
+    if (insn.iclass != ptic_other || next < start || next >= end || entry->ninsn == kMaxEntryInsns) return;
     at = next;
   }
 }
@@ -377,9 +441,10 @@ const FastBlockCache::Entry& FastBlockDecoder::Lookup(uint64_t ip, bool* fresh) 
 // calls and jumps, and where the code runs out of its section.
 int FastBlockDecoder::ProceedNoEvent(pt_block* block) {
   while (true) {
-    bool fresh = false;
-    const FastBlockCache::Entry& entry = Lookup(ip_, &fresh);
+    FastBlockCache::Entry& entry = Lookup(ip_);
     if (entry.ninsn == 0) return entry.error;
+    const bool fresh = !entry.ran;
+    entry.ran = true;
     uint32_t ninsn = block->ninsn + entry.ninsn;
     if (ninsn > UINT16_MAX) return 0;
     block->ninsn = static_cast<uint16_t>(ninsn);

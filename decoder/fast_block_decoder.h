@@ -1,6 +1,6 @@
 #pragma once
-// The fast flow decoder's block source: libipt's query decoder for the packets, the
-// project's instruction classifier for the code, and a block cache keyed by start IP.
+// The fast flow decoder's block source: libipt's query decoder for the packets, Zydis 4
+// for the instructions, and a block cache keyed by start IP.
 // It reports what libipt 2.0.5's block decoder (end_on_call, end_on_jump, code from the
 // section cache) reports for the same trace and image: the same blocks where a packet
 // is read, the same events at the same IPs, the same status bits, the same errors at
@@ -11,13 +11,14 @@
 // Not modelled (libipt's block decoder does more): 16/32-bit code, the tick events,
 // ptwrite binding, the BDM64/SKL014 errata and mov-to-CR3/VMX instructions (none occur in
 // user-space traces); such traces decode, but may differ (the differential test says).
+// Instructions outside the ISA both libipt and Zydis know may be classed differently.
 
 #include <intel-pt.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "image/insn_classifier.h"
 #include "image/process_image.h"
 
 namespace ptd::decoder {
@@ -40,18 +41,34 @@ class FastBlockCache {
   struct Entry {
     uint32_t ninsn = 0;
     int error = 0;  // -pte_nomap / -pte_bad_insn after `ninsn` good instructions
+    // The no-event path ran it before (libipt's block cache is filled there only, and
+    // its first run checks a TIP's suppressed IP where a cached run does not).
+    bool ran = false;
     FastInsn last;  // valid when ninsn > 0
   };
   void Clear() {
     blocks_.clear();
-    insns_.Invalidate();
+    index_.clear();
+    insns_.clear();
+    for (Recent& r : recent_) r = Recent();
   }
   size_t size() const { return blocks_.size(); }
 
  private:
   friend class FastBlockDecoder;
-  absl::flat_hash_map<uint64_t, Entry> blocks_;
-  image::InsnClassifier insns_;  // per instruction (also for the event paths)
+  // The last blocks looked up, by a hash of their IP: a hot loop's few blocks hit here
+  // without probing the map.
+  struct Recent {
+    uint64_t ip = 0;
+    uint32_t index = 0;
+    bool valid = false;
+  };
+  static constexpr size_t kRecent = 4096;
+  static size_t Slot(uint64_t ip) { return (ip ^ (ip >> 12)) & (kRecent - 1); }
+  std::vector<Entry> blocks_;                    // entries never move once made (by index)
+  absl::flat_hash_map<uint64_t, uint32_t> index_;  // start IP → blocks_ index
+  Recent recent_[kRecent];
+  absl::flat_hash_map<uint64_t, FastInsn> insns_;  // per instruction (the event paths walk them)
 };
 
 class FastBlockDecoder {
@@ -95,8 +112,10 @@ class FastBlockDecoder {
   int Status(int flags) const;
   int FetchEvent();
   int Decode(uint64_t ip, FastInsn* insn);
-  const FastBlockCache::Entry& Lookup(uint64_t ip, bool* fresh);
+  FastBlockCache::Entry& Lookup(uint64_t ip);
+  void Fill(uint64_t ip, FastBlockCache::Entry* entry);
   int ProceedOneInsn(pt_block* block, FastInsn* insn);
+  void SkipStraight(pt_block* block, uint64_t stop_ip);
   int ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip);
   int ProceedToIpWithTrace(pt_block* block, uint64_t ip);
   int ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&));

@@ -63,7 +63,8 @@ std::string CompareFastWithLibiptBlock(const std::string& trace, DecodeOptions o
   const std::vector<FlowEvent>& b = fast.log.events;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
     if (!SameEvent(a[i], b[i])) {
-      return absl::StrCat("flow event ", i, " differs: libipt-block ", Describe(a[i]), "; fast ", Describe(b[i]));
+      return absl::StrCat("flow event ", i, " differs: libipt-block ", Describe(a[i]), "; fast ", Describe(b[i]),
+                          i > 0 ? absl::StrCat("; the event before: ", Describe(a[i - 1])) : "");
     }
   }
   if (a.size() != b.size()) {

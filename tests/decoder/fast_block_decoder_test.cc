@@ -5,6 +5,7 @@
 // random (both decoders must report the same errors at the same offsets and go on the
 // same way). The real traces of ../shared/samples are compared in samples_test.cc, and
 // every ground-truth recording in ground_truth_test.cc.
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -104,6 +105,20 @@ TEST(FastBlockDecoderTest, MutatedStreamsDecodeIdentically) {
   }
   // Otherwise the mutations hit nothing that matters and the test proves little.
   EXPECT_GE(with_errors, kMutations / 4);
+}
+
+}  // namespace
+}  // namespace ptd::decoder
+
+namespace ptd::decoder {
+namespace {
+
+// Any trace directory (PTD_DIFF_TRACE=DIR): prints the first difference, if any.
+TEST(FastBlockDecoderTest, GivenTraceIsIdentical) {
+  const char* trace = std::getenv("PTD_DIFF_TRACE");
+  if (trace == nullptr) GTEST_SKIP() << "set PTD_DIFF_TRACE to a trace directory to compare the decoders on it";
+  EXPECT_EQ(testing::CompareFastWithLibiptBlock(trace, OnAxis(TimeAxisChoice::kInstructions)), "");
+  EXPECT_EQ(testing::CompareFastWithLibiptBlock(trace, OnAxis(TimeAxisChoice::kTime)), "");
 }
 
 }  // namespace

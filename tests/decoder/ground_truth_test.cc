@@ -100,7 +100,9 @@ void ExpectMatchesGroundTruth(const Recording& rec, DecoderKind kind = DecoderKi
   EXPECT_EQ(result->stats.instructions, expected_instructions);
   EXPECT_EQ(result->stats.threads, rec.truth.size());
   // Every recording is also decoded by the fast decoder: the same output, exactly.
-  if (kind == DecoderKind::kBlock) EXPECT_EQ(testing::CompareFastWithLibiptBlock(rec.trace), "");
+  if (kind == DecoderKind::kBlock) {
+    EXPECT_EQ(testing::CompareFastWithLibiptBlock(rec.trace), "");
+  }
 }
 
 #define PTD_RECORDED_SUITE(Suite, program, ...)                                 \
