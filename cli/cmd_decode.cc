@@ -28,7 +28,7 @@ struct DecodeArgs {
   std::string input;
   std::string output;
   std::string time_axis = "time";
-  std::string decoder = "libipt-block";
+  std::string decoder = "fast";
   int tid = -1;
   std::string time_range;
   std::string stats_json;

@@ -2,6 +2,7 @@
 
 #include <Zydis/Decoder.h>
 
+#include <array>
 #include <cstring>
 
 namespace ptd::decoder {
@@ -14,22 +15,28 @@ constexpr uint32_t kMaxEntryInsns = 0x400;
 // Zydis 4 decodes what libipt's own decoder does and capstone 4 does not (CET shadow
 // stack instructions in libgcc's unwinder, ptwrite). One decoder for every thread: it
 // holds only the mode and is never written after this.
-const ZydisDecoder& Zydis64() {
-  static const ZydisDecoder decoder = [] {
-    ZydisDecoder d;
-    ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+const ZydisDecoder& ZydisFor(pt_exec_mode mode) {
+  static const std::array<ZydisDecoder, 3> decoders = [] {
+    std::array<ZydisDecoder, 3> d;
+    ZydisDecoderInit(&d[0], ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    ZydisDecoderInit(&d[1], ZYDIS_MACHINE_MODE_LEGACY_32, ZYDIS_STACK_WIDTH_32);
+    ZydisDecoderInit(&d[2], ZYDIS_MACHINE_MODE_LEGACY_16, ZYDIS_STACK_WIDTH_16);
     return d;
   }();
-  return decoder;
+  switch (mode) {
+    case ptem_32bit: return decoders[1];
+    case ptem_16bit: return decoders[2];
+    default: return decoders[0];
+  }
 }
 
 // The instruction at `ip` in libipt's classes; iclass ptic_error when it cannot be
 // decoded.
-FastInsn DecodeX86(uint64_t ip, const uint8_t* bytes, size_t size) {
+FastInsn DecodeX86(pt_exec_mode mode, uint64_t ip, const uint8_t* bytes, size_t size) {
   FastInsn insn;
   insn.ip = ip;
   ZydisDecodedInstruction z;
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&Zydis64(), nullptr, bytes, size, &z))) return insn;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, bytes, size, &z))) return insn;
   insn.size = z.length;
   const bool far = z.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
   const bool relative = z.raw.imm[0].is_relative;
@@ -169,7 +176,7 @@ int FastBlockDecoder::Decode(uint64_t ip, FastInsn* insn) {
     uint8_t bytes[pt_max_insn_size];
     size_t n = image_->ReadCode(ip, bytes, sizeof bytes);
     if (n == 0) return -pte_nomap;  // not cached: the image may map it later
-    it = cache_->insns_.emplace(ip, DecodeX86(ip, bytes, n)).first;
+    it = cache_->insns_.emplace(ip, DecodeX86(cache_->mode(), ip, bytes, n)).first;
   }
   *insn = it->second;
   return insn->iclass == ptic_error ? -pte_bad_insn : 0;
@@ -577,6 +584,9 @@ int FastBlockDecoder::Next(pt_block* block) {
   block->mode = mode_;
   block->speculative = speculative_ ? 1 : 0;
   block_section_ = 0;
+  if (mode_ != cache_->mode() && mode_ != ptem_unknown) [[unlikely]] {
+    cache_->SetMode(mode_);
+  }
   return Proceed(block);
 }
 

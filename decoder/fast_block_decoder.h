@@ -8,7 +8,8 @@
 // events are identical; only the work per block differs (a hash lookup instead of
 // libipt's section lookup, block-cache lookup and decoder bookkeeping).
 //
-// Not modelled (libipt's block decoder does more): 16/32-bit code, the tick events,
+// Code in 16/32-bit mode is decoded as such (the caches are cleared when the mode changes).
+// Not modelled (libipt's block decoder does more): the tick events,
 // ptwrite binding, the BDM64/SKL014 errata and mov-to-CR3/VMX instructions (none occur in
 // user-space traces); such traces decode, but may differ (the differential test says).
 // Instructions outside the ISA both libipt and Zydis know may be classed differently.
@@ -52,6 +53,12 @@ class FastBlockCache {
     insns_.clear();
     for (Recent& r : recent_) r = Recent();
   }
+  // The execution mode the entries were decoded in; another one clears them.
+  pt_exec_mode mode() const { return mode_; }
+  void SetMode(pt_exec_mode mode) {
+    Clear();
+    mode_ = mode;
+  }
   size_t size() const { return blocks_.size(); }
 
  private:
@@ -69,6 +76,7 @@ class FastBlockCache {
   absl::flat_hash_map<uint64_t, uint32_t> index_;  // start IP → blocks_ index
   Recent recent_[kRecent];
   absl::flat_hash_map<uint64_t, FastInsn> insns_;  // per instruction (the event paths walk them)
+  pt_exec_mode mode_ = ptem_64bit;
 };
 
 class FastBlockDecoder {

@@ -79,7 +79,7 @@ class ImageClock {
 };
 
 struct PtDecodeConfig {
-  DecoderKind kind = DecoderKind::kBlock;
+  DecoderKind kind = DecoderKind::kFast;
   TimeAxis axis = TimeAxis::kInstructions;
   CpuId cpu;                  // vendor "intel" selects errata
   PtSettings pt;              // cpuid 0x15, nom_freq, mtc_freq

@@ -34,7 +34,7 @@ struct DecodeWindow {
 };
 
 struct DecodeOptions {
-  DecoderKind decoder = DecoderKind::kBlock;
+  DecoderKind decoder = DecoderKind::kFast;
   TimeAxisChoice axis = TimeAxisChoice::kTime;
   std::optional<int> tid;                 // only this thread
   uint64_t window_begin = 0;              // keep slices beginning in [begin, end)

@@ -81,8 +81,6 @@ uint64_t BareBlockLoop(const std::vector<uint8_t>& padded, size_t size, pt_image
   return instructions;
 }
 
-}  // namespace
-
 // The mruby sample imported into `tmp`/trace; "" on failure.
 std::string ImportMruby(const std::string& samples, const std::string& tmp) {
   std::string sample = samples + "/libxdc_experiments/mruby";

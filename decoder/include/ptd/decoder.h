@@ -30,7 +30,7 @@ struct DecodeOptions {
     kCycles,        // CPU cycles from CYC packets (streams without them: time)
     kInstructions,  // instructions executed on the thread
   };
-  Decoder decoder = Decoder::kBlock;
+  Decoder decoder = Decoder::kFast;
   TimeAxis time_axis = TimeAxis::kTime;
   int jobs = 1;  // decoding threads; 0: one per core. Same result for every value.
   // Filters: only this thread; only slices beginning in [window_begin, window_end) on
