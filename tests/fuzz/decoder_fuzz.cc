@@ -1,7 +1,7 @@
 // The decoder's parsers on hostile input: the --maps text parser, and a raw PT stream
-// decoded by both libipt decoders into the call-stack model against a small code image
-// (the first bytes of the input after a separator are the code). Never a crash; the
-// model's output always stays balanced.
+// decoded by the fast decoder and both libipt decoders into the call-stack model against
+// a small code image (the first bytes of the input after a separator are the code).
+// Never a crash; the model's output always stays balanced.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -57,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ptd::image::SectionCache sections;
   ptd::image::ModuleCache modules;
   ptd::image::ProcessImage image(&sections, &modules, "fuzz");
-  for (ptd::decoder::DecoderKind kind : {ptd::decoder::DecoderKind::kBlock, ptd::decoder::DecoderKind::kInsn}) {
+  for (ptd::decoder::DecoderKind kind :
+       {ptd::decoder::DecoderKind::kFast, ptd::decoder::DecoderKind::kBlock, ptd::decoder::DecoderKind::kInsn}) {
     NoCode resolver;
     CountingSink sink;
     ptd::decoder::CallStackModel model(&resolver, &sink);
