@@ -251,7 +251,8 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--output,-o", args->output, "Output .ftf or .ftf.gz (optional with --summary)");
   cmd->add_option("--time-axis", args->time_axis,
                   "time (ns), cycles (CYC packets' count; 1 cycle shows as 1 ns) or instructions (default time)");
-  cmd->add_option("--decoder", args->decoder, "libipt-block (default), fast (libipt's query decoder, own blocks) or libipt-insn");
+  cmd->add_option("--decoder", args->decoder,
+                  "fast (default: libipt's query decoder, own blocks), libipt-block or libipt-insn");
   cmd->add_option("--tid", args->tid, "Only this thread");
   cmd->add_option("--time-range", args->time_range, "BEGIN:END, keep slices that begin inside (output time units)");
   cmd->add_option("--stats-json", args->stats_json, "Write decode counts as JSON");
