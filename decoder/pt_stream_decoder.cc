@@ -3,6 +3,7 @@
 #include <intel-pt.h>
 
 #include <algorithm>
+#include <concepts>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -420,8 +421,24 @@ constexpr uint32_t kCancelCheckInterval = 4096;
 
 }  // namespace
 
-// The two libipt decoders differ only in their function names and in what one step
-// yields (a block or an instruction); the loop around them is written once, in Run.
+// The flow decoders (libipt's block and instruction decoders, the fast one) differ only
+// in their function names and in what one step yields (a block or an instruction); the
+// loop around them is written once, in Run, against this interface.
+template <class Api>
+concept FlowDecoderApi = requires(typename Api::Decoder* d, const typename Api::Decoder* cd, PtStreamDecoder* self,
+                                  const pt_config* c, pt_image* image, uint64_t* u64, uint32_t* u32, pt_event* ev) {
+  { Api::Alloc(self, c) } -> std::same_as<typename Api::Decoder*>;
+  Api::Free(d);
+  { Api::SetImage(d, image) } -> std::same_as<int>;
+  { Api::SyncForward(d) } -> std::same_as<int>;
+  { Api::SyncSet(d, uint64_t{0}) } -> std::same_as<int>;
+  { Api::GetOffset(cd, u64) } -> std::same_as<int>;
+  { Api::GetSyncOffset(cd, u64) } -> std::same_as<int>;
+  { Api::Time(d, u64, u32, u32) } -> std::same_as<int>;
+  { Api::Event(d, ev) } -> std::same_as<int>;
+  { Api::Next(self, d) } -> std::same_as<int>;
+};
+
 struct BlockApi {
   using Decoder = pt_block_decoder;
   static Decoder* Alloc(PtStreamDecoder*, const pt_config* c) { return pt_blk_alloc_decoder(c); }
@@ -481,6 +498,8 @@ struct FastApi {
   static void Free(Decoder* d) { delete d; }
   static constexpr const char* kAllocName = "pt_qry_alloc_decoder";
 };
+
+static_assert(FlowDecoderApi<BlockApi> && FlowDecoderApi<InsnApi> && FlowDecoderApi<FastApi>);
 
 template <class Api>
 [[gnu::always_inline]] inline void PtStreamDecoder::HandleBlock(const pt_block& block, typename Api::Decoder* decoder) {
