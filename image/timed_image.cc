@@ -1,5 +1,7 @@
 #include "image/timed_image.h"
 
+#include <map>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +33,12 @@ TimedProcessImage::TimedProcessImage(SectionCache* sections, ModuleCache* module
       fixed_(std::move(fixed)),
       perf_map_(std::move(perf_map)) {}
 
+void TimedProcessImage::AddTimedCode(std::vector<TimedCode> code) {
+  code_.insert(code_.end(), std::make_move_iterator(code.begin()), std::make_move_iterator(code.end()));
+  std::stable_sort(code_.begin(), code_.end(),
+                   [](const TimedCode& a, const TimedCode& b) { return a.time_ns < b.time_ns; });
+}
+
 void TimedProcessImage::Warn(std::string warning) {
   if (warned_.insert(warning).second) warnings_.push_back(std::move(warning));
 }
@@ -55,6 +63,7 @@ void TimedProcessImage::Reset() {
   image_.Clear();
   ++generation_;
   next_change_ = 0;
+  next_code_ = 0;
   started_ = true;
   applied_time_ = 0;
   AddFixed();
@@ -67,7 +76,8 @@ void TimedProcessImage::Reset() {
 void TimedProcessImage::Apply(const MapChange& change) {
   switch (change.kind) {
     case MapChange::Kind::kMap: {
-      if (!IsCodeFileMapping(change.mapping)) return;
+      // A runtime maps its jitdump executable so that perf records it; it holds no code.
+      if (!IsCodeFileMapping(change.mapping) || IsJitDumpName(change.mapping.path)) return;
       if (!PathExists(change.mapping.path)) {
         missing_.Add({change.mapping.path, change.mapping.build_id, change.mapping.end - change.mapping.start});
         return;
@@ -88,8 +98,16 @@ void TimedProcessImage::Apply(const MapChange& change) {
 void TimedProcessImage::AdvanceTo(uint64_t time_ns) {
   if (!started_ || time_ns < applied_time_) Reset();
   applied_time_ = time_ns;
-  while (next_change_ < changes_.size() && changes_[next_change_].time_ns <= time_ns) {
-    Apply(changes_[next_change_++]);
+  for (;;) {
+    const bool change = next_change_ < changes_.size() && changes_[next_change_].time_ns <= time_ns;
+    const bool code = next_code_ < code_.size() && code_[next_code_].time_ns <= time_ns;
+    if (!change && !code) break;
+    // The sideband's changes first on a tie: code placed at an exec comes after it.
+    if (change && (!code || changes_[next_change_].time_ns <= code_[next_code_].time_ns)) {
+      Apply(changes_[next_change_++]);
+    } else {
+      Add(code_[next_code_++].mapping);
+    }
     ++generation_;
   }
 }
@@ -100,6 +118,7 @@ void TimedProcessImage::ApplyAll() {
     if (changes_[next_change_].kind == MapChange::Kind::kMap) Apply(changes_[next_change_]);
   }
   AddFixed();
+  for (; next_code_ < code_.size(); ++next_code_) Add(code_[next_code_].mapping);
   ++generation_;
 }
 
@@ -114,6 +133,116 @@ Mapping FromImageEntry(const std::string& trace_dir, const ImageEntry& entry) {
   mapping.memory_dump = entry.kind == ImageKind::kMemoryDump;
   return mapping;
 }
+
+std::vector<TimedCode> PlaceJitCode(const JitDump& dump, const std::string& path, const std::string& name,
+                                    const std::function<std::optional<uint64_t>(uint64_t)>& to_trace_time,
+                                    uint64_t floor_ns, const std::vector<uint64_t>& exec_times,
+                                    std::vector<std::string>* warnings) {
+  std::vector<TimedCode> out;
+  std::map<uint64_t, uint64_t> used;  // ranges earlier code of the dump took: start → end, disjoint
+  uint64_t unplaced_reuse = 0;
+  for (const JitCodeEvent& event : dump.code) {
+    if (event.code_size == 0) continue;
+    const uint64_t start = event.code_addr, end = event.code_addr + event.code_size;
+    if (end < start) continue;  // wraps around: not an address range
+    auto next = used.upper_bound(start);
+    bool reused = next != used.end() && next->first < end;
+    if (next != used.begin() && std::prev(next)->second > start) reused = true;
+    std::optional<uint64_t> time = to_trace_time(event.timestamp);
+    TimedCode code;
+    code.time_ns = floor_ns;
+    if (time) {
+      auto exec = std::upper_bound(exec_times.begin(), exec_times.end(), *time);
+      if (exec != exec_times.begin()) code.time_ns = std::max(code.time_ns, *std::prev(exec));
+      if (reused) code.time_ns = std::max(code.time_ns, *time);
+    } else if (reused) {
+      ++unplaced_reuse;
+    }
+    code.mapping.path = path;
+    code.mapping.name = name;
+    code.mapping.vaddr = start;
+    code.mapping.file_offset = event.code_offset;
+    code.mapping.size = event.code_size;
+    code.mapping.memory_dump = true;
+    code.mapping.function = event.name;
+    out.push_back(std::move(code));
+    // Merge [start, end) into the used ranges.
+    uint64_t merged_start = start, merged_end = end;
+    auto it = used.lower_bound(start);
+    if (it != used.begin() && std::prev(it)->second >= start) --it;
+    while (it != used.end() && it->first <= merged_end) {
+      merged_start = std::min(merged_start, it->first);
+      merged_end = std::max(merged_end, it->second);
+      it = used.erase(it);
+    }
+    used[merged_start] = merged_end;
+  }
+  if (unplaced_reuse > 0 && warnings != nullptr) {
+    warnings->push_back(absl::StrFormat(
+        "%s: its times are on another clock than the trace's, so %d loads at addresses that earlier code used "
+        "cannot be placed in time: the last code loaded at an address is decoded throughout",
+        path, unplaced_reuse));
+  }
+  return out;
+}
+
+namespace {
+
+// The jitdump's clock on the trace's: the emulators' wall axis and the dumps' default
+// are both CLOCK_MONOTONIC; hardware traces convert TSC stamps (JITDUMP_FLAGS_ARCH_TIMESTAMP)
+// as the PT packets' own. Anything else (the virtual axis) cannot be compared.
+std::function<std::optional<uint64_t>(uint64_t)> JitClock(const TraceMeta& meta, bool arch_timestamp) {
+  const bool wall = meta.time_axis == "wall";
+  const bool tsc = meta.time_axis == "tsc" || (meta.time_axis.empty() && meta.mode == TraceMode::kHardware);
+  if (wall && !arch_timestamp) return [](uint64_t t) { return std::optional<uint64_t>(t); };
+  if (tsc && arch_timestamp) {
+    TimeConversion conversion = meta.time;
+    return [conversion](uint64_t t) { return std::optional<uint64_t>(conversion.TscToNs(t)); };
+  }
+  return [](uint64_t) { return std::optional<uint64_t>(); };
+}
+
+// The JIT code of `pid` from the trace directory's jitdumps (the runtime's, and the
+// emulator's capture, whose stamps are on the trace's own clock).
+void AddJitCode(const std::string& trace_dir, const TraceMeta& meta, const std::vector<MapChange>& changes,
+                int pid, TimedProcessImage* image) {
+  std::vector<uint64_t> exec_times;
+  uint64_t announced = 0;
+  for (const MapChange& change : changes) {
+    if (change.kind == MapChange::Kind::kExec) exec_times.push_back(change.time_ns);
+    if (change.kind == MapChange::Kind::kMap && IsJitDumpName(change.mapping.path) && announced == 0) {
+      announced = change.time_ns;
+    }
+  }
+  const uint64_t last_exec = exec_times.empty() ? 0 : exec_times.back();
+  struct Source {
+    std::string file;
+    std::string name;
+    bool trace_clock;
+  };
+  for (const Source& source : {Source{absl::StrCat("/jit-", pid, ".dump"), "[jit]", false},
+                               Source{absl::StrCat("/jit-capture-", pid, ".dump"), "[jit]", true}}) {
+    const std::string path = ResolveTracePath(trace_dir, absl::StrCat(kImagesSubdir, source.file));
+    if (!PathExists(path)) continue;
+    absl::StatusOr<JitDump> dump = ReadJitDump(path);
+    if (!dump.ok()) {
+      image->Warn(absl::StrCat(dump.status().message(), ": its JIT code is not decoded"));
+      continue;
+    }
+    for (std::string& w : dump->warnings) image->Warn(std::move(w));
+    std::function<std::optional<uint64_t>(uint64_t)> clock =
+        source.trace_clock ? [](uint64_t t) { return std::optional<uint64_t>(t); }
+                           : JitClock(meta, dump->arch_timestamp);
+    // Unplaceable stamps: from the announcement (the dump's mmap), else the last exec.
+    const bool comparable = clock(dump->timestamp).has_value();
+    const uint64_t floor_ns = comparable ? 0 : (announced != 0 ? announced : last_exec);
+    std::vector<std::string> warnings;
+    image->AddTimedCode(PlaceJitCode(*dump, path, source.name, clock, floor_ns, exec_times, &warnings));
+    for (std::string& w : warnings) image->Warn(std::move(w));
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections, ModuleCache* modules,
                                                          const std::string& trace_dir,
@@ -133,8 +262,10 @@ std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections,
   }
   std::string perf_map = ResolveTracePath(trace_dir, absl::StrCat(kImagesSubdir, "/perf-", pid, ".map"));
   if (!PathExists(perf_map)) perf_map.clear();
-  return std::make_unique<TimedProcessImage>(sections, modules, absl::StrCat("pid ", pid),
-                                             std::move(changes), std::move(fixed), std::move(perf_map));
+  auto image = std::make_unique<TimedProcessImage>(sections, modules, absl::StrCat("pid ", pid), changes,
+                                                   std::move(fixed), std::move(perf_map));
+  AddJitCode(trace_dir, meta, changes, pid, image.get());
+  return image;
 }
 
 }  // namespace ptd::image
