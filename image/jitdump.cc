@@ -194,6 +194,41 @@ absl::StatusOr<JitDump> ReadJitDump(const std::string& path) {
   return ParseJitDump(*bytes, path);
 }
 
+namespace {
+template <typename T>
+void Put(T value, std::vector<uint8_t>* out) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(&value);
+  out->insert(out->end(), p, p + sizeof(T));
+}
+}  // namespace
+
+void AppendJitDumpHeader(uint32_t pid, uint64_t timestamp, std::vector<uint8_t>* out) {
+  Put<uint32_t>(kMagic, out);
+  Put<uint32_t>(1, out);  // version
+  Put<uint32_t>(kFileHeaderSize, out);
+  Put<uint32_t>(EM_X86_64, out);
+  Put<uint32_t>(0, out);
+  Put<uint32_t>(pid, out);
+  Put<uint64_t>(timestamp, out);
+  Put<uint64_t>(0, out);  // flags
+}
+
+void AppendJitCodeLoad(const JitCodeEvent& load, absl::Span<const uint8_t> code, std::vector<uint8_t>* out) {
+  const size_t size = kRecordHeaderSize + 4 + 4 + 8 * 4 + load.name.size() + 1 + code.size();
+  Put<uint32_t>(kCodeLoad, out);
+  Put<uint32_t>(static_cast<uint32_t>(size), out);
+  Put<uint64_t>(load.timestamp, out);
+  Put<uint32_t>(load.pid, out);
+  Put<uint32_t>(load.tid, out);
+  Put<uint64_t>(load.code_addr, out);  // vma
+  Put<uint64_t>(load.code_addr, out);
+  Put<uint64_t>(code.size(), out);
+  Put<uint64_t>(load.code_index, out);
+  out->insert(out->end(), load.name.begin(), load.name.end());
+  out->push_back(0);
+  out->insert(out->end(), code.begin(), code.end());
+}
+
 bool IsJitDumpName(const std::string& path, int* pid) {
   absl::string_view base = path;
   if (size_t slash = base.rfind('/'); slash != absl::string_view::npos) base.remove_prefix(slash + 1);

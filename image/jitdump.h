@@ -68,6 +68,12 @@ struct JitDump {
 absl::StatusOr<JitDump> ParseJitDump(absl::Span<const uint8_t> bytes, const std::string& path);
 absl::StatusOr<JitDump> ReadJitDump(const std::string& path);
 
+// Writing (what the emulators write for the code they capture, and tests): a file header
+// for x86-64, and a JIT_CODE_LOAD record of `load` (pid, tid, timestamp, code_addr,
+// code_index, name) with `code` as its bytes.
+void AppendJitDumpHeader(uint32_t pid, uint64_t timestamp, std::vector<uint8_t>* out);
+void AppendJitCodeLoad(const JitCodeEvent& load, absl::Span<const uint8_t> code, std::vector<uint8_t>* out);
+
 // "jit-1234.dump" (any directory): the name runtimes give jitdumps; sets `pid`.
 bool IsJitDumpName(const std::string& path, int* pid = nullptr);
 

@@ -94,7 +94,9 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
   kept.push_back(std::move(region));
   if (!mapping.function.empty()) {
     // Named code replaces the names of what it overlaps, as its bytes replace theirs.
-    const uint64_t start = mapping.vaddr, end = mapping.vaddr + size;
+    const bool wider = mapping.function_end > mapping.function_start;
+    const uint64_t start = wider ? mapping.function_start : mapping.vaddr;
+    const uint64_t end = wider ? mapping.function_end : mapping.vaddr + size;
     auto it = jit_functions_.lower_bound(start);
     if (it != jit_functions_.begin() && std::prev(it)->second.end > start) --it;
     std::vector<std::pair<uint64_t, JitFunction>> pieces;

@@ -34,6 +34,8 @@ struct Mapping {
                             // lowest address mapped under the same name
   std::string function;     // JIT code: the whole mapping is this one function (its name
                             // holds until other named code is mapped over it)
+  uint64_t function_start = 0;  // the function's range when wider than the mapping (a
+  uint64_t function_end = 0;    // captured piece of it); 0: the mapping's own
 };
 
 // The function an address belongs to, as far as the decoder can tell.

@@ -1,5 +1,6 @@
 #include "image/timed_image.h"
 
+#include <cstring>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -134,20 +135,40 @@ Mapping FromImageEntry(const std::string& trace_dir, const ImageEntry& entry) {
   return mapping;
 }
 
-std::vector<TimedCode> PlaceJitCode(const JitDump& dump, const std::string& path, const std::string& name,
+std::vector<TimedCode> PlaceJitCode(const JitDump& dump, absl::Span<const uint8_t> file, const std::string& path,
+                                    const std::string& name,
                                     const std::function<std::optional<uint64_t>(uint64_t)>& to_trace_time,
                                     uint64_t floor_ns, const std::vector<uint64_t>& exec_times,
                                     std::vector<std::string>* warnings) {
+  struct Piece {
+    uint64_t end;
+    uint64_t offset;  // of the piece's first byte in `file`
+  };
   std::vector<TimedCode> out;
-  std::map<uint64_t, uint64_t> used;  // ranges earlier code of the dump took: start → end, disjoint
+  std::map<uint64_t, Piece> current;  // the dump's code as it stands: start → piece, disjoint
   uint64_t unplaced_reuse = 0;
   for (const JitCodeEvent& event : dump.code) {
-    if (event.code_size == 0) continue;
     const uint64_t start = event.code_addr, end = event.code_addr + event.code_size;
-    if (end < start) continue;  // wraps around: not an address range
-    auto next = used.upper_bound(start);
-    bool reused = next != used.end() && next->first < end;
-    if (next != used.begin() && std::prev(next)->second > start) reused = true;
+    if (event.code_size == 0 || end < start || event.code_offset + event.code_size > file.size()) continue;
+    // Reuse: earlier code of the dump lay here with other bytes (identical bytes, e.g. a
+    // capture of a block inside one captured before, change nothing).
+    bool reused = false;
+    auto it = current.lower_bound(start);
+    if (it != current.begin() && std::prev(it)->second.end > start) --it;
+    std::vector<std::pair<uint64_t, Piece>> kept;
+    while (it != current.end() && it->first < end) {
+      const uint64_t a = std::max(start, it->first), b = std::min(end, it->second.end);
+      reused |= std::memcmp(file.data() + it->second.offset + (a - it->first),
+                            file.data() + event.code_offset + (a - start), b - a) != 0;
+      if (it->first < start) kept.push_back({it->first, Piece{start, it->second.offset}});
+      if (it->second.end > end) {
+        kept.push_back({end, Piece{it->second.end, it->second.offset + (end - it->first)}});
+      }
+      it = current.erase(it);
+    }
+    for (auto& piece : kept) current.insert(piece);
+    current[start] = Piece{end, event.code_offset};
+
     std::optional<uint64_t> time = to_trace_time(event.timestamp);
     TimedCode code;
     code.time_ns = floor_ns;
@@ -166,16 +187,6 @@ std::vector<TimedCode> PlaceJitCode(const JitDump& dump, const std::string& path
     code.mapping.memory_dump = true;
     code.mapping.function = event.name;
     out.push_back(std::move(code));
-    // Merge [start, end) into the used ranges.
-    uint64_t merged_start = start, merged_end = end;
-    auto it = used.lower_bound(start);
-    if (it != used.begin() && std::prev(it)->second >= start) --it;
-    while (it != used.end() && it->first <= merged_end) {
-      merged_start = std::min(merged_start, it->first);
-      merged_end = std::max(merged_end, it->second);
-      it = used.erase(it);
-    }
-    used[merged_start] = merged_end;
   }
   if (unplaced_reuse > 0 && warnings != nullptr) {
     warnings->push_back(absl::StrFormat(
@@ -202,8 +213,32 @@ std::function<std::optional<uint64_t>(uint64_t)> JitClock(const TraceMeta& meta,
   return [](uint64_t) { return std::optional<uint64_t>(); };
 }
 
-// The JIT code of `pid` from the trace directory's jitdumps (the runtime's, and the
-// emulator's capture, whose stamps are on the trace's own clock).
+// Names captured code (which has none) after the runtime's load of the same bytes at
+// the same place, the one placed last at or before the capture, and gives it the load's
+// whole range as its function.
+void NameCapturedCode(const std::vector<TimedCode>& loads, absl::Span<const uint8_t> load_file,
+                      absl::Span<const uint8_t> capture_file, std::vector<TimedCode>* captured) {
+  for (TimedCode& code : *captured) {
+    Mapping& m = code.mapping;
+    const TimedCode* best = nullptr;
+    for (const TimedCode& load : loads) {
+      const Mapping& l = load.mapping;
+      if (m.vaddr < l.vaddr || m.vaddr + m.size > l.vaddr + l.size) continue;
+      if (std::memcmp(load_file.data() + l.file_offset + (m.vaddr - l.vaddr), capture_file.data() + m.file_offset,
+                      m.size) != 0) {
+        continue;
+      }
+      if (best == nullptr || load.time_ns <= code.time_ns) best = &load;
+    }
+    if (best == nullptr) continue;
+    m.function = best->mapping.function;
+    m.function_start = best->mapping.vaddr;
+    m.function_end = best->mapping.vaddr + best->mapping.size;
+  }
+}
+
+// The JIT code of `pid` from the trace directory's jitdumps: the runtime's, and the
+// emulator's capture, whose stamps are on the trace's own clock.
 void AddJitCode(const std::string& trace_dir, const TraceMeta& meta, const std::vector<MapChange>& changes,
                 int pid, TimedProcessImage* image) {
   std::vector<uint64_t> exec_times;
@@ -215,31 +250,32 @@ void AddJitCode(const std::string& trace_dir, const TraceMeta& meta, const std::
     }
   }
   const uint64_t last_exec = exec_times.empty() ? 0 : exec_times.back();
-  struct Source {
-    std::string file;
-    std::string name;
-    bool trace_clock;
-  };
-  for (const Source& source : {Source{absl::StrCat("/jit-", pid, ".dump"), "[jit]", false},
-                               Source{absl::StrCat("/jit-capture-", pid, ".dump"), "[jit]", true}}) {
-    const std::string path = ResolveTracePath(trace_dir, absl::StrCat(kImagesSubdir, source.file));
+  std::vector<uint8_t> files[2];
+  std::vector<TimedCode> placed[2];
+  for (int i = 0; i < 2; ++i) {
+    const bool capture = i == 1;
+    const std::string path = ResolveTracePath(
+        trace_dir, absl::StrCat(kImagesSubdir, capture ? "/jit-capture-" : "/jit-", pid, ".dump"));
     if (!PathExists(path)) continue;
-    absl::StatusOr<JitDump> dump = ReadJitDump(path);
+    absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(path);
+    absl::StatusOr<JitDump> dump = bytes.ok() ? ParseJitDump(*bytes, path) : absl::StatusOr<JitDump>(bytes.status());
     if (!dump.ok()) {
       image->Warn(absl::StrCat(dump.status().message(), ": its JIT code is not decoded"));
       continue;
     }
+    files[i] = std::move(*bytes);
     for (std::string& w : dump->warnings) image->Warn(std::move(w));
     std::function<std::optional<uint64_t>(uint64_t)> clock =
-        source.trace_clock ? [](uint64_t t) { return std::optional<uint64_t>(t); }
-                           : JitClock(meta, dump->arch_timestamp);
-    // Unplaceable stamps: from the announcement (the dump's mmap), else the last exec.
-    const bool comparable = clock(dump->timestamp).has_value();
-    const uint64_t floor_ns = comparable ? 0 : (announced != 0 ? announced : last_exec);
+        capture ? [](uint64_t t) { return std::optional<uint64_t>(t); } : JitClock(meta, dump->arch_timestamp);
+    // Stamps on another clock: from the announcement (the dump's mmap), else the last exec.
+    const uint64_t floor_ns = clock(dump->timestamp).has_value() ? 0 : (announced != 0 ? announced : last_exec);
     std::vector<std::string> warnings;
-    image->AddTimedCode(PlaceJitCode(*dump, path, source.name, clock, floor_ns, exec_times, &warnings));
+    placed[i] = PlaceJitCode(*dump, files[i], path, "[jit]", clock, floor_ns, exec_times, &warnings);
     for (std::string& w : warnings) image->Warn(std::move(w));
   }
+  NameCapturedCode(placed[0], files[0], files[1], &placed[1]);
+  image->AddTimedCode(std::move(placed[0]));
+  image->AddTimedCode(std::move(placed[1]));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/types/span.h"
 #include "common/missing_binaries.h"
 #include "common/trace_meta.h"
 #include "image/jitdump.h"
@@ -109,15 +110,17 @@ std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections,
                                                          const TraceMeta& meta,
                                                          const Sideband* sideband, int pid);
 
-// The timed code of a jitdump's loads and moves. A load placed at its own time only
-// where earlier code of the same dump lay (reuse of an address): elsewhere the range held
+// The timed code of a jitdump's loads and moves (`file`: the dump's bytes). A load is
+// placed at its own time only where earlier code of the same dump lay with other bytes
+// (reuse of an address): elsewhere the range held
 // no code before, so the load is placed as early as is safe: at `floor_ns` (the time the
 // runtime announced the dump, or its process's exec) or the last exec before it. This
 // keeps code that runs right after being written from decoding before its load when
 // timing packets are sparse. `to_trace_time` maps the dump's timestamps onto the trace's
 // clock; nullopt: another clock (loads keep their order; reuse cannot be placed: a
 // warning says so). `exec_times`: the process's execs, in order.
-std::vector<TimedCode> PlaceJitCode(const JitDump& dump, const std::string& path, const std::string& name,
+std::vector<TimedCode> PlaceJitCode(const JitDump& dump, absl::Span<const uint8_t> file, const std::string& path,
+                                    const std::string& name,
                                     const std::function<std::optional<uint64_t>(uint64_t)>& to_trace_time,
                                     uint64_t floor_ns, const std::vector<uint64_t>& exec_times,
                                     std::vector<std::string>* warnings);
