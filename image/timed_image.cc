@@ -252,6 +252,7 @@ void AddJitCode(const std::string& trace_dir, const TraceMeta& meta, const std::
   const uint64_t last_exec = exec_times.empty() ? 0 : exec_times.back();
   std::vector<uint8_t> files[2];
   std::vector<TimedCode> placed[2];
+  std::vector<std::string> placement_warnings[2];
   for (int i = 0; i < 2; ++i) {
     const bool capture = i == 1;
     const std::string path = ResolveTracePath(
@@ -269,12 +270,17 @@ void AddJitCode(const std::string& trace_dir, const TraceMeta& meta, const std::
         capture ? [](uint64_t t) { return std::optional<uint64_t>(t); } : JitClock(meta, dump->arch_timestamp);
     // Stamps on another clock: from the announcement (the dump's mmap), else the last exec.
     const uint64_t floor_ns = clock(dump->timestamp).has_value() ? 0 : (announced != 0 ? announced : last_exec);
-    std::vector<std::string> warnings;
-    placed[i] = PlaceJitCode(*dump, files[i], path, "[jit]", clock, floor_ns, exec_times, &warnings);
-    for (std::string& w : warnings) image->Warn(std::move(w));
+    placed[i] = PlaceJitCode(*dump, files[i], path, "[jit]", clock, floor_ns, exec_times, &placement_warnings[i]);
   }
+  // Placement matters only for the code decoded: the capture's when there is one.
+  for (std::string& w : placement_warnings[files[1].empty() ? 0 : 1]) image->Warn(std::move(w));
+  if (files[1].empty()) {
+    image->AddTimedCode(std::move(placed[0]));
+    return;
+  }
+  // An emulator captured every piece of JIT code that ran, on the trace's own clock:
+  // the runtime's dump only names it (its own times may not even be comparable).
   NameCapturedCode(placed[0], files[0], files[1], &placed[1]);
-  image->AddTimedCode(std::move(placed[0]));
   image->AddTimedCode(std::move(placed[1]));
 }
 

@@ -106,6 +106,7 @@ struct VgptConverter::Block {
   uint8_t kind = VGPT_KIND_NONE;
   bool described = false;
   bool hidden = false;  // Valgrind's own code: not traced
+  bool jit = false;     // runs from memory no file backs: captured (VGPT_CODE)
 };
 
 struct VgptConverter::Process {
@@ -257,6 +258,7 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   thread.pending_in = &in;
   thread.pending_id = id;
   thread.pending_time = process.clock;
+  if (block.jit) jit_capture_.Ran(in.pid, block.start, process.clock);
   process.clock += block.n;
   if (block.kind == VGPT_KIND_SYSCALL || block.kind == VGPT_KIND_TRAP) process.clock += kSyscallNs;
   newest_time_ = std::max(newest_time_, process.clock);
@@ -399,6 +401,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
         // threads are gone; its exec'ing thread (now the main thread) continues.
         process = found->second.get();
         ++stats_.execs;
+        jit_capture_.Exec(pid);
         std::vector<Thread*> gone;
         for (auto& [tid, thread] : threads_) {
           if (thread->pid != pid) continue;
@@ -497,6 +500,20 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       b.described = true;
       if (id >= in.blocks.size()) in.blocks.resize(static_cast<size_t>(id) + 1);
       in.blocks[id] = b;
+      return 0;
+    }
+    case VGPT_CODE: {
+      const uint32_t id = p.U32();
+      const uint64_t start = p.U64();
+      const uint32_t size = p.U32();
+      absl::Span<const uint8_t> bytes = p.Bytes(size);
+      if (!p.ok() || id >= in.blocks.size() || !in.blocks[id].described || in.blocks[id].start != start ||
+          size != in.blocks[id].end - start) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      in.blocks[id].jit = true;
+      jit_capture_.Code(in.pid, in.current != nullptr ? in.current->tid : in.pid, start, bytes, in.process->clock);
       return 0;
     }
     case VGPT_SWITCH: {
@@ -697,6 +714,7 @@ absl::Status VgptConverter::Finish(TraceMeta* meta) {
     status = s;
   }
   meta->sideband.push_back(file);
+  if (absl::Status s = jit_capture_.Write(*dir_, &notes_); !s.ok() && status.ok()) status = s;
   meta->images.insert(meta->images.end(), images_.begin(), images_.end());
   meta->notes.insert(meta->notes.end(), notes_.begin(), notes_.end());
   return status;
