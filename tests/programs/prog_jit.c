@@ -71,11 +71,14 @@ static void open_jitdump(const char* dir) {
   }
 }
 
+static void perf_map_line(const char* name, const void* code, size_t size) {
+  if (perf_map == NULL) return;
+  fprintf(perf_map, "%lx %zx %s\n", (unsigned long)(uintptr_t)code, size, name);
+  fflush(perf_map);
+}
+
 static void describe_load(const char* name, const void* code, size_t size, uint64_t timestamp) {
-  if (perf_map != NULL) {
-    fprintf(perf_map, "%lx %zx %s\n", (unsigned long)(uintptr_t)code, size, name);
-    fflush(perf_map);
-  }
+  perf_map_line(name, code, size);
   if (jitdump_fd < 0) return;
   struct {
     uint32_t pid, tid;
@@ -105,10 +108,7 @@ static void describe_debug_info(const void* code, const char* file, uint32_t lin
 }
 
 static void describe_move(const char* name, const void* from, const void* to, size_t size, uint64_t index) {
-  if (perf_map != NULL) {
-    fprintf(perf_map, "%lx %zx %s\n", (unsigned long)(uintptr_t)to, size, name);
-    fflush(perf_map);
-  }
+  perf_map_line(name, to, size);
   if (jitdump_fd < 0) return;
   struct {
     uint32_t pid, tid;
