@@ -36,12 +36,19 @@ int ReadTgid(int tid) {
 
 }  // namespace
 
+struct PtraceStepper::ExecutableRange {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  bool stable = false;  // a file backs it and nothing may write it
+};
+
 struct PtraceStepper::AddressSpace {
   int pid = -1;
   image::InsnClassifier classifier;
-  // Executable code that files back and nothing writes (/proc/PID/maps, read again
-  // after the mmap family): the rest is JIT code, read and captured at every step.
-  std::vector<std::pair<uint64_t, uint64_t>> stable_code;
+  // Executable mappings (/proc/PID/maps, read again after the mmap family and for an
+  // address outside them); code in the unstable ones (anonymous, or writable) is JIT
+  // code, read and captured at every step.
+  std::vector<ExecutableRange> executable;
   bool maps_known = false;
 };
 
@@ -172,19 +179,26 @@ void PtraceStepper::ServeRequests() {
 
 bool PtraceStepper::InStableCode(Thread* thread) {
   AddressSpace* space = thread->space;
-  if (!space->maps_known) {
+  auto find = [&]() -> const ExecutableRange* {
+    for (const ExecutableRange& r : space->executable) {
+      if (thread->ip >= r.start && thread->ip < r.end) return &r;
+    }
+    return nullptr;
+  };
+  const ExecutableRange* range = space->maps_known ? find() : nullptr;
+  if (range == nullptr) {
+    // Not read yet, changed by the mmap family, or mapped while the program ran freely
+    // (before --start-at): read again.
     space->maps_known = true;
-    space->stable_code.clear();
+    space->executable.clear();
     absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(thread->pid);
     if (!maps.ok()) return true;  // cannot tell: as before JIT capture existed
     for (const ProcMapping& m : *maps) {
-      if (m.executable() && (m.prot & PROT_WRITE) == 0 && !m.anonymous()) space->stable_code.push_back({m.start, m.end});
+      if (m.executable()) space->executable.push_back({m.start, m.end, (m.prot & PROT_WRITE) == 0 && !m.anonymous()});
     }
+    range = find();
   }
-  for (const auto& [start, end] : space->stable_code) {
-    if (thread->ip >= start && thread->ip < end) return true;
-  }
-  return false;
+  return range == nullptr || range->stable;
 }
 
 void PtraceStepper::LoadInstruction(Thread* thread) {

@@ -102,6 +102,7 @@ class PtraceStepper {
  private:
   struct AddressSpace;
   struct Thread;
+  struct ExecutableRange;
 
   Thread* NewThread(int pid, int tid);
   AddressSpace* SpaceFor(int pid);
