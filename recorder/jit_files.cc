@@ -49,6 +49,7 @@ void ArchiveJitFiles(const TraceDirWriter& dir, TraceMeta* meta) {
   ScanSideband(dir, *meta, &pids, &jitdumps);
   for (const auto& [pid, path] : jitdumps) {
     const std::string rel = absl::StrCat(kImagesSubdir, "/jit-", pid, ".dump");
+    if (PathExists(dir.FilePath(rel))) continue;  // the backend copied it already
     absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(path);
     absl::Status st = bytes.ok() ? WriteFileAtomic(dir.FilePath(rel), absl::MakeConstSpan(*bytes)) : bytes.status();
     if (!st.ok()) {

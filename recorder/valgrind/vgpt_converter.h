@@ -134,6 +134,7 @@ class VgptConverter {
   std::vector<TimedRecord> records_;
   std::vector<ImageEntry> images_;
   JitCodeCapture jit_capture_;
+  std::map<int, int> jitdump_fds_;  // pid → its jitdump, open since it was mapped
   std::vector<std::string> notes_;
   uint64_t newest_time_ = 0;
   bool stopped_ = false;

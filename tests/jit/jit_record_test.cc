@@ -16,6 +16,7 @@
 #include "common/file_util.h"
 #include "common/trace_meta.h"
 #include "gtest/gtest.h"
+#include "image/jitdump.h"
 #include "recorder/emulate/emulated_recorder.h"
 #include "recorder/valgrind/valgrind_recorder.h"
 #include "tests/testing/test_util.h"
@@ -160,6 +161,23 @@ TEST_P(JitRecordTest, PerfMapNamesCapturedCode) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, JitRecordTest, ::testing::Values("ptrace", "valgrind"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// The Valgrind backend holds the jitdump open from when the runtime maps it: deleted at
+// exit, it is still copied into the trace.
+TEST(JitValgrindTest, JitdumpDeletedByTheRuntimeIsStillCopied) {
+  std::string why;
+  if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
+  const Recording& rec = Record("valgrind", {"--unlink-jitdump"});
+  ASSERT_TRUE(rec.error.empty()) << rec.error;
+  EXPECT_FALSE(PathExists(absl::StrCat("/tmp/jit-", rec.pid, ".dump")));
+  absl::StatusOr<std::vector<uint8_t>> copy = ReadFileBytes(ImagePath(rec.dir, "jit-", rec.pid, ".dump"));
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  absl::StatusOr<image::JitDump> dump = image::ParseJitDump(*copy, "copy");
+  ASSERT_TRUE(dump.ok()) << dump.status();
+  EXPECT_TRUE(dump->closed);
+  EXPECT_EQ(dump->code.size(), 5u);  // four loads and a move
+  ExpectExactJitCalls(Decode(rec.dir));
+}
 
 // The ptrace emulator's clock is CLOCK_MONOTONIC, as the jitdump's stamps: without the
 // capture, the jitdump alone places the rewritten code at its time.

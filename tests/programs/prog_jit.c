@@ -7,8 +7,9 @@
    jit_square_plus_one 5, jit_negate 7 (written over jit_square), jit_triple 7 (3 before
    its move, 4 after).
 
-   Usage: ptd_prog_jit [--no-jitdump] [--no-perf-map] [--dir DIR]
-   (the jitdump goes to DIR, default /tmp; the perf map always to /tmp). */
+   Usage: ptd_prog_jit [--no-jitdump] [--no-perf-map] [--unlink-jitdump] [--dir DIR]
+   (the jitdump goes to DIR, default /tmp, and is deleted at exit with --unlink-jitdump,
+   as some runtimes do; the perf map always goes to /tmp). */
 #include <elf.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -22,6 +23,7 @@
 typedef int (*IntFn)(int);
 
 static int jitdump_fd = -1;
+static char jitdump_path[4096];
 static FILE* perf_map = NULL;
 static uint64_t next_code_index = 1;
 
@@ -51,8 +53,8 @@ struct RecordHeader {
 };
 
 static void open_jitdump(const char* dir) {
-  char path[4096];
-  snprintf(path, sizeof(path), "%s/jit-%d.dump", dir, (int)getpid());
+  char* path = jitdump_path;
+  snprintf(path, sizeof(jitdump_path), "%s/jit-%d.dump", dir, (int)getpid());
   jitdump_fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0644);
   if (jitdump_fd < 0) {
     perror(path);
@@ -128,11 +130,12 @@ static void emit(uint8_t* at, const uint8_t* code, size_t size, const char* name
 }
 
 int main(int argc, char** argv) {
-  int want_jitdump = 1, want_perf_map = 1;
+  int want_jitdump = 1, want_perf_map = 1, unlink_jitdump = 0;
   const char* dir = "/tmp";
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--no-jitdump") == 0) want_jitdump = 0;
     else if (strcmp(argv[i], "--no-perf-map") == 0) want_perf_map = 0;
+    else if (strcmp(argv[i], "--unlink-jitdump") == 0) unlink_jitdump = 1;
     else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) dir = argv[++i];
   }
   if (want_jitdump) open_jitdump(dir);
@@ -184,6 +187,7 @@ int main(int argc, char** argv) {
     struct RecordHeader close_record = {3, sizeof(struct RecordHeader), now_ns()};
     write_all(&close_record, sizeof(close_record));
     close(jitdump_fd);
+    if (unlink_jitdump) unlink(jitdump_path);
   }
   if (perf_map != NULL) fclose(perf_map);
   printf("sum %d\n", sum);
