@@ -56,13 +56,9 @@ SidebandSession::~SidebandSession() {
 }
 
 absl::Status SidebandSession::DumpMemory() {
-  const int pid = target_->pid();
-  absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(pid);
+  absl::StatusOr<std::vector<ProcMapping>> maps =
+      DumpSpecialMemoryOf(target_->pid(), dir_, &images_, &notes_);
   if (!maps.ok()) return maps.status();
-  absl::StatusOr<SpecialMemoryDump> dump = DumpSpecialMemory(pid, *maps, dir_);
-  if (!dump.ok()) return dump.status();
-  images_.insert(images_.end(), dump->images.begin(), dump->images.end());
-  notes_.insert(notes_.end(), dump->notes.begin(), dump->notes.end());
   if (attached_) attach_maps_ = std::move(*maps);
   return absl::OkStatus();
 }
