@@ -501,16 +501,31 @@ struct FastApi {
 
 static_assert(FlowDecoderApi<BlockApi> && FlowDecoderApi<InsnApi> && FlowDecoderApi<FastApi>);
 
+// A run that (re)starts tracing is timed where it starts: how far the query decoder
+// reads ahead for the block depends on libipt's block cache, which differs between the
+// single decoder and the parallel pieces' decoders. True: this step starts a run (the
+// cycles were looked up before it).
 template <class Api>
-[[gnu::always_inline]] inline void PtStreamDecoder::HandleBlock(const pt_block& block, typename Api::Decoder* decoder) {
-  if (cycles_.active()) [[unlikely]] {
-    // Where the query decoder stands: the packets this block consumed are behind it.
-    uint64_t offset = 0;
-    if (Api::GetOffset(decoder, &offset) >= 0) cycles_.At(offset);
-  }
+[[gnu::always_inline]] inline bool PtStreamDecoder::TimeRunStart(typename Api::Decoder* decoder) {
+  const bool starts_run = cycles_.active() && (need_enable_ || need_enable_carried_);
+  uint64_t offset = 0;
+  if (starts_run && Api::GetOffset(decoder, &offset) >= 0) [[unlikely]] cycles_.At(offset);
+  return starts_run;
+}
+
+template <class Api>
+[[gnu::always_inline]] inline void PtStreamDecoder::HandleBlock(const pt_block& block, typename Api::Decoder* decoder,
+                                                                bool starts_run) {
+  // Where the query decoder stands: the packets this block consumed are behind it.
+  uint64_t offset = 0;
+  const bool timed = cycles_.active() && Api::GetOffset(decoder, &offset) >= 0;
+  if (timed && !starts_run) [[unlikely]] cycles_.At(offset);
   if (block.ninsn > 0) {
     ++stats_.blocks;
     OnInstructionRun(block.ip, block.ninsn);
+  }
+  if (timed && starts_run) [[unlikely]] cycles_.At(offset);
+  if (block.ninsn > 0) {
     if (observer_ != nullptr) observer_->OnBlock(block.ip, block.end_ip, block.ninsn);
     InsnClass klass = FromLibipt(block.iclass);
     if (klass == InsnClass::kUnknown) {
@@ -530,28 +545,33 @@ template <class Api>
 
 // One block. An error can come with the instructions decoded before it: they count.
 int PtStreamDecoder::NextBlock(pt_block_decoder* decoder) {
+  const bool starts_run = TimeRunStart<BlockApi>(decoder);
   pt_block block;
   int status = pt_blk_next(decoder, &block, sizeof block);
-  HandleBlock<BlockApi>(block, decoder);
+  HandleBlock<BlockApi>(block, decoder, starts_run);
   return status;
 }
 
 int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
+  const bool starts_run = TimeRunStart<FastApi>(decoder);
   pt_block block;
   int status = decoder->Next(&block);
-  HandleBlock<FastApi>(block, decoder);
+  HandleBlock<FastApi>(block, decoder, starts_run);
   return status;
 }
 
 int PtStreamDecoder::NextInsn(pt_insn_decoder* decoder) {
+  // Timed as NextBlock does.
+  const bool starts_run = cycles_.active() && (need_enable_ || need_enable_carried_);
+  uint64_t offset = 0;
+  if (starts_run && pt_insn_get_offset(decoder, &offset) >= 0) [[unlikely]] cycles_.At(offset);
   pt_insn insn;
   int status = pt_insn_next(decoder, &insn, sizeof insn);
   if (status < 0) return status;
-  if (cycles_.active()) [[unlikely]] {
-    uint64_t offset = 0;
-    if (pt_insn_get_offset(decoder, &offset) >= 0) cycles_.At(offset);
-  }
+  const bool timed = cycles_.active() && pt_insn_get_offset(decoder, &offset) >= 0;
+  if (timed && !starts_run) [[unlikely]] cycles_.At(offset);
   OnInstructionRun(insn.ip, 1);
+  if (timed && starts_run) [[unlikely]] cycles_.At(offset);
   if (observer_ != nullptr) observer_->OnBlock(insn.ip, insn.ip, 1);
   InsnClass klass = FromLibipt(insn.iclass);
   if (klass != InsnClass::kOther && klass != InsnClass::kUnknown) {

@@ -271,7 +271,9 @@ class PtStreamDecoder {
   int NextFastBlock(FastBlockDecoder* decoder);
   // What a block (libipt's or the fast decoder's) means to the flow.
   template <class Api>
-  void HandleBlock(const pt_block& block, typename Api::Decoder* decoder);
+  void HandleBlock(const pt_block& block, typename Api::Decoder* decoder, bool starts_run);
+  template <class Api>
+  bool TimeRunStart(typename Api::Decoder* decoder);
   int NextInsn(pt_insn_decoder* decoder);
   void OnInstructionRun(uint64_t first_ip, uint64_t count);
   void StartRun(uint64_t first_ip);
