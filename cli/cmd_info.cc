@@ -31,12 +31,6 @@ std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 
 Json NsOrNull(uint64_t ns) { return ns == kForever ? Json(nullptr) : Json(ns); }
 
-int64_t FileSize(const std::string& path) {
-  std::error_code ec;
-  uintmax_t size = std::filesystem::file_size(path, ec);
-  return ec ? -1 : static_cast<int64_t>(size);
-}
-
 Json ThreadsJson(const Sideband& sb) {
   Json threads = Json::array();
   for (const ThreadInfo& t : sb.threads.Threads()) {
@@ -103,6 +97,20 @@ Json VdsoJson(const std::string& dir, const TraceMeta& meta, const Sideband& sb)
     }
   }
   return vdso;
+}
+
+// The archived copies of the mapped files: each file once (several paths may share one
+// build-id) and the bytes they take in the directory.
+Json ArchiveJson(const std::string& dir, const TraceMeta& meta) {
+  Json files = Json::array();
+  std::set<std::string> counted;
+  int64_t bytes = 0;
+  for (const ArchivedFile& f : meta.archive) {
+    const int64_t size = FileSize(ResolveTracePath(dir, f.file));
+    if (counted.insert(f.file).second && size > 0) bytes += size;
+    files.push_back({{"path", f.path}, {"build_id", f.build_id}, {"file", f.file}, {"size", size}});
+  }
+  return {{"archived", meta.archived}, {"bytes", bytes}, {"files", files}};
 }
 
 Json StreamsJson(const std::string& dir, const TraceMeta& meta) {
@@ -177,6 +185,7 @@ Json InfoJson(const std::string& dir, const TraceMeta& meta, const Sideband& sb)
   j["mmaps"] = MmapsJson(sb);
   j["vdso"] = VdsoJson(dir, meta, sb);
   j["streams"] = StreamsJson(dir, meta);
+  j["archive"] = ArchiveJson(dir, meta);
   j["sideband"] = SidebandJson(sb);
   j["schedule"] = ScheduleJson(sb);
   j["lost"] = {{"records", sb.stats.lost_records},
@@ -266,6 +275,17 @@ void PrintText(const Json& j) {
     std::printf("  pid %-7s %s size %s  %s\n", Str(v["pid"]).c_str(), Str(v["address"]).c_str(),
                 Str(v["size"]).c_str(),
                 v["dumped"].get<bool>() ? Str(v["path"]).c_str() : "NOT DUMPED");
+  }
+  const Json& archive = j["archive"];
+  if (archive["archived"].get<bool>()) {
+    std::printf("\narchive: %zu mapped file(s), %.1f MB in images/by-build-id\n", archive["files"].size(),
+                static_cast<double>(archive["bytes"].get<int64_t>()) / 1e6);
+    for (const Json& f : archive["files"]) {
+      std::printf("  %s  %s  %s\n", Str(f["build_id"]).c_str(), Str(f["path"]).c_str(),
+                  f["size"].get<int64_t>() < 0 ? "MISSING" : absl::StrCat(Str(f["size"]), " bytes").c_str());
+    }
+  } else {
+    std::printf("\narchive: none (recorded with --no-archive, or imported): decode reads the mapped files by path\n");
   }
   std::printf("\nPT streams (%zu):\n", j["streams"].size());
   for (const Json& s : j["streams"]) {

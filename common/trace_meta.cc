@@ -325,6 +325,16 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
       r.Fail("build_ids", "expected an object");
     }
   }
+  m.archived = r.Bool("archived");
+  r.Array("archive", [&](const FieldReader& a) {
+    ArchivedFile f;
+    f.path = a.Str("path", "", true);
+    f.build_id = a.Str("build_id", "", true);
+    f.file = a.Str("file", "", true);
+    CheckRelativePath(a, "file", f.file);
+    f.size = a.U64("size");
+    m.archive.push_back(std::move(f));
+  });
   m.end_reason = r.Str("end_reason");
   m.emulator = r.Str("emulator");
   m.time_axis = r.Str("time_axis");
@@ -422,6 +432,12 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
   Json build_ids = Json::object();
   for (const auto& [path, id] : m.build_ids) build_ids[path] = id;
   root["build_ids"] = build_ids;
+  root["archived"] = m.archived;
+  Json archive = Json::array();
+  for (const ArchivedFile& f : m.archive) {
+    archive.push_back({{"path", f.path}, {"build_id", f.build_id}, {"file", f.file}, {"size", Hex(f.size)}});
+  }
+  root["archive"] = archive;
   root["end_reason"] = m.end_reason;
   if (!m.emulator.empty()) root["emulator"] = m.emulator;
   if (!m.time_axis.empty()) root["time_axis"] = m.time_axis;

@@ -17,7 +17,8 @@ namespace ptd {
 
 // Major changes break readers; minor changes only add fields that old readers ignore.
 inline constexpr int kTraceFormatMajor = 1;
-inline constexpr int kTraceFormatMinor = 2;  // 1.1: partial, partial_reason, build_ids; 1.2: emulator, time_axis
+inline constexpr int kTraceFormatMinor = 3;  // 1.1: partial, partial_reason, build_ids; 1.2: emulator, time_axis;
+                                             // 1.3: archived, archive
 inline constexpr char kMetaFileName[] = "meta.json";
 
 enum class TraceMode { kHardware, kEmulated, kImported };
@@ -96,6 +97,15 @@ struct ImageEntry {
   std::string build_id;  // hex, empty when unknown
 };
 
+// A host file the target mapped, copied into the trace directory (docs/trace-dir.md,
+// "images/by-build-id"): decode reads it instead of the path when its build-id matches.
+struct ArchivedFile {
+  std::string path;      // absolute path as the process saw it
+  std::string build_id;  // hex
+  std::string file;      // relative to the trace directory
+  uint64_t size = 0;     // bytes (a copy of another size is corrupt)
+};
+
 struct TraceMeta {
   int format_major = kTraceFormatMajor;
   int format_minor = kTraceFormatMinor;
@@ -118,6 +128,9 @@ struct TraceMeta {
   // Build-ids of the host files the target mapped, read when recording ended (absolute
   // path -> hex): decode warns when a file has changed since.
   std::map<std::string, std::string> build_ids;
+  // The recorder archived the mapped files (false: --no-archive, imports, older traces).
+  bool archived = false;
+  std::vector<ArchivedFile> archive;
   std::string end_reason;          // "exit", "sigint", "duration", "sigterm", "target_killed" ...
   std::vector<std::string> notes;  // what happened while recording, for `info`
   // The recording stopped on an error (disk full ...): the files hold what was written

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -543,8 +544,13 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     result_.stats.lost += ms.lost;
     result_.stats.segments += ms.segments;
   }
+  // Each process's image warns about the files it maps; a file several processes map
+  // (libc, a damaged archive entry) is warned about once.
+  std::set<std::string> image_warnings;
   for (const auto& [pid, image] : images_) {
-    for (std::string& w : image->TakeWarnings()) result_.warnings.push_back(std::move(w));
+    for (std::string& w : image->TakeWarnings()) {
+      if (image_warnings.insert(w).second) result_.warnings.push_back(std::move(w));
+    }
   }
   result_.stats.threads = threads_.size();
   result_.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/elf_build_id.h"
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 
@@ -30,6 +31,13 @@ TimedProcessImage::TimedProcessImage(SectionCache* sections, ModuleCache* module
       changes_(std::move(changes)),
       fixed_(std::move(fixed)),
       perf_map_(std::move(perf_map)) {}
+
+void TimedProcessImage::SetArchive(std::map<std::string, std::string> by_build_id, bool archived,
+                                   std::vector<std::string> problems) {
+  archive_ = std::move(by_build_id);
+  archived_ = archived;
+  for (std::string& p : problems) Warn(std::move(p));
+}
 
 void TimedProcessImage::Warn(std::string warning) {
   if (warned_.insert(warning).second) warnings_.push_back(std::move(warning));
@@ -68,6 +76,17 @@ void TimedProcessImage::Apply(const MapChange& change) {
   switch (change.kind) {
     case MapChange::Kind::kMap: {
       if (!IsCodeFileMapping(change.mapping)) return;
+      if (auto copy = archive_.find(change.mapping.build_id);
+          !change.mapping.build_id.empty() && copy != archive_.end()) {
+        Mapping mapping = FromSidebandMapping(change.mapping);
+        mapping.path = copy->second;
+        Add(mapping);
+        return;
+      }
+      if (archived_ && PathExists(change.mapping.path)) {
+        Warn(absl::StrFormat("%s is not archived in the trace: decoding it from the file at that path",
+                             change.mapping.path));
+      }
       if (!PathExists(change.mapping.path)) {
         Warn(absl::StrFormat("%s (mapped at 0x%x) is not on this machine: its code cannot be decoded",
                              change.mapping.path, change.mapping.start));
@@ -116,6 +135,37 @@ Mapping FromImageEntry(const std::string& trace_dir, const ImageEntry& entry) {
   return mapping;
 }
 
+namespace {
+
+// The archive's copies that are what meta.json says (size, build-id), by build-id; the
+// others become `problems`, and decode reads their paths.
+std::map<std::string, std::string> UsableArchive(const std::string& trace_dir, const TraceMeta& meta,
+                                                 std::vector<std::string>* problems) {
+  std::map<std::string, std::string> usable;
+  for (const ArchivedFile& f : meta.archive) {
+    if (usable.count(f.build_id)) continue;
+    const std::string file = ResolveTracePath(trace_dir, f.file);
+    std::string problem;
+    absl::StatusOr<std::string> id = ReadElfBuildId(file);
+    if (!id.ok()) {
+      problem = std::string(id.status().message());
+    } else if (*id != f.build_id) {
+      problem = absl::StrFormat("%s: build-id %s, expected %s", f.file, id->empty() ? "none" : *id, f.build_id);
+    } else if (int64_t size = FileSize(file); f.size != 0 && size != static_cast<int64_t>(f.size)) {
+      problem = absl::StrFormat("%s: %d bytes, expected %u (truncated?)", f.file, size, f.size);
+    }
+    if (problem.empty()) {
+      usable[f.build_id] = file;
+    } else {
+      problems->push_back(absl::StrFormat("archived copy of %s is damaged (%s): decoding it from the file at that path",
+                                          f.path, problem));
+    }
+  }
+  return usable;
+}
+
+}  // namespace
+
 std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections, ModuleCache* modules,
                                                          const std::string& trace_dir,
                                                          const TraceMeta& meta,
@@ -134,8 +184,12 @@ std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections,
   }
   std::string perf_map = ResolveTracePath(trace_dir, absl::StrCat(kImagesSubdir, "/perf-", pid, ".map"));
   if (!PathExists(perf_map)) perf_map.clear();
-  return std::make_unique<TimedProcessImage>(sections, modules, absl::StrCat("pid ", pid),
-                                             std::move(changes), std::move(fixed), std::move(perf_map));
+  auto image = std::make_unique<TimedProcessImage>(sections, modules, absl::StrCat("pid ", pid),
+                                                   std::move(changes), std::move(fixed), std::move(perf_map));
+  std::vector<std::string> problems;
+  std::map<std::string, std::string> archive = UsableArchive(trace_dir, meta, &problems);
+  image->SetArchive(std::move(archive), meta.archived, std::move(problems));
+  return image;
 }
 
 }  // namespace ptd::image

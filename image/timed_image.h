@@ -8,6 +8,7 @@
 // everything ever mapped, later mappings replacing what they overlap.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ class TimedProcessImage {
   void AdvanceTo(uint64_t time_ns);
   // Untimed traces: every mapping, in the order made; exec is ignored.
   void ApplyAll();
+
+  // The trace's archive (meta.json `archive`): verified copies by build-id, read instead
+  // of a mapping's path when its build-id matches. `archived`: the recorder archived, so
+  // a file read from its path is worth a warning. `problems`: damaged copies (warned).
+  void SetArchive(std::map<std::string, std::string> by_build_id, bool archived,
+                  std::vector<std::string> problems);
 
   ProcessImage* image() { return &image_; }
   // Problems met so far (missing files, bad mappings), each reported once.
@@ -62,6 +69,8 @@ class TimedProcessImage {
   uint64_t generation_ = 0;
   uint64_t applied_time_ = 0;
   bool started_ = false;
+  std::map<std::string, std::string> archive_;  // build-id -> archived file
+  bool archived_ = false;
   absl::flat_hash_set<std::string> warned_;
   std::vector<std::string> warnings_;
 };
@@ -76,7 +85,9 @@ Mapping FromImageEntry(const std::string& trace_dir, const ImageEntry& entry);
 
 // The image of process `pid` of a trace directory: the sideband's map changes for it,
 // meta.json's images for it (or for every process), and images/perf-PID.map if present.
-// A mapping without a build-id gets the one meta.json `build_ids` noted for its file.
+// A mapping without a build-id gets the one meta.json `build_ids` noted for its file; a
+// file archived in the trace with that build-id is read from the archive (each copy
+// checked: its size and build-id; a damaged one is warned about and the path is used).
 // `sideband` may be null. Nothing is applied yet: call AdvanceTo or ApplyAll.
 std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections, ModuleCache* modules,
                                                          const std::string& trace_dir,

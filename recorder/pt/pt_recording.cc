@@ -24,6 +24,7 @@
 #include "recorder/pt/perf_access.h"
 #include "recorder/sideband_events.h"
 #include "recorder/sideband_recorder.h"
+#include "recorder/trace_archive.h"
 #include "recorder/vdso_dump.h"
 #include "sideband/record_reader.h"
 
@@ -532,6 +533,7 @@ absl::Status PtRecording::Finish(const std::string& end_reason,
   meta->notes.insert(meta->notes.end(), notes.begin(), notes.end());
   meta->start_ns = start_ns_;
   meta->end_ns = Now();
+  ArchiveMappedFiles(dir_, {options_.record.archive, options_.record.archive_cache_dir}, meta);
   return status;
 }
 
