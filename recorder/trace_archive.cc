@@ -225,6 +225,12 @@ ArchiveStats ArchiveMappedFiles(const TraceDirWriter& dir, const ArchiveOptions&
     note(failed, "mapped files that could not be archived (decode reads them by path)");
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  if (options.enabled) {
+    meta->notes.push_back(absl::StrFormat(
+        "archive: %u mapped files, %.1f MB in images/by-build-id (%u linked from the cache %s), %.3f s",
+        stats.files, static_cast<double>(stats.bytes) / 1e6, stats.linked,
+        cache_dir.empty() ? "(none)" : cache_dir, stats.seconds));
+  }
   return stats;
 }
 
