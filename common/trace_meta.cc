@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
@@ -335,6 +336,18 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
     f.size = a.U64("size");
     m.archive.push_back(std::move(f));
   });
+  if (r.Has("namespace_tids")) {
+    FieldReader ns = r.Child("namespace_tids");
+    if (ns.json().is_object()) {
+      for (auto it = ns.json().begin(); it != ns.json().end(); ++it) {
+        int tid = 0;
+        if (!absl::SimpleAtoi(it.key(), &tid)) ns.Fail(it.key().c_str(), "expected a tid as key");
+        else m.namespace_tids[tid] = static_cast<int>(ns.I64(it.key().c_str()));
+      }
+    } else {
+      r.Fail("namespace_tids", "expected an object");
+    }
+  }
   m.end_reason = r.Str("end_reason");
   m.emulator = r.Str("emulator");
   m.time_axis = r.Str("time_axis");
@@ -438,6 +451,9 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
     archive.push_back({{"path", f.path}, {"build_id", f.build_id}, {"file", f.file}, {"size", Hex(f.size)}});
   }
   root["archive"] = archive;
+  Json namespace_tids = Json::object();
+  for (const auto& [tid, inner] : m.namespace_tids) namespace_tids[std::to_string(tid)] = inner;
+  root["namespace_tids"] = namespace_tids;
   root["end_reason"] = m.end_reason;
   if (!m.emulator.empty()) root["emulator"] = m.emulator;
   if (!m.time_axis.empty()) root["time_axis"] = m.time_axis;

@@ -18,7 +18,7 @@ namespace ptd {
 // Major changes break readers; minor changes only add fields that old readers ignore.
 inline constexpr int kTraceFormatMajor = 1;
 inline constexpr int kTraceFormatMinor = 3;  // 1.1: partial, partial_reason, build_ids; 1.2: emulator, time_axis;
-                                             // 1.3: archived, archive
+                                             // 1.3: archived, archive, namespace_tids
 inline constexpr char kMetaFileName[] = "meta.json";
 
 enum class TraceMode { kHardware, kEmulated, kImported };
@@ -131,6 +131,8 @@ struct TraceMeta {
   // The recorder archived the mapped files (false: --no-archive, imports, older traces).
   bool archived = false;
   std::vector<ArchivedFile> archive;
+  // Threads in another pid namespace (containers): host tid -> the tid there.
+  std::map<int, int> namespace_tids;
   std::string end_reason;          // "exit", "sigint", "duration", "sigterm", "target_killed" ...
   std::vector<std::string> notes;  // what happened while recording, for `info`
   // The recording stopped on an error (disk full ...): the files hold what was written

@@ -276,6 +276,13 @@ ThreadState* Decoding::Thread(int pid, int tid, bool has_cycles) {
   std::string fallback = meta_.command.empty() ? "trace" : Basename(meta_.command[0]);
   if (thread_name.empty()) thread_name = fallback;
   if (process_name.empty()) process_name = fallback;
+  // A container's threads: the track also shows the tid inside its pid namespace.
+  if (auto inner = meta_.namespace_tids.find(tid); inner != meta_.namespace_tids.end()) {
+    absl::StrAppend(&thread_name, " (tid ", inner->second, " in its namespace)");
+  }
+  if (auto inner = meta_.namespace_tids.find(pid); inner != meta_.namespace_tids.end()) {
+    absl::StrAppend(&process_name, " (pid ", inner->second, " in its namespace)");
+  }
   auto state = std::make_unique<ThreadState>();
   state->pid = pid;
   state->tid = tid;

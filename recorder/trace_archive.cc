@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "common/elf_build_id.h"
 #include "common/file_util.h"
+#include "recorder/namespace_pids.h"
 #include "sideband/record_reader.h"
 
 namespace ptd {
@@ -170,6 +171,17 @@ ArchiveStats ArchiveMappedFiles(const TraceDirWriter& dir, const ArchiveOptions&
       if (list.empty()) order.push_back(*path);
       if (list.size() < 4) list.push_back(at);
     }
+  }
+
+  // While the processes still live: the pids their own namespaces give them (containers),
+  // so tracks can be labelled with both.
+  std::set<int> pids;
+  for (const auto& [path, list] : places) {
+    for (const MappedAt& at : list) pids.insert(at.pid);
+  }
+  for (int pid : meta->pids) pids.insert(pid);
+  for (int pid : pids) {
+    for (const auto& [tid, inner] : ReadNamespaceTids(pid)) meta->namespace_tids[tid] = inner;
   }
 
   meta->archived = options.enabled;
