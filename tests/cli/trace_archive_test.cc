@@ -23,6 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::JsonNumber;
 using testing::RunCommand;
 using testing::TempDir;
 
@@ -33,13 +34,6 @@ std::string Program(const std::string& name) { return absl::StrCat(PTD_BINARY_DI
 void Overwrite(const std::string& from, const std::string& to) {
   auto r = RunCommand({"cp", from, to});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-}
-
-int64_t JsonNumber(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex(absl::StrCat("\"", key, "\": ([0-9]+)")))) return -1;
-  int64_t value = -1;
-  return absl::SimpleAtoi(m[1].str(), &value) ? value : -1;
 }
 
 struct Decoded {

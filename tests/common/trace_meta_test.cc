@@ -50,6 +50,10 @@ TraceMeta FullMeta() {
                       ImageKind::kVdso, "abcdef"});
   m.images.push_back({"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6",
                       0x7f0000028000ull, 0x28000, 0x155000, 1234, ImageKind::kFile, ""});
+  m.archived = true;
+  m.archive.push_back({"/tmp/prog", "3252f0971fcaaf7367adc79c23809a5027990696",
+                       "images/by-build-id/32/52f0971fcaaf7367adc79c23809a5027990696", 15984});
+  m.namespace_tids = {{31038, 1}, {31039, 2}};
   m.end_reason = "exit";
   m.notes = {"target exited with status 0"};
   m.start_ns = 1000;
@@ -79,6 +83,9 @@ TEST(TraceMetaTest, RoundTripKeepsEveryField) {
   EXPECT_EQ(back->command.at(1), "hello world");
   EXPECT_EQ(back->pt.fields.at("mtc_period"), 3u);
   EXPECT_EQ(back->end_ns, 0xfffffffffffffff0ull);
+  EXPECT_TRUE(back->archived);
+  EXPECT_EQ(back->archive.at(0).size, 15984u);
+  EXPECT_EQ(back->namespace_tids.at(31039), 2);
 }
 
 TEST(TraceMetaTest, RoundTripThroughDirectory) {
@@ -127,6 +134,14 @@ TEST(TraceMetaTest, NamesTheBadField) {
 TEST(TraceMetaTest, RejectsPathsEscapingTheDirectory) {
   std::string text = SerializeTraceMeta(FullMeta());
   text = absl::StrReplaceAll(text, {{"\"aux/cpu0.pt\"", "\"../../etc/passwd\""}});
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
+  ASSERT_FALSE(back.ok());
+  EXPECT_THAT(back.status().message(), HasSubstr("relative path inside the trace directory"));
+}
+
+TEST(TraceMetaTest, RejectsArchiveFilesOutsideTheDirectory) {
+  std::string text = SerializeTraceMeta(FullMeta());
+  text = absl::StrReplaceAll(text, {{"\"images/by-build-id/32/", "\"../by-build-id/32/"}});
   absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
   ASSERT_FALSE(back.ok());
   EXPECT_THAT(back.status().message(), HasSubstr("relative path inside the trace directory"));
