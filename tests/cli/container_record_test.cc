@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -28,15 +29,17 @@ using ::testing::HasSubstr;
 using testing::RunCommand;
 using testing::TempDir;
 
-// The first child of `pid` whose command line contains `needle`; 0 when none (yet).
-int ChildRunning(int pid, const std::string& needle) {
+// The first child of `pid` running an executable whose name ends with `name` (after its
+// exec: the shell before it has the name in its command line too); 0 when none (yet).
+int ChildRunning(int pid, const std::string& name) {
   std::string children =
       ReadFileToString(absl::StrCat("/proc/", pid, "/task/", pid, "/children")).value_or("");
   for (absl::string_view id : absl::StrSplit(children, ' ', absl::SkipEmpty())) {
     int child = 0;
     if (!absl::SimpleAtoi(id, &child)) continue;
-    std::string cmdline = ReadFileToString(absl::StrCat("/proc/", child, "/cmdline")).value_or("");
-    if (cmdline.find(needle) != std::string::npos) return child;
+    char exe[4096];
+    ssize_t n = ::readlink(absl::StrCat("/proc/", child, "/exe").c_str(), exe, sizeof(exe));
+    if (n > 0 && absl::EndsWith(absl::string_view(exe, static_cast<size_t>(n)), name)) return child;
   }
   return 0;
 }
@@ -63,13 +66,13 @@ TEST(ContainerRecordTest, ProcessInOtherNamespacesDecodesWithSymbolsAndBothPids)
   int target = 0;
   for (int i = 0; i < 500 && target == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    target = ChildRunning(unshare, "hidden/contained");
+    target = ChildRunning(unshare, "/contained");
   }
   ASSERT_NE(target, 0) << "the contained program did not start";
   EXPECT_FALSE(PathExists(inside)) << "the host sees the container's bind mount";
 
   const std::string trace = tmp.Sub("trace");
-  auto record = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--duration", "1", "--pid",
+  auto record = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--duration", "2", "--pid",
                             std::to_string(target), "-o", trace});
   ::kill(unshare, SIGKILL);
   ::kill(target, SIGKILL);
