@@ -343,7 +343,7 @@ void RegisterInfoCommand(CLI::App& app, CliContext& ctx) {
   CLI::App* cmd = app.add_subcommand("info", "Summarize a trace directory");
   cmd->add_option("trace_dir", options->dir, "Trace directory")->required();
   cmd->add_flag("--json", options->json,
-                "Print JSON (keys: mode, threads, mmaps, vdso, streams, sideband, lost, ...)");
+                "Print JSON (keys: mode, threads, mmaps, vdso, streams, archive, sideband, lost, ...)");
   cmd->footer(
       "Reads meta.json and every sideband file. When a sideband file is missing or corrupt,\n"
       "everything readable is still printed, then the error (file, byte offset, record)\n"
