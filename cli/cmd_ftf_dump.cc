@@ -20,6 +20,9 @@ struct FtfDumpOptions {
   bool summary_only = false;
   bool check = false;
   size_t top = 20;
+  std::string function;  // --summary: its slowest calls
+  size_t slowest = 10;
+  bool json = false;
 };
 
 void Print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
@@ -29,7 +32,10 @@ int RunFtfDump(const FtfDumpOptions& options) {
   if (!reader.ok()) return ReportError(reader.status());
   const bool print_records = !options.summary_only && !options.check;
   const bool print_summary = options.summary_only || !options.check;
-  ftf::FtfSummarizer summarizer;
+  ftf::FunctionStatsOptions function_options;
+  function_options.slowest_of = options.function;
+  function_options.slowest_count = options.slowest;
+  ftf::FtfSummarizer summarizer(function_options);
   ftf::FtfChecker checker;
   ftf::FtfRecord record;
   absl::Status read_error;
@@ -50,7 +56,8 @@ int RunFtfDump(const FtfDumpOptions& options) {
   }
   if (print_summary) {
     if (print_records) Print("\n");
-    Print(ftf::FormatFtfSummary(summarizer.Finish(), options.top));
+    const ftf::FtfSummary summary = summarizer.Finish();
+    Print(options.json ? ftf::FunctionStatsJson(summary.functions, 0) : ftf::FormatFtfSummary(summary, options.top));
   }
   std::fflush(stdout);
   if (options.check) {
@@ -81,10 +88,19 @@ void RegisterFtfDumpCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_flag("--check", options->check,
                 "Check structure (balanced begin/end, time order, thread and process names); "
                 "exit 1 on problems");
-  cmd->add_option("--top", options->top, "Functions listed by total and by self time")
+  cmd->add_option("--top", options->top, "Functions listed by total (with latency) and by self time")
       ->default_val(20)
       ->check(CLI::PositiveNumber);
-  cmd->callback([&ctx, options]() { ctx.exit_code = RunFtfDump(*options); });
+  cmd->add_option("--function", options->function, "With --summary: list the slowest calls of this function");
+  cmd->add_option("--slowest", options->slowest, "With --function: how many calls")->default_val(10);
+  cmd->add_flag("--json", options->json, "With --summary: the per-function statistics as JSON (every function)");
+  cmd->callback([&ctx, options]() {
+    if ((!options->function.empty() || options->json) && !options->summary_only) {
+      ctx.exit_code = ReportError(absl::InvalidArgumentError("--function and --json go with --summary"));
+      return;
+    }
+    ctx.exit_code = RunFtfDump(*options);
+  });
 }
 
 }  // namespace ptd::cli

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_join.h"
 #include "cli/command.h"
+#include "common/progress_bar.h"
 #include "perfdata/build_id_cache.h"
 #include "perfdata/perf_data_reader.h"
 #include "perfdata/perf_importer.h"
@@ -17,6 +18,7 @@ struct ImportPerfArgs {
   std::string input;
   std::string output;
   bool force = false;
+  bool verbose = false;
   std::vector<std::string> buildid_dirs;
 };
 
@@ -28,7 +30,12 @@ int RunImportPerf(const ImportPerfArgs& args) {
   options.force = args.force;
   options.buildid_dirs = args.buildid_dirs;
   for (const std::string& d : perfdata::BuildIdCache::DefaultDirs()) options.buildid_dirs.push_back(d);
+  uint64_t total = 0;
+  for (const perfdata::AuxtraceBuffer& b : data->aux_buffers) total += b.size;
+  ProgressBar progress("importing", total, ProgressBar::StderrIsTerminal());
+  options.progress = [&progress](uint64_t done) { progress.Update(done); };
   absl::StatusOr<perfdata::PerfImportResult> result = perfdata::ImportPerfData(*data, options);
+  progress.Finish(result.ok());
   if (!result.ok()) return ReportError(result.status());
   uint64_t pt_bytes = 0;
   size_t chunks = 0;
@@ -40,13 +47,7 @@ int RunImportPerf(const ImportPerfArgs& args) {
               args.output.c_str(), result->meta.streams.size(), chunks,
               static_cast<unsigned long long>(pt_bytes), result->meta.sideband.size(),
               result->meta.images.size());
-  if (!result->missing_binaries.empty()) {
-    std::fprintf(stderr,
-                 "ptrace-direct: warning: %zu binaries not found at their recorded paths nor in the "
-                 "build-id dirs [%s]; code in them cannot be decoded:\n  %s\n",
-                 result->missing_binaries.size(), absl::StrJoin(options.buildid_dirs, ", ").c_str(),
-                 absl::StrJoin(result->missing_binaries, "\n  ").c_str());
-  }
+  WarnMissingBinaries(result->missing_binaries, -1, args.verbose, options.buildid_dirs);
   return kExitOk;
 }
 
@@ -61,6 +62,7 @@ void RegisterImportPerfCommand(CLI::App& import_cmd, CliContext& ctx) {
   perf->add_flag("-f,--force", args->force, "replace an existing output directory");
   perf->add_option("--buildid-dir", args->buildid_dirs,
                    "perf build-id cache to search for binaries (repeatable; ~/.debug is always searched last)");
+  perf->add_flag("--verbose,-v", args->verbose, "List every missing binary (default: how many, and the biggest)");
   perf->callback([&ctx, args]() { ctx.exit_code = RunImportPerf(*args); });
 }
 

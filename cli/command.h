@@ -2,8 +2,12 @@
 // Each subcommand lives in its own cmd_*.cc and registers itself on the CLI11 app.
 // Commands store their exit status in CliContext; main() returns it.
 
+#include <string>
+#include <vector>
+
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "common/missing_binaries.h"
 
 namespace ptd::cli {
 
@@ -19,6 +23,13 @@ struct CliContext {
 // Prints "ptrace-direct: <message>" on stderr and returns the exit code for `status`
 // (kExitUsage for InvalidArgument/FailedPrecondition/Unimplemented, else kExitFailure).
 int ReportError(const absl::Status& status);
+
+// One warning for every binary the trace needs and this machine lacks: the count, the
+// biggest, and where to add them; `verbose` lists each (decode/import/info --verbose).
+// `decode_errors` < 0: nothing was decoded (import, info). `buildid_dirs`: where a
+// perf.data's binaries were looked for, named with how to add one.
+void WarnMissingBinaries(const MissingBinaries& missing, int64_t decode_errors, bool verbose,
+                         const std::vector<std::string>& buildid_dirs = {});
 
 void RegisterRecordCommand(CLI::App& app, CliContext& ctx);
 void RegisterDecodeCommand(CLI::App& app, CliContext& ctx);

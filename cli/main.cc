@@ -2,6 +2,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
 #include "cli/command.h"
 #include "ptd/version.h"
 
@@ -16,6 +17,16 @@ int ReportError(const absl::Status& status) {
       return kExitUsage;
     default:
       return kExitFailure;
+  }
+}
+
+void WarnMissingBinaries(const MissingBinaries& missing, int64_t decode_errors, bool verbose,
+                         const std::vector<std::string>& buildid_dirs) {
+  if (missing.empty()) return;
+  std::fprintf(stderr, "ptrace-direct: warning: %s\n", missing.Summary(decode_errors, verbose).c_str());
+  if (!buildid_dirs.empty()) {
+    std::fprintf(stderr, "ptrace-direct: build-id dirs searched: %s (add one with --buildid-dir)\n",
+                 absl::StrJoin(buildid_dirs, ", ").c_str());
   }
 }
 

@@ -6,13 +6,15 @@ find_package(nlohmann_json 3.10 REQUIRED CONFIG)
 find_package(CLI11 REQUIRED CONFIG)
 find_package(ZLIB REQUIRED)
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)
+# MiniDebugInfo (.gnu_debugdata) is xz-compressed.
+pkg_check_modules(LIBLZMA REQUIRED IMPORTED_TARGET liblzma)
 pkg_check_modules(CAPSTONE REQUIRED IMPORTED_TARGET capstone)
 
 # libipt-dev ships no pkg-config or CMake file: find header and library by hand.
 find_path(LIBIPT_INCLUDE_DIR intel-pt.h REQUIRED)
 find_library(LIBIPT_LIBRARY ipt REQUIRED)
 add_library(ptd_libipt INTERFACE)
-target_include_directories(ptd_libipt INTERFACE ${LIBIPT_INCLUDE_DIR})
+target_include_directories(ptd_libipt INTERFACE $<BUILD_INTERFACE:${LIBIPT_INCLUDE_DIR}>)
 target_link_libraries(ptd_libipt INTERFACE ${LIBIPT_LIBRARY})
 
 # Where tests find the sources, the build and the CLI. The shared test PCH is compiled
@@ -43,7 +45,9 @@ endif()
 function(ptd_module name)
   cmake_parse_arguments(M "" "" "SOURCES;DEPS" ${ARGN})
   add_library(${name} STATIC ${M_SOURCES})
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/generated)
+  # Build tree only: the installed package exposes nothing but include/ptd/ (cmake/Install.cmake).
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                            $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/generated>)
   target_link_libraries(${name} PUBLIC ${M_DEPS})
   if(PTD_FUZZ)
     target_compile_options(${name} PRIVATE -fsanitize=fuzzer-no-link)

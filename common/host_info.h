@@ -12,12 +12,14 @@ struct CpuId {
   uint32_t family = 0;
   uint32_t model = 0;
   uint32_t stepping = 0;
+  bool operator==(const CpuId&) const = default;
 };
 
 struct HostInfo {
   CpuId cpu;
   std::string kernel_release;
   std::string hostname;
+  bool operator==(const HostInfo&) const = default;
 };
 
 // Reads cpuid (leaf 0 and 1, with the extended family/model rules) and uname.

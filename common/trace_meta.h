@@ -40,6 +40,8 @@ struct PtSettings {
   uint32_t tsc_art_ratio_num = 0;
   uint32_t tsc_art_ratio_den = 0;
   uint64_t psb_period_bytes = 0;  // for the emulator, the PSB spacing it used
+  // Member by member (tests compare a parsed meta.json with what was written).
+  bool operator==(const PtSettings&) const = default;
 };
 
 // perf's TSC → ns conversion (perf_event_mmap_page time_*), applied to PT TSC values.
@@ -50,6 +52,7 @@ struct TimeConversion {
   uint64_t time_zero = 0;
   bool cap_user_time_zero = false;
   uint64_t TscToNs(uint64_t tsc) const;
+  bool operator==(const TimeConversion&) const = default;
 };
 
 // One contiguous piece of PT bytes inside a stream file.
@@ -64,6 +67,8 @@ struct PtChunk {
   bool collision = false;    // PERF_AUX_FLAG_COLLISION
   bool overwrite = false;    // PERF_AUX_FLAG_OVERWRITE (snapshot ring)
   bool lost_before = false;  // a gap precedes this chunk (non-contiguous with the previous)
+  // Member by member (tests compare a parsed meta.json with what was written).
+  bool operator==(const PtChunk&) const = default;
 };
 
 struct PtStream {
@@ -71,6 +76,8 @@ struct PtStream {
   int cpu = -1;      // per-CPU stream, or -1
   int tid = -1;      // per-thread stream, or -1
   std::vector<PtChunk> chunks;
+  // Member by member (tests compare a parsed meta.json with what was written).
+  bool operator==(const PtStream&) const = default;
 };
 
 struct SidebandFile {
@@ -81,6 +88,8 @@ struct SidebandFile {
   uint64_t sample_type = 0;       // perf_event_attr.sample_type of the sideband event
   bool sample_id_all = true;
   uint64_t lost_records = 0;      // sum of PERF_RECORD_LOST counts
+  // Member by member (tests compare a parsed meta.json with what was written).
+  bool operator==(const SidebandFile&) const = default;
 };
 
 enum class ImageKind { kFile, kVdso, kMemoryDump };
@@ -95,6 +104,8 @@ struct ImageEntry {
   int pid = -1;      // -1: every process
   ImageKind kind = ImageKind::kFile;
   std::string build_id;  // hex, empty when unknown
+  // Member by member (tests compare a parsed meta.json with what was written).
+  bool operator==(const ImageEntry&) const = default;
 };
 
 // A host file the target mapped, copied into the trace directory (docs/trace-dir.md,
@@ -104,6 +115,7 @@ struct ArchivedFile {
   std::string build_id;  // hex
   std::string file;      // relative to the trace directory
   uint64_t size = 0;     // bytes (a copy of another size is corrupt)
+  bool operator==(const ArchivedFile&) const = default;
 };
 
 struct TraceMeta {
@@ -141,6 +153,8 @@ struct TraceMeta {
   std::string partial_reason;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
+  // Member by member (tests compare a parsed meta.json with what was written).
+  bool operator==(const TraceMeta&) const = default;
 };
 
 // `source` names the file in error messages.

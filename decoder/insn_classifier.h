@@ -1,12 +1,14 @@
 #pragma once
-// Classifies single instructions with capstone where libipt does not tell: the last
-// instruction of a block the 2.0.5 block cache reports as ptic_error, and the size of a
-// block's final call (for its return address). Results are cached by address, so each
-// block end is decoded once.
+// Classifies single instructions where libipt does not tell: the last instruction of a
+// block the 2.0.5 block cache reports as ptic_error, and the size of a block's final call
+// (for its return address), in libipt's terms. The decoding itself is the project's one
+// classifier (image/insn_classifier.h). Results are cached by address, so each block end
+// is decoded once.
 
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
+#include "image/insn_classifier.h"
 #include "image/process_image.h"
 
 namespace ptd::decoder {
@@ -31,8 +33,7 @@ struct InsnInfo {
 
 class InsnClassifier {
  public:
-  explicit InsnClassifier(image::ProcessImage* image);
-  ~InsnClassifier();
+  explicit InsnClassifier(image::ProcessImage* image) : image_(image) {}
   InsnClassifier(const InsnClassifier&) = delete;
   InsnClassifier& operator=(const InsnClassifier&) = delete;
 
@@ -49,8 +50,7 @@ class InsnClassifier {
 
  private:
   image::ProcessImage* image_;
-  size_t handle_ = 0;  // capstone csh
-  bool ok_ = false;
+  image::InsnClassifier x86_;  // decodes only: this class keeps the cache
   absl::flat_hash_map<uint64_t, InsnInfo> cache_;
   uint64_t undecodable_ = 0;
 };

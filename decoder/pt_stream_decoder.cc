@@ -413,7 +413,7 @@ bool IsPsbAnchor(const pt_event& event) {
   }
 }
 
-// How often (in loop steps) the cancel flag is looked at.
+// How often (in loop steps) the cancel flag is looked at (and progress reported).
 constexpr uint32_t kCancelCheckInterval = 4096;
 
 }  // namespace
@@ -671,9 +671,10 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
         Api::GetOffset(decoder, &previous_call);
       }
       previous_call_carried = false;
-      if (cancel_ != nullptr && --until_cancel_check == 0) {
+      if ((cancel_ != nullptr || progress_) && --until_cancel_check == 0) {
         until_cancel_check = kCancelCheckInterval;
-        if (cancel_->load(std::memory_order_relaxed)) {
+        if (progress_) progress_(previous_call);
+        if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) {
           cancelled_ = true;
           break;
         }

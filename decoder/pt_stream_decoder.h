@@ -225,6 +225,8 @@ class PtStreamDecoder {
   void set_image_clock(ImageClock* clock) { image_clock_ = clock; }
   // Checked between blocks: when it turns true, decoding stops (Ctrl-C).
   void set_cancel_flag(const std::atomic<bool>* cancel) { cancel_ = cancel; }
+  // Called every few thousand steps with the decoder's offset in the buffer (progress).
+  void set_progress(std::function<void(uint64_t offset)> progress) { progress_ = std::move(progress); }
   bool cancelled() const { return cancelled_; }
 
   // Emits a kLostData event (gap between chunks).
@@ -290,6 +292,7 @@ class PtStreamDecoder {
   FlowConsumer* consumer_;
   BlockObserver* observer_ = nullptr;
   const std::atomic<bool>* cancel_ = nullptr;
+  std::function<void(uint64_t offset)> progress_;
   bool cancelled_ = false;
   InsnClassifier classifier_;
   TrapScanner traps_;  // OCaml trap push/pop/raise inside runs

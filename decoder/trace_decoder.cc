@@ -1,5 +1,6 @@
 #include "decoder/trace_decoder.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,12 +18,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/progress_bar.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
+#include "common/units.h"
 #include "decoder/call_stack_model.h"
 #include "decoder/cycle_index.h"
 #include "decoder/ftf_slice_sink.h"
+#include "decoder/function_stats_sink.h"
+#include "decoder/output_size_plan.h"
 #include "decoder/parallel_decode.h"
+#include "decoder/psb_window.h"
 #include "ftf/ftf_writer.h"
 #include "image/mapped_file.h"
 #include "image/module_cache.h"
@@ -46,7 +52,10 @@ struct ThreadState {
   int tid = 0;
   std::unique_ptr<ImageFunctionResolver> resolver;
   std::unique_ptr<CallStackModel> model;
-  SliceSink* sink = nullptr;
+  SliceSink* sink = nullptr;  // the model's: the first of the sinks below in use
+  std::unique_ptr<FunctionStatsSink> stats_sink;  // --summary: every slice
+  std::unique_ptr<DetailFilterSink> detail_sink;  // level of detail
+
   uint64_t last_time = 0;  // of the last event routed here
   uint64_t last_instructions = 0;
   uint64_t routed_instructions = 0;  // per-CPU streams: this thread's own count so far
@@ -213,6 +222,7 @@ class Decoding {
   image::SectionCache* ThreadSections();
   ThreadState* Thread(int pid, int tid, bool has_cycles);
   absl::StatusOr<std::unique_ptr<StreamState>> PrepareStream(const PtStream& stream, size_t index);
+  absl::Status ApplyWindow(const std::vector<std::unique_ptr<StreamState>>& streams);
   absl::Status DecodeStream(StreamState* state);
   void FinishStream(StreamState* state);
   void Progress(uint64_t done_bytes);
@@ -235,10 +245,17 @@ class Decoding {
   std::map<int, std::unique_ptr<image::TimedProcessImage>> images_;
   std::optional<bool> images_timed_;  // as the first stream's axis
   std::map<int, std::unique_ptr<ThreadState>> threads_;
+  // Warnings every stream repeats (the recording CPU's errata) are said once.
+  void AddWarningOnce(const std::string& warning) {
+    if (std::find(result_.warnings.begin(), result_.warnings.end(), warning) == result_.warnings.end()) {
+      result_.warnings.push_back(warning);
+    }
+  }
+
   DecodeResult result_;
   uint64_t total_bytes_ = 0;
   uint64_t done_bytes_ = 0;
-  int last_percent_ = -1;
+  std::unique_ptr<ProgressBar> progress_;
 };
 
 // Timed: the sideband's changes are applied as the decoder's time reaches them. Untimed
@@ -289,6 +306,14 @@ ThreadState* Decoding::Thread(int pid, int tid, bool has_cycles) {
   // The process's shared image: at the time of the event being handed to the model.
   state->resolver = std::make_unique<ImageFunctionResolver>(ImageFor(pid)->image());
   SliceSink* sink = sinks_->ForThread(pid, tid, thread_name, process_name);
+  if (options_.detail.active()) {
+    state->detail_sink = std::make_unique<DetailFilterSink>(sink, options_.detail);
+    sink = state->detail_sink.get();
+  }
+  if (options_.function_stats != nullptr) {
+    state->stats_sink = std::make_unique<FunctionStatsSink>(options_.function_stats, pid, tid, sink);
+    sink = state->stats_sink.get();
+  }
   state->sink = sink;
   state->model = std::make_unique<CallStackModel>(state->resolver.get(), sink, has_cycles);
   ThreadState* raw = state.get();
@@ -326,7 +351,8 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
   state->name = stream.file;
   PtDecodeConfig& config = state->job.config;
   config.kind = options_.decoder;
-  config.cpu = meta_.host.cpu;
+  // An emulated trace was written by no real CPU: it has no errata to apply or warn about.
+  if (meta_.mode != TraceMode::kEmulated) config.cpu = meta_.host.cpu;
   config.pt = meta_.pt;
   config.conversion = meta_.time;
   // The time axis needs timing packets; without them instructions stand in for time.
@@ -426,12 +452,104 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
   return state;
 }
 
+// Cuts every stream's chunks down to the PSB intervals the window needs. Errors (a window
+// outside the trace, a time window on an untimed trace) come before any decoding.
+absl::Status Decoding::ApplyWindow(const std::vector<std::unique_ptr<StreamState>>& streams) {
+  const DecodeWindow& window = options_.window;
+  const bool by_time = window.kind == DecodeWindow::Kind::kTime;
+  auto chunk_bytes = [](const StreamState& state, const PtChunk& chunk) {
+    return state.job.file->bytes().subspan(chunk.file_offset, chunk.size);
+  };
+  // The trace's span as its PSB+ groups give it: first and last PSB time of all streams.
+  uint64_t first_time = UINT64_MAX, last_time = 0;
+  uint64_t total_bytes = 0;
+  for (const auto& state : streams) {
+    if (by_time && state->job.config.axis != TimeAxis::kTime) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--window: ", state->name,
+          " has no timing packets (or the time axis is not time): use --window-offset (PT byte offsets)"));
+    }
+    for (const PtChunk& chunk : state->job.chunks) {
+      total_bytes += chunk.size;
+      if (!by_time) continue;
+      absl::Span<const uint8_t> bytes = chunk_bytes(*state, chunk);
+      if (std::optional<PsbTime> first = FirstTimedPsbAtOrAfter(bytes, 0, meta_.time)) {
+        first_time = std::min(first_time, first->time);
+        last_time = std::max(last_time, first->time);
+      }
+      if (std::optional<uint64_t> last = LastPsbAtOrBefore(bytes, bytes.size())) {
+        if (std::optional<PsbTime> t = FirstTimedPsbAtOrAfter(bytes, *last, meta_.time)) {
+          last_time = std::max(last_time, t->time);
+        }
+      }
+    }
+  }
+  uint64_t begin = window.begin, end = window.end;
+  if (by_time && window.relative && first_time != UINT64_MAX) {
+    begin = first_time + window.begin;
+    end = window.end == UINT64_MAX ? UINT64_MAX : first_time + window.end;
+  }
+  if (by_time && (first_time == UINT64_MAX || end <= first_time || begin > last_time)) {
+    return absl::InvalidArgumentError(
+        first_time == UINT64_MAX
+            ? std::string("--window: the trace has no PSB+ with a TSC")
+            : absl::StrFormat("--window [%d, %d) lies outside the trace: its PSB+ times run from %d to %d "
+                              "(+0 to +%s)",
+                              begin, end, first_time, last_time, FormatDurationNs(last_time - first_time)));
+  }
+  uint64_t kept_bytes = 0;
+  for (const auto& state : streams) {
+    std::vector<PtChunk> kept;
+    const std::vector<PtChunk>& chunks = state->job.chunks;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      absl::Span<const uint8_t> bytes = chunk_bytes(*state, chunks[c]);
+      ByteRange range;
+      if (by_time) {
+        // A chunk whose successor starts at or before the window needs nothing.
+        if (c + 1 < chunks.size()) {
+          std::optional<PsbTime> next = FirstTimedPsbAtOrAfter(chunk_bytes(*state, chunks[c + 1]), 0, meta_.time);
+          if (next && next->time <= begin) continue;
+        }
+        range = PsbRangeForTimes(bytes, begin, end, meta_.time);
+      } else {
+        // Offsets are stream file offsets; each chunk holds a part of them.
+        const uint64_t lo = chunks[c].file_offset, hi = lo + chunks[c].size;
+        if (end <= lo || begin >= hi) continue;
+        range = PsbRangeForOffsets(bytes, begin > lo ? begin - lo : 0, end < hi ? end - lo : chunks[c].size);
+      }
+      if (range.empty()) continue;
+      PtChunk part = chunks[c];
+      part.file_offset += range.begin;
+      part.size = range.end - range.begin;
+      if (kept.empty()) part.lost_before = false;
+      kept.push_back(part);
+      kept_bytes += part.size;
+      std::string times;
+      if (by_time) {
+        absl::Span<const uint8_t> cut = bytes.subspan(range.begin, range.end - range.begin);
+        std::optional<PsbTime> t0 = FirstTimedPsbAtOrAfter(cut, 0, meta_.time);
+        std::optional<PsbTime> t1 = FirstTimedPsbAtOrAfter(bytes, range.end, meta_.time);
+        if (t0) times = absl::StrFormat(", times from %d (+%s)", t0->time, FormatDurationNs(t0->time - first_time));
+        if (t0 && t1) absl::StrAppendFormat(&times, " to %d (+%s)", t1->time, FormatDurationNs(t1->time - first_time));
+      }
+      result_.notes.push_back(absl::StrFormat("window: %s: decoding PT bytes [0x%x, 0x%x)%s", state->name,
+                                              part.file_offset, part.file_offset + part.size, times));
+    }
+    state->job.chunks = std::move(kept);
+  }
+  if (kept_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s [%d, %d) holds no PT data (the streams hold %d bytes)",
+                                                      by_time ? "--window" : "--window-offset", begin, end,
+                                                      total_bytes));
+  }
+  result_.notes.push_back(absl::StrFormat("window: %s of %s of PT (%.1f%%)", FormatByteSize(kept_bytes),
+                                          FormatByteSize(total_bytes), 100.0 * kept_bytes / std::max<uint64_t>(1, total_bytes)));
+  total_bytes_ = kept_bytes;
+  return absl::OkStatus();
+}
+
 void Decoding::Progress(uint64_t done_bytes) {
-  if (!options_.progress) return;
-  int percent = total_bytes_ ? static_cast<int>(100 * done_bytes / total_bytes_) : 100;
-  if (percent == last_percent_) return;
-  last_percent_ = percent;
-  std::fprintf(stderr, "\rdecoding: %3d%% ", percent);
+  if (progress_ != nullptr) progress_->Update(done_bytes);
 }
 
 // One libipt decoder over each chunk of the stream, in order (--jobs 1).
@@ -441,6 +559,7 @@ absl::Status Decoding::DecodeStream(StreamState* state) {
   if (job.clock != nullptr) decoder.set_image_clock(job.clock);
   decoder.set_block_observer(options_.block_observer);
   decoder.set_cancel_flag(options_.cancel);
+  if (progress_ != nullptr) decoder.set_progress([this](uint64_t offset) { Progress(done_bytes_ + offset); });
   bool previous_truncated = false;
   for (size_t c = 0; c < job.chunks.size() && !decoder.cancelled(); ++c) {
     const PtChunk& chunk = job.chunks[c];
@@ -477,7 +596,7 @@ void Decoding::FinishStream(StreamState* state) {
   result_.stats.syncs += job.stats.syncs;
   result_.stats.bytes += job.stats.bytes;
   result_.stats.undecodable += job.stats.undecodable;
-  for (const std::string& w : job.warnings) result_.warnings.push_back(w);
+  for (const std::string& w : job.warnings) AddWarningOnce(w);
 }
 
 absl::StatusOr<DecodeResult> Decoding::Run() {
@@ -507,6 +626,12 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     absl::StatusOr<std::unique_ptr<StreamState>> state = PrepareStream(meta_.streams[i], i);
     if (!state.ok()) return state.status();
     streams.push_back(*std::move(state));
+  }
+  if (options_.window.kind != DecodeWindow::Kind::kNone) {
+    if (absl::Status s = ApplyWindow(streams); !s.ok()) return s;
+  }
+  if (options_.progress) {
+    progress_ = std::make_unique<ProgressBar>(options_.progress_label, total_bytes_, true);
   }
   size_t finished = 0;  // streams whose routers are finished
   if (options_.jobs <= 1 || options_.block_observer != nullptr) {
@@ -541,7 +666,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
                             "decoding stopped by a signal: the trace after this point is not in this file");
     }
   }
-  if (options_.progress) std::fprintf(stderr, Cancelled() ? "\n" : "\rdecoding: done  \n");
+  if (progress_ != nullptr) progress_->Finish(!Cancelled());
   for (const auto& [tid, thread] : threads_) {
     const CallStackStats& ms = thread->model->stats();
     result_.stats.calls += ms.calls;
@@ -550,6 +675,10 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     result_.stats.overflows += ms.overflows;
     result_.stats.lost += ms.lost;
     result_.stats.segments += ms.segments;
+    if (thread->detail_sink != nullptr) {
+      result_.stats.dropped_short += thread->detail_sink->stats().dropped_short;
+      result_.stats.dropped_deep += thread->detail_sink->stats().dropped_deep;
+    }
   }
   // Each process's image warns about the files it maps; a file several processes map
   // (libc, a damaged archive entry) is warned about once.
@@ -558,6 +687,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     for (std::string& w : image->TakeWarnings()) {
       if (image_warnings.insert(w).second) result_.warnings.push_back(std::move(w));
     }
+    result_.missing_binaries.Add(image->missing_binaries());
   }
   result_.stats.threads = threads_.size();
   result_.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -572,8 +702,123 @@ absl::StatusOr<DecodeResult> DecodeTrace(const std::string& trace_dir, const Dec
   return decoding.Run();
 }
 
+namespace {
+
+// No output file (`decode --summary` without -o): slices go nowhere.
+class DiscardSinks : public ThreadSinkFactory, public SliceSink {
+ public:
+  SliceSink* ForThread(int, int, const std::string&, const std::string&) override { return this; }
+  void Begin(uint64_t, absl::string_view) override {}
+  void End(uint64_t, const SliceCounts&) override {}
+  void Instant(uint64_t, absl::string_view, absl::string_view) override {}
+};
+
+}  // namespace
+
+// Puts a SamplingSliceSink in front of each thread's sink of another factory.
+class SamplingSinks : public ThreadSinkFactory {
+ public:
+  SamplingSinks(ThreadSinkFactory* inner, SliceSample* sample) : inner_(inner), sample_(sample) {}
+  SliceSink* ForThread(int pid, int tid, const std::string& thread_name, const std::string& process_name) override {
+    sinks_.push_back(std::make_unique<SamplingSliceSink>(sample_, inner_->ForThread(pid, tid, thread_name, process_name)));
+    return sinks_.back().get();
+  }
+
+ private:
+  ThreadSinkFactory* inner_;
+  SliceSample* sample_;
+  std::vector<std::unique_ptr<SamplingSliceSink>> sinks_;
+};
+
+// --max-output-size (DecodeOptions::max_output_bytes).
+static absl::StatusOr<DecodeResult> DecodeTraceToFtfWithinSize(const std::string& trace_dir,
+                                                               const std::string& output,
+                                                               const DecodeOptions& options) {
+  const uint64_t limit = options.max_output_bytes;
+  // The count: what the FTF would take at the user's own detail, and a sample of its slices.
+  uint64_t full_bytes = 0;
+  SliceSample sample;
+  DecodeResult counted;
+  {
+    std::unique_ptr<ftf::FtfWriter> counter = ftf::FtfWriter::ToSink(ftf::MakeCountingSink(&full_bytes), output);
+    FtfSinks sinks(counter.get(), options);
+    SamplingSinks sampling(&sinks, &sample);
+    DecodeOptions first = options;
+    first.max_output_bytes = 0;
+    first.progress_label = "sizing";
+    absl::StatusOr<DecodeResult> result = DecodeTrace(trace_dir, first, &sampling);
+    if (!result.ok()) return result.status();
+    if (absl::Status s = counter->Close(); !s.ok()) return s;
+    counted = *std::move(result);
+    if (counted.interrupted) return counted;  // no file: nothing to fit
+  }
+  DecodeOptions pass = options;
+  pass.max_output_bytes = 0;
+  pass.function_stats = nullptr;  // saw every slice in the count
+  // Plan on a little less than the limit: bytes per slice vary along the trace.
+  uint64_t budget = limit - limit / 20;
+  std::vector<std::string> notes = counted.notes;
+  // Sizes are planned on uncompressed bytes: a .gz output (or a plan that was too careful)
+  // can come out far under the limit, and is then planned once more with a budget scaled
+  // up by what it missed; should that one not fit, the last plan that fit is written again.
+  uint64_t fitting_budget = 0;  // the largest budget whose output fit
+  bool grown = false;
+  bool last_try = false;
+  for (int attempt = 0;; ++attempt) {
+    const DetailPlan plan = PlanDetail(sample, full_bytes, budget, options.detail);
+    pass.detail = plan.detail;
+    absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace_dir, output, pass);
+    if (!result.ok()) return result.status();
+    struct stat st = {};
+    const uint64_t written = ::stat(output.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    std::string what;
+    if (plan.full) {
+      what = "full detail";
+    } else {
+      what = absl::StrFormat("slices of at least %s", FormatDurationNs(plan.detail.min_duration));
+      if (plan.detail.full_detail_from != UINT64_MAX) {
+        const uint64_t from = plan.detail.full_detail_from;
+        const uint64_t span = sample.last_end() > sample.first_begin() ? sample.last_end() - sample.first_begin() : 1;
+        absl::StrAppendFormat(&what, " before %d (+%s), and every slice from there on (the last %.0f%% of the time)",
+                              from, FormatDurationNs(from - std::min(from, sample.first_begin())),
+                              100.0 * static_cast<double>(sample.last_end() - std::min(from, sample.last_end())) /
+                                  static_cast<double>(span));
+      }
+    }
+    notes.push_back(absl::StrFormat(
+        "max-output-size %s: full detail would take %s (%d slices); %s: %s, wrote %s%s", FormatByteSize(limit),
+        FormatByteSize(full_bytes), sample.total(), attempt == 0 ? "chose" : "planned again with", what,
+        FormatByteSize(written), written > limit ? " (over the limit)" : ""));
+    const double missed = static_cast<double>(limit) / static_cast<double>(std::max<uint64_t>(written, 1));
+    bool done = plan.full || last_try || attempt == 4 || result->interrupted;
+    if (!done && written <= limit) {
+      fitting_budget = budget;
+      if (grown || written >= limit / 2) {
+        done = true;
+      } else {
+        grown = true;
+        budget = static_cast<uint64_t>(static_cast<double>(budget) * missed * 0.9);
+      }
+    } else if (!done) {
+      last_try = fitting_budget > 0;
+      budget = last_try ? fitting_budget : static_cast<uint64_t>(static_cast<double>(budget) * missed * 0.9);
+    }
+    if (done) {
+      result->notes.insert(result->notes.begin(), notes.begin(), notes.end());
+      // The count decoded the same trace: its stats are the full-detail ones.
+      result->stats.seconds += counted.stats.seconds;
+      return result;
+    }
+  }
+}
+
 absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
                                               const DecodeOptions& options) {
+  if (options.max_output_bytes > 0 && !output.empty()) return DecodeTraceToFtfWithinSize(trace_dir, output, options);
+  if (output.empty()) {
+    DiscardSinks discard;
+    return DecodeTrace(trace_dir, options, &discard);
+  }
   // An unreadable trace directory (no or corrupt meta.json) makes no output file.
   if (absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace_dir); !meta.ok()) return meta.status();
   absl::StatusOr<std::unique_ptr<ftf::FtfWriter>> writer = ftf::FtfWriter::Open(output);
@@ -593,9 +838,9 @@ std::string DecodeStatsJson(const DecodeStats& s) {
   return absl::StrFormat(
       "{\"instructions\": %d, \"blocks\": %d, \"calls\": %d, \"returns\": %d, \"errors\": %d, "
       "\"overflows\": %d, \"threads\": %d, \"segments\": %d, \"seconds\": %.6f, \"lost\": %d, "
-      "\"syncs\": %d, \"bytes\": %d, \"undecodable\": %d%s}\n",
+      "\"syncs\": %d, \"bytes\": %d, \"undecodable\": %d, \"dropped_short\": %d, \"dropped_deep\": %d%s}\n",
       s.instructions, s.blocks, s.calls, s.returns, s.errors, s.overflows, s.threads, s.segments,
-      s.seconds, s.lost, s.syncs, s.bytes, s.undecodable, cycles);
+      s.seconds, s.lost, s.syncs, s.bytes, s.undecodable, s.dropped_short, s.dropped_deep, cycles);
 }
 
 }  // namespace ptd::decoder

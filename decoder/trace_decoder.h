@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/missing_binaries.h"
+#include "ftf/function_stats.h"
+#include "decoder/detail_filter.h"
 #include "decoder/pt_stream_decoder.h"
 #include "decoder/slice_sink.h"
 
@@ -19,13 +22,25 @@ namespace ptd::decoder {
 
 enum class TimeAxisChoice { kTime, kCycles, kInstructions };
 
+// `decode --window` / `--window-offset`: decode only the PSB intervals that cover a time
+// or byte range of every stream (decoder/psb_window.h), not the trace from its start.
+struct DecodeWindow {
+  enum class Kind { kNone, kTime, kOffset };
+  Kind kind = Kind::kNone;
+  uint64_t begin = 0;          // ns (output time units) or stream byte offset
+  uint64_t end = UINT64_MAX;   // exclusive
+  // kTime: begin and end count from the trace's first PSB time (the "+" form).
+  bool relative = false;
+};
+
 struct DecodeOptions {
   DecoderKind decoder = DecoderKind::kBlock;
   TimeAxisChoice axis = TimeAxisChoice::kTime;
   std::optional<int> tid;                 // only this thread
   uint64_t window_begin = 0;              // keep slices beginning in [begin, end)
   uint64_t window_end = UINT64_MAX;
-  bool progress = false;                  // progress on stderr
+  bool progress = false;                  // progress bar on stderr (common/progress_bar.h)
+  std::string progress_label = "decoding";
   std::string debug_root = "/usr/lib/debug";
   BlockObserver* block_observer = nullptr;  // tests: sees every instruction run (forces jobs 1)
   // Threads decoding: 1 decodes each stream with one libipt decoder, in order; more cut
@@ -33,6 +48,16 @@ struct DecodeOptions {
   int jobs = 1;
   uint64_t piece_bytes = 0;                  // parallel: PT bytes per piece (0: automatic)
   const std::atomic<bool>* cancel = nullptr;  // turns true (SIGINT): stop, close, mark
+  // Level of detail of what reaches the sinks (--min-duration, --max-depth): see
+  // decoder/detail_filter.h; counts of dropped slices in DecodeStats.
+  DetailOptions detail;
+  DecodeWindow window;
+  // DecodeTraceToFtf only: the largest FTF file wanted (0: no limit). The detail is
+  // chosen to fit (decoder/output_size_plan.h): a counting decode, then the real one
+  // (again, smaller, when an estimate was off); the choice is described in `notes`.
+  uint64_t max_output_bytes = 0;
+  // When set, sees every slice at full detail (before `detail`): --summary.
+  ftf::FunctionStatsBuilder* function_stats = nullptr;
 };
 
 struct DecodeStats {
@@ -49,6 +74,8 @@ struct DecodeStats {
   uint64_t bytes = 0;
   uint64_t undecodable = 0;
   uint64_t cycles = 0;       // CYC payloads of the streams that have CYC packets
+  uint64_t dropped_short = 0;  // slices left out by DecodeOptions::detail.min_duration
+  uint64_t dropped_deep = 0;   // ... by detail.max_depth
   bool has_cycles = false;   // some stream had CYC packets
   double seconds = 0;
 };
@@ -56,11 +83,14 @@ struct DecodeStats {
 struct DecodeResult {
   DecodeStats stats;
   std::vector<std::string> warnings;
+  MissingBinaries missing_binaries;  // mapped, not on this machine: their code is not decoded
   bool time_axis_is_instructions = false;
   bool time_axis_is_cycles = false;  // --time-axis cycles, for the streams with CYC
   // Stopped by `cancel`: every open slice was closed and each thread got a
   // "decode interrupted" instant; the output is partial.
   bool interrupted = false;
+  // What the decode chose to do, for the user (the window's byte ranges and times).
+  std::vector<std::string> notes;
 };
 
 // Makes the slice sink of a thread; called once per thread before its first slice.
@@ -74,7 +104,8 @@ class ThreadSinkFactory {
 absl::StatusOr<DecodeResult> DecodeTrace(const std::string& trace_dir, const DecodeOptions& options,
                                          ThreadSinkFactory* sinks);
 
-// The `decode` command: FTF (gzip when the name ends in .gz) with one track per thread.
+// The `decode` command: FTF (gzip when the name ends in .gz) with one track per thread;
+// `output` empty: no file (the decode is for options.function_stats).
 absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
                                               const DecodeOptions& options);
 

@@ -106,7 +106,23 @@ class StringSink : public ByteSink {
   std::string* out_;
 };
 
+// Counts and discards (sizing a file before writing it).
+class CountingSink : public ByteSink {
+ public:
+  explicit CountingSink(uint64_t* count) : count_(count) {}
+  absl::Status Write(absl::Span<const uint8_t> bytes) override {
+    *count_ += bytes.size();
+    return absl::OkStatus();
+  }
+  absl::Status Close() override { return absl::OkStatus(); }
+
+ private:
+  uint64_t* count_;
+};
+
 }  // namespace
+
+std::unique_ptr<ByteSink> MakeCountingSink(uint64_t* count) { return std::unique_ptr<ByteSink>(new CountingSink(count)); }
 
 absl::StatusOr<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, int gzip_level) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -1,5 +1,6 @@
 #pragma once
-// Where the writer's bytes go: a plain file, a gzip file, or memory (tests, fuzzing).
+// Where the writer's bytes go: a plain file, a gzip file, memory (tests, fuzzing), or
+// nowhere but a byte count.
 
 #include <cstdint>
 #include <memory>
@@ -24,5 +25,8 @@ absl::StatusOr<std::unique_ptr<ByteSink>> OpenFileSink(const std::string& path, 
 
 // Appends to *out, which must outlive the sink.
 std::unique_ptr<ByteSink> MakeStringSink(std::string* out);
+
+// Adds the size of every write to *count (which must outlive the sink) and keeps nothing.
+std::unique_ptr<ByteSink> MakeCountingSink(uint64_t* count);
 
 }  // namespace ptd::ftf

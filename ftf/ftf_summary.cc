@@ -2,39 +2,31 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/units.h"
 #include "ftf/ftf_reader.h"
 
 namespace ptd::ftf {
+
+namespace {
+
+// The `instructions` argument of a slice's End (or complete event), if it has one.
+std::optional<uint64_t> InstructionsArg(const EventRecord& event) {
+  for (const ArgValue& arg : event.args) {
+    if (arg.name == "instructions" && (arg.type == ArgType::kUint64 || arg.type == ArgType::kUint32)) return arg.bits;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 uint64_t FtfSummarizer::ToNs(uint64_t ticks) const {
   if (ticks_per_second_ == 1'000'000'000) return ticks;
   return static_cast<uint64_t>(static_cast<unsigned __int128>(ticks) * 1'000'000'000u /
                                ticks_per_second_);
-}
-
-uint32_t FtfSummarizer::FunctionIndex(const std::string& name) {
-  auto it = function_index_.find(name);
-  if (it != function_index_.end()) return it->second;
-  auto index = static_cast<uint32_t>(functions_.size());
-  functions_.push_back(FunctionTime{name, 0, 0, 0});
-  function_index_.emplace(name, index);
-  return index;
-}
-
-void FtfSummarizer::CloseFrame(ThreadState& thread, uint64_t end_ns) {
-  Frame frame = thread.stack.back();
-  thread.stack.pop_back();
-  uint64_t duration = end_ns > frame.start_ns ? end_ns - frame.start_ns : 0;
-  FunctionTime& function = functions_[frame.function];
-  ++function.calls;
-  function.self_ns += duration > frame.callees_ns ? duration - frame.callees_ns : 0;
-  uint32_t& open = thread.open_count[frame.function];
-  if (--open == 0) function.total_ns += duration;
-  if (!thread.stack.empty()) thread.stack.back().callees_ns += duration;
-  ++thread.summary.slices;
 }
 
 void FtfSummarizer::Add(const FtfRecord& record) {
@@ -71,29 +63,28 @@ void FtfSummarizer::Add(const FtfRecord& record) {
   ts.first_ts_ns = std::min(ts.first_ts_ns, now);
   ts.last_ts_ns = std::max(ts.last_ts_ns, now);
   switch (event.type) {
-    case EventType::kDurationBegin: {
-      uint32_t function = FunctionIndex(event.name);
-      thread.stack.push_back(Frame{function, now, 0});
-      ++thread.open_count[function];
-      ts.max_depth = std::max(ts.max_depth, thread.stack.size());
+    case EventType::kDurationBegin:
+      functions_.Begin(ts.pid, ts.tid, now, event.name);
+      ++thread.depth;
+      ts.max_depth = std::max(ts.max_depth, thread.depth);
       break;
-    }
     case EventType::kDurationEnd:
-      if (thread.stack.empty()) {
+      if (thread.depth == 0) {
         ++ts.unmatched_ends;
       } else {
-        CloseFrame(thread, now);
+        functions_.End(ts.pid, ts.tid, now, InstructionsArg(event));
+        --thread.depth;
+        ++ts.slices;
       }
       break;
     case EventType::kDurationComplete: {
       // Counted as a leaf of whatever Begin/End slice is open.
       uint64_t end = ToNs(event.trailer);
       ts.last_ts_ns = std::max(ts.last_ts_ns, end);
-      uint32_t function = FunctionIndex(event.name);
-      thread.stack.push_back(Frame{function, now, 0});
-      ++thread.open_count[function];
-      ts.max_depth = std::max(ts.max_depth, thread.stack.size());
-      CloseFrame(thread, end);
+      functions_.Begin(ts.pid, ts.tid, now, event.name);
+      ts.max_depth = std::max(ts.max_depth, thread.depth + 1);
+      functions_.End(ts.pid, ts.tid, end, InstructionsArg(event));
+      ++ts.slices;
       break;
     }
     case EventType::kInstant:
@@ -109,10 +100,8 @@ void FtfSummarizer::Add(const FtfRecord& record) {
 
 FtfSummary FtfSummarizer::Finish() {
   for (auto& [key, thread] : threads_) {
-    while (!thread.stack.empty()) {
-      ++thread.summary.unfinished;
-      CloseFrame(thread, thread.summary.last_ts_ns);
-    }
+    thread.summary.unfinished = functions_.CloseThread(key.first, key.second, thread.summary.last_ts_ns);
+    thread.summary.slices += thread.summary.unfinished;
     auto name = thread_names_.find(key.second);
     if (name != thread_names_.end()) thread.summary.name = name->second;
     auto process = process_names_.find(key.first);
@@ -124,11 +113,7 @@ FtfSummary FtfSummarizer::Finish() {
             [](const ThreadSummary& a, const ThreadSummary& b) {
               return std::tie(a.pid, a.tid) < std::tie(b.pid, b.tid);
             });
-  summary_.functions = std::move(functions_);
-  std::sort(summary_.functions.begin(), summary_.functions.end(),
-            [](const FunctionTime& a, const FunctionTime& b) {
-              return std::tie(b.total_ns, a.name) < std::tie(a.total_ns, b.name);
-            });
+  summary_.functions = functions_.Finish();
   return std::move(summary_);
 }
 
@@ -146,44 +131,18 @@ absl::StatusOr<FtfSummary> SummarizeFtfFile(const std::string& path) {
   return summarizer.Finish();
 }
 
-namespace {
-
-std::string FormatNs(uint64_t ns) {
-  if (ns >= 1'000'000'000) return absl::StrFormat("%.3f s", ns / 1e9);
-  if (ns >= 1'000'000) return absl::StrFormat("%.3f ms", ns / 1e6);
-  if (ns >= 1'000) return absl::StrFormat("%.3f us", ns / 1e3);
-  return absl::StrFormat("%u ns", ns);
-}
-
-void AppendFunctions(std::string& out, std::vector<FunctionTime> functions, size_t top,
-                     bool by_self) {
-  if (by_self) {
-    std::sort(functions.begin(), functions.end(), [](const FunctionTime& a, const FunctionTime& b) {
-      return std::tie(b.self_ns, a.name) < std::tie(a.self_ns, b.name);
-    });
-  }
-  absl::StrAppend(&out, by_self ? "top functions by self time:\n" : "top functions by total time:\n");
-  absl::StrAppendFormat(&out, "  %14s %14s %10s  %s\n", "total", "self", "calls", "name");
-  for (size_t i = 0; i < functions.size() && i < top; ++i) {
-    const FunctionTime& f = functions[i];
-    absl::StrAppendFormat(&out, "  %14s %14s %10u  %s\n", FormatNs(f.total_ns),
-                          FormatNs(f.self_ns), f.calls, f.name);
-  }
-}
-
-}  // namespace
 
 std::string FormatFtfSummary(const FtfSummary& summary, size_t top_functions) {
   std::string out;
   absl::StrAppendFormat(&out, "records: %u  events: %u  threads: %u  functions: %u\n",
                         summary.records, summary.events, summary.threads.size(),
-                        summary.functions.size());
+                        summary.functions.functions.size());
   absl::StrAppend(&out, "threads:\n");
   absl::StrAppendFormat(&out, "  %8s %8s %10s %6s %12s  %s\n", "pid", "tid", "slices", "depth",
                         "span", "name (process)");
   for (const ThreadSummary& t : summary.threads) {
     absl::StrAppendFormat(&out, "  %8u %8u %10u %6u %12s  %s (%s)", t.pid, t.tid, t.slices,
-                          t.max_depth, FormatNs(t.last_ts_ns - t.first_ts_ns),
+                          t.max_depth, FormatDurationNs(t.last_ts_ns - t.first_ts_ns),
                           t.name.empty() ? "?" : t.name,
                           t.process_name.empty() ? "?" : t.process_name);
     if (t.unfinished > 0) absl::StrAppendFormat(&out, "  [%u unfinished]", t.unfinished);
@@ -192,8 +151,7 @@ std::string FormatFtfSummary(const FtfSummary& summary, size_t top_functions) {
     if (t.counters > 0) absl::StrAppendFormat(&out, "  [%u counters]", t.counters);
     absl::StrAppend(&out, "\n");
   }
-  AppendFunctions(out, summary.functions, top_functions, false);
-  AppendFunctions(out, summary.functions, top_functions, true);
+  absl::StrAppend(&out, FormatFunctionStats(summary.functions, top_functions));
   return out;
 }
 

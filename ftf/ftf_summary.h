@@ -1,6 +1,6 @@
 #pragma once
 // What an FTF file holds, for a quick look in a terminal: threads, slices per thread, and
-// the functions (slice names) that take the most total and self time.
+// per function (slice name) calls, times, instructions and latency (ftf/function_stats.h).
 
 #include <cstddef>
 #include <cstdint>
@@ -10,17 +10,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "ftf/ftf_record.h"
+#include "ftf/function_stats.h"
 
 namespace ptd::ftf {
-
-struct FunctionTime {
-  std::string name;
-  uint64_t calls = 0;
-  // Time inside the function, counted once for recursive calls (outermost call only).
-  uint64_t total_ns = 0;
-  // Time inside the function minus time in its callees.
-  uint64_t self_ns = 0;
-};
 
 struct ThreadSummary {
   uint64_t pid = 0;
@@ -42,37 +34,28 @@ struct FtfSummary {
   uint64_t events = 0;
   uint64_t ticks_per_second = 0;
   std::vector<ThreadSummary> threads;    // by pid, tid
-  std::vector<FunctionTime> functions;   // by total time, longest first
+  FunctionStatsSummary functions;  // by total time, longest first
 };
 
 // Builds a summary from records fed in file order.
 class FtfSummarizer {
  public:
+  explicit FtfSummarizer(FunctionStatsOptions function_options = {}) : functions_(std::move(function_options)) {}
   void Add(const FtfRecord& record);
   FtfSummary Finish();
 
  private:
-  struct Frame {
-    uint32_t function = 0;
-    uint64_t start_ns = 0;
-    uint64_t callees_ns = 0;
-  };
   struct ThreadState {
     ThreadSummary summary;
-    std::vector<Frame> stack;
-    // How many frames of each function are open: total time counts the outermost only.
-    absl::flat_hash_map<uint32_t, uint32_t> open_count;
+    size_t depth = 0;  // Begin/End slices open
     bool has_events = false;
   };
 
   uint64_t ToNs(uint64_t ticks) const;
-  uint32_t FunctionIndex(const std::string& name);
-  void CloseFrame(ThreadState& thread, uint64_t end_ns);
 
   FtfSummary summary_;
   uint64_t ticks_per_second_ = 1'000'000'000;
-  std::vector<FunctionTime> functions_;
-  absl::flat_hash_map<std::string, uint32_t> function_index_;
+  FunctionStatsBuilder functions_;
   absl::flat_hash_map<std::pair<uint64_t, uint64_t>, ThreadState> threads_;
   absl::flat_hash_map<uint64_t, std::string> thread_names_;
   absl::flat_hash_map<uint64_t, std::string> process_names_;
@@ -82,7 +65,7 @@ class FtfSummarizer {
 absl::StatusOr<FtfSummary> SummarizeFtfFile(const std::string& path);
 
 // Text for the terminal: threads, then the `top_functions` longest functions by total time
-// and by self time.
+// (with latency) and by self time, and the slowest calls when asked for.
 std::string FormatFtfSummary(const FtfSummary& summary, size_t top_functions);
 
 }  // namespace ptd::ftf

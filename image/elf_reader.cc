@@ -3,12 +3,16 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include <lzma.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/elf_build_id.h"
 
 namespace ptd::image {
 namespace {
@@ -30,52 +34,66 @@ absl::StatusOr<ElfHandle> OpenElf(absl::Span<const uint8_t> bytes, const std::st
   return ElfHandle(elf);
 }
 
-std::string Hex(const uint8_t* data, size_t size) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * size);
-  for (size_t i = 0; i < size; ++i) {
-    out.push_back(kDigits[data[i] >> 4]);
-    out.push_back(kDigits[data[i] & 15]);
+// The section named `wanted`, or nullptr.
+Elf_Scn* FindSection(Elf* elf, const char* wanted, GElf_Shdr* shdr) {
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return nullptr;
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    if (gelf_getshdr(scn, shdr) == nullptr) continue;
+    const char* name = elf_strptr(elf, shstrndx, shdr->sh_name);
+    if (name != nullptr && std::strcmp(name, wanted) == 0) return scn;
+  }
+  return nullptr;
+}
+
+// .gnu_debuglink: a NUL-terminated file name, padding, then a CRC32 of the debug file.
+std::string ReadDebuglink(Elf* elf) {
+  GElf_Shdr shdr;
+  Elf_Scn* scn = FindSection(elf, ".gnu_debuglink", &shdr);
+  if (scn == nullptr || shdr.sh_type == SHT_NOBITS) return "";
+  Elf_Data* data = elf_getdata(scn, nullptr);
+  if (data == nullptr || data->d_buf == nullptr) return "";
+  const char* name = static_cast<const char*>(data->d_buf);
+  size_t length = strnlen(name, data->d_size);
+  if (length == data->d_size || std::memchr(name, '/', length) != nullptr) return "";
+  return std::string(name, length);
+}
+
+// MiniDebugInfo is an xz stream of a small ELF; limit what a damaged one can allocate.
+constexpr uint64_t kMaxMiniDebugInfoSize = 256ull << 20;
+
+absl::StatusOr<std::vector<uint8_t>> XzDecompress(absl::Span<const uint8_t> in, const std::string& what) {
+  lzma_stream stream = LZMA_STREAM_INIT;
+  if (lzma_stream_decoder(&stream, kMaxMiniDebugInfoSize, 0) != LZMA_OK) {
+    return absl::InternalError(absl::StrCat(what, ": cannot start the xz decoder"));
+  }
+  std::vector<uint8_t> out(std::max<size_t>(4 * in.size(), 4096));
+  stream.next_in = in.data();
+  stream.avail_in = in.size();
+  lzma_ret ret = LZMA_OK;
+  while (ret == LZMA_OK) {
+    if (stream.total_out == out.size()) {
+      if (out.size() >= kMaxMiniDebugInfoSize) break;
+      out.resize(2 * out.size());
+    }
+    stream.next_out = out.data() + stream.total_out;
+    stream.avail_out = out.size() - stream.total_out;
+    ret = lzma_code(&stream, LZMA_FINISH);
+  }
+  out.resize(stream.total_out);
+  lzma_end(&stream);
+  if (ret != LZMA_STREAM_END) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": not a whole xz stream (lzma error ", ret, ")"));
   }
   return out;
 }
 
-std::string FindBuildId(Elf* elf) {
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != SHT_NOTE) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr) continue;
-    size_t offset = 0, name_offset = 0, desc_offset = 0;
-    GElf_Nhdr note;
-    while ((offset = gelf_getnote(data, offset, &note, &name_offset, &desc_offset)) > 0) {
-      const char* base = static_cast<const char*>(data->d_buf);
-      if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 &&
-          std::memcmp(base + name_offset, "GNU", 4) == 0 &&
-          desc_offset + note.n_descsz <= data->d_size) {
-        return Hex(reinterpret_cast<const uint8_t*>(base + desc_offset), note.n_descsz);
-      }
-    }
-  }
-  return "";
-}
-
-void AddSymbolsOfSection(Elf* elf, Elf_Scn* scn, const GElf_Shdr& shdr, SymbolTable* table) {
-  Elf_Data* data = elf_getdata(scn, nullptr);
-  if (data == nullptr || shdr.sh_entsize == 0) return;
-  size_t count = shdr.sh_size / shdr.sh_entsize;
-  for (size_t i = 0; i < count; ++i) {
-    GElf_Sym sym;
-    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
-    int type = GELF_ST_TYPE(sym.st_info);
-    if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
-    if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-    const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-    if (name == nullptr || name[0] == '\0') continue;
-    table->Add(sym.st_value, sym.st_size, name);
-  }
+void AddCodeSymbols(absl::Span<const uint8_t> bytes, const std::string& path, SymbolTable* table,
+                    absl::Status* status) {
+  *status = ForEachElfSymbol(bytes, path, [table](const ElfSymbol& symbol) {
+    if (IsCodeSymbol(symbol)) table->Add(symbol.value, symbol.size, symbol.name);
+  });
 }
 
 // PLT stubs have no symbols: name them after the dynamic symbol of their relocation.
@@ -145,7 +163,14 @@ absl::StatusOr<ElfInfo> ReadElfInfo(absl::Span<const uint8_t> bytes, const std::
     if (gelf_getphdr(elf->get(), static_cast<int>(i), &phdr) == nullptr || phdr.p_type != PT_LOAD) continue;
     info.segments.push_back(ElfSegment{phdr.p_vaddr, phdr.p_offset, phdr.p_filesz, (phdr.p_flags & PF_X) != 0});
   }
-  info.build_id = FindBuildId(elf->get());
+  absl::StatusOr<std::string> build_id = ElfBuildIdOfBytes(bytes, path);
+  if (build_id.ok()) info.build_id = *build_id;  // 32-bit files: no build-id
+  GElf_Ehdr ehdr;
+  if (gelf_getehdr(elf->get(), &ehdr) != nullptr) {
+    info.position_independent = ehdr.e_type == ET_DYN;
+    info.entry = ehdr.e_entry;
+  }
+  info.debuglink = ReadDebuglink(elf->get());
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf->get(), scn)) != nullptr) {
     GElf_Shdr shdr;
@@ -154,20 +179,66 @@ absl::StatusOr<ElfInfo> ReadElfInfo(absl::Span<const uint8_t> bytes, const std::
   return info;
 }
 
-absl::Status ReadElfSymbols(absl::Span<const uint8_t> bytes, const std::string& path,
-                            SymbolTable* table) {
-  absl::StatusOr<ElfHandle> elf = OpenElf(bytes, path);
-  if (!elf.ok()) return elf.status();
-  Elf_Scn* scn = nullptr;
-  while ((scn = elf_nextscn(elf->get(), scn)) != nullptr) {
-    GElf_Shdr shdr;
-    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
-    if (shdr.sh_type == SHT_SYMTAB || shdr.sh_type == SHT_DYNSYM) {
-      AddSymbolsOfSection(elf->get(), scn, shdr, table);
+absl::Status ForEachElfSymbol(absl::Span<const uint8_t> bytes, const std::string& path,
+                              absl::FunctionRef<void(const ElfSymbol&)> visit) {
+  absl::StatusOr<ElfHandle> handle = OpenElf(bytes, path);
+  if (!handle.ok()) return handle.status();
+  Elf* elf = handle->get();
+  for (Elf64_Word table_type : {SHT_SYMTAB, SHT_DYNSYM}) {
+    Elf_Scn* scn = nullptr;
+    while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+      GElf_Shdr shdr;
+      if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != table_type || shdr.sh_entsize == 0) continue;
+      Elf_Data* data = elf_getdata(scn, nullptr);
+      if (data == nullptr) continue;
+      const size_t count = shdr.sh_size / shdr.sh_entsize;
+      for (size_t i = 0; i < count; ++i) {
+        GElf_Sym sym;
+        if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
+        if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+        const char* name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+        if (name == nullptr || name[0] == '\0') continue;
+        ElfSymbol symbol;
+        symbol.name = name;
+        symbol.value = sym.st_value;
+        symbol.size = sym.st_size;
+        symbol.type = GELF_ST_TYPE(sym.st_info);
+        symbol.dynamic = table_type == SHT_DYNSYM;
+        GElf_Shdr section;
+        Elf_Scn* section_scn = sym.st_shndx < SHN_LORESERVE ? elf_getscn(elf, sym.st_shndx) : nullptr;
+        symbol.in_code = section_scn != nullptr && gelf_getshdr(section_scn, &section) != nullptr &&
+                         (section.sh_flags & SHF_EXECINSTR) != 0;
+        visit(symbol);
+      }
     }
   }
-  AddPltSymbols(elf->get(), table);
   return absl::OkStatus();
+}
+
+bool IsCodeSymbol(const ElfSymbol& symbol) {
+  if (symbol.type == STT_FUNC || symbol.type == STT_GNU_IFUNC) return true;
+  return symbol.type == STT_NOTYPE && symbol.in_code;
+}
+
+absl::Status ReadElfSymbols(absl::Span<const uint8_t> bytes, const std::string& path,
+                            SymbolTable* table) {
+  absl::Status status;
+  AddCodeSymbols(bytes, path, table, &status);
+  if (!status.ok()) return status;
+  absl::StatusOr<ElfHandle> elf = OpenElf(bytes, path);
+  if (!elf.ok()) return elf.status();
+  AddPltSymbols(elf->get(), table);
+  GElf_Shdr shdr;
+  Elf_Scn* scn = FindSection(elf->get(), ".gnu_debugdata", &shdr);
+  Elf_Data* data = scn != nullptr && shdr.sh_type != SHT_NOBITS ? elf_getdata(scn, nullptr) : nullptr;
+  if (data != nullptr && data->d_buf != nullptr) {
+    const std::string what = absl::StrCat(path, ": .gnu_debugdata");
+    absl::StatusOr<std::vector<uint8_t>> mini = XzDecompress(
+        absl::MakeConstSpan(static_cast<const uint8_t*>(data->d_buf), data->d_size), what);
+    if (!mini.ok()) return mini.status();
+    AddCodeSymbols(*mini, what, table, &status);
+  }
+  return status;
 }
 
 std::string DebugFileForBuildId(const std::string& build_id, const std::string& debug_root) {
@@ -175,4 +246,14 @@ std::string DebugFileForBuildId(const std::string& build_id, const std::string& 
   return absl::StrCat(debug_root, "/.build-id/", build_id.substr(0, 2), "/", build_id.substr(2), ".debug");
 }
 
+std::vector<std::string> DebugFilesForDebuglink(const std::string& path, const std::string& debuglink,
+                                                const std::string& debug_root) {
+  if (debuglink.empty()) return {};
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  return {absl::StrCat(dir, "/", debuglink), absl::StrCat(dir, "/.debug/", debuglink),
+          absl::StrCat(debug_root, dir[0] == '/' ? "" : "/", dir, "/", debuglink)};
+}
+
 }  // namespace ptd::image
+

@@ -3,6 +3,32 @@
 #include "common/file_util.h"
 
 namespace ptd::image {
+namespace {
+
+// The entry point is where every program starts; when no symbol names it (stripped
+// executables, a loader without its debug file) it is `_start` all the same. Its size is
+// a guess (glibc's and musl's x86-64 _start are shorter): a size-0 label would stretch
+// to the next symbol and misname the rest of a stripped program.
+constexpr uint64_t kEntryPointSize = 64;
+
+void NameEntryPoint(uint64_t entry, SymbolTable* symbols) {
+  if (entry == 0) return;
+  for (const Symbol& symbol : symbols->symbols()) {
+    if (symbol.start == entry) return;
+  }
+  symbols->Add(entry, kEntryPointSize, "_start");
+}
+
+}  // namespace
+
+std::vector<std::string> ModuleCache::SeparateDebugFiles(const std::string& path, const ElfInfo& info) const {
+  std::vector<std::string> candidates;
+  if (!info.build_id.empty()) candidates.push_back(DebugFileForBuildId(info.build_id, debug_root_));
+  for (std::string& file : DebugFilesForDebuglink(path, info.debuglink, debug_root_)) {
+    candidates.push_back(std::move(file));
+  }
+  return candidates;
+}
 
 absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Get(const std::string& path) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -25,22 +51,22 @@ absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::strin
     if (info.ok()) {
       module->is_elf = true;
       module->elf = *info;
-      // A stripped file keeps only .dynsym; the distribution's debug file has the rest.
-      bool loaded_debug = false;
-      if (!info->has_symtab && !info->build_id.empty()) {
-        std::string debug = DebugFileForBuildId(info->build_id, debug_root_);
-        if (PathExists(debug)) {
+      // A stripped file keeps only .dynsym (and maybe MiniDebugInfo); the separate
+      // debug file has the rest.
+      if (!info->has_symtab) {
+        for (const std::string& debug : SeparateDebugFiles(path, *info)) {
+          if (debug == path || !PathExists(debug)) continue;
           absl::StatusOr<std::shared_ptr<const MappedFile>> debug_file = MappedFile::Open(debug);
-          if (debug_file.ok() &&
-              ReadElfSymbols((*debug_file)->bytes(), debug, &module->symbols).ok()) {
+          if (debug_file.ok() && ReadElfSymbols((*debug_file)->bytes(), debug, &module->symbols).ok()) {
             module->symbols_from = debug;
-            loaded_debug = true;
+            break;
           }
         }
       }
-      // .dynsym and the PLT come from the file itself either way.
+      // .dynsym, MiniDebugInfo and the PLT come from the file itself either way.
       (void)ReadElfSymbols(module->file->bytes(), path, &module->symbols);
-      if (!loaded_debug) module->symbols_from = path;
+      if (module->symbols_from.empty()) module->symbols_from = path;
+      NameEntryPoint(info->entry, &module->symbols);
     }
   }
   module->symbols.Finish();

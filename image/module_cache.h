@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "image/elf_reader.h"
@@ -27,7 +28,7 @@ struct Module {
 
 class ModuleCache {
  public:
-  // `debug_root` is where separate debug files are looked up by build-id.
+  // `debug_root` is where separate debug files are looked up by build-id and debuglink.
   explicit ModuleCache(std::string debug_root = "/usr/lib/debug") : debug_root_(std::move(debug_root)) {}
 
   // Loads `path` on first use. `symbols` false skips symbol loading (raw page dumps).
@@ -35,6 +36,8 @@ class ModuleCache {
 
  private:
   absl::StatusOr<std::shared_ptr<const Module>> Load(const std::string& path);
+  // Where the separate debug file of a stripped `path` may be, most specific first.
+  std::vector<std::string> SeparateDebugFiles(const std::string& path, const ElfInfo& info) const;
 
   std::string debug_root_;
   std::mutex mutex_;

@@ -33,13 +33,24 @@ void SymbolTable::Finish() {
   symbols_.erase(std::unique(symbols_.begin(), symbols_.end(),
                              [](const Symbol& a, const Symbol& b) { return a.start == b.start; }),
                  symbols_.end());
+  // A zero-sized symbol (an assembly label: _start, _dl_start_user) covers the code up to
+  // the next symbol, but only where no sized symbol covers it: a label inside a sized
+  // function is dropped, so it never takes the function's tail.
+  uint64_t covered_to = 0;  // end of the sized symbols seen so far
+  size_t kept = 0;
   for (size_t i = 0; i < symbols_.size(); ++i) {
-    Symbol& s = symbols_[i];
-    if (s.end > s.start) continue;
-    uint64_t next = i + 1 < symbols_.size() ? symbols_[i + 1].start : s.start + 1;
-    s.end = std::min(next, s.start + kMaxImpliedSymbolSize);
-    if (s.end <= s.start) s.end = s.start + 1;
+    Symbol s = symbols_[i];
+    if (s.end > s.start) {
+      covered_to = std::max(covered_to, s.end);
+    } else {
+      if (s.start < covered_to) continue;
+      uint64_t next = i + 1 < symbols_.size() ? symbols_[i + 1].start : s.start + 1;
+      s.end = std::min(next, s.start + kMaxImpliedSymbolSize);
+      if (s.end <= s.start) s.end = s.start + 1;
+    }
+    symbols_[kept++] = s;
   }
+  symbols_.resize(kept);
 }
 
 const Symbol* SymbolTable::Find(uint64_t address) const {

@@ -88,8 +88,7 @@ void TimedProcessImage::Apply(const MapChange& change) {
                              change.mapping.path));
       }
       if (!PathExists(change.mapping.path)) {
-        Warn(absl::StrFormat("%s (mapped at 0x%x) is not on this machine: its code cannot be decoded",
-                             change.mapping.path, change.mapping.start));
+        missing_.Add({change.mapping.path, change.mapping.build_id, change.mapping.end - change.mapping.start});
         return;
       }
       Add(FromSidebandMapping(change.mapping));

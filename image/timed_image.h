@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_set.h"
+#include "common/missing_binaries.h"
 #include "common/trace_meta.h"
 #include "image/process_image.h"
 #include "sideband/mmap_timeline.h"
@@ -43,8 +44,10 @@ class TimedProcessImage {
                   std::vector<std::string> problems);
 
   ProcessImage* image() { return &image_; }
-  // Problems met so far (missing files, bad mappings), each reported once.
+  // Problems met so far (bad mappings), each reported once.
   std::vector<std::string> TakeWarnings();
+  // Binaries mapped so far that are not on this machine (their code cannot be decoded).
+  const MissingBinaries& missing_binaries() const { return missing_; }
   // Changes applied so far (tests).
   size_t applied() const { return next_change_; }
   // The time of the next change not applied yet; UINT64_MAX: none (or ApplyAll).
@@ -73,6 +76,7 @@ class TimedProcessImage {
   bool archived_ = false;
   absl::flat_hash_set<std::string> warned_;
   std::vector<std::string> warnings_;
+  MissingBinaries missing_;
 };
 
 // The decoder's code-bearing view of a sideband mapping: executable, backed by a real

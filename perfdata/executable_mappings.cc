@@ -1,50 +1,51 @@
 #include "perfdata/executable_mappings.h"
 
-#include <linux/perf_event.h>
 #include <sys/mman.h>
 
-#include <cstring>
+#include <algorithm>
+#include <variant>
 
-#include "absl/strings/str_format.h"
+#include "common/hex.h"
+#include "sideband/record_reader.h"
 
 namespace ptd::perfdata {
+namespace {
+
+// Only the fixed fields and the file name are read: no sample_id trailer is assumed, so
+// whatever follows the name is ignored.
+constexpr RecordFormat kMmapFieldsOnly{.sample_type = 0, .sample_id_all = false};
+
+}  // namespace
+
+std::optional<ExecutableMapping> ExecutableMappingOf(const PerfRecord& record) {
+  ExecutableMapping m;
+  if (const auto* r = std::get_if<Mmap2Record>(&record.body)) {
+    if (!(r->prot & PROT_EXEC)) return std::nullopt;
+    m = {static_cast<int32_t>(r->pid), r->addr, r->len, r->pgoff, r->filename, ""};
+    if (r->has_build_id) {
+      m.build_id = HexString(absl::MakeConstSpan(r->build_id.data(), std::min<size_t>(r->build_id_size, 20)));
+    }
+    return m;
+  }
+  if (const auto* r = std::get_if<MmapRecord>(&record.body)) {
+    if (r->data) return std::nullopt;
+    return ExecutableMapping{static_cast<int32_t>(r->pid), r->addr, r->len, r->pgoff, r->filename, ""};
+  }
+  return std::nullopt;
+}
+
+std::optional<ExecutableMapping> ExecutableMappingOf(absl::Span<const uint8_t> record) {
+  RecordReader reader(record, "perf record", kMmapFieldsOnly);
+  absl::StatusOr<std::optional<PerfRecord>> parsed = reader.Next();
+  if (!parsed.ok() || !parsed->has_value()) return std::nullopt;
+  return ExecutableMappingOf(**parsed);
+}
 
 std::vector<ExecutableMapping> ReadExecutableMappings(absl::Span<const uint8_t> records) {
   std::vector<ExecutableMapping> out;
-  for (size_t pos = 0; pos + 8 <= records.size();) {
-    uint32_t type;
-    uint16_t misc, size;
-    std::memcpy(&type, records.data() + pos, 4);
-    std::memcpy(&misc, records.data() + pos + 4, 2);
-    std::memcpy(&size, records.data() + pos + 6, 2);
-    if (size < 8 || size > records.size() - pos) break;
-    const uint8_t* r = records.data() + pos;
-    pos += size;
-    const bool mmap2 = type == PERF_RECORD_MMAP2;
-    if (type != PERF_RECORD_MMAP && !mmap2) continue;
-    // MMAP: pid, tid, addr, len, pgoff, filename. MMAP2 adds maj/min/ino/ino_generation
-    // (or a build-id) and prot/flags before the filename.
-    const size_t name_off = mmap2 ? 72 : 40;
-    if (size <= name_off) continue;
-    ExecutableMapping m;
-    std::memcpy(&m.pid, r + 8, 4);
-    std::memcpy(&m.vaddr, r + 16, 8);
-    std::memcpy(&m.size, r + 24, 8);
-    std::memcpy(&m.file_offset, r + 32, 8);
-    if (mmap2) {
-      uint32_t prot;
-      std::memcpy(&prot, r + 64, 4);
-      if (!(prot & PROT_EXEC)) continue;
-      if (misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
-        const uint8_t len = std::min<uint8_t>(r[40], 20);
-        for (uint8_t i = 0; i < len; ++i) absl::StrAppendFormat(&m.build_id, "%02x", r[44 + i]);
-      }
-    } else if (misc & PERF_RECORD_MISC_MMAP_DATA) {
-      continue;
-    }
-    const char* name = reinterpret_cast<const char*>(r + name_off);
-    m.name.assign(name, strnlen(name, size - name_off));
-    out.push_back(std::move(m));
+  RecordReader reader(records, "perf records", kMmapFieldsOnly);
+  for (absl::StatusOr<std::optional<PerfRecord>> r = reader.Next(); r.ok() && r->has_value(); r = reader.Next()) {
+    if (std::optional<ExecutableMapping> m = ExecutableMappingOf(**r)) out.push_back(*std::move(m));
   }
   return out;
 }

@@ -3,10 +3,12 @@
 // stream: what a decoder must load to follow the trace through that code.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/types/span.h"
+#include "sideband/perf_record.h"
 
 namespace ptd::perfdata {
 
@@ -19,7 +21,13 @@ struct ExecutableMapping {
   std::string build_id;  // hex, when the MMAP2 record carries one
 };
 
-// Walks perf records (header.size framing; stops at the first malformed header).
+// Walks perf records (header.size framing; stops at the first malformed record).
 std::vector<ExecutableMapping> ReadExecutableMappings(absl::Span<const uint8_t> records);
+
+// The executable mapping an MMAP or MMAP2 record (parsed by sideband's RecordReader)
+// names; nullopt for other records and data mappings.
+std::optional<ExecutableMapping> ExecutableMappingOf(const PerfRecord& record);
+// The same for one record's bytes (header included).
+std::optional<ExecutableMapping> ExecutableMappingOf(absl::Span<const uint8_t> record);
 
 }  // namespace ptd::perfdata

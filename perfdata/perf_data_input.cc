@@ -73,15 +73,6 @@ TemporaryPerfImport& TemporaryPerfImport::operator=(TemporaryPerfImport&& other)
   return *this;
 }
 
-std::string TemporaryPerfImport::MissingBinariesWarning() const {
-  if (missing_binaries_.empty()) return "";
-  return absl::StrFormat(
-      "%s: %d binaries not found at their recorded paths nor in the build-id dirs [%s] "
-      "(add one with --buildid-dir); code in them is not decoded:\n  %s",
-      perf_data_, missing_binaries_.size(), absl::StrJoin(buildid_dirs_, ", "),
-      absl::StrJoin(missing_binaries_, "\n  "));
-}
-
 TemporaryPerfImport::~TemporaryPerfImport() {
   if (!temp_root_.empty()) (void)RemoveTree(temp_root_);
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/missing_binaries.h"
 
 namespace ptd::perfdata {
 
@@ -30,13 +31,10 @@ class TemporaryPerfImport {
   ~TemporaryPerfImport();  // removes the temporary directory
 
   const std::string& trace_dir() const { return trace_dir_; }
-  // Executable mappings whose binary was found nowhere ("path (build-id HEX)").
-  const std::vector<std::string>& missing_binaries() const { return missing_binaries_; }
+  // Executable mappings whose binary was found nowhere.
+  const MissingBinaries& missing_binaries() const { return missing_binaries_; }
   // The directories searched by build-id, in order.
   const std::vector<std::string>& buildid_dirs() const { return buildid_dirs_; }
-  // One warning naming the perf.data, every missing binary (path and build-id) and the
-  // directories searched; "" when nothing is missing.
-  std::string MissingBinariesWarning() const;
 
  private:
   TemporaryPerfImport() = default;
@@ -44,7 +42,7 @@ class TemporaryPerfImport {
   std::string perf_data_;
   std::string temp_root_;  // removed by the destructor; "" when moved from
   std::string trace_dir_;
-  std::vector<std::string> missing_binaries_;
+  MissingBinaries missing_binaries_;
   std::vector<std::string> buildid_dirs_;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/hex.h"
 #include "perfdata/perf_format.h"
 #include "perfdata/sample_id.h"
 
@@ -27,12 +28,6 @@ constexpr int kFlagContextSwitch = 26;
 // Sanity limits: a perf.data with more than this is corrupt, not big.
 constexpr uint64_t kMaxAttrs = 1 << 16;
 constexpr uint64_t kMaxStringsInList = 1 << 16;
-
-std::string Hex(absl::Span<const uint8_t> bytes) {
-  std::string out;
-  for (uint8_t b : bytes) absl::StrAppendFormat(&out, "%02x", b);
-  return out;
-}
 
 // perf_header_string: u32 len (including NUL and padding), then the bytes.
 absl::StatusOr<std::string> ReadHeaderString(const ByteReader& r, uint64_t* pos,
@@ -336,7 +331,7 @@ absl::Status PerfDataReader::ParseBuildIdRecord(const ByteReader& r, uint64_t po
   entry.pid = *r.Read<int32_t>(pos + 8, "build-id pid");
   uint8_t len = 20;
   if (entry.misc & kBuildIdMiscSize) len = std::min<uint8_t>(*r.Read<uint8_t>(pos + 32, "build-id size"), 20);
-  entry.build_id = Hex(*r.Bytes(pos + 12, len, "build-id"));
+  entry.build_id = HexString(*r.Bytes(pos + 12, len, "build-id"));
   entry.filename = r.CString(pos + kBuildIdRecordFixedSize, size - kBuildIdRecordFixedSize);
   out_->features.build_ids.push_back(std::move(entry));
   return absl::OkStatus();

@@ -21,6 +21,7 @@
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "perfdata/build_id_cache.h"
+#include "perfdata/executable_mappings.h"
 #include "perfdata/perf_format.h"
 #include "perfdata/sample_id.h"
 #include "ptd/version.h"
@@ -222,6 +223,7 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
   const std::vector<AuxEvent> aux_events = CollectAuxEvents(data);
   std::vector<std::string> stream_bytes;  // by stream index
   std::map<std::string, size_t> stream_index;
+  uint64_t copied = 0;
   for (const AuxtraceBuffer& b : data.aux_buffers) {
     const std::string name = StreamName(b, per_cpu);
     auto [it, inserted] = stream_index.try_emplace(name, meta.streams.size());
@@ -256,6 +258,8 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
     }
     bytes.append(reinterpret_cast<const char*>(data.bytes.data() + b.payload_offset), b.size);
     stream.chunks.push_back(chunk);
+    copied += b.size;
+    if (options.progress) options.progress(copied);
   }
   for (size_t i = 0; i < meta.streams.size(); ++i) {
     absl::Status st = WriteFileAtomic(writer->FilePath(meta.streams[i].file), stream_bytes[i]);
@@ -301,37 +305,18 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
   std::set<std::tuple<std::string, uint64_t, int>> seen;
   for (const RecordRef& rec : data.records) {
     if (rec.type != PERF_RECORD_MMAP && rec.type != PERF_RECORD_MMAP2) continue;
-    auto bytes = RecordBytes(data, rec);
-    const bool mmap2 = rec.type == PERF_RECORD_MMAP2;
-    const uint64_t name_off = mmap2 ? 72 : 40;
-    if (bytes.size() <= name_off) continue;
-    int32_t pid;
-    uint64_t addr, len, pgoff;
-    std::memcpy(&pid, bytes.data() + 8, 4);
-    std::memcpy(&addr, bytes.data() + 16, 8);
-    std::memcpy(&len, bytes.data() + 24, 8);
-    std::memcpy(&pgoff, bytes.data() + 32, 8);
-    if (mmap2) {
-      uint32_t prot;
-      std::memcpy(&prot, bytes.data() + 64, 4);
-      if (!(prot & PROT_EXEC)) continue;
-    } else if (rec.misc & PERF_RECORD_MISC_MMAP_DATA) {
-      continue;
-    }
-    std::string name(reinterpret_cast<const char*>(bytes.data() + name_off),
-                     strnlen(reinterpret_cast<const char*>(bytes.data() + name_off), bytes.size() - name_off));
+    std::optional<ExecutableMapping> mapping = ExecutableMappingOf(RecordBytes(data, rec));
+    if (!mapping) continue;
+    const std::string& name = mapping->name;
+    const int32_t pid = mapping->pid;
+    const uint64_t addr = mapping->vaddr, len = mapping->size, pgoff = mapping->file_offset;
     if (name.empty() || name.rfind("//anon", 0) == 0 || name == "[stack]" || name == "[heap]" ||
         name.rfind("/memfd:", 0) == 0 || name == "[vsyscall]") {
       continue;
     }
     if (!seen.insert({name, addr, pid}).second) continue;
-    std::string build_id;
-    if (mmap2 && (rec.misc & PERF_RECORD_MISC_MMAP_BUILD_ID)) {
-      const uint8_t size = std::min<uint8_t>(bytes[40], 20);
-      for (uint8_t i = 0; i < size; ++i) absl::StrAppendFormat(&build_id, "%02x", bytes[44 + i]);
-    } else if (auto it = build_ids.find(name); it != build_ids.end()) {
-      build_id = it->second;
-    }
+    std::string build_id = mapping->build_id;
+    if (auto it = build_ids.find(name); build_id.empty() && it != build_ids.end()) build_id = it->second;
     ImageEntry image;
     image.name = name;
     image.vaddr = addr;
@@ -345,6 +330,7 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
     if (image.path.empty() && !name.empty() && name[0] == '/' && PathExists(name)) image.path = name;
     if (image.path.empty()) {
       missing.insert(build_id.empty() ? name : absl::StrCat(name, " (build-id ", build_id, ")"));
+      result.missing_binaries.Add({name, build_id, len});
       continue;
     }
     if (image.kind != ImageKind::kFile) {
@@ -361,7 +347,6 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
     }
     meta.images.push_back(image);
   }
-  result.missing_binaries.assign(missing.begin(), missing.end());
   if (!missing.empty()) {
     meta.notes.push_back(absl::StrFormat(
         "%d executable mappings have no binary (not at the recorded path, not in build-id dirs [%s]): %s",

@@ -19,15 +19,6 @@ void Store64(uint64_t v, std::string* out) {
 
 }  // namespace
 
-uint64_t SampleIdSize(uint64_t sample_type) {
-  uint64_t size = 0;
-  for (uint64_t bit : {PERF_SAMPLE_TID, PERF_SAMPLE_TIME, PERF_SAMPLE_ID, PERF_SAMPLE_STREAM_ID,
-                       PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER}) {
-    if (sample_type & bit) size += 8;
-  }
-  return size;
-}
-
 bool ParseSampleIdTrailer(absl::Span<const uint8_t> record, uint64_t sample_type, SampleId* out) {
   const uint64_t size = SampleIdSize(sample_type);
   if (record.size() < 8 + size) return false;

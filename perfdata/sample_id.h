@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/types/span.h"
+#include "sideband/perf_record.h"
 
 namespace ptd::perfdata {
 
@@ -21,8 +22,7 @@ struct SampleId {
   bool has_time = false;
 };
 
-// Bytes of the trailer for `sample_type`.
-uint64_t SampleIdSize(uint64_t sample_type);
+// Bytes of the trailer for `sample_type`: sideband's SampleIdSize (sideband/perf_record.h).
 
 // Parses the trailer at the end of `record` (header included). Returns false when the
 // record is shorter than header + trailer.

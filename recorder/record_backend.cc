@@ -34,6 +34,16 @@ absl::StatusOr<BackendChoice> ChooseBackend(const RecordOptions& options) {
     choice.why = "recording with the ptrace emulator (--emulate=ptrace)";
     return choice;
   }
+  // Options only the ptrace emulator has pick it when no emulator was named.
+  const bool ptrace_only = !options.ground_truth_path.empty() || !options.start_at_symbol.empty() ||
+                           options.virtual_cpus > 0 || options.emulate_overflow_every > 0;
+  if (ptrace_only && asked.empty()) {
+    choice.backend = RecordBackend::kPtrace;
+    choice.why = absl::StrCat(options.emulate ? "" : "no Intel PT on this machine: ",
+                              "recording with the ptrace emulator (--ground-truth, --start-at, "
+                              "--virtual-cpus and --emulate-overflow-every are its options)");
+    return choice;
+  }
   std::string why_not;
   const bool valgrind = ValgrindAvailable(&why_not);
   if (asked == "valgrind") {

@@ -23,7 +23,6 @@
 extern char** environ;
 
 namespace ptd {
-namespace {
 
 // The child of fork() in a multi-threaded parent may only make async-signal-safe calls,
 // so PATH is searched here, before the fork.
@@ -50,6 +49,8 @@ absl::StatusOr<std::string> ResolveExecutable(const std::string& name) {
   }
   return absl::NotFoundError(absl::StrCat(name, ": command not found in PATH"));
 }
+
+namespace {
 
 void CloseFd(int* fd) {
   if (*fd >= 0) ::close(*fd);

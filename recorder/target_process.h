@@ -82,6 +82,10 @@ class TargetProcess {
   std::vector<std::string> argv_;
 };
 
+// The file exec would run for `name`: itself when it has a '/', else the first
+// executable regular file of that name in $PATH. NotFound / an errno error otherwise.
+absl::StatusOr<std::string> ResolveExecutable(const std::string& name);
+
 // "SIGSEGV" (or "SIG42").
 std::string SignalName(int signal);
 

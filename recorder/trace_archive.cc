@@ -46,24 +46,39 @@ struct Fd {
   Fd& operator=(const Fd&) = delete;
 };
 
-// The first of /proc/PID/map_files/START-END, /proc/PID/root/PATH (while the process
-// lives and the file is the inode it mapped) and PATH that can be opened.
-std::optional<std::string> FindSource(const std::string& path, const std::vector<MappedAt>& places) {
-  auto same_file = [](const std::string& candidate, uint64_t ino) {
-    struct stat st;
-    if (::stat(candidate.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-    return ino == 0 || st.st_ino == ino;
-  };
+// `candidate` is a regular file and, when `ino` is known, that inode.
+bool SameFile(const std::string& candidate, uint64_t ino) {
+  struct stat st;
+  if (::stat(candidate.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  return ino == 0 || st.st_ino == ino;
+}
+
+// Where the bytes of `path` are read from, or why not.
+struct Source {
+  std::string file;     // "" when none
+  bool changed = false;  // PATH exists but is no longer the inode that was mapped
+};
+
+// The first of the pinned file, /proc/PID/map_files/START-END, /proc/PID/root/PATH (while
+// the process lives and the file is the inode it mapped) and PATH (the same inode) that
+// can be opened.
+Source FindSource(const std::string& path, const std::vector<MappedAt>& places, const MappedFilePins* pins) {
+  if (pins != nullptr) {
+    if (std::string pinned = pins->Source(path); !pinned.empty()) return {pinned};
+  }
   for (const MappedAt& at : places) {
     std::string mapped = absl::StrFormat("/proc/%d/map_files/%x-%x", at.pid, at.start, at.end);
-    if (same_file(mapped, at.ino) && ::access(mapped.c_str(), R_OK) == 0) return mapped;
+    if (SameFile(mapped, at.ino) && ::access(mapped.c_str(), R_OK) == 0) return {mapped};
   }
   for (const MappedAt& at : places) {
     std::string rooted = absl::StrCat("/proc/", at.pid, "/root", path);
-    if (same_file(rooted, at.ino) && ::access(rooted.c_str(), R_OK) == 0) return rooted;
+    if (SameFile(rooted, at.ino) && ::access(rooted.c_str(), R_OK) == 0) return {rooted};
   }
-  if (same_file(path, 0) && ::access(path.c_str(), R_OK) == 0) return path;
-  return std::nullopt;
+  if (::access(path.c_str(), R_OK) != 0) return {};
+  for (const MappedAt& at : places) {
+    if (SameFile(path, at.ino)) return {path};
+  }
+  return {"", SameFile(path, 0)};
 }
 
 // Copies `from` to `to` through a temporary file and a rename (never a torn copy): a
@@ -132,6 +147,38 @@ std::string CachedCopy(const std::string& cache_dir, const std::string& source, 
 
 }  // namespace
 
+MappedFilePins::~MappedFilePins() {
+  for (const auto& [path, fd] : fds_) ::close(fd);
+}
+
+void MappedFilePins::Pin(const Mmap2Record& map) {
+  // A bound well under the usual 1024 descriptors; the rest are looked for at the end.
+  constexpr size_t kMaxPins = 512;
+  if (map.filename.empty() || map.filename[0] != '/' || fds_.count(map.filename) || fds_.size() >= kMaxPins) return;
+  const uint64_t ino = map.has_build_id ? 0 : map.ino;
+  const std::string candidates[] = {
+      absl::StrFormat("/proc/%d/map_files/%x-%x", map.pid, map.addr, map.addr + map.len),
+      absl::StrCat("/proc/", map.pid, "/root", map.filename),
+      map.filename,
+  };
+  for (const std::string& candidate : candidates) {
+    const int fd = ::open(candidate.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st;
+    // The descriptor, not the path, is checked: the path may change between the two.
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (ino == 0 || st.st_ino == ino)) {
+      fds_[map.filename] = fd;
+      return;
+    }
+    ::close(fd);
+  }
+}
+
+std::string MappedFilePins::Source(const std::string& path) const {
+  auto it = fds_.find(path);
+  return it == fds_.end() ? "" : absl::StrCat("/proc/self/fd/", it->second);
+}
+
 std::string DefaultArchiveCacheDir() {
   if (const char* env = std::getenv("PTD_CACHE_DIR"); env != nullptr && *env != '\0') return env;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
@@ -187,13 +234,14 @@ ArchiveStats ArchiveMappedFiles(const TraceDirWriter& dir, const ArchiveOptions&
   meta->archived = options.enabled;
   const std::string cache_dir = options.cache_dir.empty() ? DefaultArchiveCacheDir() : options.cache_dir;
   std::map<std::string, std::string> archived_ids;  // build-id -> relative file
-  std::vector<std::string> unreadable, without_id, failed;
+  std::vector<std::string> unreadable, changed, without_id, failed;
   for (const std::string& path : order) {
-    std::optional<std::string> source = FindSource(path, places[path]);
-    if (!source) {
-      unreadable.push_back(path);
+    const Source found = FindSource(path, places[path], options.pins);
+    if (found.file.empty()) {
+      (found.changed ? changed : unreadable).push_back(path);
       continue;
     }
+    const std::string* source = &found.file;
     absl::StatusOr<std::string> id = ReadElfBuildId(*source);
     if (!id.ok() || id->size() < 3) {
       without_id.push_back(path);
@@ -232,6 +280,9 @@ ArchiveStats ArchiveMappedFiles(const TraceDirWriter& dir, const ArchiveOptions&
     meta->notes.push_back(absl::StrCat(what, ": ", absl::StrJoin(paths, ", ")));
   };
   note(unreadable, "mapped files that could not be read when recording ended (decode looks for them by path)");
+  note(changed,
+       "mapped files replaced since they were mapped (another inode at the path), not archived and their "
+       "build-id not noted (decode reads whatever is at the path)");
   if (options.enabled) {
     note(without_id, "mapped files without a build-id, not archived (decode reads them by path)");
     note(failed, "mapped files that could not be archived (decode reads them by path)");

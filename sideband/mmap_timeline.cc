@@ -96,20 +96,15 @@ void MmapTimeline::Fork(int parent_pid, int child_pid, uint64_t time_ns) {
   }
 }
 
-void MmapTimeline::Exec(int pid, uint64_t time_ns) {
-  Process& process = GetProcess(pid);
-  EndAll(process, time_ns);
-  MapChange change;
-  change.kind = MapChange::Kind::kExec;
-  change.time_ns = time_ns;
-  process.changes.push_back(std::move(change));
-}
+void MmapTimeline::Exec(int pid, uint64_t time_ns) { EndAllMappings(pid, time_ns, MapChange::Kind::kExec); }
 
-void MmapTimeline::Exit(int pid, uint64_t time_ns) {
+void MmapTimeline::Exit(int pid, uint64_t time_ns) { EndAllMappings(pid, time_ns, MapChange::Kind::kExit); }
+
+void MmapTimeline::EndAllMappings(int pid, uint64_t time_ns, MapChange::Kind why) {
   Process& process = GetProcess(pid);
   EndAll(process, time_ns);
   MapChange change;
-  change.kind = MapChange::Kind::kExit;
+  change.kind = why;
   change.time_ns = time_ns;
   process.changes.push_back(std::move(change));
 }

@@ -61,6 +61,8 @@ class MmapTimeline {
   };
   Process& GetProcess(int pid);
   void EndAll(Process& process, uint64_t time_ns);
+  // Exec and exit: every mapping ends, and the change says which.
+  void EndAllMappings(int pid, uint64_t time_ns, MapChange::Kind why);
 
   std::map<int, Process> processes_;
 };

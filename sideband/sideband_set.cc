@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/hex.h"
 #include "common/trace_dir.h"
 #include "sideband/record_reader.h"
 
@@ -16,35 +17,31 @@ namespace ptd {
 namespace {
 
 std::string HexBuildId(const Mmap2Record& r) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (size_t i = 0; i < r.build_id_size && i < r.build_id.size(); ++i) {
-    hex += kDigits[r.build_id[i] >> 4];
-    hex += kDigits[r.build_id[i] & 15];
-  }
-  return hex;
+  return HexString(absl::MakeConstSpan(r.build_id.data(), std::min<size_t>(r.build_id_size, r.build_id.size())));
 }
 
-Mapping MappingOf(const MmapRecord& r) {
+// What MMAP and MMAP2 records both say.
+template <class MmapLike>
+Mapping CommonFieldsOf(const MmapLike& r) {
   Mapping m;
   m.start = r.addr;
   m.end = r.addr + r.len;
   m.pgoff = r.pgoff;
   m.path = r.filename;
   m.executable = !r.data;
+  return m;
+}
+
+Mapping MappingOf(const MmapRecord& r) {
+  Mapping m = CommonFieldsOf(r);
   m.prot = r.data ? 0 : 4;  // PROT_EXEC: MMAP records without the data flag are code
   return m;
 }
 
 Mapping MappingOf(const Mmap2Record& r) {
-  Mapping m;
-  m.start = r.addr;
-  m.end = r.addr + r.len;
-  m.pgoff = r.pgoff;
-  m.path = r.filename;
+  Mapping m = CommonFieldsOf(r);
   m.prot = r.prot;
   m.flags = r.flags;
-  m.executable = !r.data;
   if (r.has_build_id) {
     m.build_id = HexBuildId(r);
   } else {

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   ptd::RecorderConfig config;
+  config.backend = ptd::Backend::kHardware;  // Intel PT only (kAuto would fall back to emulation)
   config.command.assign(argv + 2, argv + argc);
   config.snapshot = true;
   config.snapshot_size = 4 << 20;

@@ -15,7 +15,8 @@
 #include "common/host_info.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/emulate/file_sink.h"
+#include "image/elf_reader.h"
+#include "recorder/ptgen/file_sink.h"
 #include "recorder/emulate/stack_frame_tracker.h"
 #include "sideband/record_builder.h"
 
@@ -69,31 +70,21 @@ absl::StatusOr<std::unique_ptr<CodeWalker>> CodeWalker::Open(const CodeWalkerOpt
     }
     walker->segments_.push_back({bias + phdr.p_vaddr, phdr.p_offset, phdr.p_filesz});
   }
+  elf_end(elf);
   // Exported (dynsym) functions, else every symtab function: the entry points.
-  for (Elf64_Word wanted : {SHT_DYNSYM, SHT_SYMTAB}) {
-    if (!walker->functions_.empty()) break;
-    Elf_Scn* scn = nullptr;
-    while ((scn = elf_nextscn(elf, scn)) != nullptr) {
-      GElf_Shdr shdr;
-      if (gelf_getshdr(scn, &shdr) == nullptr || shdr.sh_type != wanted || shdr.sh_entsize == 0) continue;
-      Elf_Data* data = elf_getdata(scn, nullptr);
-      if (data == nullptr) continue;
-      const size_t count = shdr.sh_size / shdr.sh_entsize;
-      for (size_t i = 0; i < count; ++i) {
-        GElf_Sym sym;
-        if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) continue;
-        if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-        const uint64_t address = bias + sym.st_value;
-        for (const WalkerSegment& seg : walker->segments_) {
-          if (address >= seg.vaddr && address < seg.vaddr + seg.size) {
-            walker->functions_.push_back(address);
-            break;
-          }
-        }
+  std::vector<uint64_t> exported, all;
+  absl::Status walked = image::ForEachElfSymbol(walker->file_, options.elf_path, [&](const image::ElfSymbol& sym) {
+    if (sym.type != STT_FUNC) return;
+    const uint64_t address = bias + sym.value;
+    for (const WalkerSegment& seg : walker->segments_) {
+      if (address >= seg.vaddr && address < seg.vaddr + seg.size) {
+        (sym.dynamic ? exported : all).push_back(address);
+        break;
       }
     }
-  }
-  elf_end(elf);
+  });
+  if (!walked.ok()) return walked;
+  walker->functions_ = exported.empty() ? std::move(all) : std::move(exported);
   std::sort(walker->functions_.begin(), walker->functions_.end());
   walker->functions_.erase(std::unique(walker->functions_.begin(), walker->functions_.end()),
                            walker->functions_.end());
@@ -104,13 +95,13 @@ absl::StatusOr<std::unique_ptr<CodeWalker>> CodeWalker::Open(const CodeWalkerOpt
   return walker;
 }
 
-const InsnInfo* CodeWalker::Decode(uint64_t ip) {
-  if (const InsnInfo* cached = classifier_.Find(ip)) return cached->size == 0 ? nullptr : cached;
+const image::InsnInfo* CodeWalker::Decode(uint64_t ip) {
+  if (const image::InsnInfo* cached = classifier_.Find(ip)) return cached->size == 0 ? nullptr : cached;
   for (const WalkerSegment& seg : segments_) {
     if (ip < seg.vaddr || ip >= seg.vaddr + seg.size) continue;
     const uint64_t offset = seg.file_offset + (ip - seg.vaddr);
     const uint64_t available = std::min<uint64_t>(16, seg.vaddr + seg.size - ip);
-    const InsnInfo& info =
+    const image::InsnInfo& info =
         classifier_.Classify(ip, absl::Span<const uint8_t>(file_.data() + offset, available));
     return info.size == 0 ? nullptr : &info;
   }
@@ -223,7 +214,7 @@ CodeWalkerStats CodeWalker::Walk(PacketSink* sink, GroundTruthWriter* truth) {
       escape();
       continue;
     }
-    const InsnInfo* info = Decode(ip);
+    const image::InsnInfo* info = Decode(ip);
     if (info == nullptr || pending.size() >= kMaxPendingInstructions) {
       escape();
       continue;

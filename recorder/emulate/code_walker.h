@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "recorder/emulate/ground_truth_writer.h"
-#include "recorder/emulate/insn_classifier.h"
-#include "recorder/emulate/packet_generator.h"
-#include "recorder/emulate/packet_sink.h"
+#include "image/insn_classifier.h"
+#include "recorder/ptgen/packet_generator.h"
+#include "recorder/ptgen/packet_sink.h"
 
 namespace ptd {
 
@@ -73,7 +73,7 @@ class CodeWalker {
 
  private:
   explicit CodeWalker(const CodeWalkerOptions& options);
-  const InsnInfo* Decode(uint64_t ip);
+  const image::InsnInfo* Decode(uint64_t ip);
   uint64_t RandomFunction();
   bool Chance(uint32_t percent);
 
@@ -81,7 +81,7 @@ class CodeWalker {
   std::vector<uint8_t> file_;  // the whole ELF file
   std::vector<WalkerSegment> segments_;
   std::vector<uint64_t> functions_;  // runtime addresses of exported functions
-  InsnClassifier classifier_;
+  image::InsnClassifier classifier_;
   std::mt19937_64 rng_;
 };
 

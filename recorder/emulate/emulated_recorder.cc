@@ -18,13 +18,13 @@
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/emulate/emulated_pt_settings.h"
-#include "recorder/emulate/emulation_control.h"
+#include "recorder/ptgen/emulated_pt_settings.h"
+#include "recorder/emulation_control.h"
 #include "recorder/emulate/ground_truth_writer.h"
 #include "recorder/emulate/ptrace_stepper.h"
-#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/proc_maps.h"
-#include "recorder/pt/breakpoint_trigger.h"
+#include "recorder/elf_symbol.h"
 #include "recorder/sideband_session.h"
 #include "recorder/target_process.h"
 #include "recorder/trace_archive.h"
@@ -63,9 +63,8 @@ absl::Status DropKernelSwitchRecords(const std::string& path) {
   return WriteFileAtomic(path, absl::Span<const uint8_t>(kept));
 }
 
-}  // namespace
 
-absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& options) {
+absl::Status CheckOptions(const RecordOptions& options) {
   if (options.command.empty() == (options.pid <= 0)) {
     return absl::InvalidArgumentError("record --emulate: give either a command (after --) or --pid");
   }
@@ -80,16 +79,13 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   if (options.snapshot && options.snapshot_size < 4096) {
     return absl::InvalidArgumentError("record --emulate: --snapshot-size must be at least 4096 bytes");
   }
-  absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(options.output_dir, options.force);
-  if (!dir.ok()) return dir.status();
+  return absl::OkStatus();
+}
 
-  std::optional<GroundTruthWriter> truth;
-  if (!options.ground_truth_path.empty()) {
-    absl::StatusOr<GroundTruthWriter> writer = GroundTruthWriter::Create(options.ground_truth_path);
-    if (!writer.ok()) return writer.status();
-    truth.emplace(std::move(*writer));
-  }
-
+// The kernel's sideband (mmaps, forks, exits, comm) of the launched or attached target,
+// which stays ptrace-stopped for the stepper.
+absl::StatusOr<std::unique_ptr<SidebandSession>> StartSidebandSession(const RecordOptions& options,
+                                                                      TraceDirWriter& dir) {
   SidebandSessionOptions session_options;
   session_options.sideband.per_cpu = true;  // inherit: new threads and children followed
   session_options.sideband.clockid = CLOCK_MONOTONIC;
@@ -100,30 +96,26 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   if (!options.command.empty()) {
     session_options.sideband.enable_on_exec = true;
     absl::StatusOr<std::unique_ptr<SidebandSession>> launched =
-        SidebandSession::Launch(options.command, session_options, *dir);
+        SidebandSession::Launch(options.command, session_options, dir);
     if (!launched.ok()) return launched.status();
     session = std::move(*launched);
   } else {
     absl::StatusOr<std::unique_ptr<SidebandSession>> attached =
-        SidebandSession::Attach(options.pid, session_options, *dir);
+        SidebandSession::Attach(options.pid, session_options, dir);
     if (!attached.ok()) return attached.status();
     session = std::move(*attached);
   }
-  const int pid = session->target().pid();
+  return session;
+}
 
-  const PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
-  PtStreamSet streams(stream_options, &*dir);
-
-  PtraceStepperOptions stepper_options;
-  stepper_options.duration_s = options.duration_s;
-  stepper_options.progress = !options.quiet && isatty(STDERR_FILENO);
-  stepper_options.kill_on_exit = !options.command.empty();
+// --start-at and --trigger: symbol addresses in the target, asked for again until found.
+void SetSymbolResolvers(const RecordOptions& options, int pid, PtraceStepperOptions* stepper_options) {
   if (!options.start_at_symbol.empty()) {
     // In the executable (or any file mapped at exec) now; else in a library once it is
     // mapped (the stepper asks again after every mmap).
     const std::string symbol = options.start_at_symbol;
-    stepper_options.resolve_start = [pid, symbol]() -> absl::StatusOr<uint64_t> {
-      absl::StatusOr<uint64_t> address = pt::ResolveSymbolInProcess(pid, symbol);
+    stepper_options->resolve_start = [pid, symbol]() -> absl::StatusOr<uint64_t> {
+      absl::StatusOr<uint64_t> address = ResolveSymbolInProcess(pid, symbol);
       if (!address.ok()) return address;
       // ld.so maps a library read-only first and its code segment over that later
       // (MAP_FIXED), which would discard an int3 planted too early.
@@ -137,10 +129,137 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   }
   if (!options.trigger_symbol.empty()) {
     const std::string symbol = options.trigger_symbol;
-    stepper_options.resolve_trigger = [pid, symbol]() -> absl::StatusOr<uint64_t> {
-      return pt::ResolveSymbolInProcess(pid, symbol);
+    stepper_options->resolve_trigger = [pid, symbol]() -> absl::StatusOr<uint64_t> {
+      return ResolveSymbolInProcess(pid, symbol);
     };
   }
+}
+
+// Launched: the target is stopped at exec. Attached: every thread is stopped here.
+absl::Status AddTargetThreads(const RecordOptions& options, SidebandSession& session, int pid,
+                              PtraceStepper& stepper) {
+  if (!options.command.empty()) {
+    if (absl::Status s = stepper.AddStoppedThread(pid, pid); !s.ok()) return s;
+  } else {
+    absl::StatusOr<std::vector<int>> tids = session.target().Threads();
+    if (!tids.ok()) return tids.status();
+    for (int tid : *tids) {
+      if (ptrace(PTRACE_ATTACH, tid, nullptr, nullptr) != 0) {
+        return PtraceAttachError(errno, pid, tid);
+      }
+      int status = 0;
+      if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) {
+        return absl::NotFoundError(absl::StrFormat(
+            "thread %d of process %d did not stop after attach (it exited during the attach?)", tid, pid));
+      }
+      if (absl::Status s = stepper.AddStoppedThread(pid, tid); !s.ok()) return s;
+    }
+  }
+
+  return absl::OkStatus();
+}
+
+// What `info` shows about the run: how the target ended, the stepper's counts, triggers.
+void AddRunNotes(const RecordOptions& options, int pid, const PtraceStepper& stepper, const PtStreamSet& streams,
+                 uint64_t trigger_hits, const std::vector<std::string>& request_notes, TraceMeta* meta) {
+  // How the target ended, for `info` (docs/robustness.md).
+  if (const int target_status = stepper.exit_status(pid); target_status >= 0) {
+    meta->notes.push_back(absl::StrCat("target process ", pid, " ", DescribeWaitStatus(target_status)));
+    if (WIFSIGNALED(target_status) && meta->end_reason == "exit") meta->end_reason = "target_killed";
+  }
+  const PtraceStepperStats& stats = stepper.stats();
+  meta->notes.push_back(absl::StrFormat(
+      "emulated with ptrace single-stepping: %u steps, %u instructions, %u threads, %.1f s "
+      "(%.0f steps/s)",
+      stats.steps, stats.instructions, stats.threads, stats.seconds,
+      stats.seconds > 0 ? static_cast<double>(stats.steps) / stats.seconds : 0.0));
+  if (stats.undecodable > 0) {
+    meta->notes.push_back(absl::StrFormat(
+        "%u executed instructions could not be decoded by capstone; they were traced as "
+        "non-branches", stats.undecodable));
+  }
+  if (options.emulate_overflow_every > 0) {
+    meta->notes.push_back(absl::StrFormat(
+        "--emulate-overflow-every %u: %u overflows injected, %u executed instructions lost "
+        "to them (not in the trace)", options.emulate_overflow_every, streams.stats().overflows,
+        stats.lost_instructions));
+  }
+  if (!options.trigger_symbol.empty()) {
+    meta->notes.push_back(stepper.trigger_address() == 0
+                             ? absl::StrCat("--trigger ", options.trigger_symbol, ": never resolved")
+                             : absl::StrFormat("--trigger %s at 0x%x: %u hits", options.trigger_symbol,
+                                               stepper.trigger_address(), trigger_hits));
+  }
+  meta->notes.insert(meta->notes.end(), request_notes.begin(), request_notes.end());
+  if (!options.start_at_symbol.empty() && !stats.start_reached) {
+    meta->notes.push_back(absl::StrCat("--start-at ", options.start_at_symbol,
+                                      ": never reached; nothing was traced"));
+  }
+}
+
+// Per-CPU emulation: see DropKernelSwitchRecords.
+void DropRealCpuSwitches(TraceDirWriter& dir, TraceMeta* meta) {
+  for (const SidebandFile& file : meta->sideband) {
+    if (file.origin != "kernel") continue;
+    if (absl::Status s = DropKernelSwitchRecords(dir.FilePath(file.file)); !s.ok()) {
+      meta->notes.push_back(absl::StrCat("could not filter ", file.file, ": ", s.message()));
+    }
+  }
+  meta->notes.push_back(
+      "virtual CPUs: the kernel's context-switch records were dropped; sideband/vcpu*.data "
+      "hold the synthesized schedule of the virtual CPUs");
+}
+
+EmulatedRecordSummary SummaryOf(const RecordOptions& options, int pid, const PtraceStepper& stepper,
+                                const PtStreamSet& streams, uint64_t trigger_hits) {
+  EmulatedRecordSummary summary;
+  const PtraceStepperStats& stats = stepper.stats();
+  summary.trace_dir = options.output_dir;
+  summary.steps = stats.steps;
+  summary.instructions = stats.instructions;
+  summary.pt_bytes = streams.stats().bytes;
+  summary.overflows = streams.stats().overflows;
+  summary.lost_instructions = stats.lost_instructions;
+  summary.threads = stats.threads;
+  summary.undecodable = stats.undecodable;
+  summary.signals_delivered = stats.signals_delivered;
+  summary.snapshots = streams.stats().snapshots;
+  summary.trigger_hits = trigger_hits;
+  summary.seconds = stats.seconds;
+  summary.end_reason = stepper.end_reason();
+  const int status = stepper.exit_status(pid);
+  if (status >= 0) {
+    summary.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return summary;
+}
+
+}  // namespace
+
+absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& options) {
+  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(options.output_dir, options.force);
+  if (!dir.ok()) return dir.status();
+
+  std::optional<GroundTruthWriter> truth;
+  if (!options.ground_truth_path.empty()) {
+    absl::StatusOr<GroundTruthWriter> writer = GroundTruthWriter::Create(options.ground_truth_path);
+    if (!writer.ok()) return writer.status();
+    truth.emplace(std::move(*writer));
+  }
+  absl::StatusOr<std::unique_ptr<SidebandSession>> started = StartSidebandSession(options, *dir);
+  if (!started.ok()) return started.status();
+  std::unique_ptr<SidebandSession> session = std::move(*started);
+  const int pid = session->target().pid();
+
+  const PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
+  PtStreamSet streams(stream_options, &*dir);
+
+  PtraceStepperOptions stepper_options;
+  stepper_options.duration_s = options.duration_s;
+  stepper_options.progress = !options.quiet && isatty(STDERR_FILENO);
+  stepper_options.kill_on_exit = !options.command.empty();
+  SetSymbolResolvers(options, pid, &stepper_options);
   // Requests are served between two steps; a stop asked for on the FIFO is answered
   // once the trace directory is committed.
   absl::StatusOr<std::unique_ptr<EmulationControl>> control =
@@ -185,28 +304,11 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   PtraceStepper stepper(stepper_options, &streams, truth ? &*truth : nullptr);
   stepper_ptr = &stepper;
 
-  if (!options.command.empty()) {
-    if (absl::Status s = stepper.AddStoppedThread(pid, pid); !s.ok()) return s;
-  } else {
-    absl::StatusOr<std::vector<int>> tids = session->target().Threads();
-    if (!tids.ok()) return tids.status();
-    for (int tid : *tids) {
-      if (ptrace(PTRACE_ATTACH, tid, nullptr, nullptr) != 0) {
-        return PtraceAttachError(errno, pid, tid);
-      }
-      int status = 0;
-      if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) {
-        return absl::NotFoundError(absl::StrFormat(
-            "thread %d of process %d did not stop after attach (it exited during the attach?)", tid, pid));
-      }
-      if (absl::Status s = stepper.AddStoppedThread(pid, tid); !s.ok()) return s;
-    }
-  }
+  if (absl::Status s = AddTargetThreads(options, *session, pid, stepper); !s.ok()) return s;
 
   absl::Status run_status = stepper.Run();
   const uint64_t end_ns = MonotonicNs();
 
-  EmulatedRecordSummary summary;
   TraceMeta meta;
   absl::Status session_status = session->Finish(&meta);
   streams.set_end_reason(stepper.end_reason());
@@ -215,51 +317,9 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   meta.emulator = "ptrace";
   meta.time_axis = "wall";
   meta.end_reason = stepper.end_reason();
-  // How the target ended, for `info` (docs/robustness.md).
-  if (const int target_status = stepper.exit_status(pid); target_status >= 0) {
-    meta.notes.push_back(absl::StrCat("target process ", pid, " ", DescribeWaitStatus(target_status)));
-    if (WIFSIGNALED(target_status) && meta.end_reason == "exit") meta.end_reason = "target_killed";
-  }
   if (meta.end_ns < end_ns) meta.end_ns = end_ns;
-  const PtraceStepperStats& stats = stepper.stats();
-  meta.notes.push_back(absl::StrFormat(
-      "emulated with ptrace single-stepping: %u steps, %u instructions, %u threads, %.1f s "
-      "(%.0f steps/s)",
-      stats.steps, stats.instructions, stats.threads, stats.seconds,
-      stats.seconds > 0 ? static_cast<double>(stats.steps) / stats.seconds : 0.0));
-  if (stats.undecodable > 0) {
-    meta.notes.push_back(absl::StrFormat(
-        "%u executed instructions could not be decoded by capstone; they were traced as "
-        "non-branches", stats.undecodable));
-  }
-  if (options.emulate_overflow_every > 0) {
-    meta.notes.push_back(absl::StrFormat(
-        "--emulate-overflow-every %u: %u overflows injected, %u executed instructions lost "
-        "to them (not in the trace)", options.emulate_overflow_every, streams.stats().overflows,
-        stats.lost_instructions));
-  }
-  if (!options.trigger_symbol.empty()) {
-    meta.notes.push_back(stepper.trigger_address() == 0
-                             ? absl::StrCat("--trigger ", options.trigger_symbol, ": never resolved")
-                             : absl::StrFormat("--trigger %s at 0x%x: %u hits", options.trigger_symbol,
-                                               stepper.trigger_address(), trigger_hits));
-  }
-  meta.notes.insert(meta.notes.end(), request_notes.begin(), request_notes.end());
-  if (!options.start_at_symbol.empty() && !stats.start_reached) {
-    meta.notes.push_back(absl::StrCat("--start-at ", options.start_at_symbol,
-                                      ": never reached; nothing was traced"));
-  }
-  if (options.virtual_cpus > 0) {
-    for (const SidebandFile& file : meta.sideband) {
-      if (file.origin != "kernel") continue;
-      if (absl::Status s = DropKernelSwitchRecords(dir->FilePath(file.file)); !s.ok()) {
-        meta.notes.push_back(absl::StrCat("could not filter ", file.file, ": ", s.message()));
-      }
-    }
-    meta.notes.push_back(
-        "virtual CPUs: the kernel's context-switch records were dropped; sideband/vcpu*.data "
-        "hold the synthesized schedule of the virtual CPUs");
-  }
+  AddRunNotes(options, pid, stepper, streams, trigger_hits, request_notes, &meta);
+  if (options.virtual_cpus > 0) DropRealCpuSwitches(*dir, &meta);
   if (!session_status.ok()) meta.notes.push_back(std::string(session_status.message()));
 
   if (truth) {
@@ -284,23 +344,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   for (const EmulationRequest& request : stop_requests) (*control)->Answer(request, committed);
   if (!committed.ok()) return committed;
 
-  summary.trace_dir = options.output_dir;
-  summary.steps = stats.steps;
-  summary.instructions = stats.instructions;
-  summary.pt_bytes = streams.stats().bytes;
-  summary.overflows = streams.stats().overflows;
-  summary.lost_instructions = stats.lost_instructions;
-  summary.threads = stats.threads;
-  summary.undecodable = stats.undecodable;
-  summary.signals_delivered = stats.signals_delivered;
-  summary.snapshots = streams.stats().snapshots;
-  summary.trigger_hits = trigger_hits;
-  summary.seconds = stats.seconds;
-  summary.end_reason = stepper.end_reason();
-  const int status = stepper.exit_status(pid);
-  if (status >= 0) {
-    summary.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  EmulatedRecordSummary summary = SummaryOf(options, pid, stepper, streams, trigger_hits);
   if (!run_status.ok()) return run_status;
   return summary;
 }

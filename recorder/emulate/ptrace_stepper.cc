@@ -35,7 +35,7 @@ int ReadTgid(int tid) {
 
 struct PtraceStepper::AddressSpace {
   int pid = -1;
-  InsnClassifier classifier;
+  image::InsnClassifier classifier;
 };
 
 struct PtraceStepper::Thread {
@@ -47,7 +47,7 @@ struct PtraceStepper::Thread {
   bool have_insn = false;  // ip/rsp/insn describe the instruction about to execute
   uint64_t ip = 0;
   uint64_t rsp = 0;
-  InsnInfo insn;
+  image::InsnInfo insn;
   bool injected = false;   // resumed with a signal: the next stop may be a handler entry
   int injected_signo = 0;
   bool running = false;    // resumed; a wait status is due
@@ -164,8 +164,8 @@ void PtraceStepper::ServeRequests() {
 }
 
 void PtraceStepper::LoadInstruction(Thread* thread) {
-  InsnClassifier& classifier = thread->space->classifier;
-  if (const InsnInfo* cached = classifier.Find(thread->ip)) {
+  image::InsnClassifier& classifier = thread->space->classifier;
+  if (const image::InsnInfo* cached = classifier.Find(thread->ip)) {
     thread->insn = *cached;
     return;
   }

@@ -20,8 +20,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "recorder/emulate/ground_truth_writer.h"
-#include "recorder/emulate/insn_classifier.h"
-#include "recorder/emulate/pt_stream_set.h"
+#include "image/insn_classifier.h"
+#include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/emulate/stack_frame_tracker.h"
 
 namespace ptd {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "recorder/emulate/executed_insn.h"
+#include "recorder/ptgen/executed_insn.h"
 #include "recorder/emulate/ground_truth_writer.h"
 
 namespace ptd {

@@ -9,46 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "recorder/data_ring.h"
-#include "recorder/emulate/elf_symbol.h"
+#include "recorder/elf_symbol.h"
 #include "recorder/proc_maps.h"
 
 namespace ptd::pt {
-
-absl::StatusOr<uint64_t> ResolveSymbolInProcess(int pid, const std::string& symbol) {
-  std::string name = symbol;
-  std::string path_suffix;
-  if (size_t at = symbol.find('@'); at != std::string::npos) {
-    name = symbol.substr(0, at);
-    path_suffix = symbol.substr(at + 1);
-  }
-  absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(pid);
-  if (!maps.ok()) return maps.status();
-  // The lowest mapping of each file tells where its first PT_LOAD landed. /proc lists
-  // mappings by address; the main executable is normally first.
-  std::vector<std::string> order;
-  std::map<std::string, uint64_t> lowest_start;
-  for (const ProcMapping& m : *maps) {
-    if (m.path.empty() || m.special()) continue;
-    auto [it, inserted] = lowest_start.emplace(m.path, m.start);
-    if (inserted) order.push_back(m.path);
-    if (m.pgoff == 0 && m.start < it->second) it->second = m.start;
-  }
-  std::vector<std::string> tried;
-  for (const std::string& path : order) {
-    if (!path_suffix.empty() && !absl::EndsWith(path, path_suffix)) continue;
-    absl::StatusOr<ElfSymbolAddress> sym = FindElfFunction(path, name);
-    if (!sym.ok()) {
-      tried.push_back(path);
-      continue;
-    }
-    if (!sym->position_independent) return sym->value;
-    return lowest_start[path] - sym->first_load_vaddr + sym->value;
-  }
-  return absl::NotFoundError(absl::StrCat("--trigger: symbol \"", name, "\" not found in the ",
-                                          tried.size(), " files mapped by process ", pid,
-                                          path_suffix.empty() ? "" : " matching @",
-                                          path_suffix));
-}
 
 absl::StatusOr<BreakpointTrigger> BreakpointTrigger::Create(uint64_t address,
                                                             const std::vector<int>& tids) {

@@ -12,14 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "recorder/perf_event.h"
+#include "recorder/elf_symbol.h"  // ResolveSymbolInProcess
 #include "recorder/perf_mmap.h"
 
 namespace ptd::pt {
-
-// The runtime address of `symbol` in process `pid`: looked up in each file the process
-// has mapped (main executable first) with libelf, plus the load bias of that file.
-// `symbol` may be "NAME" or "NAME@PATH-SUFFIX" to pick a library.
-absl::StatusOr<uint64_t> ResolveSymbolInProcess(int pid, const std::string& symbol);
 
 class BreakpointTrigger {
  public:

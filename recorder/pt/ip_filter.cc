@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "recorder/emulate/elf_symbol.h"
+#include "recorder/elf_symbol.h"
 
 namespace ptd::pt {
 namespace {

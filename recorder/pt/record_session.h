@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "recorder/pt/breakpoint_trigger.h"
-#include "recorder/pt/control_fifo.h"
+#include "recorder/control_fifo.h"
 #include "recorder/pt/signal_watcher.h"
 #include "recorder/pt/status_line.h"
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,12 +16,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/host_info.h"
+#include "ptd/version.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/emulate/elf_symbol.h"
-#include "recorder/emulate/emulated_pt_settings.h"
-#include "recorder/emulate/emulation_control.h"
-#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/elf_symbol.h"
+#include "recorder/ptgen/emulated_pt_settings.h"
+#include "recorder/emulation_control.h"
+#include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/target_process.h"
 #include "recorder/trace_archive.h"
 #include "recorder/valgrind/valgrind_install.h"
@@ -69,24 +72,25 @@ absl::Status CheckOptions(const RecordOptions& options) {
   if (options.snapshot && options.snapshot_size < 4096) {
     return absl::InvalidArgumentError("record --emulate=valgrind: --snapshot-size must be at least 4096 bytes");
   }
+  // Valgrind refuses set-user/group-ID programs (it cannot run them with their
+  // privileges): say so, and what works, instead of recording nothing.
+  absl::StatusOr<std::string> exe = ResolveExecutable(options.command[0]);
+  struct stat st;
+  if (exe.ok() && stat(exe->c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        *exe, " is set-user-ID or set-group-ID: Valgrind cannot run it with its privileges; record it with "
+        "--emulate=ptrace (as root, or attach with --pid to a running instance)"));
+  }
   return absl::OkStatus();
 }
 
-// Where `symbol` ("NAME" or "NAME@PATH-SUFFIX") lies in a newly mapped file, if there.
-std::vector<uint64_t> TriggerAddressesIn(const Mmap2Record& map, const std::string& symbol) {
-  std::string name = symbol;
-  std::string file_suffix;
-  if (const size_t at = symbol.find('@'); at != std::string::npos) {
-    name = symbol.substr(0, at);
-    file_suffix = symbol.substr(at + 1);
-    if (!absl::EndsWith(map.filename, file_suffix)) return {};
-  }
-  absl::StatusOr<ElfSymbolAddress> found = FindElfFunction(map.filename, name);
+// Where `symbol` lies in a newly mapped file, if there.
+std::vector<uint64_t> TriggerAddressesIn(const Mmap2Record& map, const SymbolSpec& symbol) {
+  if (!symbol.file_suffix.empty() && !absl::EndsWith(map.filename, symbol.file_suffix)) return {};
+  absl::StatusOr<ElfSymbolAddress> found = FindElfFunction(map.filename, symbol.name);
   if (!found.ok()) return {};
   // The mapping shows file offset pgoff at addr; segments keep vaddr - offset constant.
-  const uint64_t address = found->position_independent
-                               ? found->value + map.addr - map.pgoff - found->first_load_vaddr
-                               : found->value;
+  const uint64_t address = SymbolRuntimeAddress(*found, map.addr - map.pgoff);
   if (address < map.addr || address >= map.addr + map.len) return {};
   return {address};
 }
@@ -192,6 +196,10 @@ absl::Status Run(pid_t valgrind, EmulationControl& control, VgptSpool& spool, Vg
 
 void DescribeRun(const RecordOptions& options, const VgptConverter& converter, const RunResult& run,
                  uint64_t stream_bytes, TraceMeta* meta) {
+  meta->tool_version = kToolVersion;
+  // The host ran the program, but the CPU it "ran on" is Valgrind's: no errata apply
+  // (decode never applies them to emulated traces).
+  meta->host = ReadHostInfo();
   meta->emulator = "valgrind";
   meta->time_axis = options.wall_clock ? "wall" : "virtual";
   meta->command = options.command;
@@ -203,6 +211,15 @@ void DescribeRun(const RecordOptions& options, const VgptConverter& converter, c
     meta->notes.push_back("recording stopped while the program ran; it goes on under Valgrind, untraced");
   }
   const VgptConverterStats& s = converter.stats();
+  if (s.cut_short > 0 && run.exit_status >= 0 && WIFEXITED(run.exit_status)) {
+    // The program ended normally, yet a stream ended before it: the tool could not write.
+    meta->partial = true;
+    meta->partial_reason = absl::StrFormat(
+        "the Valgrind tool could not write its stream for %u process(es) (disk full, or a file size "
+        "limit): their trace ends where the stream does",
+        s.cut_short);
+    meta->notes.push_back(meta->partial_reason);
+  }
   meta->notes.push_back(absl::StrFormat(
       "emulated with Valgrind (ptdtrace): %u blocks, %u instructions, %u processes, %u threads, "
       "%u signals, %.2f s (%.1f M instructions/s), %.0f MB of tool stream",
@@ -256,7 +273,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   RunResult run;
   VgptConverter* converter_ptr = nullptr;
   if (!options.trigger_symbol.empty()) {
-    const std::string symbol = options.trigger_symbol;
+    const SymbolSpec symbol = ParseSymbolSpec(options.trigger_symbol);
     converter_options.trigger_addresses = [symbol](const Mmap2Record& map) { return TriggerAddressesIn(map, symbol); };
     converter_options.on_trigger = [&](int, int, uint64_t) {
       ++run.trigger_hits;
@@ -270,6 +287,11 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
       }
     };
   }
+  // The files are pinned as the tool reports each mapping, while the program runs: when
+  // recording ends the processes are gone (no /proc/PID/map_files) and a path may name
+  // another file by then (a rebuilt binary, a package upgrade).
+  MappedFilePins pins;
+  converter_options.on_map = [&pins](const Mmap2Record& map) { pins.Pin(map); };
   VgptConverter converter(converter_options, &streams, &*dir);
   converter_ptr = &converter;
   VgptSpool spool(spool_dir, &converter);
@@ -295,7 +317,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   DescribeRun(options, converter, run, spool.bytes_read(), &meta);
   meta.pids = {static_cast<int>(*valgrind)};
   meta.end_ns = converter.newest_time() + 1;
-  ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir}, &meta);
+  ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir, &pins}, &meta);
   if (!run_status.ok()) meta.notes.push_back(absl::StrCat("reading the tool's stream: ", run_status.message()));
   if (run.exit_status >= 0) {
     (void)RemoveTree(work_dir);

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "recorder/emulate/emulated_recorder.h"
+#include "recorder/emulated_record_summary.h"
 #include "recorder/record_options.h"
 
 namespace ptd {

@@ -105,6 +105,7 @@ struct VgptConverter::Block {
   uint32_t lengths_at = 0;  // their lengths: Instance::lengths[lengths_at .. + n]
   uint8_t kind = VGPT_KIND_NONE;
   bool described = false;
+  bool hidden = false;  // Valgrind's own code: not traced
 };
 
 struct VgptConverter::Process {
@@ -243,8 +244,16 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   Thread& thread = *in.current;
   const Block& block = in.blocks[id];
   ++stats_.blocks;
-  if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start);
   Process& process = *in.process;
+  if (block.hidden) {
+    // Valgrind's own code: the branch into it leaves the traced region; the next block of
+    // the program's code re-enters it.
+    if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start, /*leaving=*/true);
+    process.clock += block.n;
+    ++stats_.hidden_blocks;
+    return;
+  }
+  if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start);
   thread.pending_in = &in;
   thread.pending_id = id;
   thread.pending_time = process.clock;
@@ -254,7 +263,7 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   if (block.trigger != 0 && options_.on_trigger) options_.on_trigger(in.pid, thread.tid, block.trigger);
 }
 
-void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip) {
+void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip, bool leaving) {
   (void)in;
   const Block& p = thread.pending_in->blocks[thread.pending_id];
   thread.pending_id = kNoBlock;
@@ -269,14 +278,39 @@ void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip) {
     thread.last_ip = p.last_ip;
     return;
   }
+  // A block VEX left by a side exit in its middle (an emulation warning after fldcw, a
+  // failed compare-and-swap retried): what precedes the exit's target ran, the rest did
+  // not. A target the last instruction itself can have is its branch, not such an exit.
+  const bool branch_target = p.kind == VGPT_KIND_IJUMP || p.kind == VGPT_KIND_ICALL || p.kind == VGPT_KIND_RET ||
+                             p.kind == VGPT_KIND_SYSCALL || p.kind == VGPT_KIND_TRAP || next_ip == p.end ||
+                             ((p.kind == VGPT_KIND_COND || p.kind == VGPT_KIND_JUMP || p.kind == VGPT_KIND_CALL) &&
+                              next_ip == p.target);
+  if (!branch_target && next_ip >= p.start && next_ip < p.end) {
+    const uint64_t ran = InstructionsBefore(*thread.pending_in, p, next_ip);
+    if (ran > 0) streams_->RetireStraight(thread.pid, thread.tid, p.start, ran, thread.pending_time);
+    stats_.instructions += ran;
+    ++stats_.side_exits;
+    thread.last_ip = next_ip;
+    return;
+  }
   ExecutedInsn last;
   last.ip = p.last_ip;
   last.size = static_cast<uint8_t>(p.end - p.last_ip);
   last.next_ip = next_ip;
   last.kind = LastInsnKind(p.kind);
-  streams_->RetireBlock(thread.pid, thread.tid, p.start, straight, last, thread.pending_time);
+  // Out of the traced region: unless the block left for the kernel already.
+  leaving = leaving && p.kind != VGPT_KIND_SYSCALL && p.kind != VGPT_KIND_TRAP;
+  streams_->RetireBlock(thread.pid, thread.tid, p.start, straight, last, thread.pending_time, leaving);
   stats_.instructions += p.n;
   thread.last_ip = next_ip;
+}
+
+uint64_t VgptConverter::InstructionsBefore(const Instance& in, const Block& block, uint64_t ip) {
+  uint64_t n = 0;
+  uint64_t at = block.start;
+  const uint8_t* lengths = in.lengths.data() + block.lengths_at;
+  while (n < block.n && at < ip) at += lengths[n++];
+  return at == ip ? n : 0;
 }
 
 void VgptConverter::Interrupt(Instance& in, Thread& thread, uint64_t ip) {
@@ -292,12 +326,9 @@ void VgptConverter::Interrupt(Instance& in, Thread& thread, uint64_t ip) {
     if (inside && !(exit_to_ip && ip == p.start)) {
       // Cut at `ip`: a fault (or a rep interrupted between iterations): what precedes
       // the instruction at `ip` retired, the rest did not run.
-      uint64_t ran = 0;
-      uint64_t at = p.start;
-      const uint8_t* lengths = thread.pending_in->lengths.data() + p.lengths_at;
-      while (ran < p.n && at < ip) at += lengths[ran++];
+      const uint64_t ran = InstructionsBefore(*thread.pending_in, p, ip);
       thread.pending_id = kNoBlock;
-      if (at == ip) {
+      if (ran > 0 || ip == p.start) {
         if (ran > 0) streams_->RetireStraight(thread.pid, thread.tid, p.start, ran, thread.pending_time);
         stats_.instructions += ran;
         if (!(p.kind == VGPT_KIND_REP && ip == p.last_ip)) ++stats_.faults;
@@ -382,7 +413,15 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       } else {
         if (flags & VGPT_HELLO_FORK_CHILD) {
           auto parent = processes_.find(ppid);
-          if (parent != processes_.end()) {
+          if (parent == processes_.end()) {
+            // The parent's stream may not have been read at all yet.
+            for (const auto& other : instances_) {
+              if (other.get() != &in && !other->hello && !other->closed) {
+                *waiting = true;
+                return 0;
+              }
+            }
+          } else {
             auto at = parent->second->fork_times.find(fork_seq);
             if (at == parent->second->fork_times.end()) {
               // The parent's stream has not reached this fork yet.
@@ -443,7 +482,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       b.target = p.U64();
       b.kind = static_cast<uint8_t>(p.U32());
       b.n = p.U32();
-      p.U32();  // flags
+      b.hidden = (p.U32() & VGPT_BLOCK_HIDDEN) != 0;
       absl::Span<const uint8_t> lengths = p.Bytes(b.n);
       if (!p.ok() || id == kNoBlock || id >= VGPT_TAG_BASE || b.n == 0 || b.end <= b.start ||
           id > in.blocks.size() + (1u << 20)) {
@@ -470,9 +509,20 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       }
       if (out > 0) {
         auto it = threads_.find(out);
-        if (it != threads_.end()) Interrupt(in, *it->second, resume);
+        if (it != threads_.end()) {
+          Thread& old = *it->second;
+          // Runnable (its time slice ended) unless it was in a system call (blocked).
+          const bool in_syscall = old.pending_id != kNoBlock &&
+                                  old.pending_in->blocks[old.pending_id].kind == VGPT_KIND_SYSCALL;
+          Interrupt(in, old, resume);
+          SwitchRecord sw;
+          sw.out = true;
+          sw.preempt = !in_syscall;
+          AddRecord(sw, in.pid, out, Tick(*in.process));
+        }
       }
       in.current = &ThreadOf(in, now);
+      AddRecord(SwitchRecord{}, in.pid, now, Tick(*in.process));
       return 0;
     }
     case VGPT_THREAD_EXIT: {
@@ -515,6 +565,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       map.prot = PROT_EXEC | ((prot & 1) ? PROT_READ : 0) | ((prot & 2) ? PROT_WRITE : 0);
       map.flags = MAP_PRIVATE;
       if (map.filename.empty()) map.filename = "//anon";
+      if (options_.on_map && map.filename[0] == '/') options_.on_map(map);
       if (options_.trigger_addresses && map.filename[0] == '/') {
         std::vector<uint64_t>& triggers = in.process->triggers;
         for (uint64_t a : options_.trigger_addresses(map)) triggers.push_back(a);
@@ -600,7 +651,9 @@ void VgptConverter::CloseInstance(int instance) {
     in.process->exec_pending = true;
     return;
   }
-  // Killed (SIGKILL), or the recording stopped before the program ended.
+  // Killed (SIGKILL), the tool could not write (disk full), or the recording stopped
+  // before the program ended.
+  ++stats_.cut_short;
   std::vector<Thread*> mine;
   for (auto& [tid, thread] : threads_) {
     if (thread->pid == in.pid) mine.push_back(thread.get());

@@ -27,7 +27,7 @@
 #include "absl/types/span.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/emulate/pt_stream_set.h"
+#include "recorder/ptgen/pt_stream_set.h"
 #include "sideband/perf_record.h"
 
 namespace ptd {
@@ -40,6 +40,9 @@ struct VgptConverterOptions {
   std::function<std::vector<uint64_t>(const Mmap2Record&)> trigger_addresses;
   // A thread is about to run a trigger address (once per entry of the block holding it).
   std::function<void(int pid, int tid, uint64_t address)> on_trigger;
+  // Told of every mapping of an executable file as it is read, usually while the process
+  // still runs (the recorder pins the file for its archive). Unset: nothing.
+  std::function<void(const Mmap2Record&)> on_map;
 };
 
 struct VgptConverterStats {
@@ -51,9 +54,12 @@ struct VgptConverterStats {
   uint64_t forks = 0;
   uint64_t execs = 0;
   uint64_t faults = 0;          // signals that interrupted a block in its middle
+  uint64_t hidden_blocks = 0;   // executions of Valgrind's own code (not traced)
+  uint64_t side_exits = 0;      // blocks VEX left in their middle (emulation warnings, CAS retries)
   uint64_t unknown_blocks = 0;  // executions of an id never described (a damaged stream)
   uint64_t bad_records = 0;     // control records that made no sense (skipped)
   uint64_t exits = 0;           // instances that ended with an exit record
+  uint64_t cut_short = 0;       // instances whose stream ended with the program still in it
 };
 
 class VgptConverter {
@@ -101,12 +107,15 @@ class VgptConverter {
 
   size_t FeedControl(Instance& in, uint32_t kind, absl::Span<const uint32_t> payload, bool* waiting);
   void RunBlock(Instance& in, uint32_t id);
-  // The thread's pending block left towards `next_ip`.
-  void Resolve(Instance& in, Thread& thread, uint64_t next_ip);
+  // The thread's pending block left towards `next_ip` (`leaving`: into code that is not
+  // traced).
+  void Resolve(Instance& in, Thread& thread, uint64_t next_ip, bool leaving = false);
   // The pending block was cut at `ip` (a fault) or completed towards it (asynchronous
   // signal, preemption): retire what ran, then disable at `ip`.
   void Interrupt(Instance& in, Thread& thread, uint64_t ip);
   void EndThread(Instance& in, Thread& thread);
+  // How many of the block's instructions lie before `ip` (0 if it is not one's start).
+  static uint64_t InstructionsBefore(const Instance& in, const Block& block, uint64_t ip);
   Thread& ThreadOf(Instance& in, int tid);
   uint64_t Tick(Process& process);  // a time for a sideband record, strictly increasing
   void AddRecord(PerfRecordBody body, int pid, int tid, uint64_t time);

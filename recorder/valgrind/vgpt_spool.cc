@@ -81,8 +81,10 @@ absl::Status VgptSpool::Pump(File& file, bool final_read, bool* progress) {
   bytes_read_ += static_cast<uint64_t>(n);
   const size_t bytes = file.tail_size + static_cast<size_t>(n);
   const size_t whole = bytes / 4;
-  file.words.resize(have + whole);
-  std::memcpy(file.words.data() + have, buffer.data(), whole * 4);
+  if (whole > 0) {
+    file.words.resize(have + whole);
+    std::memcpy(file.words.data() + have, buffer.data(), whole * 4);
+  }
   file.tail_size = bytes - whole * 4;
   std::memcpy(file.tail, buffer.data() + whole * 4, file.tail_size);
   if (file.words.empty()) return absl::OkStatus();

@@ -24,7 +24,7 @@ using testing::TempDir;
 
 std::string Record(const TempDir& tmp, const std::string& timing) {
   std::string trace = tmp.Sub(absl::StrCat("trace-", timing));
-  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate", "-q", "--timing", timing, "-o", trace, "--",
+  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--timing", timing, "-o", trace, "--",
                        absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_calls")});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return trace;

@@ -4,19 +4,27 @@
 // entries are warned about and decode falls back to the path.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/elf_build_id.h"
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "tests/testing/test_util.h"
+
+extern char** environ;
 
 namespace ptd {
 namespace {
@@ -158,6 +166,66 @@ TEST_F(TraceArchiveTest, ValgrindBackendArchivesToo) {
   EXPECT_FALSE(ProgramEntry(trace).file.empty());
   Overwrite(Program("ptd_prog_vdso"), prog_);
   ExpectSameDecode(Decode(trace), before);
+}
+
+// The first process whose mappings include `path` among the descendants of `pid`
+// (Valgrind's launcher execs the tool, which maps the program); 0 when none (yet).
+int ProcessMapping(int pid, const std::string& path) {
+  if (ReadFileToString(absl::StrCat("/proc/", pid, "/maps")).value_or("").find(path) != std::string::npos) {
+    return pid;
+  }
+  std::string children = ReadFileToString(absl::StrCat("/proc/", pid, "/task/", pid, "/children")).value_or("");
+  for (absl::string_view id : absl::StrSplit(children, ' ', absl::SkipEmpty())) {
+    int child = 0;
+    if (!absl::SimpleAtoi(id, &child)) continue;
+    if (int found = ProcessMapping(child, path); found != 0) return found;
+  }
+  return 0;
+}
+
+// Valgrind runs the program itself and reports each mapping as it is made: the recorder
+// pins the file then, so a binary replaced (a new inode at its path, as a rebuild or an
+// upgrade does) while the program still runs is archived as the program mapped it. Read
+// when recording ended, the path would give the new program (and its build-id).
+TEST_F(TraceArchiveTest, ValgrindArchivesTheFileAsMappedWhenReplacedDuringTheRecording) {
+  auto probe = RunCommand({PTD_CLI_PATH, "record", "--emulate=valgrind", "-q", "-o", tmp_.Sub("probe"), "--", "/bin/true"});
+  if (probe.exit_code != 0) GTEST_SKIP() << "the Valgrind backend cannot run here: " << probe.err;
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "opening /proc/PID/map_files needs CAP_SYS_ADMIN: without it the pin races the replacement";
+  }
+  Overwrite(PTD_ATTACH_TARGET, prog_);
+  absl::StatusOr<std::string> original_id = ReadElfBuildId(prog_);
+  ASSERT_TRUE(original_id.ok() && !original_id->empty()) << "the test program has no build-id";
+  const std::string trace = tmp_.Sub("trace");
+  std::vector<std::string> args = {PTD_CLI_PATH, "record", "--emulate=valgrind", "-q", "-o", trace, "--", prog_, "1500"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t recorder = 0;
+  ASSERT_EQ(posix_spawn(&recorder, PTD_CLI_PATH, nullptr, nullptr, argv.data(), environ), 0);
+  int program = 0;
+  for (int i = 0; i < 1000 && program == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    program = ProcessMapping(recorder, prog_);
+  }
+  ASSERT_NE(program, 0) << "the program did not start under Valgrind";
+
+  // Replaced the way `install` and compilers do: a new file renamed over the path.
+  Overwrite(Program("ptd_prog_vdso"), prog_ + ".new");
+  ASSERT_EQ(::rename((prog_ + ".new").c_str(), prog_.c_str()), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(recorder, &status, 0), recorder);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "record failed: status " << status;
+
+  EXPECT_EQ(ProgramEntry(trace).build_id, *original_id);
+  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->build_ids[prog_], *original_id);
+  const Decoded decoded = Decode(trace);
+  EXPECT_EQ(decoded.exit_code, 0) << decoded.err;
+  EXPECT_EQ(decoded.errors, 0) << decoded.err;
+  EXPECT_GT(decoded.calls, 1000);
+  EXPECT_THAT(decoded.ftf, HasSubstr("step"));  // the program's own function, by name
 }
 
 // A damaged entry: a clear warning naming it, then the file at the path (intact here)

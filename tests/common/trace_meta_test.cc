@@ -13,6 +13,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// Every field away from its default, so a field lost both ways shows in ExpectSameMeta.
 TraceMeta FullMeta() {
   TraceMeta m;
   m.tool_version = "0.1.0";
@@ -41,29 +42,45 @@ TraceMeta FullMeta() {
   PtStream s;
   s.file = "aux/cpu0.pt";
   s.cpu = 0;
+  s.tid = 77;
   s.chunks.push_back({0, 4096, 8192, 77, "sigusr2", true, false, true, true, false});
   s.chunks.push_back({4096, 100, 123456789012345ull, 99, "exit", false, true, false, true, true});
   m.streams.push_back(s);
   m.sideband.push_back({"sideband/cpu0.data", 0, -1, "kernel", 0x10086, true, 3});
-  m.sideband.push_back({"sideband/synth.data", -1, -1, "synthesized", 0x10086, true, 0});
+  m.sideband.push_back({"sideband/synth.data", -1, 12, "synthesized", 0x10086, false, 0});
   m.images.push_back({"images/vdso.1234.so", "[vdso]", 0x7ffd12345000ull, 0, 8192, 1234,
                       ImageKind::kVdso, "abcdef"});
   m.images.push_back({"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6",
                       0x7f0000028000ull, 0x28000, 0x155000, 1234, ImageKind::kFile, ""});
+  m.build_ids = {{"/bin/echo", "0123456789abcdef0123456789abcdef01234567"}};
   m.archived = true;
   m.archive.push_back({"/tmp/prog", "3252f0971fcaaf7367adc79c23809a5027990696",
                        "images/by-build-id/32/52f0971fcaaf7367adc79c23809a5027990696", 15984});
   m.namespace_tids = {{31038, 1}, {31039, 2}};
   m.end_reason = "exit";
   m.notes = {"target exited with status 0"};
+  m.partial = true;
+  m.partial_reason = "disk full";
   m.start_ns = 1000;
   m.end_ns = 0xfffffffffffffff0ull;
   return m;
 }
 
-void ExpectSameMeta(const TraceMeta& a, const TraceMeta& b) {
-  // Serialization is canonical: equal metas serialize to equal text.
-  EXPECT_EQ(SerializeTraceMeta(a), SerializeTraceMeta(b));
+// `back` (parsed) against `original` member by member (the structs' defaulted ==), part
+// by part for readable failures: a field dropped by both the writer and the reader fails
+// here, where comparing two serializations would not.
+void ExpectSameMeta(const TraceMeta& original, const TraceMeta& back) {
+  EXPECT_TRUE(back.host == original.host);
+  EXPECT_TRUE(back.pt == original.pt);
+  EXPECT_TRUE(back.time == original.time);
+  EXPECT_TRUE(back.streams == original.streams);
+  EXPECT_TRUE(back.sideband == original.sideband);
+  EXPECT_TRUE(back.images == original.images);
+  EXPECT_EQ(back.build_ids, original.build_ids);
+  EXPECT_TRUE(back.archive == original.archive);
+  EXPECT_EQ(back.namespace_tids, original.namespace_tids);
+  EXPECT_EQ(back.notes, original.notes);
+  EXPECT_TRUE(back == original) << "a top-level field differs:\n" << SerializeTraceMeta(back);
 }
 
 TEST(TraceMetaTest, RoundTripKeepsEveryField) {

@@ -163,7 +163,7 @@ class CyclesTest : public ::testing::Test {
     tmp_ = new TempDir();
     trace_ = tmp_->Sub("trace");
     // Small PSB period: many pieces for --jobs N.
-    auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate", "-q", "--psb-period", "1024", "-o", trace_, "--",
+    auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--psb-period", "1024", "-o", trace_, "--",
                          Program("ptd_prog_calls")});
     if (r.exit_code != 0) error_ = absl::StrCat("record failed: ", r.err);
   }
@@ -361,7 +361,7 @@ class CyclesOverflowTest : public CyclesTest {
   static void SetUpTestSuite() {
     overflow_tmp_ = new TempDir();
     overflow_trace_ = overflow_tmp_->Sub("trace");
-    auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate", "-q", "--psb-period", "1024",
+    auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--psb-period", "1024",
                          "--emulate-overflow-every", "6144", "-o", overflow_trace_, "--", Program("ptd_prog_calls")});
     if (r.exit_code != 0) overflow_error_ = absl::StrCat("record failed: ", r.err);
   }

@@ -154,6 +154,7 @@ class Simulation {
       case GroundTruthTag::kReturn:
         ApplyPendingUnwind(k);
         PopTo(e.depth, e.to, k);
+        ContinueAt(e.to, k);
         return true;
       case GroundTruthTag::kUnwind:
         if (e.count == 1 && !frames_.empty() && e.from == frames_.back().start && IsPop(e.from)) {
@@ -205,6 +206,20 @@ class Simulation {
       }
     }
     return 0;  // nothing pops below the resumed frame: its depth does not matter
+  }
+
+  // A return into the caller's frame but outside its function (ld.so's _start calls
+  // _dl_start, which returns to the next label, _dl_start_user): the caller's slice ends
+  // and the function returned into begins, as the model does.
+  void ContinueAt(uint64_t target, size_t k) {
+    if (frames_.empty()) return;
+    const Frame& top = frames_.back();
+    if (top.marker || top.plt_pending || top.end == 0 || top.contains(target)) return;
+    if (!resolver_->Resolve(target).mapped) return;
+    Frame next = Make(target, k);
+    next.plt_pending = false;
+    Pop(k);
+    Push(std::move(next));
   }
 
   void OnInstruction(uint64_t ip, size_t k) {

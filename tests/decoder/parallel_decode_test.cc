@@ -191,7 +191,7 @@ TEST(ParallelDecodeTest, EmulatedThreadsDecodeIdenticallyInPieces) {
   TempDir tmp;
   std::string trace = tmp.Sub("trace");
   std::string program = absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_threads");
-  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate", "--psb-period", "512", "-o", trace, "--", program});
+  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "--psb-period", "512", "-o", trace, "--", program});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
   ASSERT_TRUE(meta.ok()) << meta.status();
@@ -220,7 +220,7 @@ std::pair<int, std::string> DecodeAndInterrupt(const std::string& trace, const s
   ssize_t n;
   while ((n = read(err_pipe[0], buf, sizeof buf)) > 0) {
     err.append(buf, static_cast<size_t>(n));
-    if (!sent && err.find("decoding:") != std::string::npos) {
+    if (!sent && err.find("decoding [") != std::string::npos) {
       kill(pid, SIGINT);
       sent = true;
     }

@@ -9,7 +9,7 @@ Recording Record(const std::string& program, const std::vector<std::string>& opt
   r.dir = std::make_unique<ptd::testing::TempDir>();
   r.trace = r.dir->Sub("trace");
   std::string truth = r.dir->Sub("truth.bin");
-  std::vector<std::string> argv = {PTD_CLI_PATH, "record", "--emulate", "-q", "--ground-truth", truth,
+  std::vector<std::string> argv = {PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--ground-truth", truth,
                                    "-o", r.trace};
   argv.insert(argv.end(), options.begin(), options.end());
   argv.push_back("--");

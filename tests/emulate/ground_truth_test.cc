@@ -135,7 +135,7 @@ TEST(StackFrameTrackerTest, FramesLiveWhileRspStaysBelowItsValueAtTheCall) {
 }  // namespace
 }  // namespace ptd
 
-#include "recorder/emulate/insn_classifier.h"
+#include "image/insn_classifier.h"
 
 namespace ptd {
 namespace {
@@ -166,15 +166,15 @@ TEST(InsnClassifierTest, KindsMatchWhatIntelPtTracesForEachInstruction) {
       {{0xf3, 0x0f, 0x1e, 0xfa}, 4, BranchKind::kNone},               // endbr64
       {{0x48, 0x89, 0xe5}, 3, BranchKind::kNone},                     // mov rbp, rsp
   };
-  InsnClassifier classifier;
+  image::InsnClassifier classifier;
   for (const ClassifierCase& c : cases) {
-    InsnInfo info = classifier.Decode(0x1000, c.bytes);
+    image::InsnInfo info = classifier.Decode(0x1000, c.bytes);
     EXPECT_EQ(info.size, c.size) << BranchKindName(c.kind);
     EXPECT_EQ(info.kind, c.kind) << "bytes starting " << std::hex << int(c.bytes[0]) << " "
                                  << int(c.bytes[1 % c.bytes.size()]);
   }
   // Direct targets are absolute.
-  InsnInfo jmp = classifier.Decode(0x1000, std::vector<uint8_t>{0xeb, 0x05});
+  image::InsnInfo jmp = classifier.Decode(0x1000, std::vector<uint8_t>{0xeb, 0x05});
   EXPECT_EQ(jmp.direct_target, 0x1007u);
   // Garbage is unknown with size 0 and counted once per address.
   EXPECT_EQ(classifier.Classify(0x2000, std::vector<uint8_t>{0x06, 0x06}).kind, BranchKind::kUnknown);

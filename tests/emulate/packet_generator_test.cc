@@ -1,6 +1,6 @@
 // Packet-level checks of the generator: the bytes it writes are decoded with libipt's
 // packet decoder and compared with the packets the SDM rules call for.
-#include "recorder/emulate/packet_generator.h"
+#include "recorder/ptgen/packet_generator.h"
 
 #include <intel-pt.h>
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "recorder/emulate/memory_sink.h"
+#include "recorder/ptgen/memory_sink.h"
 
 namespace ptd {
 namespace {

@@ -14,8 +14,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const FunctionTime* Find(const FtfSummary& summary, const std::string& name) {
-  for (const FunctionTime& f : summary.functions) {
+const FunctionStats* Find(const FtfSummary& summary, const std::string& name) {
+  for (const FunctionStats& f : summary.functions.functions) {
     if (f.name == name) return &f;
   }
   return nullptr;
@@ -66,10 +66,10 @@ std::string SampleTrace() {
 
 TEST(FtfSummaryTest, TotalAndSelfTimePerFunction) {
   FtfSummary summary = Summarize(SampleTrace());
-  const FunctionTime* main = Find(summary, "main");
-  const FunctionTime* a = Find(summary, "a");
-  const FunctionTime* b = Find(summary, "b");
-  const FunctionTime* r = Find(summary, "r");
+  const FunctionStats* main = Find(summary, "main");
+  const FunctionStats* a = Find(summary, "a");
+  const FunctionStats* b = Find(summary, "b");
+  const FunctionStats* r = Find(summary, "r");
   ASSERT_TRUE(main && a && b && r);
   EXPECT_EQ(main->calls, 1u);
   EXPECT_EQ(main->total_ns, 100u);
@@ -82,7 +82,7 @@ TEST(FtfSummaryTest, TotalAndSelfTimePerFunction) {
   EXPECT_EQ(r->calls, 2u);
   EXPECT_EQ(r->total_ns, 50u);  // the recursive call is not counted twice
   EXPECT_EQ(r->self_ns, 50u);   // 20 outer + 30 inner
-  EXPECT_EQ(summary.functions.front().name, "main");  // longest total first
+  EXPECT_EQ(summary.functions.functions.front().name, "main");  // longest total first
 }
 
 TEST(FtfSummaryTest, ThreadsWithNamesCountsAndUnfinishedSlices) {
@@ -101,7 +101,7 @@ TEST(FtfSummaryTest, ThreadsWithNamesCountsAndUnfinishedSlices) {
   EXPECT_EQ(worker.slices, 4u);  // r, r, leaf, open
   EXPECT_EQ(worker.unfinished, 1u);
   EXPECT_EQ(worker.last_ts_ns, 70u);
-  const FunctionTime* open = Find(summary, "open");
+  const FunctionStats* open = Find(summary, "open");
   ASSERT_NE(open, nullptr);
   EXPECT_EQ(open->total_ns, 10u);  // 60 .. last timestamp 70
   EXPECT_EQ(open->self_ns, 1u);    // minus leaf's 9
@@ -128,8 +128,8 @@ TEST(FtfSummaryTest, SummarizesAFile) {
   }
   absl::StatusOr<FtfSummary> summary = SummarizeFtfFile(path);
   ASSERT_TRUE(summary.ok()) << summary.status();
-  ASSERT_EQ(summary->functions.size(), 1u);
-  EXPECT_EQ(summary->functions[0].total_ns, 2000u);
+  ASSERT_EQ(summary->functions.functions.size(), 1u);
+  EXPECT_EQ(summary->functions.functions[0].total_ns, 2000u);
   EXPECT_EQ(summary->ticks_per_second, 1'000'000'000u);
 }
 

@@ -39,9 +39,11 @@ TEST(SymbolTableTest, FindsTheSymbolContainingAnAddress) {
   table.Add(0x1000, 0x100, "a");
   table.Add(0x3000, 0, "unsized");
   table.Add(0x3100, 0x10, "after");
+  table.Add(0x1080, 0, "label_inside_a");  // covered by a: never takes a's tail
   table.Finish();
   ASSERT_NE(table.Find(0x1050), nullptr);
   EXPECT_EQ(table.name(*table.Find(0x1050)), "a");
+  EXPECT_EQ(table.name(*table.Find(0x1090)), "a");
   EXPECT_EQ(table.Find(0x1100), nullptr);
   EXPECT_EQ(table.name(*table.Find(0x200f)), "b");
   EXPECT_EQ(table.Find(0x2010), nullptr);

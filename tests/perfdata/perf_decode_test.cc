@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -95,7 +96,7 @@ TEST(PerfDecodeTest, DirectDecodeReadsEveryPtByteAndNamesMissingBinaries) {
   ::ptd::testing::TempDir tmp;
   ASSERT_TRUE(MakeDirs(tmp.Sub("scratch")).ok());
   auto direct = RunCli(tmp, {"decode", samples + kFileMode, "-o", tmp.Sub("out.ftf"), "--stats-json",
-                             tmp.Sub("stats.json"), "--buildid-dir", tmp.Sub("no-such-cache")});
+                             tmp.Sub("stats.json"), "--buildid-dir", tmp.Sub("no-such-cache"), "--verbose"});
   ASSERT_EQ(direct.exit_code, 0) << direct.err;
 
   // AUX bytes per CPU as samples/tools/perf_aux_extract.py (an independent walk) counted them.
@@ -108,18 +109,34 @@ TEST(PerfDecodeTest, DirectDecodeReadsEveryPtByteAndNamesMissingBinaries) {
   ASSERT_GT(aux_bytes, 0u);
   EXPECT_EQ(StatsValue(ReadText(tmp.Sub("stats.json")), "bytes"), aux_bytes);
 
-  // The binaries are not on this machine: each user-space one of perf's published
-  // build-id list is named with its build-id, and the searched directory is named.
-  EXPECT_THAT(direct.err, HasSubstr("warning: " + samples + kFileMode));
+  // The binaries are not on this machine: with --verbose each user-space one of perf's
+  // published build-id list is named with its build-id, and the searched directory is named.
+  EXPECT_THAT(direct.err, HasSubstr("66 binaries not found"));
   EXPECT_THAT(direct.err, HasSubstr(tmp.Sub("no-such-cache")));
   std::istringstream buildids(ReadText(samples + kFileMode + std::string(".buildids")));
   int named = 0;
   for (std::string id, path; buildids >> id >> path;) {
     if (path.rfind("/lib64/", 0) != 0 && path.rfind("/usr/", 0) != 0) continue;
-    EXPECT_THAT(direct.err, HasSubstr(path + " (build-id " + id + ")"));
+    EXPECT_THAT(direct.err, HasSubstr(path + " (build-id " + id + ";"));
     ++named;
   }
   EXPECT_GE(named, 5);
+}
+
+// Without --verbose the whole output fits a screen: one line for the 66 missing
+// binaries (the biggest named), one for where they were looked for, the result line.
+TEST(PerfDecodeTest, QuipperDecodePrintsAtMostFifteenLines) {
+  PTD_REQUIRE_SAMPLES(samples);
+  ::ptd::testing::TempDir tmp;
+  ASSERT_TRUE(MakeDirs(tmp.Sub("scratch")).ok());
+  auto r = RunCli(tmp, {"decode", samples + kFileMode, "-o", tmp.Sub("out.ftf")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string all = r.out + r.err;
+  EXPECT_LE(std::count(all.begin(), all.end(), '\n'), 15) << all;
+  EXPECT_THAT(r.err, HasSubstr("66 binaries not found (8 decode errors where their code ran): biggest: "));
+  EXPECT_THAT(r.err, HasSubstr("/lib64/libc-2.23.so (3.7 MiB)"));
+  EXPECT_THAT(r.err, HasSubstr("--verbose lists all"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("/lib64/libdl-2.23.so")));
 }
 
 TEST(PerfDecodeTest, CorruptPerfDataIsAnErrorNamingTheFile) {

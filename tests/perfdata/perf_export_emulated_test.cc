@@ -105,7 +105,7 @@ class PerfExportEmulatedTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     tmp_ = new ::ptd::testing::TempDir();
-    auto rec = ::ptd::testing::RunCommand({PTD_CLI_PATH, "record", "--emulate", "-o", Trace(), "--", "/bin/true"});
+    auto rec = ::ptd::testing::RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-o", Trace(), "--", "/bin/true"});
     if (rec.exit_code != 0) {
       skip_reason_ = new std::string("record --emulate unavailable here: " + rec.err);
       return;
@@ -201,7 +201,7 @@ TEST_F(PerfExportEmulatedTest, DecodeNamesTheMissingVdsoWithItsBuildId) {
   auto r = ::ptd::testing::RunCommand({"/usr/bin/env", "HOME=" + Scratch("home"), PTD_CLI_PATH, "decode",
                                        PerfDataPath(), "-o", Scratch("novdso.ftf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("[vdso] (build-id " + build_id + ")"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[vdso] (build-id " + build_id + ";"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(Scratch("home") + "/.debug"), std::string::npos) << r.err;
   EXPECT_TRUE(PathExists(Scratch("novdso.ftf")));
 }

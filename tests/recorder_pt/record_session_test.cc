@@ -14,7 +14,7 @@
 
 #include "common/file_util.h"
 #include "recorder/pt/breakpoint_trigger.h"
-#include "recorder/pt/control_fifo.h"
+#include "recorder/control_fifo.h"
 #include "recorder/pt/record_session.h"
 #include "recorder/pt/status_line.h"
 #include "recorder/target_process.h"

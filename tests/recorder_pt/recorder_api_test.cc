@@ -36,11 +36,12 @@ void Produce(pt::testing::FakePtKernel& k, const std::string& bytes) {
 TEST(RecorderApiTest, StartOnThisMachineSaysThereIsNoIntelPt) {
   if (IsDirectory("/sys/bus/event_source/devices/intel_pt")) GTEST_SKIP() << "intel_pt present";
   RecorderConfig config;
+  config.backend = Backend::kHardware;
   config.command = {"/bin/true"};
   Recorder recorder(config);
   absl::Status st = recorder.Start();
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(std::string(st.message()), kNoPt);
+  EXPECT_EQ(std::string(st.message()), std::string("RecorderConfig.backend = hardware: ") + kNoPt);
   EXPECT_FALSE(recorder.Snapshot().ok());
   EXPECT_FALSE(recorder.WriteTo("/nonexistent/x").ok());
 }
@@ -138,7 +139,8 @@ TEST(TraceScopeTest, OnThisMachineRecordsNothingAndSaysWhy) {
   ptd::testing::TempDir out;
   {
     TraceScope scope(out.Sub("x.trace"));
-    EXPECT_EQ(std::string(scope.status().message()), kNoPt);
+    EXPECT_EQ(std::string(scope.status().message()),
+              std::string("tracing the calling thread needs Intel PT: ") + kNoPt);
   }
   EXPECT_FALSE(PathExists(out.Sub("x.trace")));
 }

@@ -70,7 +70,7 @@ template <typename Fn>
 Interrupted RecordSpinAndInterrupt(const TempDir& tmp, const std::string& dir, Fn interrupt) {
   Interrupted result;
   const std::string pidfile = tmp.Sub("target.pid");
-  ChildProcess recorder({CliPath(), "record", "--emulate", "-q", "-o", dir, "--",
+  ChildProcess recorder({CliPath(), "record", "--emulate=ptrace", "-q", "-o", dir, "--",
                          CoreProgram(kSpin), pidfile});
   const std::string staging = absl::StrCat(dir, ".partial-", recorder.pid());
   EXPECT_TRUE(WaitForFile(pidfile)) << "the target never started";
@@ -132,7 +132,7 @@ TEST(FaultTest, RecorderStoppedBySigtermCommitsTheTrace) {
 TEST(FaultTest, TargetThatForksAndExecsIsRecordedWithItsChild) {
   TempDir tmp;
   const std::string dir = tmp.Sub("trace.dir");
-  ChildResult record = RunChild({CliPath(), "record", "--emulate", "-q", "-o", dir, "--",
+  ChildResult record = RunChild({CliPath(), "record", "--emulate=ptrace", "-q", "-o", dir, "--",
                                  CoreProgram("ptd_core_fork_exec_target")});
   ASSERT_EQ(record.exit_code, 0) << record.err;
   ExpectCommitted(tmp, dir);
@@ -172,7 +172,7 @@ TEST(FaultTest, DiskFullKeepsWhatWasWrittenMarkedPartial) {
   // Past the 8 KiB vDSO dump and meta.json; the PT of 2000 rounds (~40 000 instructions)
   // is larger.
   constexpr uint64_t kLimit = 8192;
-  ChildResult record = RunChild({CliPath(), "record", "--emulate", "-q", "-o", dir, "--",
+  ChildResult record = RunChild({CliPath(), "record", "--emulate=ptrace", "-q", "-o", dir, "--",
                                  CoreProgram(kSpin), tmp.Sub("target.pid"), "2000"},
                                 FileSizeLimit(kLimit));
   EXPECT_EQ(record.exit_code, 1) << record.err;
@@ -225,7 +225,7 @@ TEST(FaultTest, LongRunWithManySnapshotsStaysBounded) {
   const std::string dir = tmp.Sub("trace.dir");
   const std::string pidfile = tmp.Sub("target.pid");
   constexpr int kRing = 1 << 20;
-  ChildProcess recorder({CliPath(), "record", "--emulate", "-q", "--snapshot", "--snapshot-size",
+  ChildProcess recorder({CliPath(), "record", "--emulate=ptrace", "-q", "--snapshot", "--snapshot-size",
                          std::to_string(kRing), "-o", dir, "--", CoreProgram(kSpin), pidfile});
   ASSERT_TRUE(WaitForFile(pidfile));
   int sent = 0;

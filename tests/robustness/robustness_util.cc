@@ -52,7 +52,7 @@ bool CheckFtfFileOk(const std::string& path) {
 }
 
 uint64_t CallsOf(const FtfSummary& summary, const std::string& function) {
-  for (const FunctionTime& f : summary.functions) {
+  for (const FunctionStats& f : summary.functions.functions) {
     if (f.name == function) return f.calls;
   }
   return 0;

@@ -12,7 +12,7 @@
 namespace ptd::testing {
 
 using ::ptd::ftf::FtfSummary;
-using ::ptd::ftf::FunctionTime;
+using ::ptd::ftf::FunctionStats;
 using ::ptd::ftf::SummarizeFtfFile;
 using ::ptd::ftf::ThreadSummary;
 

@@ -6,14 +6,17 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <thread>
 #include <functional>
 #include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/trace_meta.h"
@@ -226,12 +229,8 @@ TEST(ValgrindRecorderTest, Python3RunningAScriptDecodesCompletely) {
   const std::vector<std::string> command = {"/usr/bin/python3", "-c",
                                             "import json\nprint(len(json.dumps(list(range(300)))))"};
   Recorded rec = RecordAndDecode(tmp, command);
-  EXPECT_EQ(rec.decoded.errors, 0u);
+  ExpectCleanDecode(rec);
   EXPECT_GT(rec.summary.instructions, 10'000'000u);
-  // Known difference (docs/emulation.md): python3's decode comes out a handful of
-  // instructions short of what the converter retired (16 of 57 M).
-  EXPECT_NEAR(static_cast<double>(rec.decoded.instructions), static_cast<double>(rec.summary.instructions),
-              1e-6 * static_cast<double>(rec.summary.instructions));
   absl::StatusOr<uint64_t> lackey = LackeyInstructions(command);
   ASSERT_TRUE(lackey.ok()) << lackey.status();
   EXPECT_NEAR(static_cast<double>(rec.decoded.instructions) / static_cast<double>(*lackey), 1.0, 0.01);
@@ -283,16 +282,97 @@ TEST(ValgrindRecorderTest, KilledProgramKeepsWhatWasRecorded) {
 TEST(ValgrindRecorderTest, DurationStopsRecordingAndTheProgramRunsOn) {
   PTD_REQUIRE_VALGRIND();
   TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {"/bin/sh", "-c", "while :; do :; done"},
-                                 [](RecordOptions& o) { o.duration_s = 3.0; });
+  // A program that mostly sleeps: the stream to drain at the stop stays small, so the
+  // test takes the duration, not the converter's backlog (slow under sanitizers).
+  Recorded rec = RecordAndDecode(tmp, {"/bin/sleep", "60"}, [](RecordOptions& o) { o.duration_s = 3.0; });
   EXPECT_EQ(rec.summary.end_reason, "duration");
   EXPECT_EQ(rec.decoded.errors, 0u);
-  EXPECT_GT(rec.decoded.instructions, 100000u);
+  EXPECT_GT(rec.decoded.instructions, 50000u);  // sleep's start-up, up to its nanosleep
   ASSERT_EQ(rec.meta.pids.size(), 1u);
   // Still running (untraced); the test ends it.
   EXPECT_EQ(kill(rec.meta.pids[0], 0), 0);
   kill(rec.meta.pids[0], SIGKILL);
   waitpid(rec.meta.pids[0], nullptr, 0);
+}
+
+TEST(ValgrindRecorderTest, StaticProgramDecodes) {
+  PTD_REQUIRE_VALGRIND();
+  TempDir tmp;
+  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_calls_static")});
+  EXPECT_EQ(rec.decoded.errors, 0u) << (rec.decoded.error_details.empty() ? "" : rec.decoded.error_details[0]);
+  EXPECT_EQ(rec.decoded.instructions, rec.summary.instructions);
+  EXPECT_EQ(Calls(rec.decoded.calls, "twice"), 50u);
+  EXPECT_EQ(Calls(rec.decoded.calls, "tail_caller"), 100u);
+}
+
+TEST(ValgrindRecorderTest, TrappingInstructionKillsTheProgramAndTheTraceDecodes) {
+  PTD_REQUIRE_VALGRIND();
+  TempDir tmp;
+  // ud2: Valgrind delivers SIGILL, as the CPU would, and the program dies of it.
+  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_trap")});
+  EXPECT_EQ(rec.summary.exit_status, 128 + SIGILL);
+  EXPECT_EQ(rec.meta.end_reason, "target_killed");
+  EXPECT_EQ(rec.decoded.errors, 0u) << (rec.decoded.error_details.empty() ? "" : rec.decoded.error_details[0]);
+  EXPECT_EQ(rec.decoded.instructions, rec.summary.instructions);
+  EXPECT_EQ(Calls(rec.decoded.calls, "before_trap"), 10u);
+}
+
+TEST(ValgrindRecorderTest, SigtermToTheRecorderCommitsTheTrace) {
+  PTD_REQUIRE_VALGRIND();
+  TempDir tmp;
+  std::thread terminator([] {
+    sleep(3);
+    kill(getpid(), SIGTERM);  // the recorder's handler takes it: a stop, not a death
+  });
+  Recorded rec = RecordAndDecode(tmp, {"/bin/sleep", "60"});
+  terminator.join();
+  EXPECT_EQ(rec.summary.end_reason, "sigterm");
+  EXPECT_EQ(rec.decoded.errors, 0u);
+  EXPECT_GT(rec.decoded.instructions, 50000u);
+  ASSERT_EQ(rec.meta.pids.size(), 1u);
+  kill(rec.meta.pids[0], SIGKILL);
+  waitpid(rec.meta.pids[0], nullptr, 0);
+}
+
+TEST(ValgrindRecorderTest, FileSizeLimitKeepsWhatWasWrittenMarkedPartial) {
+  PTD_REQUIRE_VALGRIND();
+  TempDir tmp;
+  const std::string dir = tmp.Sub("trace.dir");
+  // 4 MB per file: the tool's stream of this run is far larger, so its writes fail.
+  RunCommand({"/bin/sh", "-c",
+              absl::StrCat("ulimit -f 4000; exec ", PTD_CLI_PATH, " record -q --emulate=valgrind -o ", dir,
+                           " -- /usr/bin/python3 -c 'print(sum(range(300000)))'")});
+  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(dir);
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_TRUE(meta->partial);
+  EXPECT_NE(meta->partial_reason.find("could not write"), std::string::npos) << meta->partial_reason;
+  absl::StatusOr<DecodedTrace> decoded = DecodeForTest(dir);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->errors, 0u);
+  EXPECT_GT(decoded->instructions, 1000000u);
+}
+
+TEST(ValgrindRecorderTest, SetuidProgramIsRefusedWithTheAlternative) {
+  PTD_REQUIRE_VALGRIND();
+  std::string setuid;
+  for (const char* candidate : {"/usr/bin/passwd", "/usr/bin/su", "/bin/su"}) {
+    struct stat st;
+    if (stat(candidate, &st) == 0 && (st.st_mode & S_ISUID) != 0) {
+      setuid = candidate;
+      break;
+    }
+  }
+  if (setuid.empty()) GTEST_SKIP() << "no set-user-ID program (passwd, su) on this machine";
+  TempDir tmp;
+  RecordOptions options;
+  options.command = {setuid, "--help"};
+  options.output_dir = tmp.Sub("trace.dir");
+  options.quiet = true;
+  absl::StatusOr<EmulatedRecordSummary> r = RecordValgrind(options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("set-user-ID"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("--emulate=ptrace"), std::string::npos) << r.status();
+  EXPECT_FALSE(PathExists(options.output_dir));
 }
 
 TEST(ValgrindRecorderTest, AttachingIsRefusedWithTheAlternative) {

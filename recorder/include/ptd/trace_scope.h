@@ -7,7 +7,9 @@
 //     HotLoop();
 //   }  // hot-loop.trace written here; scope.status() says whether it worked
 //
-// On machines without Intel PT the scope records nothing and status() says why.
+// Intel PT hardware only: no emulation backend can trace the process it runs in. On
+// machines without Intel PT, or with RecorderConfig::backend kPtrace / kValgrind, the
+// scope records nothing and status() says why (FailedPrecondition).
 
 #include <memory>
 #include <string>

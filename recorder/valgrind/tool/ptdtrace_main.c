@@ -65,8 +65,22 @@ static Bool alive[MAX_TIDS];
 
 /* ---- output ---------------------------------------------------------------- */
 
+static ULong out_offset = 0; /* bytes written to the current file */
+
+/* Never write past RLIMIT_FSIZE: the write that tried would raise SIGXFSZ, which kills
+   the program. At the limit the stream just ends (the recorder marks the trace partial). */
+static SizeT room_under_file_limit(SizeT len) {
+  struct vki_rlimit limit;
+  if (VG_(getrlimit)(1 /* RLIMIT_FSIZE */, &limit) != 0 || limit.rlim_cur == VKI_RLIM_INFINITY) return len;
+  if (out_offset >= limit.rlim_cur) return 0;
+  return len < limit.rlim_cur - out_offset ? len : (SizeT)(limit.rlim_cur - out_offset);
+}
+
 static void write_all(const void* data, SizeT len) {
   const UChar* p = data;
+  const SizeT room = room_under_file_limit(len);
+  const Bool at_limit = room < len;
+  len = room;
   while (len > 0 && !write_failed) {
     Int n = VG_(write)(out_fd, p, len > (1 << 30) ? (1 << 30) : (Int)len);
     if (n <= 0) {
@@ -79,6 +93,12 @@ static void write_all(const void* data, SizeT len) {
     }
     p += n;
     len -= n;
+    out_offset += n;
+  }
+  if (at_limit && !write_failed) {
+    write_failed = True;
+    VG_(umsg)("ptdtrace: the trace stream reached the file size limit; recording of pid %d stops here\n",
+              VG_(getpid)());
   }
 }
 
@@ -153,6 +173,7 @@ static void open_output(void) {
     if (!sr_isError(r)) {
       /* Out of the program's way: programs close or dup2 over low fds. */
       out_fd = VG_(safe_fd)(sr_Res(r));
+      out_offset = 0;
       return;
     }
     if (sr_Err(r) != VKI_EEXIST) break;
@@ -175,6 +196,18 @@ static void put_hello(UInt flags) {
 
 /* ---- memory map ---------------------------------------------------------- */
 
+static Bool is_valgrinds_file(const HChar* name) {
+  return VG_(strstr)(name, "/vgpreload_") != NULL;
+}
+
+/* Is `a` in code that Valgrind, not the program, brought into the process? */
+static Bool is_valgrinds_code(Addr a) {
+  NSegment const* seg = VG_(am_find_nsegment)(a);
+  if (seg == NULL || seg->kind != SkFileC) return False;
+  const HChar* fn = VG_(am_get_filename)(seg);
+  return fn != NULL && is_valgrinds_file(fn);
+}
+
 static void put_map(Addr a, SizeT len, Bool rr, Bool ww, Bool xx, UInt flags) {
   NSegment const* seg = VG_(am_find_nsegment)(a);
   const HChar* name = "";
@@ -186,6 +219,9 @@ static void put_map(Addr a, SizeT len, Bool rr, Bool ww, Bool xx, UInt flags) {
     dev = seg->dev;
     ino = seg->ino;
   }
+  /* Valgrind's preload library is the emulator's, not the program's: its code is hidden
+     from the trace (VGPT_BLOCK_HIDDEN), and the program's maps do not show it. */
+  if (is_valgrinds_file(name)) return;
   begin(VGPT_MAP, 12 + string_words(name));
   put64(a);
   put64(len);
@@ -493,7 +529,7 @@ static IRSB* instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayo
   put64(target);
   put32(kind);
   put32(n);
-  put32(0);
+  put32(is_valgrinds_code(start) ? VGPT_BLOCK_HIDDEN : 0);
   put_bytes(lengths, n);
 
   /* Copy the statements, storing the id at the first instruction: after any

@@ -82,4 +82,11 @@ enum {
   VGPT_MAP_STARTUP = 1,  /* mapped before the program ran (the loader's work) */
 };
 
+/* VGPT_BLOCK flags. */
+enum {
+  /* Code of Valgrind's own, run in the program (its preload library's constructors):
+     not the program's code, left out of the trace as if filtered out. */
+  VGPT_BLOCK_HIDDEN = 1,
+};
+
 #endif

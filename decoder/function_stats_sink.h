@@ -1,0 +1,36 @@
+#pragma once
+// A SliceSink that feeds every slice of one thread to an ftf::FunctionStatsBuilder (the
+// latency views of `decode --summary`) and passes it on unchanged.
+
+#include <cstdint>
+
+#include "decoder/slice_sink.h"
+#include "ftf/function_stats.h"
+
+namespace ptd::decoder {
+
+class FunctionStatsSink : public SliceSink {
+ public:
+  FunctionStatsSink(ftf::FunctionStatsBuilder* stats, uint64_t pid, uint64_t tid, SliceSink* next)
+      : stats_(stats), pid_(pid), tid_(tid), next_(next) {}
+
+  void Begin(uint64_t time, absl::string_view name) override {
+    stats_->Begin(pid_, tid_, time, name);
+    next_->Begin(time, name);
+  }
+  void End(uint64_t time, const SliceCounts& counts) override {
+    stats_->End(pid_, tid_, time, counts.instructions);
+    next_->End(time, counts);
+  }
+  void Instant(uint64_t time, absl::string_view name, absl::string_view detail) override {
+    next_->Instant(time, name, detail);
+  }
+
+ private:
+  ftf::FunctionStatsBuilder* stats_;
+  uint64_t pid_;
+  uint64_t tid_;
+  SliceSink* next_;
+};
+
+}  // namespace ptd::decoder

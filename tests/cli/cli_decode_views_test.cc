@@ -1,0 +1,171 @@
+// `decode` options for huge traces through the real binary on an emulated recording of
+// ptd_prog_calls: usage errors before any work, --summary / --function / --json (and
+// ftf-dump's), --min-duration and --window end to end, and progress output only where
+// asked for.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/test_util.h"
+
+namespace ptd {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::TempDir;
+
+class CliDecodeViewsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tmp_ = new TempDir();
+    trace_ = tmp_->Sub("calls");
+    CommandResult r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "-o", trace_, "--",
+                                  absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_calls")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    delete tmp_;
+    tmp_ = nullptr;
+  }
+
+  static CommandResult Decode(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {PTD_CLI_PATH, "decode", trace_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunCommand(argv);
+  }
+
+  static TempDir* tmp_;
+  static std::string trace_;
+};
+
+TempDir* CliDecodeViewsTest::tmp_ = nullptr;
+std::string CliDecodeViewsTest::trace_;
+
+TEST_F(CliDecodeViewsTest, NonsenseValuesAreUsageErrorsBeforeAnyWork) {
+  const std::string out = tmp_->Sub("never.ftf");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--min-duration", "3parsecs"}, "--min-duration: '3parsecs': unknown unit 'parsecs'"},
+      {{"--min-duration", "-1us"}, "--min-duration: '-1us' is not a duration"},
+      {{"--max-depth", "-2"}, "--max-depth"},
+      {{"--max-output-size", "lots"}, "--max-output-size: 'lots' is not a size"},
+      {{"--max-output-size", "10"}, "at least 4KB"},
+      {{"--window", "5ms..2ms"}, "the end must come after the beginning"},
+      {{"--window", "5ms"}, "expected BEGIN..END"},
+      {{"--window", "1..2", "--window-offset", "0..10"}, "one or the other"},
+      {{"--window-offset", "1KB..1furlong"}, "unknown unit"},
+      {{"--function", "fib"}, "go with --summary"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"-o", out, "-q"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    CommandResult r = Decode(args);
+    EXPECT_EQ(r.exit_code, 2) << c.args[0] << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+    EXPECT_THAT(r.err, Not(HasSubstr("decoded")));
+    EXPECT_FALSE(PathExists(out)) << c.args[0] << " " << c.args[1];
+  }
+}
+
+TEST_F(CliDecodeViewsTest, WindowOutsideTheTraceIsAUsageError) {
+  CommandResult r = Decode({"-o", tmp_->Sub("w.ftf"), "-q", "--window", "+1000s..+1001s"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("lies outside the trace"));
+  EXPECT_THAT(r.err, Not(HasSubstr("decoded")));
+}
+
+TEST_F(CliDecodeViewsTest, SummaryListsFunctionsWithLatencyAndTheSlowestCalls) {
+  const std::string out = tmp_->Sub("summary.ftf");
+  CommandResult text = Decode({"-o", out, "-q", "--summary", "--function", "fib", "--slowest", "3"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("top functions by total time:"));
+  EXPECT_THAT(text.out, HasSubstr("p99"));
+  EXPECT_THAT(text.out, HasSubstr("slowest calls of fib:"));
+
+  CommandResult json = Decode({"--summary", "--json", "--function", "fib", "--slowest", "3", "-q"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  nlohmann::json j = nlohmann::json::parse(json.out);
+  const nlohmann::json* fib = nullptr;
+  for (const nlohmann::json& f : j["functions"]) {
+    if (f["name"] == "fib") fib = &f;
+  }
+  ASSERT_NE(fib, nullptr) << json.out;
+  // As many calls as the FTF has fib slices.
+  CommandResult dump = RunCommand({PTD_CLI_PATH, "ftf-dump", out});
+  size_t fib_slices = 0;
+  for (size_t at = dump.out.find("name=\"fib\""); at != std::string::npos; at = dump.out.find("name=\"fib\"", at + 1)) {
+    ++fib_slices;
+  }
+  EXPECT_GT(fib_slices, 100u);
+  EXPECT_EQ((*fib)["calls"].get<uint64_t>(), fib_slices);
+  EXPECT_LE((*fib)["p50_ns"].get<uint64_t>(), (*fib)["p90_ns"].get<uint64_t>());
+  EXPECT_LE((*fib)["p99_ns"].get<uint64_t>(), (*fib)["max_ns"].get<uint64_t>());
+  ASSERT_EQ(j["slowest"]["calls"].size(), 3u);
+  // The slowest call of fib is the outermost one, fib(12): as long as fib's max latency,
+  // and its start is a "begin fib" of the FTF written with the same options.
+  const nlohmann::json& slowest = j["slowest"]["calls"][0];
+  EXPECT_EQ(slowest["duration_ns"].get<uint64_t>(), (*fib)["max_ns"].get<uint64_t>());
+  EXPECT_THAT(dump.out, HasSubstr(absl::StrCat("begin ts=", slowest["start_ns"].get<uint64_t>())));
+
+  // ftf-dump reads the same numbers back from the file.
+  CommandResult from_file = RunCommand({PTD_CLI_PATH, "ftf-dump", "--summary", "--json", "--function", "fib", out});
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  nlohmann::json k = nlohmann::json::parse(from_file.out);
+  for (const nlohmann::json& f : k["functions"]) {
+    if (f["name"] == "fib") {
+      EXPECT_EQ(f["calls"], (*fib)["calls"]);
+      EXPECT_EQ(f["total_ns"], (*fib)["total_ns"]);
+      EXPECT_EQ(f["self_instructions"], (*fib)["self_instructions"]);
+    }
+  }
+  EXPECT_EQ(k["slowest"]["calls"][0]["start_ns"], slowest["start_ns"]);
+}
+
+TEST_F(CliDecodeViewsTest, MinDurationCountsWhatItLeftOut) {
+  const std::string out = tmp_->Sub("coarse.ftf");
+  const std::string stats = tmp_->Sub("coarse.json");
+  // Emulated steps are slow (tens of us per instruction): 1 ms leaves out most calls.
+  CommandResult r = Decode({"-o", out, "--min-duration", "1ms", "--stats-json", stats, "-q"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("level of detail: left out "));
+  nlohmann::json j = nlohmann::json::parse(ReadFileToString(stats).value_or("{}"));
+  EXPECT_GT(j["dropped_short"].get<uint64_t>(), 100u);
+  CommandResult check = RunCommand({PTD_CLI_PATH, "ftf-dump", "--check", out});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
+TEST_F(CliDecodeViewsTest, WindowSaysWhatItDecoded) {
+  const std::string out = tmp_->Sub("window.ftf");
+  CommandResult r = Decode({"-o", out, "--window", "+100ms..+200ms"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("window: "));
+  EXPECT_THAT(r.err, HasSubstr("decoding PT bytes"));
+  CommandResult check = RunCommand({PTD_CLI_PATH, "ftf-dump", "--check", out});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
+TEST_F(CliDecodeViewsTest, ProgressOnlyOnATerminalOrWhenAsked) {
+  // RunCommand's stderr is a pipe: no progress line.
+  CommandResult quiet = Decode({"-o", tmp_->Sub("p1.ftf")});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_THAT(quiet.err, Not(HasSubstr("\r")));
+  CommandResult forced = Decode({"-o", tmp_->Sub("p2.ftf"), "--progress", "-j", "1"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_THAT(forced.err, HasSubstr("\rdecoding ["));
+  EXPECT_THAT(forced.err, HasSubstr("decoding: done"));
+}
+
+}  // namespace
+}  // namespace ptd

@@ -1,0 +1,99 @@
+// The backend `record` and the library choose: hardware PT when present and not asked
+// otherwise, else Valgrind, else ptrace; attaching is ptrace's; unknown names refused.
+#include "recorder/record_backend.h"
+
+#include <stdlib.h>
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "recorder/pt/pt_pmu.h"
+#include "recorder/valgrind/valgrind_recorder.h"
+
+namespace ptd {
+namespace {
+
+bool MachineHasPt() { return pt::DiscoverPtPmu().ok(); }
+
+TEST(RecordBackendTest, UnknownEmulatorIsRefusedByName) {
+  RecordOptions options;
+  options.emulate = true;
+  options.emulator = "qemu";
+  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  ASSERT_FALSE(choice.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(choice.status()));
+  EXPECT_NE(choice.status().message().find("qemu"), std::string::npos);
+}
+
+TEST(RecordBackendTest, PtraceWhenAskedFor) {
+  RecordOptions options;
+  options.emulate = true;
+  options.emulator = "ptrace";
+  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
+}
+
+TEST(RecordBackendTest, PtraceOnlyOptionsPickPtraceWhenNoEmulatorIsNamed) {
+  RecordOptions options;
+  options.emulate = true;
+  options.command = {"/bin/true"};
+  options.ground_truth_path = "truth.bin";
+  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
+  EXPECT_NE(choice->why.find("--ground-truth"), std::string::npos) << choice->why;
+}
+
+TEST(RecordBackendTest, AttachingEmulatesWithPtraceEvenWhenValgrindIsThere) {
+  RecordOptions options;
+  options.emulate = true;
+  options.pid = 1;
+  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
+  EXPECT_NE(choice->why.find("cannot attach"), std::string::npos) << choice->why;
+}
+
+TEST(RecordBackendTest, ValgrindCannotAttach) {
+  RecordOptions options;
+  options.emulate = true;
+  options.emulator = "valgrind";
+  options.pid = 1;
+  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  ASSERT_FALSE(choice.ok());
+  EXPECT_NE(choice.status().message().find("--emulate=ptrace"), std::string::npos);
+}
+
+TEST(RecordBackendTest, WithoutPtTheBestEmulatorIsPickedAndSaid) {
+  if (MachineHasPt()) GTEST_SKIP() << "this machine has Intel PT: record would use it";
+  std::string why_not;
+  const bool valgrind = ValgrindAvailable(&why_not);
+  RecordOptions options;  // no --emulate at all
+  options.command = {"/bin/true"};
+  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->backend, valgrind ? RecordBackend::kValgrind : RecordBackend::kPtrace);
+  EXPECT_NE(choice->why.find("no Intel PT"), std::string::npos) << choice->why;
+}
+
+TEST(RecordBackendTest, WithoutValgrindTheChoiceFallsBackToPtraceAndSaysWhy) {
+  if (MachineHasPt()) GTEST_SKIP() << "this machine has Intel PT: record would use it";
+  const std::string saved = getenv("PATH") != nullptr ? getenv("PATH") : "";
+  setenv("PATH", "/nonexistent", 1);
+  RecordOptions options;
+  options.command = {"/bin/true"};
+  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  options.emulator = "valgrind";
+  options.emulate = true;
+  absl::StatusOr<BackendChoice> forced = ChooseBackend(options);
+  setenv("PATH", saved.c_str(), 1);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
+  EXPECT_NE(choice->why.find("valgrind"), std::string::npos) << choice->why;
+  ASSERT_FALSE(forced.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(forced.status()));
+}
+
+}  // namespace
+}  // namespace ptd
