@@ -1,6 +1,9 @@
 #include "common/trace_meta.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
@@ -81,10 +84,12 @@ class FieldReader {
     if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
     if (v.is_string()) {
       const std::string& s = v.get_ref<const std::string&>();
-      uint64_t out = 0;
-      int used = 0;
-      if (std::sscanf(s.c_str(), "%" SCNi64 "%n", reinterpret_cast<int64_t*>(&out), &used) == 1 &&
-          static_cast<size_t>(used) == s.size() && !s.empty() && s[0] != '-') {
+      // Unsigned: kernel addresses (0xffffffff81000000) are above INT64_MAX, where a
+      // signed conversion would clamp them.
+      char* end = nullptr;
+      errno = 0;
+      const uint64_t out = std::strtoull(s.c_str(), &end, 0);
+      if (errno == 0 && !s.empty() && std::isxdigit(static_cast<unsigned char>(s[0])) && *end == '\0') {
         return out;
       }
     }

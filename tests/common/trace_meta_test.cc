@@ -52,6 +52,9 @@ TraceMeta FullMeta() {
                       ImageKind::kVdso, "abcdef"});
   m.images.push_back({"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6",
                       0x7f0000028000ull, 0x28000, 0x155000, 1234, ImageKind::kFile, ""});
+  // Kernel code: an address above INT64_MAX (a signed parse would clamp it).
+  m.images.push_back({"images/dump-ffffffff81000000.bin", "kernel text", 0xffffffff81000000ull, 0, 0x1000, -1,
+                      ImageKind::kMemoryDump, ""});
   m.build_ids = {{"/bin/echo", "0123456789abcdef0123456789abcdef01234567"}};
   m.archived = true;
   m.archive.push_back({"/tmp/prog", "3252f0971fcaaf7367adc79c23809a5027990696",
@@ -96,6 +99,7 @@ TEST(TraceMetaTest, RoundTripKeepsEveryField) {
   EXPECT_TRUE(back->streams.at(0).chunks.at(1).lost_before);
   EXPECT_EQ(back->images.at(0).kind, ImageKind::kVdso);
   EXPECT_EQ(back->images.at(0).vaddr, 0x7ffd12345000ull);
+  EXPECT_EQ(back->images.at(2).vaddr, 0xffffffff81000000ull);
   EXPECT_EQ(back->mode, TraceMode::kEmulated);
   EXPECT_EQ(back->command.at(1), "hello world");
   EXPECT_EQ(back->pt.fields.at("mtc_period"), 3u);
