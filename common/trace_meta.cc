@@ -353,6 +353,20 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
       r.Fail("namespace_tids", "expected an object");
     }
   }
+  if (r.Has("kernel")) {
+    FieldReader k = r.Child("kernel");
+    m.kernel.kallsyms = k.Str("kallsyms");
+    if (!m.kernel.kallsyms.empty()) CheckRelativePath(k, "kallsyms", m.kernel.kallsyms);
+    m.kernel.build_id = k.Str("build_id");
+    k.Array("modules", [&](const FieldReader& e) {
+      KernelModule module;
+      module.name = e.Str("name", "", true);
+      module.address = e.U64("address", 0, true);
+      module.size = e.U64("size");
+      module.build_id = e.Str("build_id");
+      m.kernel.modules.push_back(std::move(module));
+    });
+  }
   m.end_reason = r.Str("end_reason");
   m.emulator = r.Str("emulator");
   m.time_axis = r.Str("time_axis");
@@ -459,6 +473,16 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
   Json namespace_tids = Json::object();
   for (const auto& [tid, inner] : m.namespace_tids) namespace_tids[std::to_string(tid)] = inner;
   root["namespace_tids"] = namespace_tids;
+  if (!(m.kernel == KernelInfo{})) {
+    Json modules = Json::array();
+    for (const KernelModule& module : m.kernel.modules) {
+      modules.push_back({{"name", module.name},
+                         {"address", Hex(module.address)},
+                         {"size", Hex(module.size)},
+                         {"build_id", module.build_id}});
+    }
+    root["kernel"] = {{"kallsyms", m.kernel.kallsyms}, {"build_id", m.kernel.build_id}, {"modules", modules}};
+  }
   root["end_reason"] = m.end_reason;
   if (!m.emulator.empty()) root["emulator"] = m.emulator;
   if (!m.time_axis.empty()) root["time_axis"] = m.time_axis;

@@ -18,7 +18,7 @@ namespace ptd {
 // Major changes break readers; minor changes only add fields that old readers ignore.
 inline constexpr int kTraceFormatMajor = 1;
 inline constexpr int kTraceFormatMinor = 3;  // 1.1: partial, partial_reason, build_ids; 1.2: emulator, time_axis;
-                                             // 1.3: archived, archive, namespace_tids
+                                             // 1.3: archived, archive, namespace_tids, kernel
 inline constexpr char kMetaFileName[] = "meta.json";
 
 enum class TraceMode { kHardware, kEmulated, kImported };
@@ -118,6 +118,24 @@ struct ArchivedFile {
   bool operator==(const ArchivedFile&) const = default;
 };
 
+// A kernel module loaded when recording ended (/proc/modules, /sys/module/NAME/notes).
+struct KernelModule {
+  std::string name;
+  uint64_t address = 0, size = 0;  // its core (text) as /proc/modules gives it
+  std::string build_id;            // hex, "" when unknown
+  bool operator==(const KernelModule&) const = default;
+};
+
+// What decoding kernel code needs (record --kernel; docs/trace-dir.md "kernel"). The
+// kernel text itself, from /proc/kcore or a vmlinux with the kernel's build-id, is an
+// entry of `images` (pid -1).
+struct KernelInfo {
+  std::string kallsyms;  // relative file: a copy of /proc/kallsyms; "" when not captured
+  std::string build_id;  // the running kernel's (/sys/kernel/notes), hex
+  std::vector<KernelModule> modules;
+  bool operator==(const KernelInfo&) const = default;
+};
+
 struct TraceMeta {
   int format_major = kTraceFormatMajor;
   int format_minor = kTraceFormatMinor;
@@ -145,6 +163,7 @@ struct TraceMeta {
   std::vector<ArchivedFile> archive;
   // Threads in another pid namespace (containers): host tid -> the tid there.
   std::map<int, int> namespace_tids;
+  KernelInfo kernel;
   std::string end_reason;          // "exit", "sigint", "duration", "sigterm", "target_killed" ...
   std::vector<std::string> notes;  // what happened while recording, for `info`
   // The recording stopped on an error (disk full ...): the files hold what was written

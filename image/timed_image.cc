@@ -39,6 +39,10 @@ void TimedProcessImage::SetArchive(std::map<std::string, std::string> by_build_i
   for (std::string& p : problems) Warn(std::move(p));
 }
 
+void TimedProcessImage::AddKallsyms(const std::string& path) {
+  if (absl::Status s = image_.AddKallsyms(path); !s.ok()) Warn(std::string(s.message()));
+}
+
 void TimedProcessImage::Warn(std::string warning) {
   if (warned_.insert(warning).second) warnings_.push_back(std::move(warning));
 }
@@ -188,6 +192,7 @@ std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections,
   std::vector<std::string> problems;
   std::map<std::string, std::string> archive = UsableArchive(trace_dir, meta, &problems);
   image->SetArchive(std::move(archive), meta.archived, std::move(problems));
+  if (!meta.kernel.kallsyms.empty()) image->AddKallsyms(ResolveTracePath(trace_dir, meta.kernel.kallsyms));
   return image;
 }
 

@@ -43,6 +43,9 @@ class TimedProcessImage {
   void SetArchive(std::map<std::string, std::string> by_build_id, bool archived,
                   std::vector<std::string> problems);
 
+  // Kernel function names from the trace's copy of /proc/kallsyms (they survive exec).
+  void AddKallsyms(const std::string& path);
+
   ProcessImage* image() { return &image_; }
   // Problems met so far (bad mappings), each reported once.
   std::vector<std::string> TakeWarnings();

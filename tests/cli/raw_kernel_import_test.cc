@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -42,7 +43,13 @@ std::string Stream(uint64_t base) {
   return s + std::string(16, '\0');
 }
 
-int64_t ImportAndDecode(const TempDir& tmp, const std::string& name, uint64_t base) {
+struct Decoded {
+  int64_t instructions = -1;
+  std::string ftf;
+};
+
+// `kallsyms`: a /proc/kallsyms-style text given to import with --kallsyms ("" for none).
+Decoded ImportAndDecode(const TempDir& tmp, const std::string& name, uint64_t base, const std::string& kallsyms = "") {
   std::string page = "\x90\x90\x90\xeb\x7b";  // nop; nop; nop; jmp base+0x80
   page.resize(4096, '\0');
   EXPECT_TRUE(WriteFileAtomic(tmp.Sub(name + ".pt"), Stream(base)).ok());
@@ -52,8 +59,13 @@ int64_t ImportAndDecode(const TempDir& tmp, const std::string& name, uint64_t ba
                               absl::StrCat("pages ", tmp.Sub(name + ".addr"), " ", tmp.Sub(name + ".dump"), "\n"))
                   .ok());
   const std::string trace = tmp.Sub(name + ".trace");
-  auto imported = RunCommand({PTD_CLI_PATH, "import", "raw", "--pt", tmp.Sub(name + ".pt"), "--maps",
-                              tmp.Sub(name + ".maps"), "--cpu", "6/85/4", "-o", trace});
+  std::vector<std::string> args = {PTD_CLI_PATH, "import", "raw", "--pt", tmp.Sub(name + ".pt"), "--maps",
+                                   tmp.Sub(name + ".maps"), "--cpu", "6/85/4", "-o", trace};
+  if (!kallsyms.empty()) {
+    EXPECT_TRUE(WriteFileAtomic(tmp.Sub(name + ".kallsyms"), kallsyms).ok());
+    args.insert(args.end(), {"--kallsyms", tmp.Sub(name + ".kallsyms")});
+  }
+  auto imported = RunCommand(args);
   EXPECT_EQ(imported.exit_code, 0) << imported.err;
   absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
   EXPECT_TRUE(meta.ok()) << meta.status();
@@ -65,13 +77,30 @@ int64_t ImportAndDecode(const TempDir& tmp, const std::string& name, uint64_t ba
   EXPECT_EQ(decoded.exit_code, 0) << decoded.err;
   const std::string json = ReadFileToString(stats).value_or("");
   EXPECT_EQ(JsonNumber(json, "errors"), 0) << json;
-  return JsonNumber(json, "instructions");
+  return {JsonNumber(json, "instructions"), ReadFileToString(tmp.Sub(name + ".ftf")).value_or("")};
 }
 
 TEST(RawKernelImportTest, KernelAddressCodeDecodesLikeUserAddressCode) {
   TempDir tmp;
-  EXPECT_EQ(ImportAndDecode(tmp, "user", 0x400000), 12);
-  EXPECT_EQ(ImportAndDecode(tmp, "kernel", 0xffffffff81000000ull), 12);
+  EXPECT_EQ(ImportAndDecode(tmp, "user", 0x400000).instructions, 12);
+  EXPECT_EQ(ImportAndDecode(tmp, "kernel", 0xffffffff81000000ull).instructions, 12);
+}
+
+// kallsyms names the kernel functions (its text symbols; data symbols and hidden
+// addresses are not used), as /proc/kallsyms names them.
+TEST(RawKernelImportTest, KallsymsNamesKernelFunctions) {
+  TempDir tmp;
+  const std::string kallsyms =
+      "ffffffff80ff0000 D some_data\n"
+      "ffffffff81000000 T entry_SYSCALL_64\n"
+      "ffffffff81000040 t helper_after\t[some_module]\n"
+      "0000000000000000 T hidden_by_kptr_restrict\n";
+  const Decoded named = ImportAndDecode(tmp, "named", 0xffffffff81000000ull, kallsyms);
+  EXPECT_EQ(named.instructions, 12);
+  EXPECT_NE(named.ftf.find("entry_SYSCALL_64"), std::string::npos);
+  EXPECT_EQ(named.ftf.find("some_data"), std::string::npos);
+  const Decoded unnamed = ImportAndDecode(tmp, "unnamed", 0xffffffff81000000ull);
+  EXPECT_EQ(unnamed.ftf.find("entry_SYSCALL_64"), std::string::npos);
 }
 
 }  // namespace

@@ -60,6 +60,9 @@ TraceMeta FullMeta() {
   m.archive.push_back({"/tmp/prog", "3252f0971fcaaf7367adc79c23809a5027990696",
                        "images/by-build-id/32/52f0971fcaaf7367adc79c23809a5027990696", 15984});
   m.namespace_tids = {{31038, 1}, {31039, 2}};
+  m.kernel.kallsyms = "kernel/kallsyms";
+  m.kernel.build_id = "0011223344556677889900112233445566778899";
+  m.kernel.modules.push_back({"ext4", 0xffffffffc0a00000ull, 0xb1000, "aabbccddeeff00112233445566778899aabbccdd"});
   m.end_reason = "exit";
   m.notes = {"target exited with status 0"};
   m.partial = true;
@@ -82,6 +85,7 @@ void ExpectSameMeta(const TraceMeta& original, const TraceMeta& back) {
   EXPECT_EQ(back.build_ids, original.build_ids);
   EXPECT_TRUE(back.archive == original.archive);
   EXPECT_EQ(back.namespace_tids, original.namespace_tids);
+  EXPECT_TRUE(back.kernel == original.kernel);
   EXPECT_EQ(back.notes, original.notes);
   EXPECT_TRUE(back == original) << "a top-level field differs:\n" << SerializeTraceMeta(back);
 }
