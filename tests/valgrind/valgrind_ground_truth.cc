@@ -124,6 +124,7 @@ absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir) {
   if (!result.ok()) return result.status();
   out.instructions = result->stats.instructions;
   out.errors = result->stats.errors;
+  out.warnings = result->warnings;
   return out;
 }
 

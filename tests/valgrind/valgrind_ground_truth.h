@@ -33,6 +33,7 @@ struct DecodedTrace {
   std::map<std::string, uint64_t> calls;  // slices begun per function name
   std::vector<std::string> error_details;
   std::map<int, std::string> threads;     // tid -> process name
+  std::vector<std::string> warnings;      // the decoder's
 };
 
 absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir);
