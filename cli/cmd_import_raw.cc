@@ -17,6 +17,7 @@ struct ImportRawArgs {
   std::string cpu;
   std::string maps;
   std::vector<std::string> map;
+  std::string kallsyms;
   std::string output;
   bool force = false;
 };
@@ -26,6 +27,7 @@ absl::Status RunImportRaw(const ImportRawArgs& args) {
   options.pt_path = args.pt;
   options.output_dir = args.output;
   options.force = args.force;
+  options.kallsyms = args.kallsyms;
   if (!args.cpu.empty()) {
     absl::StatusOr<CpuId> cpu = image::ParseCpuTriple(args.cpu);
     if (!cpu.ok()) return cpu.status();
@@ -64,6 +66,7 @@ void RegisterImportRawCommand(CLI::App& import_cmd, CliContext& ctx) {
                   "File of mappings, one per line: 'PATH VADDR [OFFSET SIZE]' or "
                   "'pages ADDRFILE DUMPFILE [PAGESIZE]'");
   raw->add_option("--map", args->map, "PATH@VADDR[:OFFSET:SIZE] (repeatable)");
+  raw->add_option("--kallsyms", args->kallsyms, "A copy of /proc/kallsyms: names the kernel functions the stream runs");
   raw->add_option("--output,-o", args->output, "Trace directory to create")->required();
   raw->add_flag("--force", args->force, "Replace an existing output directory");
   raw->callback([&ctx, args]() {

@@ -112,6 +112,17 @@ void PrintText(const Json& j) {
                 Str(i["size"]).c_str(), Str(i["kind"]).c_str(), Str(i["name"]).c_str(),
                 i["present"].get<bool>() ? "" : "  (NOT PRESENT)");
   }
+  const Json& archive = j["archive"];
+  if (archive["archived"].get<bool>()) {
+    std::printf("\narchive: %zu mapped file(s), %.1f MB in images/by-build-id\n", archive["files"].size(),
+                static_cast<double>(archive["bytes"].get<int64_t>()) / 1e6);
+    for (const Json& f : archive["files"]) {
+      std::printf("  %s  %s  %s\n", Str(f["build_id"]).c_str(), Str(f["path"]).c_str(),
+                  f["size"].get<int64_t>() < 0 ? "MISSING" : absl::StrCat(Str(f["size"]), " bytes").c_str());
+    }
+  } else {
+    std::printf("\narchive: none (recorded with --no-archive, or imported): decode reads the mapped files by path\n");
+  }
   std::printf("\nPT streams (%zu):\n", j["streams"].size());
   for (const Json& s : j["streams"]) {
     std::printf("  %s  cpu %s tid %s  %s bytes  %zu chunk(s)\n", Str(s["file"]).c_str(),
@@ -173,7 +184,7 @@ void RegisterInfoCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--buildid-dir", options->buildid_dirs,
                   "perf.data input: build-id cache searched for binaries (repeatable; then ~/.debug)");
   cmd->add_flag("--json", options->json,
-                "Print JSON (keys: mode, threads, mmaps, vdso, streams, sideband, lost, ...)");
+                "Print JSON (keys: mode, threads, mmaps, vdso, images, streams, archive, sideband, lost, ...)");
   cmd->add_flag("--verbose,-v", options->verbose,
                 "perf.data input: list every missing binary (default: how many, and the biggest)");
   cmd->footer(

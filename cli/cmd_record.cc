@@ -76,6 +76,8 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
       ->check(CLI::IsMember({"virtual", "wall"}));
   cmd->add_flag("--no-follow", [opts](int64_t) { opts->follow_children = false; },
                 "Emulation: do not trace the children (fork, exec) of the program");
+  cmd->add_flag("--no-archive", [opts](int64_t) { opts->archive = false; },
+                "Do not copy the mapped files into the trace directory (decode then reads them by path)");
   cmd->add_flag("--per-thread", opts->per_thread,
                 "One ring per thread instead of per-CPU rings (small, few-thread targets)");
   cmd->add_flag("--snapshot", opts->snapshot,

@@ -19,7 +19,9 @@ namespace {
 // Notes are 4-byte aligned (n_namesz and n_descsz padded).
 uint64_t Align4(uint64_t v) { return (v + 3) & ~uint64_t{3}; }
 
-std::string FindInNotes(const std::vector<uint8_t>& notes) {
+}  // namespace
+
+std::string BuildIdInNotes(absl::Span<const uint8_t> notes) {
   uint64_t pos = 0;
   while (pos + sizeof(Elf64_Nhdr) <= notes.size()) {
     Elf64_Nhdr note;
@@ -36,6 +38,8 @@ std::string FindInNotes(const std::vector<uint8_t>& notes) {
   }
   return "";
 }
+
+namespace {
 
 // Reads `size` bytes at `offset` of the file; false when they are not all there.
 using ReadAtFn = absl::FunctionRef<bool(uint64_t offset, void* out, size_t size)>;
@@ -56,7 +60,7 @@ absl::StatusOr<std::string> FindBuildId(ReadAtFn read_at, const std::string& pat
     if (phdr.p_type != PT_NOTE || phdr.p_filesz == 0 || phdr.p_filesz > (1u << 16)) continue;
     std::vector<uint8_t> notes(phdr.p_filesz);
     if (!read_at(phdr.p_offset, notes.data(), notes.size())) continue;
-    if (std::string id = FindInNotes(notes); !id.empty()) return id;
+    if (std::string id = BuildIdInNotes(notes); !id.empty()) return id;
   }
   return std::string();
 }

@@ -18,4 +18,8 @@ absl::StatusOr<std::string> ReadElfBuildId(const std::string& path);
 // The same for a file already in memory; `path` names it in errors only.
 absl::StatusOr<std::string> ElfBuildIdOfBytes(absl::Span<const uint8_t> file, const std::string& path);
 
+// The NT_GNU_BUILD_ID note among raw ELF notes (a PT_NOTE's bytes, /sys/kernel/notes,
+// /sys/module/NAME/notes/.note.gnu.build-id); "" when there is none.
+std::string BuildIdInNotes(absl::Span<const uint8_t> notes);
+
 }  // namespace ptd

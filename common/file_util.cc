@@ -99,6 +99,11 @@ absl::Status WriteFileAtomic(const std::string& path, std::string_view data) {
       path, absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
 }
 
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+}
+
 bool PathExists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;

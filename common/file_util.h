@@ -25,6 +25,8 @@ absl::Status WriteFileAtomic(const std::string& path, absl::Span<const uint8_t> 
 absl::Status WriteFileAtomic(const std::string& path, std::string_view data);
 
 bool PathExists(const std::string& path);
+// Size in bytes of the file at `path` (symlinks followed); -1 when it cannot be stat'ed.
+int64_t FileSize(const std::string& path);
 bool IsDirectory(const std::string& path);
 absl::Status MakeDirs(const std::string& path);
 // Removes a file or a whole directory tree. Missing paths are not an error.

@@ -13,6 +13,7 @@ namespace ptd {
 inline constexpr char kAuxSubdir[] = "aux";
 inline constexpr char kSidebandSubdir[] = "sideband";
 inline constexpr char kImagesSubdir[] = "images";
+inline constexpr char kKernelSubdir[] = "kernel";  // kallsyms, modules, kernel text (record --kernel)
 
 class TraceDirWriter {
  public:

@@ -1,8 +1,12 @@
 #include "common/trace_meta.h"
 
+#include <cctype>
+#include <cerrno>
 #include <cinttypes>
+#include <cstdlib>
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
@@ -80,10 +84,12 @@ class FieldReader {
     if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
     if (v.is_string()) {
       const std::string& s = v.get_ref<const std::string&>();
-      uint64_t out = 0;
-      int used = 0;
-      if (std::sscanf(s.c_str(), "%" SCNi64 "%n", reinterpret_cast<int64_t*>(&out), &used) == 1 &&
-          static_cast<size_t>(used) == s.size() && !s.empty() && s[0] != '-') {
+      // Unsigned: kernel addresses (0xffffffff81000000) are above INT64_MAX, where a
+      // signed conversion would clamp them.
+      char* end = nullptr;
+      errno = 0;
+      const uint64_t out = std::strtoull(s.c_str(), &end, 0);
+      if (errno == 0 && !s.empty() && std::isxdigit(static_cast<unsigned char>(s[0])) && *end == '\0') {
         return out;
       }
     }
@@ -325,6 +331,42 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
       r.Fail("build_ids", "expected an object");
     }
   }
+  m.archived = r.Bool("archived");
+  r.Array("archive", [&](const FieldReader& a) {
+    ArchivedFile f;
+    f.path = a.Str("path", "", true);
+    f.build_id = a.Str("build_id", "", true);
+    f.file = a.Str("file", "", true);
+    CheckRelativePath(a, "file", f.file);
+    f.size = a.U64("size");
+    m.archive.push_back(std::move(f));
+  });
+  if (r.Has("namespace_tids")) {
+    FieldReader ns = r.Child("namespace_tids");
+    if (ns.json().is_object()) {
+      for (auto it = ns.json().begin(); it != ns.json().end(); ++it) {
+        int tid = 0;
+        if (!absl::SimpleAtoi(it.key(), &tid)) ns.Fail(it.key().c_str(), "expected a tid as key");
+        else m.namespace_tids[tid] = static_cast<int>(ns.I64(it.key().c_str()));
+      }
+    } else {
+      r.Fail("namespace_tids", "expected an object");
+    }
+  }
+  if (r.Has("kernel")) {
+    FieldReader k = r.Child("kernel");
+    m.kernel.kallsyms = k.Str("kallsyms");
+    if (!m.kernel.kallsyms.empty()) CheckRelativePath(k, "kallsyms", m.kernel.kallsyms);
+    m.kernel.build_id = k.Str("build_id");
+    k.Array("modules", [&](const FieldReader& e) {
+      KernelModule module;
+      module.name = e.Str("name", "", true);
+      module.address = e.U64("address", 0, true);
+      module.size = e.U64("size");
+      module.build_id = e.Str("build_id");
+      m.kernel.modules.push_back(std::move(module));
+    });
+  }
   m.end_reason = r.Str("end_reason");
   m.emulator = r.Str("emulator");
   m.time_axis = r.Str("time_axis");
@@ -422,6 +464,25 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
   Json build_ids = Json::object();
   for (const auto& [path, id] : m.build_ids) build_ids[path] = id;
   root["build_ids"] = build_ids;
+  root["archived"] = m.archived;
+  Json archive = Json::array();
+  for (const ArchivedFile& f : m.archive) {
+    archive.push_back({{"path", f.path}, {"build_id", f.build_id}, {"file", f.file}, {"size", Hex(f.size)}});
+  }
+  root["archive"] = archive;
+  Json namespace_tids = Json::object();
+  for (const auto& [tid, inner] : m.namespace_tids) namespace_tids[std::to_string(tid)] = inner;
+  root["namespace_tids"] = namespace_tids;
+  if (!(m.kernel == KernelInfo{})) {
+    Json modules = Json::array();
+    for (const KernelModule& module : m.kernel.modules) {
+      modules.push_back({{"name", module.name},
+                         {"address", Hex(module.address)},
+                         {"size", Hex(module.size)},
+                         {"build_id", module.build_id}});
+    }
+    root["kernel"] = {{"kallsyms", m.kernel.kallsyms}, {"build_id", m.kernel.build_id}, {"modules", modules}};
+  }
   root["end_reason"] = m.end_reason;
   if (!m.emulator.empty()) root["emulator"] = m.emulator;
   if (!m.time_axis.empty()) root["time_axis"] = m.time_axis;

@@ -17,7 +17,8 @@ namespace ptd {
 
 // Major changes break readers; minor changes only add fields that old readers ignore.
 inline constexpr int kTraceFormatMajor = 1;
-inline constexpr int kTraceFormatMinor = 2;  // 1.1: partial, partial_reason, build_ids; 1.2: emulator, time_axis
+inline constexpr int kTraceFormatMinor = 3;  // 1.1: partial, partial_reason, build_ids; 1.2: emulator, time_axis;
+                                             // 1.3: archived, archive, namespace_tids, kernel
 inline constexpr char kMetaFileName[] = "meta.json";
 
 enum class TraceMode { kHardware, kEmulated, kImported };
@@ -107,6 +108,34 @@ struct ImageEntry {
   bool operator==(const ImageEntry&) const = default;
 };
 
+// A host file the target mapped, copied into the trace directory (docs/trace-dir.md,
+// "images/by-build-id"): decode reads it instead of the path when its build-id matches.
+struct ArchivedFile {
+  std::string path;      // absolute path as the process saw it
+  std::string build_id;  // hex
+  std::string file;      // relative to the trace directory
+  uint64_t size = 0;     // bytes (a copy of another size is corrupt)
+  bool operator==(const ArchivedFile&) const = default;
+};
+
+// A kernel module loaded when recording ended (/proc/modules, /sys/module/NAME/notes).
+struct KernelModule {
+  std::string name;
+  uint64_t address = 0, size = 0;  // its core (text) as /proc/modules gives it
+  std::string build_id;            // hex, "" when unknown
+  bool operator==(const KernelModule&) const = default;
+};
+
+// What decoding kernel code needs (record --kernel; docs/trace-dir.md "kernel"). The
+// kernel text itself, from /proc/kcore or a vmlinux with the kernel's build-id, is an
+// entry of `images` (pid -1).
+struct KernelInfo {
+  std::string kallsyms;  // relative file: a copy of /proc/kallsyms; "" when not captured
+  std::string build_id;  // the running kernel's (/sys/kernel/notes), hex
+  std::vector<KernelModule> modules;
+  bool operator==(const KernelInfo&) const = default;
+};
+
 struct TraceMeta {
   int format_major = kTraceFormatMajor;
   int format_minor = kTraceFormatMinor;
@@ -129,6 +158,12 @@ struct TraceMeta {
   // Build-ids of the host files the target mapped, read when recording ended (absolute
   // path -> hex): decode warns when a file has changed since.
   std::map<std::string, std::string> build_ids;
+  // The recorder archived the mapped files (false: --no-archive, imports, older traces).
+  bool archived = false;
+  std::vector<ArchivedFile> archive;
+  // Threads in another pid namespace (containers): host tid -> the tid there.
+  std::map<int, int> namespace_tids;
+  KernelInfo kernel;
   std::string end_reason;          // "exit", "sigint", "duration", "sigterm", "target_killed" ...
   std::vector<std::string> notes;  // what happened while recording, for `info`
   // The recording stopped on an error (disk full ...): the files hold what was written

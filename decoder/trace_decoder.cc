@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -306,6 +307,13 @@ ThreadState* Decoding::Thread(int pid, int tid, bool has_cycles) {
   std::string fallback = meta_.command.empty() ? "trace" : Basename(meta_.command[0]);
   if (thread_name.empty()) thread_name = fallback;
   if (process_name.empty()) process_name = fallback;
+  // A container's threads: the track also shows the tid inside its pid namespace.
+  if (auto inner = meta_.namespace_tids.find(tid); inner != meta_.namespace_tids.end()) {
+    absl::StrAppend(&thread_name, " (tid ", inner->second, " in its namespace)");
+  }
+  if (auto inner = meta_.namespace_tids.find(pid); inner != meta_.namespace_tids.end()) {
+    absl::StrAppend(&process_name, " (pid ", inner->second, " in its namespace)");
+  }
   auto state = std::make_unique<ThreadState>();
   state->pid = pid;
   state->tid = tid;
@@ -687,8 +695,13 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
       result_.stats.dropped_deep += thread->detail_sink->stats().dropped_deep;
     }
   }
+  // Each process's image warns about the files it maps; a file several processes map
+  // (libc, a damaged archive entry) is warned about once.
+  std::set<std::string> image_warnings;
   for (const auto& [pid, image] : images_) {
-    for (std::string& w : image->TakeWarnings()) result_.warnings.push_back(std::move(w));
+    for (std::string& w : image->TakeWarnings()) {
+      if (image_warnings.insert(w).second) result_.warnings.push_back(std::move(w));
+    }
     result_.missing_binaries.Add(image->missing_binaries());
   }
   result_.stats.threads = threads_.size();

@@ -145,6 +145,28 @@ absl::Status ProcessImage::AddPerfMap(const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status ProcessImage::AddKallsyms(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  size_t named = 0;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    uint64_t start = 0;
+    if (parts.size() < 3 || parts[1].size() != 1 || !absl::SimpleHexAtoi(parts[0], &start) || start == 0) continue;
+    const char type = parts[1][0];
+    if (type != 't' && type != 'T' && type != 'w' && type != 'W') continue;
+    jit_symbols_.Add(start, 0, parts[2]);
+    ++named;
+  }
+  jit_symbols_.Finish();
+  resolved_.clear();
+  if (named == 0) {
+    warnings_.push_back(absl::StrFormat("%s: no kernel function with an address (kptr_restrict when recording?): "
+                                        "kernel code is not named", path));
+  }
+  return absl::OkStatus();
+}
+
 const ProcessImage::Region* ProcessImage::FindRegion(uint64_t address) const {
   auto it = std::upper_bound(regions_.begin(), regions_.end(), address,
                              [](uint64_t a, const Region& r) { return a < r.start; });

@@ -70,6 +70,9 @@ class ProcessImage {
   void Clear();
   // Symbols for JIT code from a perf map file ("START SIZE name" per line, hex).
   absl::Status AddPerfMap(const std::string& path);
+  // Names kernel code from a copy of /proc/kallsyms ("ADDRESS TYPE NAME [MODULE]"): its
+  // text symbols, each up to the next. Lines with address 0 (kptr_restrict) are skipped.
+  absl::Status AddKallsyms(const std::string& path);
 
   pt_image* libipt_image() const { return image_; }
   // Some mapped file holds OCaml native code (its exception traps are worth scanning for).

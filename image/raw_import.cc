@@ -216,6 +216,13 @@ absl::StatusOr<RawImportResult> ImportRaw(const RawImportOptions& options) {
     entry.build_id = file.build_id;
     meta.images.push_back(entry);
   }
+  if (!options.kallsyms.empty()) {
+    absl::StatusOr<std::string> kallsyms = ReadFileToString(options.kallsyms);
+    if (!kallsyms.ok()) return kallsyms.status();
+    if (absl::Status s = MakeDirs(writer->FilePath(kKernelSubdir)); !s.ok()) return s;
+    meta.kernel.kallsyms = absl::StrCat(kKernelSubdir, "/kallsyms");
+    if (absl::Status s = WriteFileAtomic(writer->FilePath(meta.kernel.kallsyms), *kallsyms); !s.ok()) return s;
+  }
   result.dump_files = runs.size();
   result.file_images = file_images.size();
   meta.notes.push_back(absl::StrFormat("imported from %s: %d mappings coalesced into %d dump files, %d ELF files",

@@ -19,6 +19,7 @@ struct RawImportOptions {
   std::string pt_path;
   std::optional<CpuId> cpu;     // decides libipt errata; none: no errata applied
   std::vector<MapSpec> maps;    // from --maps and --map, in order (later ones win overlaps)
+  std::string kallsyms;         // a /proc/kallsyms copy naming kernel code; "" for none
   std::string output_dir;
   bool force = false;
 };

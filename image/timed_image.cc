@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/elf_build_id.h"
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 
@@ -33,6 +34,17 @@ TimedProcessImage::TimedProcessImage(SectionCache* sections, ModuleCache* module
       changes_(std::move(changes)),
       fixed_(std::move(fixed)),
       perf_map_(std::move(perf_map)) {}
+
+void TimedProcessImage::SetArchive(std::map<std::string, std::string> by_build_id, bool archived,
+                                   std::vector<std::string> problems) {
+  archive_ = std::move(by_build_id);
+  archived_ = archived;
+  for (std::string& p : problems) Warn(std::move(p));
+}
+
+void TimedProcessImage::AddKallsyms(const std::string& path) {
+  if (absl::Status s = image_.AddKallsyms(path); !s.ok()) Warn(std::string(s.message()));
+}
 
 void TimedProcessImage::AddTimedCode(std::vector<TimedCode> code) {
   code_.insert(code_.end(), std::make_move_iterator(code.begin()), std::make_move_iterator(code.end()));
@@ -79,6 +91,17 @@ void TimedProcessImage::Apply(const MapChange& change) {
     case MapChange::Kind::kMap: {
       // A runtime maps its jitdump executable so that perf records it; it holds no code.
       if (!IsCodeFileMapping(change.mapping) || IsJitDumpName(change.mapping.path)) return;
+      if (auto copy = archive_.find(change.mapping.build_id);
+          !change.mapping.build_id.empty() && copy != archive_.end()) {
+        Mapping mapping = FromSidebandMapping(change.mapping);
+        mapping.path = copy->second;
+        Add(mapping);
+        return;
+      }
+      if (archived_ && PathExists(change.mapping.path)) {
+        Warn(absl::StrFormat("%s is not archived in the trace: decoding it from the file at that path",
+                             change.mapping.path));
+      }
       if (!PathExists(change.mapping.path)) {
         missing_.Add({change.mapping.path, change.mapping.build_id, change.mapping.end - change.mapping.start});
         return;
@@ -199,6 +222,33 @@ std::vector<TimedCode> PlaceJitCode(const JitDump& dump, absl::Span<const uint8_
 
 namespace {
 
+// The archive's copies that are what meta.json says (size, build-id), by build-id; the
+// others become `problems`, and decode reads their paths.
+std::map<std::string, std::string> UsableArchive(const std::string& trace_dir, const TraceMeta& meta,
+                                                 std::vector<std::string>* problems) {
+  std::map<std::string, std::string> usable;
+  for (const ArchivedFile& f : meta.archive) {
+    if (usable.count(f.build_id)) continue;
+    const std::string file = ResolveTracePath(trace_dir, f.file);
+    std::string problem;
+    absl::StatusOr<std::string> id = ReadElfBuildId(file);
+    if (!id.ok()) {
+      problem = std::string(id.status().message());
+    } else if (*id != f.build_id) {
+      problem = absl::StrFormat("%s: build-id %s, expected %s", f.file, id->empty() ? "none" : *id, f.build_id);
+    } else if (int64_t size = FileSize(file); f.size != 0 && size != static_cast<int64_t>(f.size)) {
+      problem = absl::StrFormat("%s: %d bytes, expected %u (truncated?)", f.file, size, f.size);
+    }
+    if (problem.empty()) {
+      usable[f.build_id] = file;
+    } else {
+      problems->push_back(absl::StrFormat("archived copy of %s is damaged (%s): decoding it from the file at that path",
+                                          f.path, problem));
+    }
+  }
+  return usable;
+}
+
 // The jitdump's clock on the trace's: the emulators' wall axis and the dumps' default
 // are both CLOCK_MONOTONIC; hardware traces convert TSC stamps (JITDUMP_FLAGS_ARCH_TIMESTAMP)
 // as the PT packets' own. Anything else (the virtual axis) cannot be compared.
@@ -307,6 +357,10 @@ std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections,
   auto image = std::make_unique<TimedProcessImage>(sections, modules, absl::StrCat("pid ", pid), changes,
                                                    std::move(fixed), std::move(perf_map));
   AddJitCode(trace_dir, meta, changes, pid, image.get());
+  std::vector<std::string> problems;
+  std::map<std::string, std::string> archive = UsableArchive(trace_dir, meta, &problems);
+  image->SetArchive(std::move(archive), meta.archived, std::move(problems));
+  if (!meta.kernel.kallsyms.empty()) image->AddKallsyms(ResolveTracePath(trace_dir, meta.kernel.kallsyms));
   return image;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,15 @@ class TimedProcessImage {
   // Untimed traces: every mapping, in the order made; exec is ignored.
   void ApplyAll();
 
+  // The trace's archive (meta.json `archive`): verified copies by build-id, read instead
+  // of a mapping's path when its build-id matches. `archived`: the recorder archived, so
+  // a file read from its path is worth a warning. `problems`: damaged copies (warned).
+  void SetArchive(std::map<std::string, std::string> by_build_id, bool archived,
+                  std::vector<std::string> problems);
+
+  // Kernel function names from the trace's copy of /proc/kallsyms (they survive exec).
+  void AddKallsyms(const std::string& path);
+
   ProcessImage* image() { return &image_; }
   // Problems met so far (bad mappings), each reported once.
   std::vector<std::string> TakeWarnings();
@@ -85,6 +95,8 @@ class TimedProcessImage {
   uint64_t generation_ = 0;
   uint64_t applied_time_ = 0;
   bool started_ = false;
+  std::map<std::string, std::string> archive_;  // build-id -> archived file
+  bool archived_ = false;
   absl::flat_hash_set<std::string> warned_;
   std::vector<std::string> warnings_;
   MissingBinaries missing_;
@@ -103,7 +115,10 @@ Mapping FromImageEntry(const std::string& trace_dir, const ImageEntry& entry);
 // the JIT code of images/jit-PID.dump (the runtime's jitdump) and
 // images/jit-capture-PID.dump (what an emulator captured), placed in time by
 // PlaceJitCode.
-// A mapping without a build-id gets the one meta.json `build_ids` noted for its file.
+// A mapping without a build-id gets the one meta.json `build_ids` noted for its file; a
+// file archived in the trace with that build-id is read from the archive (each copy
+// checked: its size and build-id; a damaged one is warned about and the path is used).
+// The trace's kallsyms (meta.json `kernel`) names kernel code.
 // `sideband` may be null. Nothing is applied yet: call AdvanceTo or ApplyAll.
 std::unique_ptr<TimedProcessImage> MakeTraceProcessImage(SectionCache* sections, ModuleCache* modules,
                                                          const std::string& trace_dir,

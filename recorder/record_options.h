@@ -58,6 +58,11 @@ struct RecordOptions {
   // losing some of its thread's instructions (per-thread mode; 0: never).
   uint64_t emulate_overflow_every = 0;
 
+  // Copy the mapped files into the trace directory by build-id (recorder/trace_archive.h);
+  // false: --no-archive. `archive_cache_dir` "": the default shared cache.
+  bool archive = true;
+  std::string archive_cache_dir;
+
   bool quiet = false;  // no status line
 };
 

@@ -1,13 +1,12 @@
 #include "traceinfo/trace_info.h"
 
-#include <filesystem>
 #include <optional>
 #include <set>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "perfdata/perf_data_input.h"
 
@@ -20,12 +19,6 @@ using Json = nlohmann::ordered_json;
 std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 
 Json NsOrNull(uint64_t ns) { return ns == kForever ? Json(nullptr) : Json(ns); }
-
-int64_t FileSize(const std::string& path) {
-  std::error_code ec;
-  uintmax_t size = std::filesystem::file_size(path, ec);
-  return ec ? -1 : static_cast<int64_t>(size);
-}
 
 Json ThreadsJson(const Sideband& sb) {
   Json threads = Json::array();
@@ -113,6 +106,20 @@ Json ImagesJson(const std::string& dir, const TraceMeta& meta) {
   return images;
 }
 
+// The archived copies of the mapped files: each file once (several paths may share one
+// build-id) and the bytes they take in the directory.
+Json ArchiveJson(const std::string& dir, const TraceMeta& meta) {
+  Json files = Json::array();
+  std::set<std::string> counted;
+  int64_t bytes = 0;
+  for (const ArchivedFile& f : meta.archive) {
+    const int64_t size = FileSize(ResolveTracePath(dir, f.file));
+    if (counted.insert(f.file).second && size > 0) bytes += size;
+    files.push_back({{"path", f.path}, {"build_id", f.build_id}, {"file", f.file}, {"size", size}});
+  }
+  return {{"archived", meta.archived}, {"bytes", bytes}, {"files", files}};
+}
+
 Json StreamsJson(const std::string& dir, const TraceMeta& meta) {
   Json streams = Json::array();
   for (const PtStream& s : meta.streams) {
@@ -191,6 +198,7 @@ Json InfoJson(const std::string& input, const std::string& input_kind, const std
   j["vdso"] = VdsoJson(dir, meta, sb);
   j["images"] = ImagesJson(dir, meta);
   j["streams"] = StreamsJson(dir, meta);
+  j["archive"] = ArchiveJson(dir, meta);
   j["sideband"] = SidebandJson(sb);
   j["schedule"] = ScheduleJson(sb);
   j["lost"] = {{"records", sb.stats.lost_records},

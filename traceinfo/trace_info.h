@@ -27,7 +27,7 @@ struct TraceInfo {
   TraceMeta meta;
   Sideband sideband;       // loaded with keep_going: sources[i].error says what failed
   // The model `info --json` prints (keys: trace_dir, input_kind, mode, host, threads,
-  // mmaps, vdso, images, streams, sideband, schedule, lost, notes, problems; docs/cli.md).
+  // mmaps, vdso, images, streams, archive, sideband, schedule, lost, notes, problems; docs/cli.md).
   nlohmann::ordered_json json;
   // perf.data input: executable mappings whose binary was found nowhere.
   MissingBinaries missing_binaries;

@@ -15,7 +15,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/elf_build_id.h"
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
@@ -29,6 +28,7 @@
 #include "recorder/elf_symbol.h"
 #include "recorder/sideband_session.h"
 #include "recorder/target_process.h"
+#include "recorder/trace_archive.h"
 #include "sideband/record_reader.h"
 
 namespace ptd {
@@ -211,24 +211,6 @@ void DropRealCpuSwitches(TraceDirWriter& dir, TraceMeta* meta) {
       "hold the synthesized schedule of the virtual CPUs");
 }
 
-// Build-ids of the mapped files, so a decode elsewhere can tell a changed file. Only
-// the MMAP records are looked at (the sideband may hold millions of switches).
-void NoteBuildIds(TraceDirWriter& dir, TraceMeta* meta) {
-  for (const SidebandFile& file : meta->sideband) {
-    absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(dir.FilePath(file.file));
-    if (!bytes.ok()) continue;
-    RecordReader reader(*bytes, file.file, RecordFormat{file.sample_type, file.sample_id_all});
-    for (absl::StatusOr<std::optional<PerfRecord>> r = reader.Next(); r.ok() && r->has_value(); r = reader.Next()) {
-      const std::string* path = nullptr;
-      if (const auto* m2 = std::get_if<Mmap2Record>(&(*r)->body)) path = &m2->filename;
-      if (const auto* m1 = std::get_if<MmapRecord>(&(*r)->body)) path = &m1->filename;
-      if (path == nullptr || path->empty() || (*path)[0] != '/' || meta->build_ids.count(*path)) continue;
-      absl::StatusOr<std::string> id = ReadElfBuildId(*path);
-      if (id.ok() && !id->empty()) meta->build_ids[*path] = *id;
-    }
-  }
-}
-
 EmulatedRecordSummary SummaryOf(const RecordOptions& options, int pid, const PtraceStepper& stepper,
                                 const PtStreamSet& streams, uint64_t trigger_hits) {
   EmulatedRecordSummary summary;
@@ -347,7 +329,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   if (truth) {
     if (absl::Status s = truth->Close(); !s.ok()) return s;
   }
-  NoteBuildIds(*dir, &meta);
+  ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir}, &meta);
   // A failed write (disk full, file size limit): commit what reached the disk, marked
   // partial, and still fail (docs/robustness.md).
   const absl::Status write_error = !streams_status.ok() ? streams_status

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <variant>
@@ -24,6 +25,8 @@
 #include "recorder/pt/perf_access.h"
 #include "recorder/sideband_events.h"
 #include "recorder/sideband_recorder.h"
+#include "recorder/kernel_images.h"
+#include "recorder/trace_archive.h"
 #include "recorder/vdso_dump.h"
 #include "sideband/record_reader.h"
 
@@ -526,6 +529,13 @@ absl::Status PtRecording::Finish(const std::string& end_reason,
   meta->notes.insert(meta->notes.end(), notes.begin(), notes.end());
   meta->start_ns = start_ns_;
   meta->end_ns = Now();
+  ArchiveMappedFiles(dir_, {options_.record.archive, options_.record.archive_cache_dir}, meta);
+  if (options_.record.kernel) {
+    KernelImageSources sources;
+    sources.proc_root = options_.proc_root;
+    const std::string missing = CaptureKernelImages(dir_, sources, meta);
+    if (!missing.empty() && !options_.record.quiet) std::fprintf(stderr, "ptrace-direct: warning: %s\n", missing.c_str());
+  }
   return status;
 }
 

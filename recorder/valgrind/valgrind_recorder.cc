@@ -15,7 +15,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/elf_build_id.h"
 #include "common/file_util.h"
 #include "common/host_info.h"
 #include "ptd/version.h"
@@ -27,6 +26,7 @@
 #include "recorder/emulation_control.h"
 #include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/target_process.h"
+#include "recorder/trace_archive.h"
 #include "recorder/valgrind/valgrind_install.h"
 #include "recorder/valgrind/vgpt_converter.h"
 #include "recorder/valgrind/vgpt_spool.h"
@@ -243,21 +243,6 @@ void DescribeRun(const RecordOptions& options, const VgptConverter& converter, c
   meta->notes.insert(meta->notes.end(), run.notes.begin(), run.notes.end());
 }
 
-// Build-ids of the files the program mapped, so a decode elsewhere can tell a changed file.
-void RecordBuildIds(const TraceDirWriter& dir, TraceMeta* meta) {
-  for (const SidebandFile& file : meta->sideband) {
-    absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(dir.FilePath(file.file));
-    if (!bytes.ok()) continue;
-    RecordReader reader(*bytes, file.file, RecordFormat{file.sample_type, file.sample_id_all});
-    for (absl::StatusOr<std::optional<PerfRecord>> r = reader.Next(); r.ok() && r->has_value(); r = reader.Next()) {
-      const auto* m2 = std::get_if<Mmap2Record>(&(*r)->body);
-      if (m2 == nullptr || m2->filename.empty() || m2->filename[0] != '/' || meta->build_ids.count(m2->filename)) continue;
-      absl::StatusOr<std::string> id = ReadElfBuildId(m2->filename);
-      if (id.ok() && !id->empty()) meta->build_ids[m2->filename] = *id;
-    }
-  }
-}
-
 }  // namespace
 
 bool ValgrindAvailable(std::string* why) {
@@ -303,6 +288,11 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
       }
     };
   }
+  // The files are pinned as the tool reports each mapping, while the program runs: when
+  // recording ends the processes are gone (no /proc/PID/map_files) and a path may name
+  // another file by then (a rebuilt binary, a package upgrade).
+  MappedFilePins pins;
+  converter_options.on_map = [&pins](const Mmap2Record& map) { pins.Pin(map); };
   VgptConverter converter(converter_options, &streams, &*dir);
   converter_ptr = &converter;
   VgptSpool spool(spool_dir, &converter);
@@ -328,7 +318,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   DescribeRun(options, converter, run, spool.bytes_read(), &meta);
   meta.pids = {static_cast<int>(*valgrind)};
   meta.end_ns = converter.newest_time() + 1;
-  RecordBuildIds(*dir, &meta);
+  ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir, &pins}, &meta);
   ArchiveJitFiles(*dir, &meta);
   if (!run_status.ok()) meta.notes.push_back(absl::StrCat("reading the tool's stream: ", run_status.message()));
   if (run.exit_status >= 0) {

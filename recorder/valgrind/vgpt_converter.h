@@ -41,6 +41,9 @@ struct VgptConverterOptions {
   std::function<std::vector<uint64_t>(const Mmap2Record&)> trigger_addresses;
   // A thread is about to run a trigger address (once per entry of the block holding it).
   std::function<void(int pid, int tid, uint64_t address)> on_trigger;
+  // Told of every mapping of an executable file as it is read, usually while the process
+  // still runs (the recorder pins the file for its archive). Unset: nothing.
+  std::function<void(const Mmap2Record&)> on_map;
 };
 
 struct VgptConverterStats {

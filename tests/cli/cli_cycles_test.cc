@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using testing::JsonNumber;
 using testing::RunCommand;
 using testing::TempDir;
 
@@ -27,14 +28,6 @@ std::string Record(const TempDir& tmp, const std::string& timing) {
                        absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_calls")});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return trace;
-}
-
-// The value of `"key": N` in a --stats-json file; -1 when absent.
-int64_t JsonNumber(const std::string& json, const std::string& key) {
-  std::smatch m;
-  if (!std::regex_search(json, m, std::regex(absl::StrCat("\"", key, "\": ([0-9]+)")))) return -1;
-  int64_t value = -1;
-  return absl::SimpleAtoi(m[1].str(), &value) ? value : -1;
 }
 
 // The largest timestamp of the begin/end records in `ftf-dump` output.

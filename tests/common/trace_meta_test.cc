@@ -52,7 +52,17 @@ TraceMeta FullMeta() {
                       ImageKind::kVdso, "abcdef"});
   m.images.push_back({"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6",
                       0x7f0000028000ull, 0x28000, 0x155000, 1234, ImageKind::kFile, ""});
+  // Kernel code: an address above INT64_MAX (a signed parse would clamp it).
+  m.images.push_back({"images/dump-ffffffff81000000.bin", "kernel text", 0xffffffff81000000ull, 0, 0x1000, -1,
+                      ImageKind::kMemoryDump, ""});
   m.build_ids = {{"/bin/echo", "0123456789abcdef0123456789abcdef01234567"}};
+  m.archived = true;
+  m.archive.push_back({"/tmp/prog", "3252f0971fcaaf7367adc79c23809a5027990696",
+                       "images/by-build-id/32/52f0971fcaaf7367adc79c23809a5027990696", 15984});
+  m.namespace_tids = {{31038, 1}, {31039, 2}};
+  m.kernel.kallsyms = "kernel/kallsyms";
+  m.kernel.build_id = "0011223344556677889900112233445566778899";
+  m.kernel.modules.push_back({"ext4", 0xffffffffc0a00000ull, 0xb1000, "aabbccddeeff00112233445566778899aabbccdd"});
   m.end_reason = "exit";
   m.notes = {"target exited with status 0"};
   m.partial = true;
@@ -73,6 +83,9 @@ void ExpectSameMeta(const TraceMeta& original, const TraceMeta& back) {
   EXPECT_TRUE(back.sideband == original.sideband);
   EXPECT_TRUE(back.images == original.images);
   EXPECT_EQ(back.build_ids, original.build_ids);
+  EXPECT_TRUE(back.archive == original.archive);
+  EXPECT_EQ(back.namespace_tids, original.namespace_tids);
+  EXPECT_TRUE(back.kernel == original.kernel);
   EXPECT_EQ(back.notes, original.notes);
   EXPECT_TRUE(back == original) << "a top-level field differs:\n" << SerializeTraceMeta(back);
 }
@@ -90,10 +103,14 @@ TEST(TraceMetaTest, RoundTripKeepsEveryField) {
   EXPECT_TRUE(back->streams.at(0).chunks.at(1).lost_before);
   EXPECT_EQ(back->images.at(0).kind, ImageKind::kVdso);
   EXPECT_EQ(back->images.at(0).vaddr, 0x7ffd12345000ull);
+  EXPECT_EQ(back->images.at(2).vaddr, 0xffffffff81000000ull);
   EXPECT_EQ(back->mode, TraceMode::kEmulated);
   EXPECT_EQ(back->command.at(1), "hello world");
   EXPECT_EQ(back->pt.fields.at("mtc_period"), 3u);
   EXPECT_EQ(back->end_ns, 0xfffffffffffffff0ull);
+  EXPECT_TRUE(back->archived);
+  EXPECT_EQ(back->archive.at(0).size, 15984u);
+  EXPECT_EQ(back->namespace_tids.at(31039), 2);
 }
 
 TEST(TraceMetaTest, RoundTripThroughDirectory) {
@@ -142,6 +159,14 @@ TEST(TraceMetaTest, NamesTheBadField) {
 TEST(TraceMetaTest, RejectsPathsEscapingTheDirectory) {
   std::string text = SerializeTraceMeta(FullMeta());
   text = absl::StrReplaceAll(text, {{"\"aux/cpu0.pt\"", "\"../../etc/passwd\""}});
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
+  ASSERT_FALSE(back.ok());
+  EXPECT_THAT(back.status().message(), HasSubstr("relative path inside the trace directory"));
+}
+
+TEST(TraceMetaTest, RejectsArchiveFilesOutsideTheDirectory) {
+  std::string text = SerializeTraceMeta(FullMeta());
+  text = absl::StrReplaceAll(text, {{"\"images/by-build-id/32/", "\"../by-build-id/32/"}});
   absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
   ASSERT_FALSE(back.ok());
   EXPECT_THAT(back.status().message(), HasSubstr("relative path inside the trace directory"));

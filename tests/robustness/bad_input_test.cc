@@ -32,10 +32,14 @@ using ::testing::IsEmpty;
 const char kSpin[] = "ptd_core_spin_target";
 
 // A short emulated recording of the loop program (200 rounds).
-std::string RecordSmall(const TempDir& tmp, const std::string& program) {
+// `archive` false: --no-archive, so decode reads the program from its path (the tests of
+// missing and changed binaries; an archived trace does not need them: trace_archive_test).
+std::string RecordSmall(const TempDir& tmp, const std::string& program, bool archive = true) {
   const std::string dir = tmp.Sub("trace.dir");
-  CommandResult r = RunCli({"record", "--emulate=ptrace", "-q", "-o", dir, "--", program,
-                            tmp.Sub("target.pid"), "200"});
+  std::vector<std::string> args = {"record", "--emulate=ptrace", "-q", "-o", dir};
+  if (!archive) args.push_back("--no-archive");
+  args.insert(args.end(), {"--", program, tmp.Sub("target.pid"), "200"});
+  CommandResult r = RunCli(args);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return dir;
 }
@@ -189,7 +193,7 @@ TEST(BadInputTest, MissingBinaryIsNamedAndTheRestStillDecodes) {
   const std::string copy = tmp.Sub("spin-copy");
   std::filesystem::copy_file(CoreProgram(kSpin), copy);
   std::filesystem::permissions(copy, std::filesystem::perms::owner_all);
-  const std::string dir = RecordSmall(tmp, copy);
+  const std::string dir = RecordSmall(tmp, copy, /*archive=*/false);
   ASSERT_TRUE(RemoveTree(copy).ok());
 
   CommandResult decode = RunCli({"decode", dir, "-o", tmp.Sub("out.ftf"), "-q"});
@@ -203,7 +207,7 @@ TEST(BadInputTest, ChangedBinaryIsNamedWithBothBuildIds) {
   TempDir tmp;
   const std::string copy = tmp.Sub("spin-copy");
   std::filesystem::copy_file(CoreProgram(kSpin), copy);
-  const std::string dir = RecordSmall(tmp, copy);
+  const std::string dir = RecordSmall(tmp, copy, /*archive=*/false);
   // Another build under the same name (a new file, as an install would make).
   ASSERT_TRUE(RemoveTree(copy).ok());
   std::filesystem::copy_file(CoreProgram("ptd_core_fork_exec_target"), copy);

@@ -9,13 +9,23 @@
 
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <stdexcept>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 
 extern char** environ;
 
 namespace ptd::testing {
+
+int64_t JsonNumber(const std::string& json, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(json, m, std::regex(absl::StrCat("\"", key, "\": ([0-9]+)")))) return -1;
+  int64_t value = -1;
+  return absl::SimpleAtoi(m[1].str(), &value) ? value : -1;
+}
 
 CommandResult RunCommand(const std::vector<std::string>& argv) {
   CommandResult result;

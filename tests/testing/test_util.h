@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by every test folder.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The value of `"key": N` (a non-negative integer) in a JSON text such as a
+// --stats-json file; -1 when absent.
+int64_t JsonNumber(const std::string& json, const std::string& key);
 
 // ../shared/samples next to the project root, or nullopt (tests then GTEST_SKIP).
 std::optional<std::string> SharedSamplesDir();
