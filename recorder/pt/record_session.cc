@@ -23,7 +23,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 RecordSession::RecordSession(SessionOptions options, SnapshotTaker* taker)
-    : options_(std::move(options)), taker_(taker), status_line_(stderr, options_.quiet) {}
+    : options_(std::move(options)), taker_(taker), trigger_policy_(options_.trigger),
+      status_line_(stderr, options_.quiet) {}
 
 RecordSession::~RecordSession() {
   if (pidfd_ >= 0) close(pidfd_);
@@ -167,14 +168,22 @@ absl::StatusOr<std::string> RecordSession::Run() {
             if (revents & (POLLHUP | POLLERR)) fds[i].fd = -1;
             break;
           }
-          if (!options_.multi_snapshot) {
+          bool fired = false;
+          for (int hit = 0; hit < *hits; ++hit) {
+            // The thread and time are not read from the breakpoint's sample (yet).
+            fired = trigger_policy_.OnEntry(-1, -1, 0, 0).has_value() || fired;
+          }
+          if (fired && !options_.multi_snapshot) {
             notes_.push_back(absl::StrFormat("trigger hit at 0x%x", trigger_->address()));
+            notes_.push_back(trigger_policy_.Describe(trigger_->address()));
             absl::Status st = Finish("trigger");
             if (!st.ok()) return st;
             return std::string("trigger");
           }
-          absl::Status st = taker_->Snapshot("trigger");
-          if (!st.ok()) return st;
+          if (fired) {
+            absl::Status st = taker_->Snapshot("trigger");
+            if (!st.ok()) return st;
+          }
           absl::StatusOr<int> fresh = trigger_->Reopen(fds[i].fd);
           if (!fresh.ok() && fresh.status().code() == absl::StatusCode::kNotFound) {
             fds[i].fd = -1;  // the thread is gone

@@ -14,6 +14,7 @@
 #include "recorder/control_fifo.h"
 #include "recorder/pt/signal_watcher.h"
 #include "recorder/pt/status_line.h"
+#include "recorder/trigger_policy.h"
 
 namespace ptd::pt {
 
@@ -36,6 +37,8 @@ struct SessionOptions {
   std::string control_fifo;      // empty: none
   double duration_s = 0;         // 0: no limit
   bool multi_snapshot = false;   // keep going after a trigger snapshot
+  // Which breakpoint hit fires (--trigger-after); the policy every backend shares.
+  TriggerSpec trigger;
   int drain_interval_ms = 100;   // periodic Drain() when no wake-up fd fires
   bool quiet = false;            // status line off
 };
@@ -68,6 +71,7 @@ class RecordSession {
   std::unique_ptr<SignalWatcher> signals_;
   std::unique_ptr<ControlFifo> control_;
   std::unique_ptr<BreakpointTrigger> trigger_;
+  TriggerPolicy trigger_policy_;
   int pidfd_ = -1;
   std::vector<std::string> notes_;
   StatusLine status_line_;
