@@ -26,6 +26,7 @@
 namespace ptd::pt {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing::FakePtKernel;
@@ -243,6 +244,38 @@ TEST_F(HardwareRecorderTest, TriggerSymbolTakesTheSnapshot) {
   ASSERT_EQ(meta.streams[0].chunks.size(), 1u);
   EXPECT_EQ(meta.streams[0].chunks[0].reason, "trigger");
   EXPECT_THAT(meta.notes, Contains(HasSubstr("trigger hit")));
+}
+
+TEST_F(HardwareRecorderTest, TriggerAfterTakesTheSnapshotOnTheNthHit) {
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(1000, 4)); };
+  options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "3",
+                      "300"};
+  options_.per_thread = true;
+  options_.trigger_symbol = "ptd_trigger_point";
+  options_.trigger_after = 3;
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->end_reason, "trigger");
+  EXPECT_THAT(Meta().notes, Contains(AllOf(HasSubstr("--trigger-after 3"), HasSubstr("first on hit 3"))));
+}
+
+TEST_F(HardwareRecorderTest, TriggerProblemsAreRefusedBeforeAnyWork) {
+  options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "3",
+                      "300"};
+  options_.trigger_symbol = "ptd_trigger_pont";
+  auto missing = RecordHardware(options_, env_);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("ptd_trigger_pont"));
+  options_.trigger_symbol = "ptd_trigger_point";
+  options_.trigger_slower_than = "5ms";
+  auto slower = RecordHardware(options_, env_);
+  ASSERT_FALSE(slower.ok());
+  EXPECT_EQ(slower.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(slower.status().message()), HasSubstr("--emulate"));
+  options_.trigger_slower_than = "soon";
+  EXPECT_FALSE(RecordHardware(options_, env_).ok());
+  EXPECT_FALSE(PathExists(options_.output_dir));
+  EXPECT_EQ(factory_.size(), 0u);
 }
 
 TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {

@@ -26,6 +26,8 @@ extern "C" void ptd_session_test_probe();
 namespace ptd::pt {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -229,7 +231,8 @@ TEST(StatusLineTest, SaysTimeBytesSnapshotsAndLost) {
 // Launches the trigger test program, resolves its symbol and runs a session with the
 // real breakpoints.
 absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTaker* taker,
-                                              uint64_t* hits) {
+                                              uint64_t* hits, uint64_t after = 1,
+                                              std::vector<std::string>* notes = nullptr) {
   LaunchOptions launch;
   launch.argv = {TriggerTargetPath(), std::to_string(calls), "300"};
   auto target = TargetProcess::Launch(launch);
@@ -243,6 +246,9 @@ absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTa
   if (!trigger.ok()) return trigger.status();
   SessionOptions o = Quiet();
   o.multi_snapshot = multi;
+  o.trigger.symbol = "ptd_trigger_point";
+  o.trigger.after = after;
+  o.trigger.repeat = multi;
   RecordSession session(o, taker);
   if (auto st = session.WatchTarget(target->pid()); !st.ok()) return st;
   session.SetTrigger(*std::move(trigger));
@@ -250,6 +256,7 @@ absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTa
   (void)target->Wait();
   *hits = 0;
   for (const std::string& r : taker->reasons()) *hits += r == "trigger";
+  if (notes != nullptr) *notes = session.notes();
   return reason;
 }
 
@@ -269,6 +276,27 @@ TEST(TriggerTest, MultiSnapshotRearmsAndKeepsGoingUntilExit) {
   ASSERT_TRUE(reason.ok()) << reason.status();
   EXPECT_EQ(*reason, "exit");
   EXPECT_THAT(taker.reasons(), ElementsAre("trigger", "trigger", "trigger", "exit"));
+}
+
+TEST(TriggerTest, TriggerAfterFiresOnTheNthBreakpointHit) {
+  RecordingTaker taker;
+  uint64_t hits = 0;
+  std::vector<std::string> notes;
+  auto reason = RunTriggerSession(3, /*multi=*/false, &taker, &hits, /*after=*/2, &notes);
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_EQ(*reason, "trigger");
+  EXPECT_THAT(taker.reasons(), ElementsAre("trigger"));
+  // The policy's account: two entries seen, fired on the second.
+  EXPECT_THAT(notes, Contains(AllOf(HasSubstr("2 entries"), HasSubstr("first on hit 2"))));
+}
+
+TEST(TriggerTest, TriggerAfterMoreHitsThanTheProgramMakesNeverFires) {
+  RecordingTaker taker;
+  uint64_t hits = 0;
+  auto reason = RunTriggerSession(3, /*multi=*/false, &taker, &hits, /*after=*/4);
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_EQ(*reason, "exit");
+  EXPECT_THAT(taker.reasons(), ElementsAre("exit"));
 }
 
 TEST(TriggerTest, ResolvedAddressIsWhereTheFunctionRuns) {

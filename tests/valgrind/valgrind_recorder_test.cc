@@ -33,6 +33,7 @@ using ::ptd::testing::DecodeForTest;
 using ::ptd::testing::LackeyInstructions;
 using ::ptd::testing::RunCommand;
 using ::ptd::testing::TempDir;
+using ::ptd::testing::WatchedSlice;
 
 std::string Program(const std::string& name) { return std::string(PTD_BINARY_DIR) + "/tests/programs/" + name; }
 
