@@ -121,7 +121,13 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
       ->type_name("SYMBOL DURATION");
   cmd->add_option("--trigger-after", opts->trigger_after,
                   "The Nth hit of the trigger fires (entries, or slow returns), counted over all threads")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return text.find_first_not_of("0123456789") == std::string::npos && text.find_first_not_of('0') != std::string::npos
+                       ? std::string()
+                       : "must be a count of 1 or more (the Nth hit fires), not '" + text + "'";
+          },
+          "N"));
   cmd->add_flag("--trim", opts->trim,
                 "Keep only the trace from the firing call's entry on (emulation; meta.json and info say so)");
   cmd->add_flag("--multi-snapshot", opts->multi_snapshot,
