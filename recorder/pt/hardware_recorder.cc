@@ -6,6 +6,7 @@
 #include "recorder/pt/breakpoint_trigger.h"
 #include "recorder/pt/pt_recording.h"
 #include "recorder/pt/record_session.h"
+#include "recorder/sideband_recorder.h"  // OnlineCpus
 #include "recorder/trigger_policy.h"
 
 namespace ptd::pt {
@@ -22,12 +23,11 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   }
   absl::StatusOr<TriggerSpec> trigger_spec = TriggerSpecOf(options);
   if (!trigger_spec.ok()) return trigger_spec.status();
-  if (trigger_spec->slower_than_ns > 0 || trigger_spec->trim) {
-    // Returns need a second breakpoint per call (on the return address, read from the
-    // entry's sample); not built yet. The emulators watch returns.
+  if (trigger_spec->trim) {
+    // Cutting hardware chunks at a PSB needs the stream scanned for PSBs; not built yet.
     return absl::UnimplementedError(
-        "--trigger-slower-than and --trim are not supported with Intel PT hardware yet; record with "
-        "--emulate (valgrind or ptrace), or use --trigger with --trigger-after");
+        "--trim is not supported with Intel PT hardware yet (record with --emulate, or use "
+        "--snapshot: the ring keeps only the newest trace)");
   }
   if (absl::Status s = CheckTriggerSymbol(options, *trigger_spec); !s.ok()) return s;
   std::unique_ptr<PtRingFactory> kernel_factory;
@@ -63,22 +63,34 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   RecordSession session(session_options, &forward);
   if (absl::Status st = session.Prepare(); !st.ok()) return st;
 
+  // The trigger's breakpoints on `tids` of `pid` (and, inherited, on the threads they
+  // create): before a launched target runs its first instruction, on an attached one's
+  // threads once attached.
+  auto set_trigger = [&](int pid, const std::vector<int>& tids) -> absl::Status {
+    absl::StatusOr<uint64_t> address = ResolveSymbolInProcess(pid, options.trigger_symbol);
+    if (!address.ok()) return address.status();
+    absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+    if (!cpus.ok()) return cpus.status();
+    absl::StatusOr<BreakpointTrigger> trigger =
+        BreakpointTrigger::Create(*address, tids, *cpus, trigger_spec->slower_than_ns > 0);
+    if (!trigger.ok()) return trigger.status();
+    session.SetTrigger(*std::move(trigger));
+    return absl::OkStatus();
+  };
+  if (!options.trigger_symbol.empty() && !options.command.empty()) {
+    rec_options.before_run = [&](int pid) { return set_trigger(pid, {pid}); };
+  }
   absl::StatusOr<std::unique_ptr<PtRecording>> started =
       PtRecording::Start(rec_options, factory, *dir);
   if (!started.ok()) return started.status();
   recording = *std::move(started);
   TargetProcess* target = recording->target();
   if (absl::Status st = session.WatchTarget(target->pid()); !st.ok()) return st;
-  if (!options.trigger_symbol.empty()) {
-    absl::StatusOr<uint64_t> address = ResolveSymbolInProcess(target->pid(), options.trigger_symbol);
-    if (!address.ok()) return address.status();
+  if (!options.trigger_symbol.empty() && !target->launched()) {
     absl::StatusOr<std::vector<int>> tids = target->Threads();
     if (!tids.ok()) return tids.status();
-    absl::StatusOr<BreakpointTrigger> trigger = BreakpointTrigger::Create(*address, *tids);
-    if (!trigger.ok()) return trigger.status();
-    session.SetTrigger(*std::move(trigger));
+    if (absl::Status st = set_trigger(target->pid(), *tids); !st.ok()) return st;
   }
-
   absl::StatusOr<std::string> end_reason = session.Run();
   HardwareRecordSummary summary;
   summary.end_reason = end_reason.ok() ? *end_reason : "error";
@@ -99,6 +111,7 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   TraceMeta meta;
   meta.tool_version = kToolVersion;
   absl::Status finished = recording->Finish(summary.end_reason, notes, &meta);
+  meta.trigger = TriggerPointOf(session.trigger_policy());
   recording.reset();  // unmaps and closes the events before the directory is committed
   // What was captured is committed even after an error, so it can be decoded.
   if (absl::Status st = dir->Commit(meta); !st.ok()) return st;

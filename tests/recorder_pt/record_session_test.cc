@@ -17,6 +17,7 @@
 #include "recorder/control_fifo.h"
 #include "recorder/pt/record_session.h"
 #include "recorder/pt/status_line.h"
+#include "recorder/sideband_recorder.h"
 #include "recorder/target_process.h"
 #include "tests/testing/test_util.h"
 
@@ -242,7 +243,9 @@ absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTa
   if (!address.ok()) return address.status();
   auto tids = target->Threads();
   if (!tids.ok()) return tids.status();
-  auto trigger = BreakpointTrigger::Create(*address, *tids);
+  auto cpus = OnlineCpus();
+  if (!cpus.ok()) return cpus.status();
+  auto trigger = BreakpointTrigger::Create(*address, *tids, *cpus, /*watch_returns=*/false);
   if (!trigger.ok()) return trigger.status();
   SessionOptions o = Quiet();
   o.multi_snapshot = multi;
