@@ -111,8 +111,8 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                   "'filter 0x1130/0x40@/bin/prog'; comma-separated; names are resolved to "
                   "the numeric file-offset filters the kernel takes");
   cmd->add_option("--trigger", opts->trigger_symbol,
-                  "Snapshot when this function runs (hardware breakpoint per thread; "
-                  "--emulate: a stepped thread reaching it); NAME or NAME@LIBRARY");
+                  "Snapshot when this function runs (hardware breakpoint, every thread; "
+                  "--emulate: a thread reaching it); NAME or NAME@LIBRARY");
   auto slower_than = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--trigger-slower-than", *slower_than,
                   "Snapshot when a call to SYMBOL returns more than DURATION after its entry "

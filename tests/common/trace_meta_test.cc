@@ -59,6 +59,7 @@ TraceMeta FullMeta() {
   m.partial_reason = "disk full";
   m.start_ns = 1000;
   m.end_ns = 0xfffffffffffffff0ull;
+  m.trigger = TriggerPoint{"handle_request", 5'000'000, 2, 100, 101, 1'000, 7'000'000, 1'000};
   return m;
 }
 
@@ -94,6 +95,19 @@ TEST(TraceMetaTest, RoundTripKeepsEveryField) {
   EXPECT_EQ(back->command.at(1), "hello world");
   EXPECT_EQ(back->pt.fields.at("mtc_period"), 3u);
   EXPECT_EQ(back->end_ns, 0xfffffffffffffff0ull);
+  ASSERT_TRUE(back->trigger.has_value());
+  EXPECT_EQ(back->trigger->tid, 101);
+  EXPECT_EQ(back->trigger->return_ns, 7'000'000u);
+}
+
+TEST(TraceMetaTest, NoTriggerMeansNoTriggerField) {
+  TraceMeta m = FullMeta();
+  m.trigger.reset();
+  const std::string text = SerializeTraceMeta(m);
+  EXPECT_EQ(text.find("\"trigger\""), std::string::npos);
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->trigger.has_value());
 }
 
 TEST(TraceMetaTest, RoundTripThroughDirectory) {

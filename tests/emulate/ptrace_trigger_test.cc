@@ -42,7 +42,7 @@ struct Recorded {
   std::vector<GroundTruthThread> truth;  // what the stepper saw
 };
 
-Recorded Record(const TempDir& tmp, void (*tweak)(RecordOptions&)) {
+RecordOptions SlowCallOptions(const TempDir& tmp) {
   RecordOptions options;
   options.command = SlowCallCommand();
   options.output_dir = tmp.Sub("trace.dir");
@@ -50,6 +50,11 @@ Recorded Record(const TempDir& tmp, void (*tweak)(RecordOptions&)) {
   options.emulator = "ptrace";
   options.quiet = true;
   options.trigger_symbol = kSlowFunction;
+  return options;
+}
+
+Recorded Record(const TempDir& tmp, void (*tweak)(RecordOptions&)) {
+  RecordOptions options = SlowCallOptions(tmp);
   options.ground_truth_path = tmp.Sub("truth");
   tweak(options);
   Recorded rec;
@@ -137,12 +142,7 @@ TEST(PtraceTriggerTest, TrimKeepsTheSlowCallAndMarksWhatWasCut) {
 
 TEST(PtraceTriggerTest, NonsenseIsRefusedBeforeTheProgramRuns) {
   TempDir tmp;
-  RecordOptions options;
-  options.command = SlowCallCommand();
-  options.output_dir = tmp.Sub("trace.dir");
-  options.emulate = true;
-  options.emulator = "ptrace";
-  options.quiet = true;
+  RecordOptions options = SlowCallOptions(tmp);
   options.trigger_symbol = "handle_reqest";
   absl::StatusOr<EmulatedRecordSummary> missing = RecordEmulated(options);
   ASSERT_FALSE(missing.ok());
