@@ -59,17 +59,27 @@ absl::Status BreakpointTrigger::Open(int tid, int cpu, uint64_t address, bool at
   attr.exclude_hv = 1;
   absl::StatusOr<PerfEvent> event = PerfEvent::Open(attr, tid, cpu);
   if (!event.ok()) return event.status();
+  // One ring per CPU (the locked-memory limit): the CPU's other breakpoints write into
+  // it, as perf's events on one CPU do.
+  if (cpu >= 0) {
+    for (const Breakpoint& b : breakpoints_) {
+      if (b.cpu != cpu || !b.ring.valid()) continue;
+      if (absl::Status st = event->SetOutput(b.event); !st.ok()) return st;
+      breakpoints_.push_back(Breakpoint{tid, cpu, address, at_return, *std::move(event), PerfMmap()});
+      return absl::OkStatus();
+    }
+  }
   // poll() on a perf fd without a ring always reports POLLHUP: a ring it is.
-  absl::StatusOr<PerfMmap> ring = PerfMmap::Map(*event, 4 * PageSize());
+  absl::StatusOr<PerfMmap> ring = PerfMmap::Map(*event, 2 * PageSize());
   if (!ring.ok()) return ring.status();
-  breakpoints_.push_back(Breakpoint{tid, address, at_return, *std::move(event), *std::move(ring)});
+  breakpoints_.push_back(Breakpoint{tid, cpu, address, at_return, *std::move(event), *std::move(ring)});
   return absl::OkStatus();
 }
 
 std::vector<int> BreakpointTrigger::fds() const {
   std::vector<int> out;
   for (const Breakpoint& b : breakpoints_) {
-    if (!b.at_return) out.push_back(b.event.fd());
+    if (!b.at_return && b.ring.valid()) out.push_back(b.event.fd());
   }
   return out;
 }
@@ -88,7 +98,7 @@ absl::StatusOr<int> BreakpointTrigger::WatchReturn(int tid, uint64_t return_addr
 
 absl::StatusOr<std::vector<BreakpointHit>> BreakpointTrigger::TakeHits(int fd) {
   for (Breakpoint& b : breakpoints_) {
-    if (b.event.fd() != fd) continue;
+    if (b.event.fd() != fd || !b.ring.valid()) continue;
     DataRing ring(b.ring.header(), b.ring.data(), b.ring.data_size());
     std::string records;
     DataRingStats stats;

@@ -3,7 +3,8 @@
 // (recorder/trigger_policy.h decides which hit fires). The entry breakpoint on the
 // symbol's runtime address is one perf event per (thread, CPU) with inherit set, so the
 // threads and processes the target creates later are watched too (their samples go to
-// the parent event's ring, with their tid). The events count every hit (sample_period 1)
+// the parent event's ring, with their tid); the events of one CPU share one ring
+// (PERF_EVENT_IOC_SET_OUTPUT). The events count every hit (sample_period 1)
 // and wake poll() at each; hits that land before the fds are polled wait in the rings.
 //
 // --trigger-slower-than: the entry samples also carry the stack pointer and the word it
@@ -56,10 +57,11 @@ class BreakpointTrigger {
  private:
   struct Breakpoint {
     int tid = -1;
+    int cpu = -1;
     uint64_t address = 0;
     bool at_return = false;
     PerfEvent event;
-    PerfMmap ring;
+    PerfMmap ring;  // invalid: writes into its CPU's first breakpoint's ring
   };
   BreakpointTrigger(uint64_t address, bool watch_returns) : address_(address), watch_returns_(watch_returns) {}
   absl::Status Open(int tid, int cpu, uint64_t address, bool at_return);
