@@ -37,15 +37,7 @@ int RunFtfDump(const FtfDumpOptions& options) {
   function_options.slowest_count = options.slowest;
   ftf::FtfSummarizer summarizer(function_options);
   ftf::FtfChecker checker;
-  ftf::FtfRecord record;
-  absl::Status read_error;
-  for (;;) {
-    absl::StatusOr<bool> more = (*reader)->Next(&record);
-    if (!more.ok()) {
-      read_error = more.status();
-      break;
-    }
-    if (!*more) break;
+  const absl::Status read_error = ftf::ForEachRecord(**reader, [&](const ftf::FtfRecord& record) {
     if (print_records) {
       std::string line = ftf::FormatRecord(record);
       line.push_back('\n');
@@ -53,7 +45,7 @@ int RunFtfDump(const FtfDumpOptions& options) {
     }
     if (print_summary) summarizer.Add(record);
     if (options.check) checker.Add(record);
-  }
+  });
   if (print_summary) {
     if (print_records) Print("\n");
     const ftf::FtfSummary summary = summarizer.Finish();

@@ -8,7 +8,9 @@
 // A CYC times the packet after it, so the CYCs the query decoder reads ahead past that
 // packet (up to the next TNT/TIP/event packet) belong to the next packet and are not
 // counted yet. Lookups at offset X therefore count the CYCs whose timed packet (the first
-// non-timing packet after them) lies before X. Bytes the packet decoder cannot parse are
+// non-timing packet after them) lies before X. Tracing that (re)starts with a block is
+// timed at the offset before that block: how far libipt reads ahead for it depends on
+// its block cache, i.e. on what that decoder decoded before. Bytes the packet decoder cannot parse are
 // skipped to the next PSB (as the flow decoders do).
 
 #include <cstddef>

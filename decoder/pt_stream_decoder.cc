@@ -456,16 +456,23 @@ struct InsnApi {
 
 // One block. An error can come with the instructions decoded before it: they count.
 int PtStreamDecoder::NextBlock(pt_block_decoder* decoder) {
+  // A run that (re)starts tracing is timed where it starts: how far the query decoder
+  // reads ahead for the block depends on libipt's block cache, which differs between
+  // the single decoder and the parallel pieces' decoders.
+  const bool starts_run = cycles_.active() && (need_enable_ || need_enable_carried_);
+  uint64_t offset = 0;
+  if (starts_run && pt_blk_get_offset(decoder, &offset) >= 0) [[unlikely]] cycles_.At(offset);
   pt_block block;
   int status = pt_blk_next(decoder, &block, sizeof block);
-  if (cycles_.active()) [[unlikely]] {
-    // Where the query decoder stands: the packets this block consumed are behind it.
-    uint64_t offset = 0;
-    if (pt_blk_get_offset(decoder, &offset) >= 0) cycles_.At(offset);
-  }
+  // Where the query decoder stands: the packets this block consumed are behind it.
+  const bool timed = cycles_.active() && pt_blk_get_offset(decoder, &offset) >= 0;
+  if (timed && !starts_run) [[unlikely]] cycles_.At(offset);
   if (block.ninsn > 0) {
     ++stats_.blocks;
     OnInstructionRun(block.ip, block.ninsn);
+  }
+  if (timed && starts_run) [[unlikely]] cycles_.At(offset);
+  if (block.ninsn > 0) {
     if (observer_ != nullptr) observer_->OnBlock(block.ip, block.end_ip, block.ninsn);
     InsnClass klass = FromLibipt(block.iclass);
     if (klass == InsnClass::kUnknown) {
@@ -485,14 +492,17 @@ int PtStreamDecoder::NextBlock(pt_block_decoder* decoder) {
 }
 
 int PtStreamDecoder::NextInsn(pt_insn_decoder* decoder) {
+  // Timed as NextBlock does.
+  const bool starts_run = cycles_.active() && (need_enable_ || need_enable_carried_);
+  uint64_t offset = 0;
+  if (starts_run && pt_insn_get_offset(decoder, &offset) >= 0) [[unlikely]] cycles_.At(offset);
   pt_insn insn;
   int status = pt_insn_next(decoder, &insn, sizeof insn);
   if (status < 0) return status;
-  if (cycles_.active()) [[unlikely]] {
-    uint64_t offset = 0;
-    if (pt_insn_get_offset(decoder, &offset) >= 0) cycles_.At(offset);
-  }
+  const bool timed = cycles_.active() && pt_insn_get_offset(decoder, &offset) >= 0;
+  if (timed && !starts_run) [[unlikely]] cycles_.At(offset);
   OnInstructionRun(insn.ip, 1);
+  if (timed && starts_run) [[unlikely]] cycles_.At(offset);
   if (observer_ != nullptr) observer_->OnBlock(insn.ip, insn.ip, 1);
   InsnClass klass = FromLibipt(insn.iclass);
   if (klass != InsnClass::kOther && klass != InsnClass::kUnknown) {

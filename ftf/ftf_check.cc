@@ -15,16 +15,8 @@ absl::Status CheckFtfFile(const std::string& path) {
   absl::StatusOr<std::unique_ptr<FtfReader>> reader = FtfReader::Open(path);
   if (!reader.ok()) return reader.status();
   FtfChecker checker;
-  FtfRecord record;
-  for (;;) {
-    absl::StatusOr<bool> more = (*reader)->Next(&record);
-    if (!more.ok()) {
-      checker.AddReadError(std::string(more.status().message()));
-      break;
-    }
-    if (!*more) break;
-    checker.Add(record);
-  }
+  absl::Status read = ForEachRecord(**reader, [&](const FtfRecord& record) { checker.Add(record); });
+  if (!read.ok()) checker.AddReadError(std::string(read.message()));
   std::vector<std::string> problems = checker.Finish();
   if (problems.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(

@@ -452,4 +452,14 @@ absl::string_view ArgTypeName(ArgType type) {
   return "unknown_arg";
 }
 
+absl::Status ForEachRecord(FtfReader& reader, const std::function<void(const FtfRecord&)>& visit) {
+  FtfRecord record;
+  for (;;) {
+    absl::StatusOr<bool> more = reader.Next(&record);
+    if (!more.ok()) return more.status();
+    if (!*more) return absl::OkStatus();
+    visit(record);
+  }
+}
+
 }  // namespace ptd::ftf

@@ -7,6 +7,7 @@
 // offset of the record and what is wrong; reading stops there.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +91,10 @@ class FtfReader {
   ProviderTables* current_ = nullptr;
   FtfReaderStats stats_;
 };
+
+// Passes each record of `reader` to `visit` until the end of the stream; returns the
+// first read error (the records before it have been visited).
+absl::Status ForEachRecord(FtfReader& reader, const std::function<void(const FtfRecord&)>& visit);
 
 // Name of a record type / event type / argument type, for text output and errors.
 absl::string_view RecordTypeName(uint8_t type);

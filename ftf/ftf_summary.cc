@@ -121,13 +121,8 @@ absl::StatusOr<FtfSummary> SummarizeFtfFile(const std::string& path) {
   absl::StatusOr<std::unique_ptr<FtfReader>> reader = FtfReader::Open(path);
   if (!reader.ok()) return reader.status();
   FtfSummarizer summarizer;
-  FtfRecord record;
-  for (;;) {
-    absl::StatusOr<bool> more = (*reader)->Next(&record);
-    if (!more.ok()) return more.status();
-    if (!*more) break;
-    summarizer.Add(record);
-  }
+  absl::Status read = ForEachRecord(**reader, [&](const FtfRecord& record) { summarizer.Add(record); });
+  if (!read.ok()) return read;
   return summarizer.Finish();
 }
 

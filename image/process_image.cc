@@ -92,6 +92,22 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
     }
   }
   kept.push_back(std::move(region));
+  if (!mapping.function.empty()) {
+    // Named code replaces the names of what it overlaps, as its bytes replace theirs.
+    const bool wider = mapping.function_end > mapping.function_start;
+    const uint64_t start = wider ? mapping.function_start : mapping.vaddr;
+    const uint64_t end = wider ? mapping.function_end : mapping.vaddr + size;
+    auto it = jit_functions_.lower_bound(start);
+    if (it != jit_functions_.begin() && std::prev(it)->second.end > start) --it;
+    std::vector<std::pair<uint64_t, JitFunction>> pieces;
+    while (it != jit_functions_.end() && it->first < end) {
+      if (it->first < start) pieces.push_back({it->first, JitFunction{start, it->second.name}});
+      if (it->second.end > end) pieces.push_back({end, JitFunction{it->second.end, it->second.name}});
+      it = jit_functions_.erase(it);
+    }
+    for (auto& piece : pieces) jit_functions_.insert(piece);
+    jit_functions_[start] = JitFunction{end, Intern(mapping.function)};
+  }
   std::sort(kept.begin(), kept.end(), [](const Region& a, const Region& b) { return a.start < b.start; });
   regions_ = std::move(kept);
   resolved_.clear();
@@ -103,6 +119,7 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
 void ProcessImage::Clear() {
   pt_image_remove_by_asid(image_, nullptr);
   regions_.clear();
+  jit_functions_.clear();
   resolved_.clear();
   has_ocaml_ = false;
 }
@@ -136,6 +153,13 @@ const ProcessImage::Region* ProcessImage::FindRegion(uint64_t address) const {
   return address < it->end ? &*it : nullptr;
 }
 
+const std::pair<const uint64_t, ProcessImage::JitFunction>* ProcessImage::FindJitFunction(uint64_t address) const {
+  auto it = jit_functions_.upper_bound(address);
+  if (it == jit_functions_.begin()) return nullptr;
+  --it;
+  return address < it->second.end ? &*it : nullptr;
+}
+
 absl::string_view ProcessImage::Intern(std::string name) {
   names_.push_back(std::move(name));
   return names_.back();
@@ -150,6 +174,7 @@ FunctionInfo ProcessImage::Resolve(uint64_t address) {
 }
 
 FunctionRange ProcessImage::RangeOf(uint64_t address) const {
+  if (const auto* jit = FindJitFunction(address)) return FunctionRange{jit->first, jit->second.end, false, true, true};
   if (const Symbol* jit = jit_symbols_.Find(address)) return FunctionRange{jit->start, jit->end, false, true, true};
   const Region* region = FindRegion(address);
   if (region == nullptr) return FunctionRange{address, address + 1, false, false, false};
@@ -200,6 +225,10 @@ FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
   info.plt = range.plt;
   info.mapped = range.mapped;
   info.symbol = range.symbol;
+  if (const auto* named = FindJitFunction(address)) {
+    info.name = named->second.name;
+    return info;
+  }
   if (const Symbol* jit = jit_symbols_.Find(address)) {
     info.name = jit_symbols_.name(*jit);
     return info;

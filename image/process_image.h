@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ struct Mapping {
   std::string build_id;     // expected build-id (hex), empty when unknown
   bool memory_dump = false; // raw bytes, not a file mapping: names are relative to the
                             // lowest address mapped under the same name
+  std::string function;     // JIT code: the whole mapping is this one function (its name
+                            // holds until other named code is mapped over it)
+  uint64_t function_start = 0;  // the function's range when wider than the mapping (a
+  uint64_t function_end = 0;    // captured piece of it); 0: the mapping's own
 };
 
 // The function an address belongs to, as far as the decoder can tell.
@@ -61,7 +66,7 @@ class ProcessImage {
 
   // Maps `mapping`; a later mapping replaces what it overlaps (as mmap does).
   absl::Status AddMapping(const Mapping& mapping);
-  // Unmaps everything (exec). JIT symbols stay; names handed out stay valid.
+  // Unmaps everything (exec). Perf map symbols stay; names handed out stay valid.
   void Clear();
   // Symbols for JIT code from a perf map file ("START SIZE name" per line, hex).
   absl::Status AddPerfMap(const std::string& path);
@@ -94,7 +99,14 @@ class ProcessImage {
     bool memory_dump = false;
   };
 
+  // A named piece of JIT code (Mapping::function).
+  struct JitFunction {
+    uint64_t end = 0;
+    absl::string_view name;
+  };
+
   const Region* FindRegion(uint64_t address) const;
+  const std::pair<const uint64_t, JitFunction>* FindJitFunction(uint64_t address) const;
   FunctionInfo ResolveUncached(uint64_t address);
   absl::string_view Intern(std::string name);
 
@@ -104,7 +116,8 @@ class ProcessImage {
   pt_image* image_;
   std::vector<Region> regions_;  // sorted, non-overlapping
   bool has_ocaml_ = false;
-  SymbolTable jit_symbols_;
+  SymbolTable jit_symbols_;  // perf map: untimed, below the named JIT code
+  std::map<uint64_t, JitFunction> jit_functions_;  // by start, non-overlapping
   absl::flat_hash_map<uint64_t, FunctionInfo> resolved_;
   std::deque<std::string> names_;  // storage for names made up here
   std::vector<std::string> warnings_;

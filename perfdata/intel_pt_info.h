@@ -35,6 +35,19 @@ struct IntelPtInfo {
   int words_present = 0;
 };
 
+// intel_pt format field positions in perf_event_attr.config (sysfs
+// .../intel_pt/format/*: the architectural RTIT_CTL layout, the same on every PT CPU).
+// AUXTRACE_INFO carries some of them as masks; perf.data readers need the others too.
+inline constexpr uint64_t kPtEnBit = 1ull << 0;
+inline constexpr uint64_t kCycBit = 1ull << 1;
+inline constexpr uint64_t kMtcBit = 1ull << 9;
+inline constexpr uint64_t kTscBit = 1ull << 10;
+inline constexpr uint64_t kNoRetCompBit = 1ull << 11;
+inline constexpr uint64_t kBranchEnBit = 1ull << 13;
+inline constexpr uint64_t kMtcPeriodMask = 0xfull << 14;
+inline constexpr uint64_t kCycThreshMask = 0xfull << 19;
+inline constexpr uint64_t kPsbPeriodMask = 0xfull << 24;
+
 // Number of fixed priv words (INTEL_PT_PMU_TYPE .. INTEL_PT_FILTER_STR_LEN).
 inline constexpr int kIntelPtFixedWords = 17;
 

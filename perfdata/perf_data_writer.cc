@@ -3,12 +3,9 @@
 #include "perfdata/perf_format.h"
 
 namespace ptd::perfdata {
-namespace {
 
 void Put64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }
 void Put32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), 4); }
-
-}  // namespace
 
 void PerfDataWriter::AddAttr(std::string attr, std::vector<uint64_t> ids) {
   attrs_.push_back(std::move(attr));

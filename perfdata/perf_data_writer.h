@@ -11,6 +11,10 @@
 
 namespace ptd::perfdata {
 
+// Appends a host-endian (little-endian: perf.data of this machine) word to `out`.
+void Put64(std::string* out, uint64_t v);
+void Put32(std::string* out, uint32_t v);
+
 class PerfDataWriter {
  public:
   // `attr` is a whole perf_event_attr (its size field set); all attrs must be one size.

@@ -19,27 +19,14 @@
 #include "perfdata/perf_format.h"
 #include "perfdata/sample_id.h"
 #include "ptd/version.h"
+#include "sideband/sideband_attr.h"
 
 namespace ptd::perfdata {
 namespace {
 
-// intel_pt format field positions (sysfs .../intel_pt/format/*; RTIT_CTL layout).
-constexpr uint64_t kPtEnBit = 1ull << 0;
-constexpr uint64_t kCycBit = 1ull << 1;
-constexpr uint64_t kMtcBit = 1ull << 9;
-constexpr uint64_t kTscBit = 1ull << 10;
-constexpr uint64_t kNoRetCompBit = 1ull << 11;
-constexpr uint64_t kBranchEnBit = 1ull << 13;
-constexpr uint64_t kMtcPeriodMask = 0xfull << 14;
-constexpr uint64_t kCycThreshMask = 0xfull << 19;
-constexpr uint64_t kPsbPeriodMask = 0xfull << 24;
-
 // Every sideband record is re-stamped with this layout (what perf record uses).
 constexpr uint64_t kExportSampleType =
     PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER;
-
-void Put64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }
-void Put32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), 4); }
 
 uint64_t FieldBits(uint64_t value, uint64_t mask) { return (value << __builtin_ctzll(mask)) & mask; }
 
@@ -161,13 +148,7 @@ absl::StatusOr<PerfExportResult> ExportPerfData(const PerfExportOptions& options
   attr.read_format = PERF_FORMAT_ID;
   attr.exclude_kernel = meta.pt.user_only ? 1 : 0;
   attr.exclude_hv = 1;
-  attr.mmap = 1;
-  attr.mmap2 = 1;
-  attr.comm = 1;
-  attr.comm_exec = 1;
-  attr.task = 1;
-  attr.sample_id_all = 1;
-  attr.context_switch = per_cpu ? 1 : 0;
+  SetSidebandRecordBits(/*context_switches=*/per_cpu, &attr);
 
   PerfDataWriter writer;
   writer.AddAttr(std::string(reinterpret_cast<const char*>(&attr), sizeof(attr)), {kExportEventId});

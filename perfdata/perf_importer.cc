@@ -22,18 +22,13 @@
 #include "common/trace_dir.h"
 #include "perfdata/build_id_cache.h"
 #include "perfdata/executable_mappings.h"
+#include "perfdata/intel_pt_info.h"
 #include "perfdata/perf_format.h"
 #include "perfdata/sample_id.h"
 #include "ptd/version.h"
 
 namespace ptd::perfdata {
 namespace {
-
-// Architectural RTIT_CTL positions of intel_pt format fields that AUXTRACE_INFO does
-// not carry as masks (perf's sysfs format files say the same on every PT CPU).
-constexpr uint64_t kBranchEnBit = 1ull << 13;
-constexpr uint64_t kCycThreshMask = 0xfull << 19;
-constexpr uint64_t kPsbPeriodMask = 0xfull << 24;
 
 const PerfAttr* FindPtAttr(const PerfData& data) {
   if (!data.intel_pt) return nullptr;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "sideband/sideband_attr.h"
+
 namespace ptd {
 
 static_assert(kSidebandSampleType ==
@@ -27,12 +29,7 @@ void AddEventCommonFields(const SidebandEventOptions& options, perf_event_attr* 
 
 void AddSidebandFields(const SidebandEventOptions& options, perf_event_attr* attr) {
   AddEventCommonFields(options, attr);
-  attr->mmap = 1;
-  attr->mmap2 = 1;
-  attr->comm = 1;
-  attr->comm_exec = 1;
-  attr->task = 1;
-  attr->context_switch = options.context_switches ? 1 : 0;
+  SetSidebandRecordBits(options.context_switches, attr);
 }
 
 perf_event_attr DummySidebandAttr(const SidebandEventOptions& options) {

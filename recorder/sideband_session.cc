@@ -10,6 +10,7 @@
 #include "common/file_util.h"
 #include "common/host_info.h"
 #include "ptd/version.h"
+#include "recorder/jit_files.h"
 #include "recorder/vdso_dump.h"
 #include "sideband/record_reader.h"
 
@@ -55,13 +56,9 @@ SidebandSession::~SidebandSession() {
 }
 
 absl::Status SidebandSession::DumpMemory() {
-  const int pid = target_->pid();
-  absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(pid);
+  absl::StatusOr<std::vector<ProcMapping>> maps =
+      DumpSpecialMemoryOf(target_->pid(), dir_, &images_, &notes_);
   if (!maps.ok()) return maps.status();
-  absl::StatusOr<SpecialMemoryDump> dump = DumpSpecialMemory(pid, *maps, dir_);
-  if (!dump.ok()) return dump.status();
-  images_.insert(images_.end(), dump->images.begin(), dump->images.end());
-  notes_.insert(notes_.end(), dump->notes.begin(), dump->notes.end());
   if (attached_) attach_maps_ = std::move(*maps);
   return absl::OkStatus();
 }
@@ -157,14 +154,6 @@ absl::Status SidebandSession::Finish(TraceMeta* meta) {
       status.Update(st);
     }
   }
-  absl::StatusOr<bool> copied = CopyPerfMap(pid, dir_);
-  if (!copied.ok()) {
-    notes_.push_back(absl::StrCat("/tmp/perf-", pid, ".map not copied: ",
-                                  std::string(copied.status().message())));
-  } else if (*copied) {
-    notes_.push_back(absl::StrCat("copied /tmp/perf-", pid, ".map (JIT symbols) to ",
-                                  kImagesSubdir, "/perf-", pid, ".map"));
-  }
   DataRingStats stats = recorder_->TotalStats();
   if (stats.lost_records > 0) {
     notes_.push_back(absl::StrFormat(
@@ -182,6 +171,7 @@ absl::Status SidebandSession::Finish(TraceMeta* meta) {
   meta->sideband.insert(meta->sideband.end(), files.begin(), files.end());
   meta->images.insert(meta->images.end(), images_.begin(), images_.end());
   meta->notes.insert(meta->notes.end(), notes_.begin(), notes_.end());
+  ArchiveJitFiles(dir_, meta);
   if (!range.empty()) {
     if (meta->start_ns == 0 || range.first < meta->start_ns) meta->start_ns = range.first;
     meta->end_ns = std::max(meta->end_ns, range.last);

@@ -149,6 +149,18 @@ absl::StatusOr<SpecialMemoryDump> DumpSpecialMemory(int pid, const std::vector<P
   return dump;
 }
 
+absl::StatusOr<std::vector<ProcMapping>> DumpSpecialMemoryOf(int pid, const TraceDirWriter& dir,
+                                                             std::vector<ImageEntry>* images,
+                                                             std::vector<std::string>* notes) {
+  absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(pid);
+  if (!maps.ok()) return maps.status();
+  absl::StatusOr<SpecialMemoryDump> dump = DumpSpecialMemory(pid, *maps, dir);
+  if (!dump.ok()) return dump.status();
+  images->insert(images->end(), dump->images.begin(), dump->images.end());
+  notes->insert(notes->end(), dump->notes.begin(), dump->notes.end());
+  return maps;
+}
+
 absl::StatusOr<bool> CopyPerfMap(int pid, const TraceDirWriter& dir) {
   std::string perf_map = absl::StrCat("/tmp/perf-", pid, ".map");
   if (!PathExists(perf_map)) return false;

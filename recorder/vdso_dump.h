@@ -32,6 +32,12 @@ struct SpecialMemoryDump {
 absl::StatusOr<SpecialMemoryDump> DumpSpecialMemory(int pid, const std::vector<ProcMapping>& maps,
                                                     const TraceDirWriter& dir);
 
+// DumpSpecialMemory of `pid`'s current /proc/PID/maps, its images and notes appended to
+// `images` and `notes`. Returns the maps it read.
+absl::StatusOr<std::vector<ProcMapping>> DumpSpecialMemoryOf(int pid, const TraceDirWriter& dir,
+                                                             std::vector<ImageEntry>* images,
+                                                             std::vector<std::string>* notes);
+
 // Copies /tmp/perf-<pid>.map (JIT symbols) to images/perf-<pid>.map; false when there is
 // none. Call it at the end of a recording: JITs append to the file as they run.
 absl::StatusOr<bool> CopyPerfMap(int pid, const TraceDirWriter& dir);

@@ -60,12 +60,17 @@ void MmapTimeline::AddMapping(int pid, const Mapping& mapping, uint64_t time_ns)
     process.live.push_back(process.mappings.size());
     process.mappings.push_back(piece);
   }
+  AddLive(process, added, time_ns, /*inherited=*/false);
+}
+
+void MmapTimeline::AddLive(Process& process, const Mapping& mapping, uint64_t time_ns, bool inherited) {
   process.live.push_back(process.mappings.size());
-  process.mappings.push_back(added);
+  process.mappings.push_back(mapping);
   MapChange change;
   change.kind = MapChange::Kind::kMap;
   change.time_ns = time_ns;
-  change.mapping = added;
+  change.mapping = mapping;
+  change.inherited = inherited;
   process.changes.push_back(std::move(change));
 }
 
@@ -85,14 +90,7 @@ void MmapTimeline::Fork(int parent_pid, int child_pid, uint64_t time_ns) {
   for (Mapping& mapping : inherited) {
     mapping.begin_ns = time_ns;
     mapping.end_ns = kForever;
-    child.live.push_back(child.mappings.size());
-    child.mappings.push_back(mapping);
-    MapChange change;
-    change.kind = MapChange::Kind::kMap;
-    change.time_ns = time_ns;
-    change.mapping = mapping;
-    change.inherited = true;
-    child.changes.push_back(std::move(change));
+    AddLive(child, mapping, time_ns, /*inherited=*/true);
   }
 }
 

@@ -61,6 +61,8 @@ class MmapTimeline {
   };
   Process& GetProcess(int pid);
   void EndAll(Process& process, uint64_t time_ns);
+  // `mapping` becomes live in `process`, and a kMap change says so.
+  static void AddLive(Process& process, const Mapping& mapping, uint64_t time_ns, bool inherited);
   // Exec and exit: every mapping ends, and the change says which.
   void EndAllMappings(int pid, uint64_t time_ns, MapChange::Kind why);
 

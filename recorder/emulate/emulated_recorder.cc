@@ -21,6 +21,7 @@
 #include "common/trace_meta.h"
 #include "recorder/ptgen/emulated_pt_settings.h"
 #include "recorder/emulation_control.h"
+#include "recorder/jit_capture.h"
 #include "recorder/emulate/ground_truth_writer.h"
 #include "recorder/emulate/ptrace_stepper.h"
 #include "recorder/ptgen/pt_stream_set.h"
@@ -334,6 +335,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
       if (std::optional<TriggerFiring> fired = trigger.OnStack(tid, sp, time)) fire(*fired);
     };
   }
+  JitCodeCapture jit_capture;
+  stepper_options.jit_capture = &jit_capture;
   PtraceStepper stepper(stepper_options, &streams, truth ? &*truth : nullptr);
   stepper_ptr = &stepper;
 
@@ -359,6 +362,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   AddRunNotes(options, pid, stepper, streams, trigger, request_notes, &meta);
   if (options.virtual_cpus > 0) DropRealCpuSwitches(*dir, &meta);
   if (!session_status.ok()) meta.notes.push_back(std::string(session_status.message()));
+  if (absl::Status s = jit_capture.Write(*dir, &meta.notes); !s.ok()) session_status.Update(s);
 
   if (truth) {
     if (absl::Status s = truth->Close(); !s.ok()) return s;

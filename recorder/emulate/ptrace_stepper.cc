@@ -2,6 +2,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
 #include <sys/user.h>
@@ -16,6 +17,8 @@
 
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "recorder/jit_capture.h"
+#include "recorder/proc_maps.h"
 
 namespace ptd {
 namespace {
@@ -33,9 +36,20 @@ int ReadTgid(int tid) {
 
 }  // namespace
 
+struct PtraceStepper::ExecutableRange {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  bool stable = false;  // a file backs it and nothing may write it
+};
+
 struct PtraceStepper::AddressSpace {
   int pid = -1;
   image::InsnClassifier classifier;
+  // Executable mappings (/proc/PID/maps, read again after the mmap family and for an
+  // address outside them); code in the unstable ones (anonymous, or writable) is JIT
+  // code, read and captured at every step.
+  std::vector<ExecutableRange> executable;
+  bool maps_known = false;
 };
 
 struct PtraceStepper::Thread {
@@ -163,9 +177,34 @@ void PtraceStepper::ServeRequests() {
   }
 }
 
+bool PtraceStepper::InStableCode(Thread* thread) {
+  AddressSpace* space = thread->space;
+  auto find = [&]() -> const ExecutableRange* {
+    for (const ExecutableRange& r : space->executable) {
+      if (thread->ip >= r.start && thread->ip < r.end) return &r;
+    }
+    return nullptr;
+  };
+  const ExecutableRange* range = space->maps_known ? find() : nullptr;
+  if (range == nullptr) {
+    // Not read yet, changed by the mmap family, or mapped while the program ran freely
+    // (before --start-at): read again.
+    space->maps_known = true;
+    space->executable.clear();
+    absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(thread->pid);
+    if (!maps.ok()) return true;  // cannot tell: as before JIT capture existed
+    for (const ProcMapping& m : *maps) {
+      if (m.executable()) space->executable.push_back({m.start, m.end, (m.prot & PROT_WRITE) == 0 && !m.anonymous()});
+    }
+    range = find();
+  }
+  return range == nullptr || range->stable;
+}
+
 void PtraceStepper::LoadInstruction(Thread* thread) {
   image::InsnClassifier& classifier = thread->space->classifier;
-  if (const image::InsnInfo* cached = classifier.Find(thread->ip)) {
+  const bool jit = options_.jit_capture != nullptr && !InStableCode(thread);
+  if (const image::InsnInfo* cached = jit ? nullptr : classifier.Find(thread->ip)) {
     thread->insn = *cached;
     return;
   }
@@ -185,6 +224,15 @@ void PtraceStepper::LoadInstruction(Thread* thread) {
       got = static_cast<ssize_t>(off + sizeof(long));
     }
     if (got == 0) ++stats_.code_read_failures;
+  }
+  if (jit) {
+    // Code that may be rewritten: classified afresh, its bytes captured for the decoder.
+    thread->insn = classifier.Decode(thread->ip, absl::Span<const uint8_t>(bytes, static_cast<size_t>(got)));
+    if (thread->insn.size > 0 && thread->insn.size <= got) {
+      options_.jit_capture->Code(thread->pid, thread->tid, thread->ip, absl::MakeConstSpan(bytes, thread->insn.size),
+                                 Now());
+    }
+    return;
   }
   thread->insn = classifier.Classify(thread->ip, absl::Span<const uint8_t>(bytes, static_cast<size_t>(got)));
 }
@@ -230,6 +278,7 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
     for (long nr : kMmapFamily) {
       if (static_cast<long>(regs.orig_rax) == nr) {
         thread->space->classifier.Invalidate();
+        thread->space->maps_known = false;
         ++stats_.cache_invalidations;
         if (nr == 9) TryResolveTrigger();  // a library may just have been mapped
       }
@@ -375,6 +424,7 @@ absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
       case PTRACE_EVENT_EXEC: {
         // A new program: nothing cached or stacked survives.
         spaces_.erase(thread->pid);
+        if (options_.jit_capture != nullptr) options_.jit_capture->Exec(thread->pid);
         thread->space = SpaceFor(thread->pid);
         for (auto& [tid, other] : threads_) {
           if (other->pid == thread->pid) other->space = thread->space;

@@ -26,6 +26,8 @@
 
 namespace ptd {
 
+class JitCodeCapture;
+
 struct PtraceStepperOptions {
   // 0: trace from the first instruction. Otherwise run freely until the initial thread
   // reaches this address (int3), then trace from there.
@@ -52,6 +54,8 @@ struct PtraceStepperOptions {
   // When set, runs after every traced step with the thread's new stack pointer (the
   // trigger's returns are seen there), before on_trigger.
   std::function<void(int pid, int tid, uint64_t stack_pointer, uint64_t time)> on_step;
+  // Captures the code run from memory no file backs (JIT code); null: none captured.
+  JitCodeCapture* jit_capture = nullptr;
 };
 
 struct PtraceStepperStats {
@@ -101,12 +105,15 @@ class PtraceStepper {
  private:
   struct AddressSpace;
   struct Thread;
+  struct ExecutableRange;
 
   Thread* NewThread(int pid, int tid);
   AddressSpace* SpaceFor(int pid);
   absl::Status HandleStop(Thread* thread, int status);
   absl::Status OnRegisters(Thread* thread, bool handler_entry, int signo);
   void LoadInstruction(Thread* thread);
+  // The thread's IP is in file-backed code nothing writes (not JIT code).
+  bool InStableCode(Thread* thread);
   void Resume(Thread* thread, int signal);
   // PT packets, stats and truth of one retired instruction; false: lost to an overflow.
   bool RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time);

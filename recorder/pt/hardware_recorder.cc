@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/trace_dir.h"
 #include "ptd/version.h"
+#include "recorder/jit_files.h"
 #include "recorder/pt/breakpoint_trigger.h"
 #include "recorder/pt/pt_recording.h"
 #include "recorder/pt/record_session.h"
@@ -112,6 +113,7 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   meta.tool_version = kToolVersion;
   absl::Status finished = recording->Finish(summary.end_reason, notes, &meta);
   meta.trigger = TriggerPointOf(session.trigger_policy());
+  ArchiveJitFiles(*dir, &meta);
   recording.reset();  // unmaps and closes the events before the directory is committed
   // What was captured is committed even after an error, so it can be decoded.
   if (absl::Status st = dir->Commit(meta); !st.ok()) return st;

@@ -379,13 +379,7 @@ absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_eve
 }
 
 absl::Status PtRecording::DumpTargetMemory(int pid) {
-  absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(pid);
-  if (!maps.ok()) return maps.status();
-  absl::StatusOr<SpecialMemoryDump> dump = DumpSpecialMemory(pid, *maps, dir_);
-  if (!dump.ok()) return dump.status();
-  images_.insert(images_.end(), dump->images.begin(), dump->images.end());
-  notes_.insert(notes_.end(), dump->notes.begin(), dump->notes.end());
-  return absl::OkStatus();
+  return DumpSpecialMemoryOf(pid, dir_, &images_, &notes_).status();
 }
 
 absl::Status PtRecording::Snapshot(const std::string& reason) {

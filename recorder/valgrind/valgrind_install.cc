@@ -111,6 +111,10 @@ std::vector<std::string> ValgrindCommand(const ValgrindInstall& install, const V
       // and VEX does not unroll small loops into one block (which would hide where an
       // iteration left).
       "--vex-iropt-unroll-thresh=0",
+      // Code rewritten in memory no file backs (JIT code) is translated again, so the
+      // tool sees (and captures) its new bytes. Valgrind's default on amd64; said here
+      // because JIT capture depends on it.
+      "--smc-check=all-non-file",
       // Valgrind's clean-up code at exit is not the program's.
       "--run-libc-freeres=no",
       "--run-cxx-freeres=no",

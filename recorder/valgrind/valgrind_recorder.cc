@@ -22,6 +22,7 @@
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "recorder/elf_symbol.h"
+#include "recorder/jit_files.h"
 #include "recorder/ptgen/emulated_pt_settings.h"
 #include "recorder/emulation_control.h"
 #include "recorder/ptgen/pt_stream_set.h"
@@ -346,6 +347,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   meta.pids = {static_cast<int>(*valgrind)};
   meta.end_ns = converter.newest_time() + 1;
   RecordBuildIds(*dir, &meta);
+  ArchiveJitFiles(*dir, &meta);
   if (!run_status.ok()) meta.notes.push_back(absl::StrCat("reading the tool's stream: ", run_status.message()));
   if (run.exit_status >= 0) {
     (void)RemoveTree(work_dir);

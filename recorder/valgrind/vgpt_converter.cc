@@ -1,8 +1,10 @@
 #include "recorder/valgrind/vgpt_converter.h"
 
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "image/jitdump.h"
 #include "recorder/valgrind/tool/vgpt_stream.h"
 #include "sideband/record_builder.h"
 
@@ -106,6 +109,7 @@ struct VgptConverter::Block {
   uint8_t kind = VGPT_KIND_NONE;
   bool described = false;
   bool hidden = false;  // Valgrind's own code: not traced
+  bool jit = false;     // runs from memory no file backs: captured (VGPT_CODE)
 };
 
 struct VgptConverter::Process {
@@ -147,9 +151,12 @@ VgptConverter::VgptConverter(const VgptConverterOptions& options, PtStreamSet* s
                              const TraceDirWriter* dir)
     : options_(options), streams_(streams), dir_(dir) {}
 
-VgptConverter::~VgptConverter() = default;
+VgptConverter::~VgptConverter() {
+  for (const auto& [pid, fd] : jitdump_fds_) close(fd);
+}
 
 int VgptConverter::OpenInstance(const std::string& name) {
+  for (const auto& [pid, fd] : jitdump_fds_) close(fd);
   auto in = std::make_unique<Instance>();
   in->name = name;
   in->blocks.resize(1);
@@ -259,6 +266,7 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   thread.pending_in = &in;
   thread.pending_id = id;
   thread.pending_time = process.clock;
+  if (block.jit) jit_capture_.Ran(in.pid, block.start, process.clock);
   process.clock += block.n;
   if (block.kind == VGPT_KIND_SYSCALL || block.kind == VGPT_KIND_TRAP) process.clock += kSyscallNs;
   newest_time_ = std::max(newest_time_, process.clock);
@@ -409,6 +417,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
         // threads are gone; its exec'ing thread (now the main thread) continues.
         process = found->second.get();
         ++stats_.execs;
+        jit_capture_.Exec(pid);
         std::vector<Thread*> gone;
         for (auto& [tid, thread] : threads_) {
           if (thread->pid != pid) continue;
@@ -509,6 +518,20 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       in.blocks[id] = b;
       return 0;
     }
+    case VGPT_CODE: {
+      const uint32_t id = p.U32();
+      const uint64_t start = p.U64();
+      const uint32_t size = p.U32();
+      absl::Span<const uint8_t> bytes = p.Bytes(size);
+      if (!p.ok() || id >= in.blocks.size() || !in.blocks[id].described || in.blocks[id].start != start ||
+          size != in.blocks[id].end - start) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      in.blocks[id].jit = true;
+      jit_capture_.Code(in.pid, in.current != nullptr ? in.current->tid : in.pid, start, bytes, in.process->clock);
+      return 0;
+    }
     case VGPT_SWITCH: {
       const int now = static_cast<int>(p.U32());
       const int out = static_cast<int>(p.U32());
@@ -572,6 +595,12 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
         return 0;
       }
       if ((prot & 4) == 0) return 0;  // as the kernel: executable mappings only
+      if (image::IsJitDumpName(map.filename) && !jitdump_fds_.count(in.pid)) {
+        // A runtime announcing its jitdump: held open, so that it can be copied when
+        // recording ends even if the runtime deletes it.
+        const int fd = open(map.filename.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) jitdump_fds_[in.pid] = fd;
+      }
       map.maj = DevMajor(dev);
       map.min = DevMinor(dev);
       map.prot = PROT_EXEC | ((prot & 1) ? PROT_READ : 0) | ((prot & 2) ? PROT_WRITE : 0);
@@ -709,6 +738,14 @@ absl::Status VgptConverter::Finish(TraceMeta* meta) {
     status = s;
   }
   meta->sideband.push_back(file);
+  if (absl::Status s = jit_capture_.Write(*dir_, &notes_); !s.ok() && status.ok()) status = s;
+  for (const auto& [pid, fd] : jitdump_fds_) {
+    const std::string rel = absl::StrCat(kImagesSubdir, "/jit-", pid, ".dump");
+    absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(absl::StrCat("/proc/self/fd/", fd));
+    absl::Status st = bytes.ok() ? WriteFileAtomic(dir_->FilePath(rel), absl::MakeConstSpan(*bytes)) : bytes.status();
+    notes_.push_back(st.ok() ? absl::StrCat("copied the jitdump of pid ", pid, " (held open since it was mapped) to ", rel)
+                             : absl::StrCat("the jitdump of pid ", pid, " not copied: ", st.message()));
+  }
   meta->images.insert(meta->images.end(), images_.begin(), images_.end());
   meta->notes.insert(meta->notes.end(), notes_.begin(), notes_.end());
   return status;

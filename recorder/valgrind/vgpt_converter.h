@@ -27,6 +27,7 @@
 #include "absl/types/span.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
+#include "recorder/jit_capture.h"
 #include "recorder/ptgen/pt_stream_set.h"
 #include "sideband/perf_record.h"
 
@@ -139,6 +140,8 @@ class VgptConverter {
   };
   std::vector<TimedRecord> records_;
   std::vector<ImageEntry> images_;
+  JitCodeCapture jit_capture_;
+  std::map<int, int> jitdump_fds_;  // pid → its jitdump, open since it was mapped
   std::vector<std::string> notes_;
   uint64_t newest_time_ = 0;
   bool stopped_ = false;

@@ -10,13 +10,8 @@
 #include "tests/emulate/libipt_retrace.h"
 #include "tests/testing/test_util.h"
 
-namespace ptd {
+namespace ptd::testing {
 namespace {
-
-using ::ptd::testing::LoadMeta;
-using ::ptd::testing::RetraceResult;
-using ::ptd::testing::RetraceStream;
-using ::ptd::testing::TempDir;
 
 constexpr char kLibc[] = "/lib/x86_64-linux-gnu/libc.so.6";
 
@@ -43,20 +38,31 @@ WalkResult WalkAndRetrace(const TempDir& tmp, CodeWalkerOptions options) {
   return out;
 }
 
+CodeWalkerOptions LibcWalk(uint64_t seed, uint64_t max_instructions) {
+  CodeWalkerOptions options;
+  options.elf_path = kLibc;
+  options.seed = seed;
+  options.max_instructions = max_instructions;
+  return options;
+}
+
+// libipt decoded the walk without errors, and exactly the instructions the walker
+// says it executed.
+void ExpectRetraceMatchesTruth(const WalkResult& walk) {
+  EXPECT_EQ(walk.retrace.errors, 0) << walk.retrace.first_error;
+  ASSERT_EQ(walk.truth.size(), 1u);
+  EXPECT_EQ(walk.retrace.instructions, walk.truth[0].ips.size());
+}
+
 TEST(CodeWalkerTest, LibcWalkRetracesToItsGroundTruth) {
   if (!PathExists(kLibc)) GTEST_SKIP() << kLibc << " not present";
   TempDir tmp;
-  CodeWalkerOptions options;
-  options.elf_path = kLibc;
-  options.seed = 7;
-  options.max_instructions = 200000;
-  WalkResult walk = WalkAndRetrace(tmp, options);
+  WalkResult walk = WalkAndRetrace(tmp, LibcWalk(/*seed=*/7, 200000));
   EXPECT_EQ(walk.stats.instructions, 200000u);
   EXPECT_GT(walk.stats.calls, 10u);
-  EXPECT_EQ(walk.retrace.errors, 0) << walk.retrace.first_error;
+  ExpectRetraceMatchesTruth(walk);
   ASSERT_EQ(walk.truth.size(), 1u);
   EXPECT_EQ(walk.truth[0].ips.size(), walk.stats.instructions);
-  EXPECT_EQ(walk.retrace.instructions, walk.truth[0].ips.size());
   // The decoded blocks begin where the truth says execution went: every block start is
   // an executed instruction (checked on a sample to keep the test fast).
   std::vector<uint64_t> sorted = walk.truth[0].ips;
@@ -68,11 +74,8 @@ TEST(CodeWalkerTest, LibcWalkRetracesToItsGroundTruth) {
 
 TEST(CodeWalkerTest, SameSeedSameTraceDifferentSeedDifferentTrace) {
   if (!PathExists(kLibc)) GTEST_SKIP() << kLibc << " not present";
-  CodeWalkerOptions options;
-  options.elf_path = kLibc;
-  options.max_instructions = 20000;
+  CodeWalkerOptions options = LibcWalk(/*seed=*/3, 20000);
   TempDir a, b, c;
-  options.seed = 3;
   ASSERT_TRUE(WriteWalkerTrace(options, a.Sub("w"), false, "").ok());
   ASSERT_TRUE(WriteWalkerTrace(options, b.Sub("w"), false, "").ok());
   options.seed = 4;
@@ -85,35 +88,26 @@ TEST(CodeWalkerTest, SameSeedSameTraceDifferentSeedDifferentTrace) {
 TEST(CodeWalkerTest, InjectedOverflowsLoseExactlyTheDroppedInstructions) {
   if (!PathExists(kLibc)) GTEST_SKIP() << kLibc << " not present";
   TempDir tmp;
-  CodeWalkerOptions options;
-  options.elf_path = kLibc;
-  options.seed = 11;
-  options.max_instructions = 100000;
+  CodeWalkerOptions options = LibcWalk(/*seed=*/11, 100000);
   options.overflow_every_bytes = 8192;
   options.overflow_lost_instructions = 50;
   WalkResult walk = WalkAndRetrace(tmp, options);
   EXPECT_GT(walk.stats.lost_instructions, 0u);
   EXPECT_GT(walk.retrace.overflows, 0u);
-  EXPECT_EQ(walk.retrace.errors, 0) << walk.retrace.first_error;
+  ExpectRetraceMatchesTruth(walk);
   ASSERT_EQ(walk.truth.size(), 1u);
   EXPECT_EQ(walk.truth[0].lost, walk.stats.lost_instructions);
-  EXPECT_EQ(walk.retrace.instructions, walk.truth[0].ips.size());
 }
 
 TEST(CodeWalkerTest, NoRetCompAndLongTntStillRetrace) {
   if (!PathExists(kLibc)) GTEST_SKIP() << kLibc << " not present";
   TempDir tmp;
-  CodeWalkerOptions options;
-  options.elf_path = kLibc;
-  options.seed = 5;
-  options.max_instructions = 50000;
+  CodeWalkerOptions options = LibcWalk(/*seed=*/5, 50000);
   options.generator.noretcomp = true;
   options.generator.long_tnt = true;
   WalkResult walk = WalkAndRetrace(tmp, options);
   EXPECT_EQ(walk.stats.packets.compressed_returns, 0u);
-  EXPECT_EQ(walk.retrace.errors, 0) << walk.retrace.first_error;
-  ASSERT_EQ(walk.truth.size(), 1u);
-  EXPECT_EQ(walk.retrace.instructions, walk.truth[0].ips.size());
+  ExpectRetraceMatchesTruth(walk);
 }
 
 TEST(CodeWalkerTest, RefusesAFileThatIsNotElf) {
@@ -127,4 +121,4 @@ TEST(CodeWalkerTest, RefusesAFileThatIsNotElf) {
 }
 
 }  // namespace
-}  // namespace ptd
+}  // namespace ptd::testing

@@ -25,25 +25,15 @@
 #include "tests/emulate/libipt_retrace.h"
 #include "tests/testing/test_util.h"
 
-namespace ptd {
+namespace ptd::testing {
 namespace {
-
-using ::ptd::testing::LoadMeta;
-using ::ptd::testing::RetraceResult;
-using ::ptd::testing::RetraceStream;
-using ::ptd::testing::RunCommand;
-using ::ptd::testing::TempDir;
-
-std::string Program(const std::string& name) {
-  return std::string(PTD_BINARY_DIR) + "/tests/programs/" + name;
-}
 
 // st_value of a function, from nm (an independent reader of the symbol table).
 uint64_t NmAddress(const std::string& file, const std::string& symbol, bool dynamic) {
   std::vector<std::string> argv = {"nm"};
   if (dynamic) argv.push_back("-D");
   argv.push_back(file);
-  ::ptd::testing::CommandResult nm = RunCommand(argv);
+  CommandResult nm = RunCommand(argv);
   std::istringstream lines(nm.out);
   std::string line;
   while (std::getline(lines, line)) {
@@ -369,4 +359,4 @@ TEST(EmulatedStartAtTest, StartsAtAFunctionOfLibcAndOfADlopenedPlugin) {
 }
 
 }  // namespace
-}  // namespace ptd
+}  // namespace ptd::testing

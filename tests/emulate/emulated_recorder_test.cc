@@ -15,17 +15,8 @@
 #include "tests/emulate/libipt_retrace.h"
 #include "tests/testing/test_util.h"
 
-namespace ptd {
+namespace ptd::testing {
 namespace {
-
-using ::ptd::testing::LoadMeta;
-using ::ptd::testing::RetraceResult;
-using ::ptd::testing::RetraceStream;
-using ::ptd::testing::TempDir;
-
-std::string Program(const std::string& name) {
-  return std::string(PTD_BINARY_DIR) + "/tests/programs/" + name;
-}
 
 struct Recording {
   std::string dir;
@@ -141,10 +132,16 @@ size_t CountEvents(const Recording& rec, GroundTruthTag tag) {
   return n;
 }
 
+// Records tests/programs/<program> from main and checks every thread's retrace.
+Recording RecordFromMainAndRetrace(const TempDir& tmp, const std::string& program) {
+  Recording rec = Record(tmp, {Program(program)}, "main");
+  ExpectPerThreadRetraceMatchesTruth(rec);
+  return rec;
+}
+
 TEST(EmulatedRecorderTest, RetracesCallsRecursionTailCallsAndPlt) {
   TempDir tmp;
-  Recording rec = Record(tmp, {Program("ptd_prog_calls")}, "main");
-  ExpectPerThreadRetraceMatchesTruth(rec);
+  Recording rec = RecordFromMainAndRetrace(tmp, "ptd_prog_calls");
   ExpectLibiptTimeFollowsTheTruth(rec);
   EXPECT_EQ(rec.summary.exit_status, 0);
   // fib(12) alone makes 465 calls, each returning.
@@ -154,8 +151,7 @@ TEST(EmulatedRecorderTest, RetracesCallsRecursionTailCallsAndPlt) {
 
 TEST(EmulatedRecorderTest, RetracesClockGettimeInTheVdso) {
   TempDir tmp;
-  Recording rec = Record(tmp, {Program("ptd_prog_vdso")}, "main");
-  ExpectPerThreadRetraceMatchesTruth(rec);
+  Recording rec = RecordFromMainAndRetrace(tmp, "ptd_prog_vdso");
   // The truth shows execution inside the dumped vDSO; the retrace above only succeeds
   // if the dump was in the image.
   const ImageEntry* vdso = nullptr;
@@ -171,16 +167,14 @@ TEST(EmulatedRecorderTest, RetracesClockGettimeInTheVdso) {
 
 TEST(EmulatedRecorderTest, RetracesEveryThreadOfAPthreadProgram) {
   TempDir tmp;
-  Recording rec = Record(tmp, {Program("ptd_prog_threads")}, "main");
-  ExpectPerThreadRetraceMatchesTruth(rec);
+  Recording rec = RecordFromMainAndRetrace(tmp, "ptd_prog_threads");
   EXPECT_EQ(rec.threads.size(), 3u);
   EXPECT_EQ(rec.meta.streams.size(), 3u);
 }
 
 TEST(EmulatedRecorderTest, SignalHandlerIsAnAsynchronousTransfer) {
   TempDir tmp;
-  Recording rec = Record(tmp, {Program("ptd_prog_signal")}, "main");
-  ExpectPerThreadRetraceMatchesTruth(rec);
+  Recording rec = RecordFromMainAndRetrace(tmp, "ptd_prog_signal");
   EXPECT_EQ(rec.summary.exit_status, 0);
   EXPECT_EQ(CountEvents(rec, GroundTruthTag::kSignal), 3u);
   EXPECT_EQ(rec.summary.signals_delivered, 3u);
@@ -188,8 +182,7 @@ TEST(EmulatedRecorderTest, SignalHandlerIsAnAsynchronousTransfer) {
 
 TEST(EmulatedRecorderTest, LongjmpUnwindsSeveralFramesAtOnce) {
   TempDir tmp;
-  Recording rec = Record(tmp, {Program("ptd_prog_longjmp")}, "main");
-  ExpectPerThreadRetraceMatchesTruth(rec);
+  Recording rec = RecordFromMainAndRetrace(tmp, "ptd_prog_longjmp");
   ASSERT_FALSE(rec.threads.empty());
   int deep_unwinds = 0;
   for (const GroundTruthRecord& e : rec.threads[0].events) {
@@ -201,16 +194,14 @@ TEST(EmulatedRecorderTest, LongjmpUnwindsSeveralFramesAtOnce) {
 
 TEST(EmulatedRecorderTest, RetracesCxxExceptionsThroughSeveralFrames) {
   TempDir tmp;
-  Recording rec = Record(tmp, {Program("ptd_prog_cxx_exceptions")}, "main");
-  ExpectPerThreadRetraceMatchesTruth(rec);
+  Recording rec = RecordFromMainAndRetrace(tmp, "ptd_prog_cxx_exceptions");
   EXPECT_EQ(rec.summary.exit_status, 0);
   EXPECT_GE(CountEvents(rec, GroundTruthTag::kUnwind), 2u);
 }
 
 TEST(EmulatedRecorderTest, RetracesCodeOfADlopenedLibrary) {
   TempDir tmp;
-  Recording rec = Record(tmp, {Program("ptd_prog_dlopen")}, "main");
-  ExpectPerThreadRetraceMatchesTruth(rec);
+  Recording rec = RecordFromMainAndRetrace(tmp, "ptd_prog_dlopen");
   EXPECT_EQ(rec.summary.exit_status, 0);
 }
 
@@ -312,4 +303,4 @@ TEST(EmulatedRecorderTest, RefusesBadOptions) {
 }
 
 }  // namespace
-}  // namespace ptd
+}  // namespace ptd::testing

@@ -5,6 +5,8 @@
 #include <intel-pt.h>
 
 #include <cstring>
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -88,12 +90,34 @@ std::vector<Pkt> StartPackets(uint64_t ip, uint64_t time, pt_ip_compression ipc)
           {ppt_tip_pge, ipc == pt_ipc_sext_48 ? (ip & 0xffffffffffffull) : ip, ipc}};
 }
 
-TEST(PacketGeneratorTest, TntBitsOldestInMostSignificantPosition) {
+// StartPackets followed by `rest`.
+std::vector<Pkt> StartThen(uint64_t ip, uint64_t time, std::initializer_list<Pkt> rest) {
+  std::vector<Pkt> packets = StartPackets(ip, time, pt_ipc_sext_48);
+  packets.insert(packets.end(), rest);
+  return packets;
+}
+
+// No periodic PSB+: the packets of a short run are those of its instructions only.
+PacketGeneratorOptions NoPsbOptions() {
+  PacketGeneratorOptions options;
+  options.psb_period = 0;
+  return options;
+}
+
+// Runs `script` on a generator with `options`, ends it (the generator's destructor
+// writes what is pending) and decodes what it wrote.
+std::vector<Pkt> Generate(const PacketGeneratorOptions& options,
+                          const std::function<void(PacketGenerator&)>& script) {
   MemorySink sink;
   {
-    PacketGeneratorOptions options;
-    options.psb_period = 0;
     PacketGenerator gen(options, &sink);
+    script(gen);
+  }
+  return DecodePackets(sink.bytes());
+}
+
+TEST(PacketGeneratorTest, TntBitsOldestInMostSignificantPosition) {
+  const std::vector<Pkt> got = Generate(NoPsbOptions(), [](PacketGenerator& gen) {
     // taken, not taken, taken, taken, then a syscall that forces the flush.
     gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, kBase + 0x10), 100);
     gen.Retire(Insn(kBase + 0x10, 2, BranchKind::kCondJump, kBase + 0x12), 101);
@@ -101,91 +125,68 @@ TEST(PacketGeneratorTest, TntBitsOldestInMostSignificantPosition) {
     gen.Retire(Insn(kBase + 0x40, 6, BranchKind::kCondJump, kBase + 0x80), 103);
     gen.Retire(Insn(kBase + 0x80, 2, BranchKind::kFarTransfer, kBase + 0x82), 104);
     gen.Flush();
-  }
-  std::vector<Pkt> want = StartPackets(kBase, 100, pt_ipc_sext_48);
-  want.push_back({ppt_tnt_8, 0b1011, 4});
-  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
-  ExpectPackets(DecodePackets(sink.bytes()), want);
+  });
+  ExpectPackets(got, StartThen(kBase, 100, {{ppt_tnt_8, 0b1011, 4},
+                                            {ppt_tip_pgd, 0, pt_ipc_suppressed}}));
 }
 
 TEST(PacketGeneratorTest, TntEightFlushesAfterSixBits) {
-  MemorySink sink;
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 0;
-    PacketGenerator gen(options, &sink);
+  const std::vector<Pkt> got = Generate(NoPsbOptions(), [](PacketGenerator& gen) {
     for (int i = 0; i < 7; ++i) {
       const bool taken = i % 3 == 0;  // T N N T N N T
       gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, taken ? kBase : kBase + 2), 1);
     }
     gen.Finish(kBase + 2, 2);
-  }
-  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
-  want.push_back({ppt_tnt_8, 0b100100, 6});
-  want.push_back({ppt_tnt_8, 0b1, 1});
-  want.push_back({ppt_fup, (kBase + 2) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
-  ExpectPackets(DecodePackets(sink.bytes()), want);
+  });
+  ExpectPackets(got, StartThen(kBase, 1, {{ppt_tnt_8, 0b100100, 6},
+                                          {ppt_tnt_8, 0b1, 1},
+                                          {ppt_fup, (kBase + 2) & 0xffff, pt_ipc_update_16},
+                                          {ppt_tip_pgd, 0, pt_ipc_suppressed}}));
 }
 
 TEST(PacketGeneratorTest, LongTntUsesTnt64) {
-  MemorySink sink;
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 0;
-    options.long_tnt = true;
-    PacketGenerator gen(options, &sink);
-    uint64_t expected = 0;
+  PacketGeneratorOptions options = NoPsbOptions();
+  options.long_tnt = true;
+  uint64_t expected = 0;
+  const std::vector<Pkt> got = Generate(options, [&](PacketGenerator& gen) {
     for (int i = 0; i < 10; ++i) {
       const bool taken = i % 2 == 0;
       expected = (expected << 1) | (taken ? 1 : 0);
       gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, taken ? kBase : kBase + 2), 1);
     }
     gen.Finish(kBase + 2, 2);
-    EXPECT_EQ(expected, 0b1010101010u);
-  }
-  std::vector<Pkt> got = DecodePackets(sink.bytes());
+  });
+  EXPECT_EQ(expected, 0b1010101010u);
   ASSERT_GE(got.size(), 6u);
   EXPECT_EQ(Describe(got[5]), Describe({ppt_tnt_64, 0b1010101010, 10}));
 }
 
 TEST(PacketGeneratorTest, IpCompressionIsShortestCorrectForm) {
-  MemorySink sink;
   const uint64_t near = kBase + 0x1234;            // same upper 48 bits as kBase
   const uint64_t mid = 0x555500001000;             // same upper 32 bits as near? no: 0x5555 vs 0x5555_5555
   const uint64_t libc = 0x7ffff7a00000;            // different upper 32 bits
   const uint64_t libc_near = 0x7ffff7a12345;       // same upper 32 bits as libc
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 0;
-    PacketGenerator gen(options, &sink);
+  const std::vector<Pkt> got = Generate(NoPsbOptions(), [&](PacketGenerator& gen) {
     gen.Retire(Insn(kBase, 2, BranchKind::kIndirectJump, near), 1);
     gen.Retire(Insn(near, 2, BranchKind::kIndirectJump, mid), 1);
     gen.Retire(Insn(mid, 2, BranchKind::kIndirectJump, libc), 1);
     gen.Retire(Insn(libc, 2, BranchKind::kIndirectJump, libc_near), 1);
     gen.Retire(Insn(libc_near, 2, BranchKind::kFarTransfer, 0), 1);
     gen.Flush();
-  }
-  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
-  want.push_back({ppt_tip, near & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_tip, mid & 0xffffffff, pt_ipc_update_32});
-  want.push_back({ppt_tip, libc & 0xffffffffffff, pt_ipc_sext_48});
-  want.push_back({ppt_tip, libc_near & 0xffffffff, pt_ipc_update_32});
-  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
-  ExpectPackets(DecodePackets(sink.bytes()), want);
+  });
+  ExpectPackets(got, StartThen(kBase, 1, {{ppt_tip, near & 0xffff, pt_ipc_update_16},
+                                          {ppt_tip, mid & 0xffffffff, pt_ipc_update_32},
+                                          {ppt_tip, libc & 0xffffffffffff, pt_ipc_sext_48},
+                                          {ppt_tip, libc_near & 0xffffffff, pt_ipc_update_32},
+                                          {ppt_tip_pgd, 0, pt_ipc_suppressed}}));
 }
 
 TEST(PacketGeneratorTest, KernelHalfAddressesNeedFullOrSignExtendedIp) {
-  MemorySink sink;
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 0;
-    PacketGenerator gen(options, &sink);
+  const std::vector<Pkt> got = Generate(NoPsbOptions(), [](PacketGenerator& gen) {
     gen.Retire(Insn(kBase, 2, BranchKind::kIndirectJump, 0xffffffff81000000ull), 1);
     gen.Retire(Insn(0xffffffff81000000ull, 2, BranchKind::kIndirectJump, 0x1234567812345678ull), 1);
     gen.Flush();
-  }
-  std::vector<Pkt> got = DecodePackets(sink.bytes());
+  });
   ASSERT_EQ(got.size(), 7u);
   EXPECT_EQ(Describe(got[5]), Describe({ppt_tip, 0xffff81000000ull, pt_ipc_sext_48}));
   EXPECT_EQ(Describe(got[6]), Describe({ppt_tip, 0x1234567812345678ull, pt_ipc_full}));
@@ -193,51 +194,43 @@ TEST(PacketGeneratorTest, KernelHalfAddressesNeedFullOrSignExtendedIp) {
 
 // call f; ... ret (to after the call) is compressed into a taken TNT bit; a ret to
 // anywhere else is a TIP; with noretcomp every ret is a TIP.
-void RunCallReturnSequence(bool noretcomp, MemorySink* sink) {
-  PacketGeneratorOptions options;
-  options.psb_period = 0;
+std::vector<Pkt> RunCallReturnSequence(bool noretcomp) {
+  PacketGeneratorOptions options = NoPsbOptions();
   options.noretcomp = noretcomp;
-  PacketGenerator gen(options, sink);
-  const uint64_t f = kBase + 0x100;
-  const uint64_t g = kBase + 0x200;
-  gen.Retire(Insn(kBase, 5, BranchKind::kDirectCall, f), 1);        // push kBase+5
-  gen.Retire(Insn(f, 5, BranchKind::kDirectCall, g), 1);            // push f+5
-  gen.Retire(Insn(g, 1, BranchKind::kReturn, f + 5), 1);            // matches: TNT 1
-  gen.Retire(Insn(f + 5, 1, BranchKind::kReturn, kBase + 0x50), 1); // mismatch: TIP
-  gen.Retire(Insn(kBase + 0x50, 5, BranchKind::kDirectCall, kBase + 0x55), 1);  // call next: no push
-  gen.Retire(Insn(kBase + 0x55, 1, BranchKind::kReturn, kBase + 5), 1);  // top is still kBase+5: TNT
-  gen.Retire(Insn(kBase + 5, 2, BranchKind::kFarTransfer, 0), 1);
-  gen.Flush();
+  return Generate(options, [](PacketGenerator& gen) {
+    const uint64_t f = kBase + 0x100;
+    const uint64_t g = kBase + 0x200;
+    gen.Retire(Insn(kBase, 5, BranchKind::kDirectCall, f), 1);        // push kBase+5
+    gen.Retire(Insn(f, 5, BranchKind::kDirectCall, g), 1);            // push f+5
+    gen.Retire(Insn(g, 1, BranchKind::kReturn, f + 5), 1);            // matches: TNT 1
+    gen.Retire(Insn(f + 5, 1, BranchKind::kReturn, kBase + 0x50), 1); // mismatch: TIP
+    gen.Retire(Insn(kBase + 0x50, 5, BranchKind::kDirectCall, kBase + 0x55), 1);  // call next: no push
+    gen.Retire(Insn(kBase + 0x55, 1, BranchKind::kReturn, kBase + 5), 1);  // top is still kBase+5: TNT
+    gen.Retire(Insn(kBase + 5, 2, BranchKind::kFarTransfer, 0), 1);
+    gen.Flush();
+  });
 }
 
 TEST(PacketGeneratorTest, ReturnCompressionOn) {
-  MemorySink sink;
-  RunCallReturnSequence(/*noretcomp=*/false, &sink);
-  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
-  want.push_back({ppt_tnt_8, 0b1, 1});
-  want.push_back({ppt_tip, (kBase + 0x50) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_tnt_8, 0b1, 1});
-  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
-  ExpectPackets(DecodePackets(sink.bytes()), want);
+  ExpectPackets(RunCallReturnSequence(/*noretcomp=*/false),
+                StartThen(kBase, 1, {{ppt_tnt_8, 0b1, 1},
+                                     {ppt_tip, (kBase + 0x50) & 0xffff, pt_ipc_update_16},
+                                     {ppt_tnt_8, 0b1, 1},
+                                     {ppt_tip_pgd, 0, pt_ipc_suppressed}}));
 }
 
 TEST(PacketGeneratorTest, ReturnCompressionOff) {
-  MemorySink sink;
-  RunCallReturnSequence(/*noretcomp=*/true, &sink);
-  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
-  want.push_back({ppt_tip, (kBase + 0x105) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_tip, (kBase + 0x50) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_tip, (kBase + 0x5) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
-  ExpectPackets(DecodePackets(sink.bytes()), want);
+  ExpectPackets(RunCallReturnSequence(/*noretcomp=*/true),
+                StartThen(kBase, 1, {{ppt_tip, (kBase + 0x105) & 0xffff, pt_ipc_update_16},
+                                     {ppt_tip, (kBase + 0x50) & 0xffff, pt_ipc_update_16},
+                                     {ppt_tip, (kBase + 0x5) & 0xffff, pt_ipc_update_16},
+                                     {ppt_tip_pgd, 0, pt_ipc_suppressed}}));
 }
 
 TEST(PacketGeneratorTest, PsbPlusEveryPeriodCarriesTscModeAndFupOfCurrentIp) {
-  MemorySink sink;
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 64;
-    PacketGenerator gen(options, &sink);
+  PacketGeneratorOptions options;
+  options.psb_period = 64;
+  const std::vector<Pkt> got = Generate(options, [](PacketGenerator& gen) {
     uint64_t ip = kBase;
     for (int i = 0; i < 40; ++i) {
       // Alternating far-apart indirect jumps: 4-byte TIPs (update_32 payload).
@@ -246,8 +239,7 @@ TEST(PacketGeneratorTest, PsbPlusEveryPeriodCarriesTscModeAndFupOfCurrentIp) {
       ip = next;
     }
     gen.Flush();
-  }
-  std::vector<Pkt> got = DecodePackets(sink.bytes());
+  });
   // Every PSB after the first is followed by TSC, MODE.Exec, FUP (IP compressed
   // against zero: sext_48 for user addresses), PSBEND; the FUP is the IP of the
   // instruction about to execute, which is the target of the preceding TIP.
@@ -273,109 +265,71 @@ TEST(PacketGeneratorTest, PsbPlusEveryPeriodCarriesTscModeAndFupOfCurrentIp) {
 }
 
 TEST(PacketGeneratorTest, SyscallDisablesAndNextInstructionEnables) {
-  MemorySink sink;
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 0;
-    PacketGenerator gen(options, &sink);
+  const std::vector<Pkt> got = Generate(NoPsbOptions(), [](PacketGenerator& gen) {
     gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, kBase + 2), 5);
     gen.Retire(Insn(kBase + 2, 2, BranchKind::kFarTransfer, kBase + 4), 6);
     gen.Retire(Plain(kBase + 4, 3), 9);
     gen.AsyncDisable(kBase + 7, 10);  // signal arrives
     gen.Retire(Plain(kBase + 0x900, 1), 12);  // handler
     gen.Flush();
-  }
-  std::vector<Pkt> want = StartPackets(kBase, 5, pt_ipc_sext_48);
-  want.push_back({ppt_tnt_8, 0b0, 1});
-  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
-  want.push_back({ppt_tsc, 9});
-  want.push_back({ppt_mode, 1, pt_mol_exec});
-  want.push_back({ppt_tip_pge, (kBase + 4) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_fup, (kBase + 7) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
-  want.push_back({ppt_tsc, 12});
-  want.push_back({ppt_mode, 1, pt_mol_exec});
-  want.push_back({ppt_tip_pge, (kBase + 0x900) & 0xffff, pt_ipc_update_16});
-  ExpectPackets(DecodePackets(sink.bytes()), want);
+  });
+  ExpectPackets(got, StartThen(kBase, 5, {
+      {ppt_tnt_8, 0b0, 1}, {ppt_tip_pgd, 0, pt_ipc_suppressed},
+      {ppt_tsc, 9}, {ppt_mode, 1, pt_mol_exec},
+      {ppt_tip_pge, (kBase + 4) & 0xffff, pt_ipc_update_16},
+      {ppt_fup, (kBase + 7) & 0xffff, pt_ipc_update_16}, {ppt_tip_pgd, 0, pt_ipc_suppressed},
+      {ppt_tsc, 12}, {ppt_mode, 1, pt_mol_exec},
+      {ppt_tip_pge, (kBase + 0x900) & 0xffff, pt_ipc_update_16}}));
 }
 
 TEST(PacketGeneratorTest, OverflowFlushesPendingBitsThenResumesWithFup) {
-  MemorySink sink;
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 0;
-    PacketGenerator gen(options, &sink);
+  const std::vector<Pkt> got = Generate(NoPsbOptions(), [](PacketGenerator& gen) {
     gen.Retire(Insn(kBase, 2, BranchKind::kCondJump, kBase + 2), 1);
     gen.InjectOverflow(2);
     gen.Retire(Plain(kBase + 0x40, 2), 3);
     gen.Flush();
-  }
-  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
-  want.push_back({ppt_tnt_8, 0b0, 1});
-  want.push_back({ppt_ovf});
-  want.push_back({ppt_fup, (kBase + 0x40) & 0xffffffffffff, pt_ipc_sext_48});
-  ExpectPackets(DecodePackets(sink.bytes()), want);
+  });
+  ExpectPackets(got, StartThen(kBase, 1, {
+      {ppt_tnt_8, 0b0, 1}, {ppt_ovf},
+      {ppt_fup, (kBase + 0x40) & 0xffffffffffff, pt_ipc_sext_48}}));
 }
 
 // A stream that ends while its instructions are being lost ends with the OVF (no FUP +
 // TIP.PGD at an IP nothing retired at); an asynchronous disable after the OVF is where
 // the trace resumed, so the next enable is a plain TIP.PGE with no stray FUP after it.
 TEST(PacketGeneratorTest, OverflowThenFinishOrDisableWritesNoStrayFup) {
-  MemorySink ended;
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 0;
-    PacketGenerator gen(options, &ended);
+  const std::vector<Pkt> ended = Generate(NoPsbOptions(), [](PacketGenerator& gen) {
     gen.Retire(Insn(kBase, 2, BranchKind::kIndirectJump, kBase + 0x40), 1);
     gen.InjectOverflow(2);
     gen.Finish(kBase + 0x80, 3);
-  }
-  std::vector<Pkt> want = StartPackets(kBase, 1, pt_ipc_sext_48);
-  want.push_back({ppt_tip, (kBase + 0x40) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_ovf});
-  ExpectPackets(DecodePackets(ended.bytes()), want);
+  });
+  ExpectPackets(ended, StartThen(kBase, 1, {
+      {ppt_tip, (kBase + 0x40) & 0xffff, pt_ipc_update_16}, {ppt_ovf}}));
 
-  MemorySink disabled;
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 0;
-    PacketGenerator gen(options, &disabled);
+  const std::vector<Pkt> disabled = Generate(NoPsbOptions(), [](PacketGenerator& gen) {
     gen.Retire(Insn(kBase, 2, BranchKind::kIndirectJump, kBase + 0x40), 1);
     gen.InjectOverflow(2);
     gen.AsyncDisable(kBase + 0x80, 3);
     gen.Retire(Plain(kBase + 0x900, 1), 4);
     gen.Retire(Plain(kBase + 0x901, 1), 5);
     gen.Flush();
-  }
-  want = StartPackets(kBase, 1, pt_ipc_sext_48);
-  want.push_back({ppt_tip, (kBase + 0x40) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_ovf});
-  want.push_back({ppt_fup, (kBase + 0x80) & 0xffff, pt_ipc_update_16});
-  want.push_back({ppt_tip_pgd, 0, pt_ipc_suppressed});
-  want.push_back({ppt_tsc, 4});
-  want.push_back({ppt_mode, 1, pt_mol_exec});
-  want.push_back({ppt_tip_pge, (kBase + 0x900) & 0xffff, pt_ipc_update_16});
-  ExpectPackets(DecodePackets(disabled.bytes()), want);
+  });
+  ExpectPackets(disabled, StartThen(kBase, 1, {
+      {ppt_tip, (kBase + 0x40) & 0xffff, pt_ipc_update_16}, {ppt_ovf},
+      {ppt_fup, (kBase + 0x80) & 0xffff, pt_ipc_update_16}, {ppt_tip_pgd, 0, pt_ipc_suppressed},
+      {ppt_tsc, 4}, {ppt_mode, 1, pt_mol_exec},
+      {ppt_tip_pge, (kBase + 0x900) & 0xffff, pt_ipc_update_16}}));
 }
 
-}  // namespace
-}  // namespace ptd
-
-namespace ptd {
-namespace {
-
 TEST(PacketGeneratorTest, NoReturnCompressionForCallsBeforeTheLastPsb) {
-  MemorySink sink;
-  const uint64_t f = kBase + 0x100;
-  {
-    PacketGeneratorOptions options;
-    options.psb_period = 8;  // MODE.Exec + TIP.PGE after the first PSB+ exceed it
-    PacketGenerator gen(options, &sink);
+  PacketGeneratorOptions options;
+  options.psb_period = 8;  // MODE.Exec + TIP.PGE after the first PSB+ exceed it
+  const std::vector<Pkt> got = Generate(options, [](PacketGenerator& gen) {
+    const uint64_t f = kBase + 0x100;
     gen.Retire(Insn(kBase, 5, BranchKind::kDirectCall, f), 1);  // push kBase+5
     gen.Retire(Insn(f, 1, BranchKind::kReturn, kBase + 5), 2);  // PSB+ first: no compression
     gen.Flush();
-  }
-  std::vector<Pkt> got = DecodePackets(sink.bytes());
+  });
   ASSERT_GE(got.size(), 2u);
   // ... PSB, TSC, MODE, FUP(f), PSBEND, then the ret as a TIP (no TNT anywhere).
   EXPECT_EQ(got[got.size() - 1].type, ppt_tip);
@@ -386,8 +340,7 @@ TEST(PacketGeneratorTest, NoReturnCompressionForCallsBeforeTheLastPsb) {
 // MTC/CYC with a small model so every packet can be worked out by hand: ART = TSC / 4,
 // MTC every 2^2 ART ticks (16 TSC ticks, payload = ART >> 2 = time / 16), 1 cycle = 1 tick.
 PacketGeneratorOptions TimedOptions() {
-  PacketGeneratorOptions options;
-  options.psb_period = 0;
+  PacketGeneratorOptions options = NoPsbOptions();
   options.mtc = true;
   options.cyc = true;
   options.mtc_freq = 2;
@@ -397,9 +350,7 @@ PacketGeneratorOptions TimedOptions() {
 }
 
 TEST(PacketGeneratorTest, MtcCycTscTmaFollowTheClock) {
-  MemorySink sink;
-  {
-    PacketGenerator gen(TimedOptions(), &sink);
+  const std::vector<Pkt> got = Generate(TimedOptions(), [](PacketGenerator& gen) {
     gen.Retire(Plain(kBase, 1), 100);                                        // enable
     gen.Retire(Insn(kBase + 1, 2, BranchKind::kCondJump, kBase + 0x10), 110);  // TNT bit
     gen.Retire(Insn(kBase + 0x10, 2, BranchKind::kIndirectJump, kBase + 0x40), 140);
@@ -408,7 +359,7 @@ TEST(PacketGeneratorTest, MtcCycTscTmaFollowTheClock) {
     // 5000 ticks later: more MTC periods than 8 payload bits tell apart -> TSC + TMA.
     gen.Retire(Insn(kBase + 0x43, 2, BranchKind::kIndirectJump, kBase + 0x80), 5301);
     gen.Flush();
-  }
+  });
   std::vector<Pkt> want = {
       // PSB+ at 100: TSC, TMA (ART 25, 0 ticks into it), CBR; no CYC yet (counter starts).
       {ppt_psb}, {ppt_tsc, 100}, {ppt_tma, 25, 0}, {ppt_cbr, 10}, {ppt_psbend},
@@ -430,7 +381,7 @@ TEST(PacketGeneratorTest, MtcCycTscTmaFollowTheClock) {
       {ppt_cyc, 5000}, {ppt_tsc, 5301}, {ppt_tma, 1325, 1},
       {ppt_tip, (kBase + 0x80) & 0xffff, pt_ipc_update_16},
   };
-  ExpectPackets(DecodePackets(sink.bytes()), want);
+  ExpectPackets(got, want);
 }
 
 // libipt's own time keeping (query decoder, the settings meta.json states) follows the

@@ -17,26 +17,16 @@ namespace ptd::ftf {
 namespace {
 
 using ::ptd::ftf::testing::PutWord;
+using ::ptd::ftf::testing::ReaderOfBytes;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 std::vector<std::string> CheckBytes(const std::string& bytes) {
-  std::unique_ptr<FtfReader> reader = FtfReader::FromSource(
-      MakeMemorySource(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                           bytes.size())),
-      "memory.ftf");
   FtfChecker checker;
-  FtfRecord record;
-  for (;;) {
-    absl::StatusOr<bool> more = reader->Next(&record);
-    if (!more.ok()) {
-      checker.AddReadError(std::string(more.status().message()));
-      break;
-    }
-    if (!*more) break;
-    checker.Add(record);
-  }
+  absl::Status read =
+      ForEachRecord(*ReaderOfBytes(bytes), [&](const FtfRecord& record) { checker.Add(record); });
+  if (!read.ok()) checker.AddReadError(std::string(read.message()));
   return checker.Finish();
 }
 

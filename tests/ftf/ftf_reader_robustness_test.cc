@@ -19,6 +19,7 @@
 namespace ptd::ftf {
 namespace {
 
+using ::ptd::ftf::testing::ReaderOfBytes;
 using ::testing::HasSubstr;
 
 // Everything the writer emits, small.
@@ -46,26 +47,15 @@ struct ReadResult {
 // Reads everything, also feeding the checker, summarizer and text output (they see
 // whatever the reader accepts).
 ReadResult ReadEverything(const std::string& bytes) {
-  std::unique_ptr<FtfReader> reader = FtfReader::FromSource(
-      MakeMemorySource(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                           bytes.size())),
-      "fuzz.ftf");
   FtfChecker checker;
   FtfSummarizer summarizer;
-  FtfRecord record;
   ReadResult result;
-  for (;;) {
-    absl::StatusOr<bool> more = reader->Next(&record);
-    if (!more.ok()) {
-      result.status = more.status();
-      break;
-    }
-    if (!*more) break;
+  result.status = ForEachRecord(*ReaderOfBytes(bytes, "fuzz.ftf"), [&](const FtfRecord& record) {
     ++result.records;
     checker.Add(record);
     summarizer.Add(record);
     FormatRecord(record);
-  }
+  });
   checker.Finish();
   FormatFtfSummary(summarizer.Finish(), 5);
   return result;
@@ -75,12 +65,9 @@ TEST(FtfReaderRobustnessTest, EveryTruncationEndsCleanlyOrWithAnOffset) {
   const std::string full = SmallTrace();
   std::set<size_t> boundaries;
   {
-    std::unique_ptr<FtfReader> reader = FtfReader::FromSource(
-        MakeMemorySource(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(full.data()),
-                                             full.size())),
-        "full.ftf");
-    FtfRecord record;
-    while (*reader->Next(&record)) boundaries.insert(record.offset);
+    ASSERT_TRUE(ForEachRecord(*ReaderOfBytes(full, "full.ftf"), [&](const FtfRecord& record) {
+                  boundaries.insert(record.offset);
+                }).ok());
     boundaries.insert(full.size());
   }
   for (size_t length = 0; length <= full.size(); ++length) {

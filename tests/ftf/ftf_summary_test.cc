@@ -12,6 +12,7 @@
 namespace ptd::ftf {
 namespace {
 
+using ::ptd::ftf::testing::ReaderOfBytes;
 using ::testing::HasSubstr;
 
 const FunctionStats* Find(const FtfSummary& summary, const std::string& name) {
@@ -22,18 +23,10 @@ const FunctionStats* Find(const FtfSummary& summary, const std::string& name) {
 }
 
 FtfSummary Summarize(const std::string& bytes) {
-  std::unique_ptr<FtfReader> reader = FtfReader::FromSource(
-      MakeMemorySource(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                           bytes.size())),
-      "memory.ftf");
   FtfSummarizer summarizer;
-  FtfRecord record;
-  for (;;) {
-    absl::StatusOr<bool> more = reader->Next(&record);
-    EXPECT_TRUE(more.ok()) << more.status();
-    if (!more.ok() || !*more) break;
-    summarizer.Add(record);
-  }
+  absl::Status read =
+      ForEachRecord(*ReaderOfBytes(bytes), [&](const FtfRecord& record) { summarizer.Add(record); });
+  EXPECT_TRUE(read.ok()) << read;
   return summarizer.Finish();
 }
 

@@ -16,21 +16,22 @@ namespace ptd::ftf::testing {
 
 inline absl::StatusOr<std::vector<FtfRecord>> ReadAll(FtfReader& reader) {
   std::vector<FtfRecord> records;
-  FtfRecord record;
-  for (;;) {
-    absl::StatusOr<bool> more = reader.Next(&record);
-    if (!more.ok()) return more.status();
-    if (!*more) return records;
-    records.push_back(record);
-  }
+  absl::Status read = ForEachRecord(reader, [&](const FtfRecord& record) { records.push_back(record); });
+  if (!read.ok()) return read;
+  return records;
+}
+
+// A reader of `bytes`, which messages call `name`.
+inline std::unique_ptr<FtfReader> ReaderOfBytes(const std::string& bytes,
+                                                const std::string& name = "memory.ftf") {
+  return FtfReader::FromSource(
+      MakeMemorySource(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                           bytes.size())),
+      name);
 }
 
 inline absl::StatusOr<std::vector<FtfRecord>> ReadAllBytes(const std::string& bytes) {
-  std::unique_ptr<FtfReader> reader = FtfReader::FromSource(
-      MakeMemorySource(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                           bytes.size())),
-      "memory.ftf");
-  return ReadAll(*reader);
+  return ReadAll(*ReaderOfBytes(bytes));
 }
 
 inline absl::StatusOr<std::vector<FtfRecord>> ReadAllFile(const std::string& path) {

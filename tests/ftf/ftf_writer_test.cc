@@ -32,6 +32,13 @@ std::unique_ptr<FtfWriter> MemoryWriter(std::string* bytes, const FtfWriterOptio
   return FtfWriter::ToSink(MakeStringSink(bytes), "memory.ftf", options);
 }
 
+// A string record of at most 8 characters as the spec lays it out: type 2, 2 words,
+// index in bits 16-30, length in bits 32-46; the text NUL-padded to a word.
+void PutShortString(std::string& out, uint64_t index, const std::string& text) {
+  PutWord(out, 2 | (2 << 4) | (index << 16) | (uint64_t{text.size()} << 32));
+  out += text + std::string(8 - text.size(), '\0');
+}
+
 // The preamble as the spec lays it out, built by hand for provider name `name`.
 std::string ExpectedPreamble(const std::string& name) {
   std::string out;
@@ -62,13 +69,9 @@ TEST(FtfWriterTest, EncodesStringThreadAndBeginRecordsAsTheSpecSays) {
   ASSERT_TRUE(writer->Close().ok());
 
   std::string expected = ExpectedPreamble("ptrace-direct");
-  // String records: type 2, 2 words, index in bits 16-30, length in bits 32-46.
-  PutWord(expected, 2 | (2 << 4) | (uint64_t{1} << 16) | (uint64_t{3} << 32));
-  expected += std::string("cat\0\0\0\0\0", 8);
-  PutWord(expected, 2 | (2 << 4) | (uint64_t{2} << 16) | (uint64_t{2} << 32));
-  expected += std::string("fn\0\0\0\0\0\0", 8);
-  PutWord(expected, 2 | (2 << 4) | (uint64_t{3} << 16) | (uint64_t{1} << 32));
-  expected += std::string("n\0\0\0\0\0\0\0", 8);
+  PutShortString(expected, 1, "cat");
+  PutShortString(expected, 2, "fn");
+  PutShortString(expected, 3, "n");
   // Thread record: type 3, 3 words, index 1; process koid, thread koid.
   PutWord(expected, 3 | (3 << 4) | (uint64_t{1} << 16));
   PutWord(expected, 10);
@@ -89,10 +92,8 @@ TEST(FtfWriterTest, EncodesThreadKernelObjectWithProcessKoidArgument) {
   writer->WriteThread(100, 101, "worker");
   ASSERT_TRUE(writer->Close().ok());
   std::string expected = ExpectedPreamble("ptrace-direct");
-  PutWord(expected, 2 | (2 << 4) | (uint64_t{1} << 16) | (uint64_t{6} << 32));
-  expected += std::string("worker\0\0", 8);
-  PutWord(expected, 2 | (2 << 4) | (uint64_t{2} << 16) | (uint64_t{7} << 32));
-  expected += std::string("process\0", 8);
+  PutShortString(expected, 1, "worker");
+  PutShortString(expected, 2, "process");
   // Kernel object: type 7, 4 words, obj type 2 (thread), name ref 1, 1 arg; koid.
   PutWord(expected, 7 | (4 << 4) | (uint64_t{2} << 16) | (uint64_t{1} << 24) | (uint64_t{1} << 40));
   PutWord(expected, 101);

@@ -2,6 +2,7 @@
 // decade histogram and the slowest calls, worked out by hand.
 #include "ftf/function_stats.h"
 
+#include <initializer_list>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -93,25 +94,25 @@ TEST(FunctionStatsTest, PercentilesAndHistogram) {
   EXPECT_EQ(f.histogram[5], 1u);
 }
 
-TEST(FunctionStatsTest, SmallValuesAreExact) {
+// The stats of one function `f` called once for each of `durations` (ns).
+FunctionStats StatsOfCalls(std::initializer_list<uint64_t> durations) {
   FunctionStatsBuilder b;
-  for (uint64_t d : {3, 7, 7, 9, 20}) {
+  for (uint64_t d : durations) {
     b.Begin(1, 1, 100, "f");
     b.End(1, 1, 100 + d, std::nullopt);
   }
-  const FunctionStatsSummary summary = b.Finish();
-  const FunctionStats& f = Find(summary, "f");
+  return Find(b.Finish(), "f");
+}
+
+TEST(FunctionStatsTest, SmallValuesAreExact) {
+  const FunctionStats f = StatsOfCalls({3, 7, 7, 9, 20});
   EXPECT_EQ(f.p50_ns, 7u);
   EXPECT_EQ(f.p90_ns, 20u);
   EXPECT_EQ(f.p99_ns, 20u);
 }
 
 TEST(FunctionStatsTest, OneCallHasExactPercentiles) {
-  FunctionStatsBuilder b;
-  b.Begin(1, 1, 0, "f");
-  b.End(1, 1, 4'645'000'123, std::nullopt);
-  const FunctionStatsSummary summary = b.Finish();
-  const FunctionStats& f = Find(summary, "f");
+  const FunctionStats f = StatsOfCalls({4'645'000'123});
   EXPECT_EQ(f.p50_ns, 4'645'000'123u);
   EXPECT_EQ(f.p99_ns, 4'645'000'123u);
 }

@@ -91,49 +91,42 @@ TEST(DataRingTest, CopiesRecordsAndReleasesSpace) {
   EXPECT_FALSE(ring.HasData());
 }
 
-TEST(DataRingTest, JoinsARecordThatWrapsTheBufferEnd) {
-  FakeRing fake(256);
-  // 40 bytes before the end: the 64-byte record's header fits, its body wraps.
-  fake.SetPosition(3 * 256 + 216);
+// Produces `records` from `position` on in a ring of `size` bytes and drains it: every
+// byte comes out once, in order, and all the space is released to the producer.
+DataRingStats ExpectDrainsExactly(size_t size, uint64_t position,
+                                  const std::vector<std::vector<uint8_t>>& records) {
+  FakeRing fake(size);
+  fake.SetPosition(position);
   DataRing ring(fake.header(), fake.data(), fake.size());
-  std::vector<std::vector<uint8_t>> records = {MakeRecord(PERF_RECORD_MMAP2, 64, 0x11),
-                                               MakeRecord(PERF_RECORD_COMM, 24, 0x22)};
   for (const auto& r : records) fake.Produce(r);
   std::string out;
   DataRingStats stats;
-  ASSERT_TRUE(ring.Drain(&out, &stats).ok());
+  EXPECT_TRUE(ring.Drain(&out, &stats).ok());
   EXPECT_EQ(out, Bytes(records));
-  EXPECT_EQ(stats.wrapped_records, 1u);
   EXPECT_EQ(fake.header()->data_tail, fake.header()->data_head);
+  EXPECT_EQ(fake.header()->data_tail, position + Bytes(records).size());  // mod 2^64
+  return stats;
+}
+
+TEST(DataRingTest, JoinsARecordThatWrapsTheBufferEnd) {
+  // 40 bytes before the end: the 64-byte record's header fits, its body wraps.
+  DataRingStats stats = ExpectDrainsExactly(256, 3 * 256 + 216,
+                                            {MakeRecord(PERF_RECORD_MMAP2, 64, 0x11),
+                                             MakeRecord(PERF_RECORD_COMM, 24, 0x22)});
+  EXPECT_EQ(stats.wrapped_records, 1u);
 }
 
 TEST(DataRingTest, JoinsARecordWhoseHeaderWraps) {
-  FakeRing fake(128);
-  fake.SetPosition(128 - 4);  // the 8-byte header itself is split 4 + 4
-  DataRing ring(fake.header(), fake.data(), fake.size());
-  std::vector<std::vector<uint8_t>> records = {MakeRecord(PERF_RECORD_EXIT, 48, 0x33)};
-  fake.Produce(records[0]);
-  std::string out;
-  DataRingStats stats;
-  ASSERT_TRUE(ring.Drain(&out, &stats).ok());
-  EXPECT_EQ(out, Bytes(records));
+  // The 8-byte header itself is split 4 + 4.
+  DataRingStats stats = ExpectDrainsExactly(128, 128 - 4, {MakeRecord(PERF_RECORD_EXIT, 48, 0x33)});
   EXPECT_EQ(stats.wrapped_records, 1u);
 }
 
 // Ring positions are free-running u64 counters; reading must not depend on them
 // staying below 2^64 (found by the data_ring fuzzer).
 TEST(DataRingTest, PositionsMayWrapAround2Pow64) {
-  FakeRing fake(128);
-  fake.SetPosition(~uint64_t{0} - 15);
-  DataRing ring(fake.header(), fake.data(), fake.size());
-  std::vector<std::vector<uint8_t>> records = {MakeRecord(PERF_RECORD_COMM, 32, 0x55),
-                                               MakeRecord(PERF_RECORD_FORK, 40, 0x66)};
-  for (const auto& r : records) fake.Produce(r);
-  std::string out;
-  DataRingStats stats;
-  ASSERT_TRUE(ring.Drain(&out, &stats).ok());
-  EXPECT_EQ(out, Bytes(records));
-  EXPECT_EQ(fake.header()->data_tail, 56u);
+  ExpectDrainsExactly(128, ~uint64_t{0} - 15, {MakeRecord(PERF_RECORD_COMM, 32, 0x55),
+                                               MakeRecord(PERF_RECORD_FORK, 40, 0x66)});
 }
 
 TEST(DataRingTest, SumsLostRecords) {

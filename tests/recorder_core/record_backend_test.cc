@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include <functional>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -15,52 +16,50 @@ namespace {
 
 bool MachineHasPt() { return pt::DiscoverPtPmu().ok(); }
 
-TEST(RecordBackendTest, UnknownEmulatorIsRefusedByName) {
+// The choice for `record --emulate[=emulator]` with `tweak` applied to the options.
+absl::StatusOr<BackendChoice> ChooseEmulated(
+    const std::string& emulator, const std::function<void(RecordOptions&)>& tweak = nullptr) {
   RecordOptions options;
   options.emulate = true;
-  options.emulator = "qemu";
-  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  options.emulator = emulator;
+  if (tweak) tweak(options);
+  return ChooseBackend(options);
+}
+
+TEST(RecordBackendTest, UnknownEmulatorIsRefusedByName) {
+  absl::StatusOr<BackendChoice> choice = ChooseEmulated("qemu");
   ASSERT_FALSE(choice.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(choice.status()));
   EXPECT_NE(choice.status().message().find("qemu"), std::string::npos);
 }
 
 TEST(RecordBackendTest, PtraceWhenAskedFor) {
-  RecordOptions options;
-  options.emulate = true;
-  options.emulator = "ptrace";
-  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  absl::StatusOr<BackendChoice> choice = ChooseEmulated("ptrace");
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
 }
 
 TEST(RecordBackendTest, PtraceOnlyOptionsPickPtraceWhenNoEmulatorIsNamed) {
-  RecordOptions options;
-  options.emulate = true;
-  options.command = {"/bin/true"};
-  options.ground_truth_path = "truth.bin";
-  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  absl::StatusOr<BackendChoice> choice = ChooseEmulated("", [](RecordOptions& options) {
+    options.command = {"/bin/true"};
+    options.ground_truth_path = "truth.bin";
+  });
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
   EXPECT_NE(choice->why.find("--ground-truth"), std::string::npos) << choice->why;
 }
 
 TEST(RecordBackendTest, AttachingEmulatesWithPtraceEvenWhenValgrindIsThere) {
-  RecordOptions options;
-  options.emulate = true;
-  options.pid = 1;
-  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  absl::StatusOr<BackendChoice> choice =
+      ChooseEmulated("", [](RecordOptions& options) { options.pid = 1; });
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
   EXPECT_NE(choice->why.find("cannot attach"), std::string::npos) << choice->why;
 }
 
 TEST(RecordBackendTest, ValgrindCannotAttach) {
-  RecordOptions options;
-  options.emulate = true;
-  options.emulator = "valgrind";
-  options.pid = 1;
-  absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
+  absl::StatusOr<BackendChoice> choice =
+      ChooseEmulated("valgrind", [](RecordOptions& options) { options.pid = 1; });
   ASSERT_FALSE(choice.ok());
   EXPECT_NE(choice.status().message().find("--emulate=ptrace"), std::string::npos);
 }

@@ -113,6 +113,16 @@ void ExpectVdsoDumpMatches(const RecordedSideband& rec, const std::string& trace
   EXPECT_TRUE(*dumped == *own) << "vDSO dump differs from the bytes the target read itself";
 }
 
+// Ends the session, commits the trace directory and reads back what it recorded.
+absl::StatusOr<RecordedSideband> FinishAndLoad(SidebandSession& session, TraceDirWriter& dir,
+                                               const std::string& trace_dir) {
+  TraceMeta meta;
+  meta.mode = TraceMode::kEmulated;
+  if (absl::Status s = session.Finish(&meta); !s.ok()) return s;
+  if (absl::Status s = dir.Commit(meta); !s.ok()) return s;
+  return testing::LoadRecordedSideband(trace_dir);
+}
+
 void ExpectDlopenAfterMarker(const RecordedSideband& rec, const std::string& out_dir) {
   std::string plugin = RealPath(PTD_CORE_PLUGIN);
   std::vector<ProcMapping> after = ReadMapsFile(out_dir + "/maps_after.txt");
@@ -166,12 +176,7 @@ TEST_P(SidebandRecordTest, LaunchedMultiThreadedProgram) {
   absl::StatusOr<int> status = (*session)->target().Wait();
   ASSERT_TRUE(status.ok());
   ASSERT_EQ(DescribeWaitStatus(*status), "exited with 0");
-  TraceMeta meta;
-  meta.mode = TraceMode::kEmulated;
-  ASSERT_TRUE((*session)->Finish(&meta).ok());
-  ASSERT_TRUE(dir->Commit(meta).ok());
-
-  absl::StatusOr<RecordedSideband> rec = testing::LoadRecordedSideband(trace_dir);
+  absl::StatusOr<RecordedSideband> rec = FinishAndLoad(**session, *dir, trace_dir);
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ(rec->meta.pids, std::vector<int>{pid});
   EXPECT_EQ(rec->meta.command.size(), 3u);
@@ -251,12 +256,7 @@ TEST(SidebandAttachTest, AttachedProcessGetsSynthesizedThenRealRecords) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_EQ(DescribeWaitStatus(status), "exited with 0");
-  TraceMeta meta;
-  meta.mode = TraceMode::kEmulated;
-  ASSERT_TRUE((*session)->Finish(&meta).ok());
-  ASSERT_TRUE(dir->Commit(meta).ok());
-
-  absl::StatusOr<RecordedSideband> rec = testing::LoadRecordedSideband(trace_dir);
+  absl::StatusOr<RecordedSideband> rec = FinishAndLoad(**session, *dir, trace_dir);
   ASSERT_TRUE(rec.ok()) << rec.status();
   ASSERT_FALSE(rec->meta.sideband.empty());
   EXPECT_EQ(rec->meta.sideband.front().origin, "synthesized");

@@ -55,6 +55,17 @@ class HardwareRecorderTest : public ::testing::Test {
     EXPECT_TRUE(meta.ok()) << meta.status();
     return meta.ok() ? *meta : TraceMeta{};
   }
+  // Starts `/bin/sleep 30` (killed when the returned process goes) and points
+  // options_.pid at it, for the --pid attach tests.
+  absl::StatusOr<TargetProcess> AttachToSleeper() {
+    LaunchOptions launch;
+    launch.argv = {"/bin/sleep", "30"};
+    absl::StatusOr<TargetProcess> target = TargetProcess::Launch(launch);
+    if (!target.ok()) return target.status();
+    if (absl::Status released = target->Release(); !released.ok()) return released;
+    options_.pid = target->pid();
+    return target;
+  }
   std::string Chunk(const PtStream& stream, size_t i) {
     auto bytes = ReadFileToString(options_.output_dir + "/" + stream.file);
     EXPECT_TRUE(bytes.ok());
@@ -207,12 +218,8 @@ TEST_F(HardwareRecorderTest, LinearModeTruncationReachesMetaJson) {
 }
 
 TEST_F(HardwareRecorderTest, AttachEnablesEventsAndSynthesizesExistingMappings) {
-  LaunchOptions launch;
-  launch.argv = {"/bin/sleep", "30"};
-  auto target = TargetProcess::Launch(launch);
-  ASSERT_TRUE(target.ok());
-  ASSERT_TRUE(target->Release().ok());
-  options_.pid = target->pid();
+  absl::StatusOr<TargetProcess> target = AttachToSleeper();
+  ASSERT_TRUE(target.ok()) << target.status();
   options_.duration_s = 0.2;
   auto summary = RecordHardware(options_, env_);
   ASSERT_TRUE(summary.ok()) << summary.status();
@@ -404,12 +411,8 @@ TEST_F(HardwareRecorderTest, SynthesizedRecordsCarryTheEventClock) {
     k.header()->time_shift = kShift;
     k.header()->cap_user_time_zero = 1;
   };
-  LaunchOptions launch;
-  launch.argv = {"/bin/sleep", "30"};
-  auto target = TargetProcess::Launch(launch);
-  ASSERT_TRUE(target.ok());
-  ASSERT_TRUE(target->Release().ok());
-  options_.pid = target->pid();
+  absl::StatusOr<TargetProcess> target = AttachToSleeper();
+  ASSERT_TRUE(target.ok()) << target.status();
   options_.duration_s = 0.1;
   const uint64_t before = PerfTime(__rdtsc(), kZero, kMult, kShift);
   auto summary = RecordHardware(options_, env_);

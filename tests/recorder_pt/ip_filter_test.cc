@@ -70,20 +70,20 @@ TEST(IpFilterTest, FilesNumbersAndSeveralItems) {
 }
 
 TEST(IpFilterTest, RefusesWhatTheKernelWouldWithAClearMessage) {
-  auto perf_syntax = ResolveIpFilter("filter main @ /bin/true", Target(), 2);
-  ASSERT_FALSE(perf_syntax.ok());
-  EXPECT_THAT(std::string(perf_syntax.status().message()), HasSubstr("filter TARGET"));
-  auto start = ResolveIpFilter("start ptd_trigger_point", Target(), 2);
-  ASSERT_FALSE(start.ok());
-  EXPECT_THAT(std::string(start.status().message()), HasSubstr("no start filters"));
-  auto missing = ResolveIpFilter("filter no_such_function", Target(), 2);
-  ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("no_such_function"));
-  auto three = ResolveIpFilter("filter main, filter ptd_trigger_point, stop 0x1/1", Target(), 2);
-  ASSERT_FALSE(three.ok());
-  EXPECT_THAT(std::string(three.status().message()), HasSubstr("num_address_ranges"));
-  auto empty = ResolveIpFilter("filter 0x10/0", Target(), 2);
-  ASSERT_FALSE(empty.ok());
+  struct Case {
+    const char* filter;
+    const char* message;  // part of the error
+  };
+  for (const Case& c : {Case{"filter main @ /bin/true", "filter TARGET"},  // perf's syntax
+                        Case{"start ptd_trigger_point", "no start filters"},
+                        Case{"filter no_such_function", "no_such_function"},
+                        Case{"filter main, filter ptd_trigger_point, stop 0x1/1", "num_address_ranges"},
+                        Case{"filter 0x10/0", "the range is empty"}}) {
+    SCOPED_TRACE(c.filter);
+    auto filter = ResolveIpFilter(c.filter, Target(), 2);
+    ASSERT_FALSE(filter.ok());
+    EXPECT_THAT(std::string(filter.status().message()), HasSubstr(c.message));
+  }
 }
 
 }  // namespace

@@ -56,6 +56,25 @@ std::string KernelSidebandFile(const std::string& dir) {
   return "";
 }
 
+// One file of a small recording of the loop program, which a test then damages: its
+// name as meta.json has it, its path and its size.
+struct RecordedFile {
+  std::string dir;
+  std::string name;
+  std::string path;
+  long long size = 0;
+};
+
+RecordedFile RecordSpinAndPick(const TempDir& tmp, std::string (*pick)(const std::string& dir)) {
+  RecordedFile file;
+  file.dir = RecordSmall(tmp, CoreProgram(kSpin));
+  file.name = pick(file.dir);
+  EXPECT_FALSE(file.name.empty()) << "no such file in " << file.dir;
+  file.path = file.dir + "/" + file.name;
+  if (!file.name.empty()) file.size = FileSizeOf(file.path);
+  return file;
+}
+
 void Truncate(const std::string& path, long long size) {
   std::filesystem::resize_file(path, static_cast<uintmax_t>(size));
 }
@@ -77,17 +96,16 @@ void ExpectRefused(const CommandResult& r, const std::string& what) {
 
 TEST(BadInputTest, TruncatedAuxFileDecodesWhatIsThereAndSaysSo) {
   TempDir tmp;
-  const std::string dir = RecordSmall(tmp, CoreProgram(kSpin));
-  const std::string aux = StreamFile(dir);
-  ASSERT_FALSE(aux.empty());
-  const long long full = FileSizeOf(dir + "/" + aux);
+  const RecordedFile aux = RecordSpinAndPick(tmp, StreamFile);
+  ASSERT_FALSE(aux.name.empty());
+  const std::string& dir = aux.dir;
   DecodeOutcome before = Decode(dir, tmp.Sub("before.ftf"));
   ASSERT_TRUE(before.ok);
-  Truncate(dir + "/" + aux, full / 2);
+  Truncate(aux.path, aux.size / 2);
 
   DecodeOutcome after = Decode(dir, tmp.Sub("after.ftf"));
   ASSERT_TRUE(after.ok);
-  EXPECT_THAT(after.run.err, HasSubstr(aux)) << "the warning names the file";
+  EXPECT_THAT(after.run.err, HasSubstr(aux.name)) << "the warning names the file";
   EXPECT_THAT(after.run.err, HasSubstr("reaches past the file's end"));
   const int64_t insns_before = before.stats.value("instructions", int64_t{0});
   const int64_t insns_after = after.stats.value("instructions", int64_t{0});
@@ -101,14 +119,11 @@ TEST(BadInputTest, TruncatedAuxFileDecodesWhatIsThereAndSaysSo) {
 
 TEST(BadInputTest, CorruptAuxBytesAreDecodeErrorsNotACrash) {
   TempDir tmp;
-  const std::string dir = RecordSmall(tmp, CoreProgram(kSpin));
-  const std::string aux = StreamFile(dir);
-  ASSERT_FALSE(aux.empty());
-  const long long size = FileSizeOf(dir + "/" + aux);
-  ASSERT_GT(size, 4096);
+  const RecordedFile aux = RecordSpinAndPick(tmp, StreamFile);
+  ASSERT_GT(aux.size, 4096);
   // 512 bytes of 0xff in the middle: not valid packets.
-  Overwrite(dir + "/" + aux, size / 2, std::string(512, '\xff'));
-  DecodeOutcome decoded = Decode(dir, tmp.Sub("out.ftf"));
+  Overwrite(aux.path, aux.size / 2, std::string(512, '\xff'));
+  DecodeOutcome decoded = Decode(aux.dir, tmp.Sub("out.ftf"));
   ASSERT_TRUE(decoded.ok);
   EXPECT_GT(decoded.stats.value("errors", int64_t{0}), 0) << decoded.stats.dump();
   EXPECT_GT(decoded.stats.value("instructions", int64_t{0}), 0);
@@ -116,11 +131,11 @@ TEST(BadInputTest, CorruptAuxBytesAreDecodeErrorsNotACrash) {
 
 TEST(BadInputTest, TruncatedSidebandFileIsNamedWithItsOffset) {
   TempDir tmp;
-  const std::string dir = RecordSmall(tmp, CoreProgram(kSpin));
-  const std::string sideband = KernelSidebandFile(dir);
-  ASSERT_FALSE(sideband.empty());
-  const long long size = FileSizeOf(dir + "/" + sideband);
-  Truncate(dir + "/" + sideband, size - 3);  // ends inside a record
+  const RecordedFile file = RecordSpinAndPick(tmp, KernelSidebandFile);
+  ASSERT_FALSE(file.name.empty());
+  const std::string& dir = file.dir;
+  const std::string& sideband = file.name;
+  Truncate(file.path, file.size - 3);  // ends inside a record
 
   CommandResult info = RunCli({"info", dir});
   EXPECT_EQ(info.exit_code, 1) << info.err;

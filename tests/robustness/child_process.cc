@@ -135,11 +135,5 @@ bool WaitForFile(const std::string& path, double limit_s) {
 }
 
 std::string CliPath() { return PTD_CLI_PATH; }
-std::string CoreProgram(const std::string& name) {
-  return std::string(PTD_BINARY_DIR) + "/tests/programs_core/" + name;
-}
-std::string Program(const std::string& name) {
-  return std::string(PTD_BINARY_DIR) + "/tests/programs/" + name;
-}
 
 }  // namespace ptd::testing

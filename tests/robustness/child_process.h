@@ -53,9 +53,7 @@ ChildResult RunChild(const std::vector<std::string>& argv, const ChildOptions& o
 // Polls until `path` exists (true) or `limit_s` passed (false): a hang guard.
 bool WaitForFile(const std::string& path, double limit_s = 60);
 
-// Paths of the tool and of the test programs in this build.
+// Path of the tool in this build (the test programs: tests/testing/test_util.h).
 std::string CliPath();
-std::string CoreProgram(const std::string& name);  // tests/programs_core/<name>
-std::string Program(const std::string& name);      // tests/programs/<name>
 
 }  // namespace ptd::testing

@@ -21,6 +21,7 @@
 
 #include "gtest/gtest.h"
 #include "sideband/record_reader.h"
+#include "sideband/sideband_attr.h"
 #include "sideband/sideband_set.h"
 
 namespace ptd {
@@ -95,13 +96,7 @@ TEST(KernelCaptureTest, ParsesRealDummyEventSidebandOfAForkedChild) {
   attr.config = PERF_COUNT_SW_DUMMY;
   attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
                      PERF_SAMPLE_IDENTIFIER;
-  attr.sample_id_all = 1;
-  attr.mmap = 1;
-  attr.mmap2 = 1;
-  attr.comm = 1;
-  attr.comm_exec = 1;
-  attr.task = 1;
-  attr.context_switch = 1;
+  SetSidebandRecordBits(/*context_switches=*/true, &attr);
   attr.exclude_kernel = 1;
   int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, child, -1, -1, 0));
   if (fd < 0) {

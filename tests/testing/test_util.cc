@@ -62,6 +62,13 @@ TempDir::~TempDir() { (void)RemoveTree(path_); }
 
 std::string SourceDir() { return PTD_SOURCE_DIR; }
 
+std::string Program(const std::string& name) {
+  return std::string(PTD_BINARY_DIR) + "/tests/programs/" + name;
+}
+std::string CoreProgram(const std::string& name) {
+  return std::string(PTD_BINARY_DIR) + "/tests/programs_core/" + name;
+}
+
 std::optional<std::string> SharedSamplesDir() {
   if (const char* env = getenv("PTD_SHARED_SAMPLES"); env && *env) {
     if (IsDirectory(env)) return std::string(env);

@@ -37,6 +37,10 @@ std::optional<std::string> SharedSamplesDir();
 // Source root of the project (for bundled test programs and data).
 std::string SourceDir();
 
+// A test program built by tests/programs (`Program`) or tests/programs_core (`CoreProgram`).
+std::string Program(const std::string& name);
+std::string CoreProgram(const std::string& name);
+
 }  // namespace ptd::testing
 
 // Skips the current test with a clear message when ../shared/samples is absent.

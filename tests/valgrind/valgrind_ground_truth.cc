@@ -155,6 +155,7 @@ absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const s
   out.instructions = result->stats.instructions;
   out.errors = result->stats.errors;
   factory.MarkReturns();
+  out.warnings = result->warnings;
   return out;
 }
 

@@ -42,6 +42,7 @@ struct DecodedTrace {
   std::vector<std::string> error_details;
   std::map<int, std::string> threads;     // tid -> process name
   std::vector<WatchedSlice> watched;      // slices of `watch`, in the order they ended
+  std::vector<std::string> warnings;      // the decoder's
 };
 
 absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const std::string& watch = "");

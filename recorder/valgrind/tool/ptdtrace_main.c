@@ -259,6 +259,18 @@ static void on_remap(Addr from, Addr to, SizeT len) {
   put_map(to, len, seg && seg->hasR, seg && seg->hasW, seg && seg->hasX, 0);
 }
 
+/* The [vdso]: anonymous, but dumped whole (not JIT code). */
+static Addr vdso_start = 0, vdso_end = 0;
+
+/* Does the block at `a` run from memory no file backs (JIT code)? Its bytes go to the
+   recorder, which captures them for the decoder. */
+static Bool is_jit_code(Addr a) {
+  NSegment const* seg = VG_(am_find_nsegment)(a);
+  if (seg == NULL || (a >= vdso_start && a < vdso_end)) return False;
+  if (seg->kind == SkFileC) return seg->hasW;
+  return seg->kind == SkAnonC || seg->kind == SkShmC;
+}
+
 /* The [vdso] has no file: send its bytes (an ELF image) for the decoder. */
 static void dump_vdso(void) {
   Addr starts[512];
@@ -269,6 +281,8 @@ static void dump_vdso(void) {
     SizeT size = seg->end - seg->start + 1;
     const UChar* p = (const UChar*)seg->start;
     if (size > 64 * 1024 || p[0] != 0x7f || p[1] != 'E' || p[2] != 'L' || p[3] != 'F') continue;
+    vdso_start = seg->start;
+    vdso_end = seg->end + 1;
     begin(VGPT_DUMP, 3 + string_words("[vdso]") + (size + 3) / 4);
     put64(seg->start);
     put32((UInt)size);
@@ -531,6 +545,13 @@ static IRSB* instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayo
   put32(n);
   put32(is_valgrinds_code(start) ? VGPT_BLOCK_HIDDEN : 0);
   put_bytes(lengths, n);
+  if (is_jit_code(start) && !is_valgrinds_code(start) && end - start < 4 * BUF_WORDS / 2) {
+    begin(VGPT_CODE, 4 + (UInt)((end - start + 3) / 4));
+    put32(id);
+    put64(start);
+    put32((UInt)(end - start));
+    put_bytes((const void*)start, end - start);
+  }
 
   /* Copy the statements, storing the id at the first instruction: after any
      self-check preamble, which may discard the block before it runs. */

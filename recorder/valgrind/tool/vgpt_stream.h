@@ -57,6 +57,11 @@ enum {
   /* u32 tid, u64 IP of a syscall that did not go through (execve failed): nothing.
      Reserved. */
   VGPT_NOTE = 13,
+  /* u32 block id, u64 start, u32 size, then size bytes padded to a word: the code of
+     the block just described, which runs from memory no file backs (anonymous, or a
+     writable file mapping: JIT code). Written at every translation, so code rewritten
+     in place (retranslated by Valgrind's self-modifying-code checks) comes again. */
+  VGPT_CODE = 14,
 };
 
 /* How the last instruction of a block transfers control. */
