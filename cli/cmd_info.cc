@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/command.h"
+#include "common/units.h"
 #include "nlohmann/json.hpp"
 #include "traceinfo/trace_info.h"
 
@@ -33,7 +34,7 @@ const char* EndReasonText(const std::string& reason) {
   if (reason == "sigterm") return "the recorder was stopped by SIGTERM";
   if (reason == "duration") return "--duration elapsed";
   if (reason == "control") return "'stop' on the control FIFO";
-  if (reason == "trigger") return "the --trigger function ran";
+  if (reason == "trigger") return "the trigger fired";
   if (reason == "error") return "an error stopped the recording";
   if (reason == "import") return "imported";
   if (reason.empty()) return "not recorded";
@@ -76,6 +77,21 @@ void PrintText(const Json& j) {
   std::printf("time:    %s .. %s ns, ended by %s (%s)\n", Str(j["start_ns"]).c_str(),
               Str(j["end_ns"]).c_str(), Str(j["end_reason"]).c_str(),
               EndReasonText(Str(j["end_reason"])));
+  if (j.contains("trigger")) {
+    const Json& t = j["trigger"];
+    const std::string when = t["return_ns"].get<uint64_t>() == 0
+                                 ? absl::StrCat("entered at ", Str(t["entry_ns"]))
+                                 : absl::StrCat("called at ", Str(t["entry_ns"]), ", returned at ",
+                                                Str(t["return_ns"]), " (slower than ",
+                                                FormatDurationNs(t["slower_than_ns"].get<uint64_t>()), ")");
+    std::printf("trigger: %s, hit %s, tid %s, %s; decode --window %s..%s shows it\n", Str(t["symbol"]).c_str(),
+                Str(t["hit"]).c_str(), Str(t["tid"]).c_str(), when.c_str(), Str(t["entry_ns"]).c_str(),
+                Str(t["return_ns"].get<uint64_t>() == 0 ? t["entry_ns"] : t["return_ns"]).c_str());
+    if (t["trimmed_from_ns"].get<uint64_t>() != 0) {
+      std::printf("trimmed: --trim kept only the trace from the last PSB before %s ns on (the firing call's entry)\n",
+                  Str(t["trimmed_from_ns"]).c_str());
+    }
+  }
   if (j["partial"].get<bool>()) {
     std::printf("PARTIAL: recording stopped on an error; what was written before it is kept: %s\n",
                 Str(j["partial_reason"]).c_str());

@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
@@ -112,8 +113,25 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                   "'filter 0x1130/0x40@/bin/prog'; comma-separated; names are resolved to "
                   "the numeric file-offset filters the kernel takes");
   cmd->add_option("--trigger", opts->trigger_symbol,
-                  "Snapshot when this function runs (hardware breakpoint per thread; "
-                  "--emulate: a stepped thread reaching it); NAME or NAME@LIBRARY");
+                  "Snapshot when this function runs (hardware breakpoint, every thread; "
+                  "--emulate: a thread reaching it); NAME or NAME@LIBRARY");
+  auto slower_than = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--trigger-slower-than", *slower_than,
+                  "Snapshot when a call to SYMBOL returns more than DURATION after its entry "
+                  "(e.g. handle_request 5ms; every thread); the trace holds that call")
+      ->expected(2)
+      ->type_name("SYMBOL DURATION");
+  cmd->add_option("--trigger-after", opts->trigger_after,
+                  "The Nth hit of the trigger fires (entries, or slow returns), counted over all threads")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return text.find_first_not_of("0123456789") == std::string::npos && text.find_first_not_of('0') != std::string::npos
+                       ? std::string()
+                       : "must be a count of 1 or more (the Nth hit fires), not '" + text + "'";
+          },
+          "N"));
+  cmd->add_flag("--trim", opts->trim,
+                "Keep only the trace from the firing call's entry on (emulation; meta.json and info say so)");
   cmd->add_flag("--multi-snapshot", opts->multi_snapshot,
                 "Keep recording after each --trigger snapshot");
   cmd->add_option("--control", opts->control_fifo,
@@ -135,7 +153,16 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                   "many PT bytes of a stream, losing some instructions (per-thread mode)");
   cmd->add_flag("--quiet,-q", opts->quiet, "No status line or summary");
   cmd->add_option("command", opts->command, "Command to launch (after --)");
-  cmd->callback([&ctx, opts, timing, time_axis, emulate, snapshot_size, buffer_size, data_size]() {
+  cmd->callback([&ctx, opts, timing, time_axis, emulate, snapshot_size, buffer_size, data_size, slower_than]() {
+    if (slower_than->size() == 2) {
+      if (!opts->trigger_symbol.empty() && opts->trigger_symbol != (*slower_than)[0]) {
+        ctx.exit_code = ReportError(absl::InvalidArgumentError(
+            "--trigger and --trigger-slower-than name different functions; give one of them"));
+        return;
+      }
+      opts->trigger_symbol = (*slower_than)[0];
+      opts->trigger_slower_than = (*slower_than)[1];
+    }
     if (emulate->count() > 0) opts->emulate = true;
     opts->wall_clock = *time_axis == "wall";
     opts->default_ring_sizes =

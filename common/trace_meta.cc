@@ -378,9 +378,28 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
   m.partial_reason = r.Str("partial_reason");
   m.start_ns = r.U64("start_ns");
   m.end_ns = r.U64("end_ns");
+  if (r.Has("trigger")) {
+    FieldReader t = r.Child("trigger");
+    TriggerPoint p;
+    p.symbol = t.Str("symbol");
+    p.slower_than_ns = t.U64("slower_than_ns");
+    p.hit = t.U64("hit");
+    p.pid = static_cast<int>(t.I64("pid", -1));
+    p.tid = static_cast<int>(t.I64("tid", -1));
+    p.entry_ns = t.U64("entry_ns");
+    p.return_ns = t.U64("return_ns");
+    p.trimmed_from_ns = t.U64("trimmed_from_ns");
+    m.trigger = p;
+  }
 
   if (!status.ok()) return status;
   return m;
+}
+
+Json TriggerPointToJson(const TriggerPoint& t) {
+  return {{"symbol", t.symbol}, {"slower_than_ns", t.slower_than_ns}, {"hit", t.hit},
+          {"pid", t.pid},       {"tid", t.tid},                       {"entry_ns", t.entry_ns},
+          {"return_ns", t.return_ns}, {"trimmed_from_ns", t.trimmed_from_ns}};
 }
 
 Json PtChunkToJson(const PtChunk& c) {
@@ -491,6 +510,7 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
   root["partial_reason"] = m.partial_reason;
   root["start_ns"] = m.start_ns;
   root["end_ns"] = m.end_ns;
+  if (m.trigger) root["trigger"] = TriggerPointToJson(*m.trigger);
   return root.dump(2) + "\n";
 }
 

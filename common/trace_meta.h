@@ -18,7 +18,7 @@ namespace ptd {
 // Major changes break readers; minor changes only add fields that old readers ignore.
 inline constexpr int kTraceFormatMajor = 1;
 inline constexpr int kTraceFormatMinor = 3;  // 1.1: partial, partial_reason, build_ids; 1.2: emulator, time_axis;
-                                             // 1.3: archived, archive, namespace_tids, kernel
+                                             // 1.3: archived, archive, namespace_tids, kernel, trigger
 inline constexpr char kMetaFileName[] = "meta.json";
 
 enum class TraceMode { kHardware, kEmulated, kImported };
@@ -136,6 +136,21 @@ struct KernelInfo {
   bool operator==(const KernelInfo&) const = default;
 };
 
+// The call that fired the recording's trigger (record --trigger, --trigger-slower-than),
+// on the trace's time axis, so decode can place its window around it.
+struct TriggerPoint {
+  std::string symbol;
+  uint64_t slower_than_ns = 0;  // 0: fired on an entry
+  uint64_t hit = 0;             // which hit of the symbol (1-based)
+  int pid = -1;
+  int tid = -1;
+  uint64_t entry_ns = 0;
+  uint64_t return_ns = 0;       // 0: fired on the entry
+  // --trim: the streams keep only the trace from trimmed_from_ns on (0: not trimmed).
+  uint64_t trimmed_from_ns = 0;
+  bool operator==(const TriggerPoint&) const = default;
+};
+
 struct TraceMeta {
   int format_major = kTraceFormatMajor;
   int format_minor = kTraceFormatMinor;
@@ -172,6 +187,7 @@ struct TraceMeta {
   std::string partial_reason;
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
+  std::optional<TriggerPoint> trigger;  // the first firing, when a trigger fired
   // Member by member (tests compare a parsed meta.json with what was written).
   bool operator==(const TraceMeta&) const = default;
 };
@@ -182,6 +198,8 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text,
 std::string SerializeTraceMeta(const TraceMeta& meta);
 // One chunk as meta.json holds it; `info --json` shows the same object.
 nlohmann::ordered_json PtChunkToJson(const PtChunk& chunk);
+// meta.json's "trigger" object; `info --json` shows the same.
+nlohmann::ordered_json TriggerPointToJson(const TriggerPoint& trigger);
 
 absl::StatusOr<TraceMeta> ReadTraceMeta(const std::string& trace_dir);
 absl::Status WriteTraceMeta(const std::string& trace_dir, const TraceMeta& meta);

@@ -44,6 +44,11 @@ struct RecordOptions {
   std::string filter;     // PERF_EVENT_IOC_SET_FILTER string
 
   std::string trigger_symbol;  // snapshot when this symbol executes
+  uint64_t trigger_after = 0;  // the Nth hit fires (0: not given, the first)
+  // With trigger_symbol: fire on a return of it later than this after its entry
+  // ("5ms"; recorder/trigger_policy.h). Empty: fire on the entry.
+  std::string trigger_slower_than;
+  bool trim = false;           // keep only the trace from the firing call's entry on
   bool multi_snapshot = false; // keep recording after each triggered snapshot
   std::string control_fifo;    // commands: snapshot, stop; answered "ack"
   double duration_s = 0;       // stop by itself after this many seconds (0: no limit)

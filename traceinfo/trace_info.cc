@@ -193,6 +193,7 @@ Json InfoJson(const std::string& input, const std::string& input_kind, const std
   j["end_reason"] = meta.end_reason;
   j["partial"] = meta.partial;
   j["partial_reason"] = meta.partial_reason;
+  if (meta.trigger) j["trigger"] = TriggerPointToJson(*meta.trigger);
   j["threads"] = ThreadsJson(sb);
   j["mmaps"] = MmapsJson(sb);
   j["vdso"] = VdsoJson(dir, meta, sb);

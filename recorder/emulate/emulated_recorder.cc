@@ -29,6 +29,7 @@
 #include "recorder/sideband_session.h"
 #include "recorder/target_process.h"
 #include "recorder/trace_archive.h"
+#include "recorder/trigger_policy.h"
 #include "sideband/record_reader.h"
 
 namespace ptd {
@@ -79,6 +80,9 @@ absl::Status CheckOptions(const RecordOptions& options) {
   }
   if (options.snapshot && options.snapshot_size < 4096) {
     return absl::InvalidArgumentError("record --emulate: --snapshot-size must be at least 4096 bytes");
+  }
+  if (options.trim && options.virtual_cpus > 0) {
+    return absl::InvalidArgumentError("record --emulate: --trim works in per-thread mode only (not with --virtual-cpus)");
   }
   return absl::OkStatus();
 }
@@ -162,7 +166,7 @@ absl::Status AddTargetThreads(const RecordOptions& options, SidebandSession& ses
 
 // What `info` shows about the run: how the target ended, the stepper's counts, triggers.
 void AddRunNotes(const RecordOptions& options, int pid, const PtraceStepper& stepper, const PtStreamSet& streams,
-                 uint64_t trigger_hits, const std::vector<std::string>& request_notes, TraceMeta* meta) {
+                 const TriggerPolicy& trigger, const std::vector<std::string>& request_notes, TraceMeta* meta) {
   // How the target ended, for `info` (docs/robustness.md).
   if (const int target_status = stepper.exit_status(pid); target_status >= 0) {
     meta->notes.push_back(absl::StrCat("target process ", pid, " ", DescribeWaitStatus(target_status)));
@@ -188,8 +192,7 @@ void AddRunNotes(const RecordOptions& options, int pid, const PtraceStepper& ste
   if (!options.trigger_symbol.empty()) {
     meta->notes.push_back(stepper.trigger_address() == 0
                              ? absl::StrCat("--trigger ", options.trigger_symbol, ": never resolved")
-                             : absl::StrFormat("--trigger %s at 0x%x: %u hits", options.trigger_symbol,
-                                               stepper.trigger_address(), trigger_hits));
+                             : trigger.Describe(stepper.trigger_address()));
   }
   meta->notes.insert(meta->notes.end(), request_notes.begin(), request_notes.end());
   if (!options.start_at_symbol.empty() && !stats.start_reached) {
@@ -239,6 +242,9 @@ EmulatedRecordSummary SummaryOf(const RecordOptions& options, int pid, const Ptr
 
 absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& options) {
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  absl::StatusOr<TriggerSpec> trigger_spec = TriggerSpecOf(options);
+  if (!trigger_spec.ok()) return trigger_spec.status();
+  if (absl::Status s = CheckTriggerSymbol(options, *trigger_spec); !s.ok()) return s;
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(options.output_dir, options.force);
   if (!dir.ok()) return dir.status();
 
@@ -253,7 +259,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   std::unique_ptr<SidebandSession> session = std::move(*started);
   const int pid = session->target().pid();
 
-  const PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
+  PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
+  stream_options.trim_marks = trigger_spec->trim;
   PtStreamSet streams(stream_options, &*dir);
 
   PtraceStepperOptions stepper_options;
@@ -292,9 +299,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
       }
     }
   };
-  uint64_t trigger_hits = 0;
-  stepper_options.on_trigger = [&](int, int) {
-    ++trigger_hits;
+  TriggerPolicy trigger(*trigger_spec);
+  auto fire = [&](const TriggerFiring&) {
     if (options.multi_snapshot) {
       absl::Status s = streams.Snapshot("trigger", MonotonicNs());
       if (!s.ok()) request_notes.push_back(absl::StrCat("trigger snapshot: ", s.message()));
@@ -302,6 +308,15 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
       stepper_ptr->RequestStop("trigger");
     }
   };
+  stepper_options.on_trigger = [&](int pid, int tid, uint64_t sp, uint64_t time) {
+    if (std::optional<TriggerFiring> fired = trigger.OnEntry(pid, tid, sp, time)) fire(*fired);
+  };
+  if (trigger.watches_returns()) {
+    stepper_options.on_step = [&](int, int tid, uint64_t sp, uint64_t time) {
+      if (!trigger.Returned(tid, sp)) return;
+      if (std::optional<TriggerFiring> fired = trigger.OnStack(tid, sp, time)) fire(*fired);
+    };
+  }
   JitCodeCapture jit_capture;
   stepper_options.jit_capture = &jit_capture;
   PtraceStepper stepper(stepper_options, &streams, truth ? &*truth : nullptr);
@@ -315,13 +330,18 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   TraceMeta meta;
   absl::Status session_status = session->Finish(&meta);
   streams.set_end_reason(stepper.end_reason());
+  meta.trigger = TriggerPointOf(trigger);
+  if (meta.trigger && trigger_spec->trim) {
+    streams.TrimFrom(meta.trigger->entry_ns);
+    meta.trigger->trimmed_from_ns = meta.trigger->entry_ns;
+  }
   absl::Status streams_status = streams.Finish(end_ns, &meta);
   DescribeEmulatedPt(options, stream_options, &meta);
   meta.emulator = "ptrace";
   meta.time_axis = "wall";
   meta.end_reason = stepper.end_reason();
   if (meta.end_ns < end_ns) meta.end_ns = end_ns;
-  AddRunNotes(options, pid, stepper, streams, trigger_hits, request_notes, &meta);
+  AddRunNotes(options, pid, stepper, streams, trigger, request_notes, &meta);
   if (options.virtual_cpus > 0) DropRealCpuSwitches(*dir, &meta);
   if (!session_status.ok()) meta.notes.push_back(std::string(session_status.message()));
   if (absl::Status s = jit_capture.Write(*dir, &meta.notes); !s.ok()) session_status.Update(s);
@@ -348,7 +368,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   for (const EmulationRequest& request : stop_requests) (*control)->Answer(request, committed);
   if (!committed.ok()) return committed;
 
-  EmulatedRecordSummary summary = SummaryOf(options, pid, stepper, streams, trigger_hits);
+  EmulatedRecordSummary summary = SummaryOf(options, pid, stepper, streams, trigger.entries());
   if (!run_status.ok()) return run_status;
   return summary;
 }

@@ -287,8 +287,9 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
   thread->ip = regs.rip;
   thread->rsp = regs.rsp;
   LoadInstruction(thread);
+  if (tracing_ && options_.on_step) options_.on_step(thread->pid, thread->tid, regs.rsp, now);
   if (tracing_ && trigger_address_ != 0 && regs.rip == trigger_address_ && options_.on_trigger) {
-    options_.on_trigger(thread->pid, thread->tid);
+    options_.on_trigger(thread->pid, thread->tid, regs.rsp, now);
   }
   return absl::OkStatus();
 }

@@ -46,11 +46,14 @@ struct PtraceStepperOptions {
   // next wait (EmulationControl interrupts a blocked wait).
   const std::atomic<bool>* requests_pending = nullptr;
   std::function<void()> serve_requests;
-  // --trigger: on_trigger(pid, tid) runs when a traced thread is about to execute the
-  // address resolve_trigger returns (asked at start, when --start-at is reached and
-  // after every mmap until it is found).
+  // --trigger: on_trigger(pid, tid, sp, time) runs when a traced thread is about to
+  // execute the address resolve_trigger returns (asked at start, when --start-at is
+  // reached and after every mmap until it is found); sp points at the return address.
   std::function<absl::StatusOr<uint64_t>()> resolve_trigger;
-  std::function<void(int pid, int tid)> on_trigger;
+  std::function<void(int pid, int tid, uint64_t stack_pointer, uint64_t time)> on_trigger;
+  // When set, runs after every traced step with the thread's new stack pointer (the
+  // trigger's returns are seen there), before on_trigger.
+  std::function<void(int pid, int tid, uint64_t stack_pointer, uint64_t time)> on_step;
   // Captures the code run from memory no file backs (JIT code); null: none captured.
   JitCodeCapture* jit_capture = nullptr;
 };

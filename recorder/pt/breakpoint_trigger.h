@@ -1,9 +1,16 @@
 #pragma once
-// --trigger SYMBOL: a hardware execute breakpoint (PERF_TYPE_BREAKPOINT, HW_BREAKPOINT_X)
-// on the symbol's runtime address, one perf event per thread of the target. Each event
-// is single-shot: disabled at open and armed with PERF_EVENT_IOC_REFRESH 1, so it fires
-// once, writes one sample into its small ring and wakes poll(). Arm() must come after
-// the fds are in the poll set, or a hit between arming and polling would be missed.
+// Hardware execute breakpoints (PERF_TYPE_BREAKPOINT, HW_BREAKPOINT_X) for the triggers
+// (recorder/trigger_policy.h decides which hit fires). The entry breakpoint on the
+// symbol's runtime address is one perf event per (thread, CPU) with inherit set, so the
+// threads and processes the target creates later are watched too (their samples go to
+// the parent event's ring, with their tid); the events of one CPU share one ring
+// (PERF_EVENT_IOC_SET_OUTPUT). The events count every hit (sample_period 1)
+// and wake poll() at each; hits that land before the fds are polled wait in the rings.
+//
+// --trigger-slower-than: the entry samples also carry the stack pointer and the word it
+// points at (the return address); WatchReturn then puts a per-thread breakpoint on that
+// return address, whose hits (with the stack pointer after the return) close the call.
+// x86 has four debug registers per thread: the entry and up to three return sites.
 
 #include <cstdint>
 #include <string>
@@ -17,43 +24,52 @@
 
 namespace ptd::pt {
 
+// One breakpoint hit, from its sample (times on the perf clock, as the trace's).
+struct BreakpointHit {
+  int pid = -1;
+  int tid = -1;
+  uint64_t time = 0;
+  uint64_t stack_pointer = 0;   // watch_returns only
+  uint64_t return_address = 0;  // entry hits with watch_returns: the word at the stack pointer
+  bool at_return = false;       // a WatchReturn breakpoint's hit
+};
+
 class BreakpointTrigger {
  public:
-  // Opens a disabled breakpoint event on every thread in `tids`.
-  static absl::StatusOr<BreakpointTrigger> Create(uint64_t address, const std::vector<int>& tids);
+  // Opens the entry breakpoint for every thread in `tids` on every CPU in `cpus`.
+  static absl::StatusOr<BreakpointTrigger> Create(uint64_t address, const std::vector<int>& tids,
+                                                  const std::vector<int>& cpus, bool watch_returns);
 
   BreakpointTrigger(BreakpointTrigger&&) = default;
   BreakpointTrigger& operator=(BreakpointTrigger&&) = default;
 
-  // Adds a thread that appeared later (disabled; Arm() it after polling it).
-  absl::Status AddThread(int tid);
+  // The entry breakpoints' fds (WatchReturn gives the others as they are opened).
   std::vector<int> fds() const;
-  // IOC_REFRESH 1 on every event: one more hit each.
-  absl::Status Arm();
-  // After the event behind `fd` fired: replaces it by a fresh disabled event on the same
-  // thread and returns the new fd (the old one is closed). Put the new fd in the poll set,
-  // then Rearm() it. A fresh event because on the kernels tried (6.18) a breakpoint that
-  // reached its IOC_REFRESH limit stays silent and reports POLLHUP after another refresh.
-  absl::StatusOr<int> Reopen(int fd);
-  // IOC_REFRESH 1 on the event behind `fd`.
-  absl::Status Rearm(int fd);
-  // Call when `fd` polled readable (or hung up): drains its ring and returns how many
-  // hits it recorded (0: a wake-up without a sample, e.g. the thread exited).
-  absl::StatusOr<int> Consume(int fd);
+  // Call when `fd` polled readable (or hung up): the hits its ring holds (none: a
+  // wake-up without a sample, e.g. the thread exited).
+  absl::StatusOr<std::vector<BreakpointHit>> TakeHits(int fd);
+  // A breakpoint on `return_address` in thread `tid`: its fd, to poll, or -1 when there
+  // is one already.
+  absl::StatusOr<int> WatchReturn(int tid, uint64_t return_address);
   uint64_t address() const { return address_; }
   uint64_t hits() const { return hits_; }
 
  private:
-  struct ThreadBreakpoint {
+  struct Breakpoint {
     int tid = -1;
+    int cpu = -1;
+    uint64_t address = 0;
+    bool at_return = false;
     PerfEvent event;
-    PerfMmap ring;
+    PerfMmap ring;  // invalid: writes into its CPU's first breakpoint's ring
   };
-  explicit BreakpointTrigger(uint64_t address) : address_(address) {}
+  BreakpointTrigger(uint64_t address, bool watch_returns) : address_(address), watch_returns_(watch_returns) {}
+  absl::Status Open(int tid, int cpu, uint64_t address, bool at_return);
 
   uint64_t address_ = 0;
+  bool watch_returns_ = false;
   uint64_t hits_ = 0;
-  std::vector<ThreadBreakpoint> threads_;
+  std::vector<Breakpoint> breakpoints_;
 };
 
 }  // namespace ptd::pt

@@ -7,6 +7,8 @@
 #include "recorder/pt/breakpoint_trigger.h"
 #include "recorder/pt/pt_recording.h"
 #include "recorder/pt/record_session.h"
+#include "recorder/sideband_recorder.h"  // OnlineCpus
+#include "recorder/trigger_policy.h"
 
 namespace ptd::pt {
 
@@ -20,6 +22,15 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   if (absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(rec_options, nullptr); !pmu.ok()) {
     return pmu.status();
   }
+  absl::StatusOr<TriggerSpec> trigger_spec = TriggerSpecOf(options);
+  if (!trigger_spec.ok()) return trigger_spec.status();
+  if (trigger_spec->trim) {
+    // Cutting hardware chunks at a PSB needs the stream scanned for PSBs; not built yet.
+    return absl::UnimplementedError(
+        "--trim is not supported with Intel PT hardware yet (record with --emulate, or use "
+        "--snapshot: the ring keeps only the newest trace)");
+  }
+  if (absl::Status s = CheckTriggerSymbol(options, *trigger_spec); !s.ok()) return s;
   std::unique_ptr<PtRingFactory> kernel_factory;
   PtRingFactory* factory = env.ring_factory;
   if (factory == nullptr) {
@@ -34,6 +45,7 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   session_options.control_fifo = options.control_fifo;
   session_options.duration_s = options.duration_s;
   session_options.multi_snapshot = options.multi_snapshot;
+  session_options.trigger = *trigger_spec;
   session_options.quiet = options.quiet;
   // The session exists before the recording so the recording's SnapshotTaker can be set
   // after Start(); signals are watched from here on.
@@ -52,22 +64,34 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   RecordSession session(session_options, &forward);
   if (absl::Status st = session.Prepare(); !st.ok()) return st;
 
+  // The trigger's breakpoints on `tids` of `pid` (and, inherited, on the threads they
+  // create): before a launched target runs its first instruction, on an attached one's
+  // threads once attached.
+  auto set_trigger = [&](int pid, const std::vector<int>& tids) -> absl::Status {
+    absl::StatusOr<uint64_t> address = ResolveSymbolInProcess(pid, options.trigger_symbol);
+    if (!address.ok()) return address.status();
+    absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+    if (!cpus.ok()) return cpus.status();
+    absl::StatusOr<BreakpointTrigger> trigger =
+        BreakpointTrigger::Create(*address, tids, *cpus, trigger_spec->slower_than_ns > 0);
+    if (!trigger.ok()) return trigger.status();
+    session.SetTrigger(*std::move(trigger));
+    return absl::OkStatus();
+  };
+  if (!options.trigger_symbol.empty() && !options.command.empty()) {
+    rec_options.before_run = [&](int pid) { return set_trigger(pid, {pid}); };
+  }
   absl::StatusOr<std::unique_ptr<PtRecording>> started =
       PtRecording::Start(rec_options, factory, *dir);
   if (!started.ok()) return started.status();
   recording = *std::move(started);
   TargetProcess* target = recording->target();
   if (absl::Status st = session.WatchTarget(target->pid()); !st.ok()) return st;
-  if (!options.trigger_symbol.empty()) {
-    absl::StatusOr<uint64_t> address = ResolveSymbolInProcess(target->pid(), options.trigger_symbol);
-    if (!address.ok()) return address.status();
+  if (!options.trigger_symbol.empty() && !target->launched()) {
     absl::StatusOr<std::vector<int>> tids = target->Threads();
     if (!tids.ok()) return tids.status();
-    absl::StatusOr<BreakpointTrigger> trigger = BreakpointTrigger::Create(*address, *tids);
-    if (!trigger.ok()) return trigger.status();
-    session.SetTrigger(*std::move(trigger));
+    if (absl::Status st = set_trigger(target->pid(), *tids); !st.ok()) return st;
   }
-
   absl::StatusOr<std::string> end_reason = session.Run();
   HardwareRecordSummary summary;
   summary.end_reason = end_reason.ok() ? *end_reason : "error";
@@ -88,6 +112,7 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   TraceMeta meta;
   meta.tool_version = kToolVersion;
   absl::Status finished = recording->Finish(summary.end_reason, notes, &meta);
+  meta.trigger = TriggerPointOf(session.trigger_policy());
   ArchiveJitFiles(*dir, &meta);
   recording.reset();  // unmaps and closes the events before the directory is committed
   // What was captured is committed even after an error, so it can be decoded.

@@ -263,6 +263,9 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     if (absl::Status st = rec->target_->Release(); !st.ok()) return st;
     absl::Status dumped = rec->DumpTargetMemory(pid);
     if (!dumped.ok()) rec->notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
+    if (options.before_run) {
+      if (absl::Status st = options.before_run(pid); !st.ok()) return st;
+    }
     if (absl::Status st = rec->target_->Detach(); !st.ok()) return st;
   } else {
     // Read before the events are enabled, so the synthesized records precede every real

@@ -5,6 +5,7 @@
 // can drive it. Finish() describes everything in a TraceMeta for the trace directory.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct PtRecordingOptions {
   // Self-tracing (ptd::TraceScope): trace these threads of this process; no launch or
   // attach, no exit watch. Empty: use record.command / record.pid.
   std::vector<int> self_tids;
+  // Launched targets: runs once the target is stopped right after exec (its image
+  // mapped, nothing run yet), before it goes on: the trigger's breakpoints go in here
+  // so no hit is missed. An error ends Start with it.
+  std::function<absl::Status(int pid)> before_run;
 };
 
 // Checks what can be checked before touching the target or the disk: the PMU (the exact

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +25,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 RecordSession::RecordSession(SessionOptions options, SnapshotTaker* taker)
-    : options_(std::move(options)), taker_(taker), status_line_(stderr, options_.quiet) {}
+    : options_(std::move(options)), taker_(taker), trigger_policy_(options_.trigger),
+      status_line_(stderr, options_.quiet) {}
 
 RecordSession::~RecordSession() {
   if (pidfd_ >= 0) close(pidfd_);
@@ -63,6 +66,46 @@ absl::Status RecordSession::Finish(const std::string& reason) {
   return st;
 }
 
+std::vector<std::string> RecordSession::notes() const {
+  std::vector<std::string> notes = notes_;
+  if (trigger_) notes.push_back(trigger_policy_.Describe(trigger_->address()));
+  return notes;
+}
+
+absl::StatusOr<bool> RecordSession::OnTriggerHits(std::vector<BreakpointHit> hits,
+                                                 const std::function<void(int fd)>& poll_fd) {
+  // Entries and returns come from different rings: the policy wants them in time order.
+  std::stable_sort(hits.begin(), hits.end(),
+                   [](const BreakpointHit& a, const BreakpointHit& b) { return a.time < b.time; });
+  bool fired = false;
+  for (const BreakpointHit& hit : hits) {
+    std::optional<TriggerFiring> firing;
+    if (hit.at_return) {
+      firing = trigger_policy_.OnStack(hit.tid, hit.stack_pointer, hit.time);
+    } else {
+      firing = trigger_policy_.OnEntry(hit.pid, hit.tid, hit.stack_pointer, hit.time);
+      if (trigger_policy_.watches_returns() && hit.return_address != 0) {
+        absl::StatusOr<int> fd = trigger_->WatchReturn(hit.tid, hit.return_address);
+        if (fd.ok() && *fd >= 0) poll_fd(*fd);
+        // Out of debug registers (more than three call sites in a thread): that site's
+        // calls are not timed; said once.
+        if (!fd.ok() && return_sites_failed_++ == 0) notes_.push_back(std::string(fd.status().message()));
+      }
+    }
+    fired = fired || firing.has_value();
+  }
+  if (!fired) return false;
+  if (!options_.multi_snapshot) {
+    notes_.push_back(absl::StrFormat("trigger hit at 0x%x", trigger_->address()));
+    absl::Status st = Finish("trigger");
+    if (!st.ok()) return st;
+    return true;
+  }
+  absl::Status st = taker_->Snapshot("trigger");
+  if (!st.ok()) return st;
+  return false;
+}
+
 absl::StatusOr<std::string> RecordSession::Run() {
   absl::Status prepared = Prepare();
   if (!prepared.ok()) return prepared;
@@ -80,11 +123,6 @@ absl::StatusOr<std::string> RecordSession::Run() {
     for (int fd : trigger_->fds()) add(fd, Kind::kTrigger);
   }
   for (int fd : taker_->WakeupFds()) add(fd, Kind::kWakeup);
-  // Armed only now that every breakpoint fd is in the set we poll.
-  if (trigger_) {
-    absl::Status armed = trigger_->Arm();
-    if (!armed.ok()) return armed;
-  }
 
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -113,6 +151,8 @@ absl::StatusOr<std::string> RecordSession::Run() {
     if (ready < 0 && errno != EINTR) return ErrnoError("poll", "record loop", errno);
 
     bool drain_now = Clock::now() >= next_drain;
+    std::vector<BreakpointHit> round_hits;
+    bool target_exited = false;
     for (size_t i = 0; ready > 0 && i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       const short revents = fds[i].revents;
@@ -154,36 +194,16 @@ absl::StatusOr<std::string> RecordSession::Run() {
             }
           }
           break;
-        case Kind::kTarget: {
-          absl::Status st = Finish("exit");
-          if (!st.ok()) return st;
-          return std::string("exit");
-        }
+        case Kind::kTarget:
+          // After the trigger hits of this round: they happened before the exit.
+          target_exited = true;
+          break;
         case Kind::kTrigger: {
-          absl::StatusOr<int> hits = trigger_->Consume(fds[i].fd);
+          absl::StatusOr<std::vector<BreakpointHit>> hits = trigger_->TakeHits(fds[i].fd);
           if (!hits.ok()) return hits.status();
-          if (*hits == 0) {
-            // Hung up without a hit: its thread is gone. Stop polling it.
-            if (revents & (POLLHUP | POLLERR)) fds[i].fd = -1;
-            break;
-          }
-          if (!options_.multi_snapshot) {
-            notes_.push_back(absl::StrFormat("trigger hit at 0x%x", trigger_->address()));
-            absl::Status st = Finish("trigger");
-            if (!st.ok()) return st;
-            return std::string("trigger");
-          }
-          absl::Status st = taker_->Snapshot("trigger");
-          if (!st.ok()) return st;
-          absl::StatusOr<int> fresh = trigger_->Reopen(fds[i].fd);
-          if (!fresh.ok() && fresh.status().code() == absl::StatusCode::kNotFound) {
-            fds[i].fd = -1;  // the thread is gone
-            break;
-          }
-          if (!fresh.ok()) return fresh.status();
-          fds[i].fd = *fresh;  // in the poll set before it is armed
-          absl::Status rearmed = trigger_->Rearm(*fresh);
-          if (!rearmed.ok()) return rearmed;
+          // Hung up without a hit: its thread is gone. Stop polling it.
+          if (hits->empty() && (revents & (POLLHUP | POLLERR))) fds[i].fd = -1;
+          round_hits.insert(round_hits.end(), hits->begin(), hits->end());
           break;
         }
         case Kind::kWakeup:
@@ -193,6 +213,16 @@ absl::StatusOr<std::string> RecordSession::Run() {
           if (revents & (POLLHUP | POLLERR)) fds[i].fd = -1;
           break;
       }
+    }
+    if (!round_hits.empty()) {
+      absl::StatusOr<bool> stop = OnTriggerHits(std::move(round_hits), [&](int fd) { add(fd, Kind::kTrigger); });
+      if (!stop.ok()) return stop.status();
+      if (*stop) return std::string("trigger");
+    }
+    if (target_exited) {
+      absl::Status st = Finish("exit");
+      if (!st.ok()) return st;
+      return std::string("exit");
     }
     if (drain_now) {
       absl::Status st = taker_->Drain();

@@ -4,6 +4,7 @@
 // and tells a SnapshotTaker what to do. It knows nothing about PT, so it is tested here
 // with a recording taker, real signals, a real FIFO and real breakpoints.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "recorder/control_fifo.h"
 #include "recorder/pt/signal_watcher.h"
 #include "recorder/pt/status_line.h"
+#include "recorder/trigger_policy.h"
 
 namespace ptd::pt {
 
@@ -36,6 +38,8 @@ struct SessionOptions {
   std::string control_fifo;      // empty: none
   double duration_s = 0;         // 0: no limit
   bool multi_snapshot = false;   // keep going after a trigger snapshot
+  // Which breakpoint hit fires (--trigger-after); the policy every backend shares.
+  TriggerSpec trigger;
   int drain_interval_ms = 100;   // periodic Drain() when no wake-up fd fires
   bool quiet = false;            // status line off
 };
@@ -50,24 +54,31 @@ class RecordSession {
   absl::Status Prepare();
   // The process whose exit ends the recording (pidfd); -1 for none.
   absl::Status WatchTarget(int pid);
-  // Takes ownership; the trigger is armed inside Run() once its fds are polled.
+  // Takes ownership; options.trigger says which hits fire.
   void SetTrigger(BreakpointTrigger trigger);
 
   // Runs until a stop condition; returns end_reason ("exit", "sigint", "sigterm",
   // "duration", "control", "trigger") after the final snapshot / drain.
   absl::StatusOr<std::string> Run();
 
-  // Notes for meta.json (unknown control commands, trigger hits, ...).
-  const std::vector<std::string>& notes() const { return notes_; }
+  // Notes for meta.json (unknown control commands, the trigger's account, ...).
+  std::vector<std::string> notes() const;
+  // What the trigger saw and which call fired it.
+  const TriggerPolicy& trigger_policy() const { return trigger_policy_; }
 
  private:
   absl::Status Finish(const std::string& reason);
+  // The breakpoint hits of one poll round: feeds the policy, watches new return sites
+  // (poll_fd adds their fds), snapshots; true when the recording ends on the trigger.
+  absl::StatusOr<bool> OnTriggerHits(std::vector<BreakpointHit> hits, const std::function<void(int fd)>& poll_fd);
 
   SessionOptions options_;
   SnapshotTaker* taker_;
   std::unique_ptr<SignalWatcher> signals_;
   std::unique_ptr<ControlFifo> control_;
   std::unique_ptr<BreakpointTrigger> trigger_;
+  TriggerPolicy trigger_policy_;
+  uint64_t return_sites_failed_ = 0;
   int pidfd_ = -1;
   std::vector<std::string> notes_;
   StatusLine status_line_;

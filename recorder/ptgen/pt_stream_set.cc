@@ -35,6 +35,8 @@ struct PtStreamSet::Stream {
   // instructions of the stream's thread are still to be lost to the last one.
   uint64_t next_overflow = 0;
   uint64_t silent = 0;
+  // trim_marks: (time, stream offset) of each PSB+, oldest first.
+  std::vector<std::pair<uint64_t, uint64_t>> psb_marks;
 };
 
 PtStreamSet::PtStreamSet(const PtStreamSetOptions& options, const TraceDirWriter* dir)
@@ -158,26 +160,38 @@ bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t ti
   slot.resume_ip = insn.next_ip;
   const PacketGeneratorStats& before = stream->generator->stats();
   const uint64_t anchors_before = before.psbs + before.enables;
+  const uint64_t psbs_before = before.psbs;
+  const uint64_t bytes_before = before.bytes;
   stream->generator->Retire(insn, time);
+  NotePsb(stream, psbs_before, bytes_before, time);
   if (stream->next_overflow != 0) MaybeInjectOverflow(stream, insn, time, anchors_before);
   return true;
 }
 
 void PtStreamSet::RetireStraight(int pid, int tid, uint64_t first_ip, uint64_t count, uint64_t time) {
   ThreadSlot& slot = Slot(pid, tid, time);
+  const PacketGeneratorStats before = slot.stream->generator->stats();
   slot.stream->generator->RetireStraight(first_ip, count, time);
+  NotePsb(slot.stream, before.psbs, before.bytes, time);
+}
+
+void PtStreamSet::NotePsb(Stream* stream, uint64_t psbs_before, uint64_t bytes_before, uint64_t time) {
+  if (!options_.trim_marks || stream->generator->stats().psbs == psbs_before) return;
+  stream->psb_marks.emplace_back(time, bytes_before);
 }
 
 void PtStreamSet::RetireBlock(int pid, int tid, uint64_t first_ip, uint64_t straight,
                               const ExecutedInsn& last, uint64_t time, bool leaving) {
   ThreadSlot& slot = Slot(pid, tid, time);
   PacketGenerator* generator = slot.stream->generator.get();
+  const PacketGeneratorStats before = generator->stats();
   generator->RetireStraight(first_ip, straight, time);
   if (leaving) {
     generator->RetireLeaving(last, time + straight);
   } else {
     generator->Retire(last, time + straight);
   }
+  NotePsb(slot.stream, before.psbs, before.bytes, time);
   slot.resume_ip = last.next_ip;
 }
 
@@ -256,6 +270,10 @@ absl::Status PtStreamSet::Finish(uint64_t time, TraceMeta* meta) {
     if (!taken.ok() && first_error.ok()) first_error = taken;
     absl::Status closed = stream->file->Close();
     if (!closed.ok() && first_error.ok()) first_error = closed;
+    if (trim_from_ > 0 && closed.ok()) {
+      absl::Status trimmed = Trim(stream.get());
+      if (!trimmed.ok() && first_error.ok()) first_error = trimmed;
+    }
     PtStream entry;
     entry.file = stream->relative_path;
     entry.cpu = stream->cpu;
@@ -276,6 +294,33 @@ absl::Status PtStreamSet::Finish(uint64_t time, TraceMeta* meta) {
     meta->streams.push_back(std::move(entry));
   }
   return first_error;
+}
+
+absl::Status PtStreamSet::Trim(Stream* stream) {
+  uint64_t cut = 0;
+  for (const auto& [time, offset] : stream->psb_marks) {
+    if (time > trim_from_) break;
+    cut = offset;
+  }
+  if (cut == 0 || options_.snapshot) return absl::OkStatus();
+  const std::string path = dir_->FilePath(stream->relative_path);
+  absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(path);
+  if (!bytes.ok()) return bytes.status();
+  if (cut > bytes->size()) cut = bytes->size();
+  std::vector<PtChunk> kept;
+  for (PtChunk chunk : stream->chunks) {
+    if (chunk.file_offset + chunk.size <= cut) continue;
+    if (chunk.file_offset < cut) {
+      chunk.size -= cut - chunk.file_offset;
+      chunk.aux_offset += cut - chunk.file_offset;
+      chunk.file_offset = cut;
+    }
+    chunk.lost_before = chunk.lost_before || kept.empty();
+    chunk.file_offset -= cut;
+    kept.push_back(chunk);
+  }
+  stream->chunks = std::move(kept);
+  return WriteFileAtomic(path, absl::Span<const uint8_t>(bytes->data() + cut, bytes->size() - cut));
 }
 
 absl::Status PtStreamSet::TakeChunk(Stream* stream, const std::string& reason, uint64_t time) {

@@ -36,6 +36,9 @@ struct PtStreamSetOptions {
   // that loses the thread's next `overflow_lost_instructions` instructions (0: never).
   uint64_t overflow_every_bytes = 0;
   uint64_t overflow_lost_instructions = 64;
+  // --trim (per-thread, linear mode): remember where each PSB+ was written, so Finish can
+  // cut the streams at the last PSB+ before TrimFrom's time.
+  bool trim_marks = false;
 };
 
 struct PtStreamSetStats {
@@ -84,6 +87,11 @@ class PtStreamSet {
   // synthesized sideband; appends streams[] / sideband[] entries to `meta`.
   absl::Status Finish(uint64_t time, TraceMeta* meta);
 
+  // --trim: Finish keeps of each stream only what follows its last PSB+ at or before
+  // `time` (the decoder synchronizes there), rewriting the file; the first chunk kept is
+  // marked lost_before. Needs trim_marks.
+  void TrimFrom(uint64_t time) { trim_from_ = time; }
+
   PtStreamSetStats stats() const;
   // The chunk reason of snapshots taken by Finish() ("exit", "sigint", ...).
   void set_end_reason(const std::string& reason) { options_.end_reason = reason; }
@@ -108,6 +116,10 @@ class PtStreamSet {
   void MaybeInjectOverflow(Stream* stream, const ExecutedInsn& insn, uint64_t time,
                            uint64_t anchors_before);
   absl::Status TakeChunk(Stream* stream, const std::string& reason, uint64_t time);
+  // After the generator wrote at `time`: a PSB+ it began at or after `bytes_before`.
+  void NotePsb(Stream* stream, uint64_t psbs_before, uint64_t bytes_before, uint64_t time);
+  // Finish's part of TrimFrom, after the stream file is closed.
+  absl::Status Trim(Stream* stream);
 
   PtStreamSetOptions options_;
   const TraceDirWriter* dir_;
@@ -119,6 +131,7 @@ class PtStreamSet {
   uint64_t overflows_ = 0;
   uint64_t lost_instructions_ = 0;
   bool finished_ = false;
+  uint64_t trim_from_ = 0;
 };
 
 }  // namespace ptd

@@ -27,6 +27,7 @@
 #include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/target_process.h"
 #include "recorder/trace_archive.h"
+#include "recorder/trigger_policy.h"
 #include "recorder/valgrind/valgrind_install.h"
 #include "recorder/valgrind/vgpt_converter.h"
 #include "recorder/valgrind/vgpt_spool.h"
@@ -130,7 +131,7 @@ struct RunResult {
   int exit_status = -1;  // waitpid status of Valgrind (the program's), -1 if still running
   std::vector<EmulationRequest> fifo_stops;
   std::vector<std::string> notes;
-  uint64_t trigger_hits = 0;
+  const TriggerPolicy* trigger = nullptr;
   double seconds = 0;
 };
 
@@ -237,9 +238,7 @@ void DescribeRun(const RecordOptions& options, const VgptConverter& converter, c
         "tool stream: %u executions of undescribed blocks and %u bad records were skipped",
         s.unknown_blocks, s.bad_records));
   }
-  if (!options.trigger_symbol.empty()) {
-    meta->notes.push_back(absl::StrFormat("--trigger %s: %u hits", options.trigger_symbol, run.trigger_hits));
-  }
+  if (run.trigger != nullptr && !run.trigger->spec().symbol.empty()) meta->notes.push_back(run.trigger->Describe(0));
   meta->notes.insert(meta->notes.end(), run.notes.begin(), run.notes.end());
 }
 
@@ -253,6 +252,9 @@ bool ValgrindAvailable(std::string* why) {
 
 absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& options) {
   if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  absl::StatusOr<TriggerSpec> trigger_spec = TriggerSpecOf(options);
+  if (!trigger_spec.ok()) return trigger_spec.status();
+  if (absl::Status s = CheckTriggerSymbol(options, *trigger_spec); !s.ok()) return s;
   absl::StatusOr<ValgrindInstall> install = FindValgrind();
   if (!install.ok()) return install.status();
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(options.output_dir, options.force);
@@ -266,27 +268,38 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   }
   if (absl::Status s = MakeValgrindLibDir(*install, lib_dir); !s.ok()) return s;
 
-  const PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
+  PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
+  stream_options.trim_marks = trigger_spec->trim;
   PtStreamSet streams(stream_options, &*dir);
   VgptConverterOptions converter_options;
   converter_options.wall_clock = options.wall_clock;
   bool trigger_stop = false;
   RunResult run;
   VgptConverter* converter_ptr = nullptr;
-  if (!options.trigger_symbol.empty()) {
-    const SymbolSpec symbol = ParseSymbolSpec(options.trigger_symbol);
-    converter_options.trigger_addresses = [symbol](const Mmap2Record& map) { return TriggerAddressesIn(map, symbol); };
-    converter_options.on_trigger = [&](int, int, uint64_t) {
-      ++run.trigger_hits;
-      if (options.multi_snapshot) {
-        if (absl::Status s = converter_ptr->Snapshot("trigger"); !s.ok()) {
-          run.notes.push_back(absl::StrCat("trigger snapshot: ", s.message()));
-        }
-      } else {
-        trigger_stop = true;
-        converter_ptr->Stop();
+  TriggerPolicy trigger(*trigger_spec);
+  run.trigger = &trigger;
+  auto fire = [&](const TriggerFiring&) {
+    if (options.multi_snapshot) {
+      if (absl::Status s = converter_ptr->Snapshot("trigger"); !s.ok()) {
+        run.notes.push_back(absl::StrCat("trigger snapshot: ", s.message()));
       }
+    } else {
+      trigger_stop = true;
+      converter_ptr->Stop();
+    }
+  };
+  if (!trigger_spec->symbol.empty()) {
+    const SymbolSpec symbol = ParseSymbolSpec(trigger_spec->symbol);
+    converter_options.trigger_addresses = [symbol](const Mmap2Record& map) { return TriggerAddressesIn(map, symbol); };
+    converter_options.on_trigger = [&](int pid, int tid, uint64_t, uint64_t stack_key, uint64_t time) {
+      if (std::optional<TriggerFiring> fired = trigger.OnEntry(pid, tid, stack_key, time)) fire(*fired);
     };
+    if (trigger.watches_returns()) {
+      converter_options.on_return = [&](int, int tid, uint64_t stack_key, uint64_t time) {
+        if (!trigger.Returned(tid, stack_key)) return;
+        if (std::optional<TriggerFiring> fired = trigger.OnStack(tid, stack_key, time)) fire(*fired);
+      };
+    }
   }
   // The files are pinned as the tool reports each mapping, while the program runs: when
   // recording ends the processes are gone (no /proc/PID/map_files) and a path may name
@@ -313,6 +326,11 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
 
   TraceMeta meta;
   streams.set_end_reason(run.end_reason);
+  meta.trigger = TriggerPointOf(trigger);
+  if (meta.trigger && trigger_spec->trim) {
+    streams.TrimFrom(meta.trigger->entry_ns);
+    meta.trigger->trimmed_from_ns = meta.trigger->entry_ns;
+  }
   absl::Status finished = converter.Finish(&meta);
   DescribeEmulatedPt(options, stream_options, &meta);
   DescribeRun(options, converter, run, spool.bytes_read(), &meta);
@@ -347,7 +365,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   summary.threads = converter.stats().threads;
   summary.signals_delivered = converter.stats().signals;
   summary.snapshots = streams.stats().snapshots;
-  summary.trigger_hits = run.trigger_hits;
+  summary.trigger_hits = trigger.entries();
   summary.seconds = run.seconds;
   summary.end_reason = run.end_reason;
   if (run.exit_status >= 0) {

@@ -130,6 +130,8 @@ struct VgptConverter::Thread {
   uint32_t pending_id = kNoBlock;
   uint64_t pending_time = 0;
   uint64_t last_ip = 0;  // where the thread was last known to be (for a stream's end)
+  int64_t depth = 0;     // calls and signal deliveries minus returns (the stack key)
+  uint64_t StackKey() const { return kStackKeyBase - 8 * static_cast<uint64_t>(depth); }
 };
 
 struct VgptConverter::Instance {
@@ -268,7 +270,9 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   process.clock += block.n;
   if (block.kind == VGPT_KIND_SYSCALL || block.kind == VGPT_KIND_TRAP) process.clock += kSyscallNs;
   newest_time_ = std::max(newest_time_, process.clock);
-  if (block.trigger != 0 && options_.on_trigger) options_.on_trigger(in.pid, thread.tid, block.trigger);
+  if (block.trigger != 0 && options_.on_trigger) {
+    options_.on_trigger(in.pid, thread.tid, block.trigger, thread.StackKey(), thread.pending_time);
+  }
 }
 
 void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip, bool leaving) {
@@ -311,6 +315,12 @@ void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip, bool
   streams_->RetireBlock(thread.pid, thread.tid, p.start, straight, last, thread.pending_time, leaving);
   stats_.instructions += p.n;
   thread.last_ip = next_ip;
+  if (last.kind == BranchKind::kDirectCall || last.kind == BranchKind::kIndirectCall) {
+    ++thread.depth;
+  } else if (last.kind == BranchKind::kReturn) {
+    --thread.depth;
+    if (options_.on_return) options_.on_return(thread.pid, thread.tid, thread.StackKey(), thread.pending_time + straight);
+  }
 }
 
 uint64_t VgptConverter::InstructionsBefore(const Instance& in, const Block& block, uint64_t ip) {
@@ -564,7 +574,9 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
         return 0;
       }
       ++stats_.signals;
-      Interrupt(in, ThreadOf(in, tid), ip);
+      Thread& interrupted = ThreadOf(in, tid);
+      Interrupt(in, interrupted, ip);
+      ++interrupted.depth;  // the handler returns (to the restorer) as from a call
       return 0;
     }
     case VGPT_MAP: {

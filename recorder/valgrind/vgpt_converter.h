@@ -39,12 +39,19 @@ struct VgptConverterOptions {
   // Asked of every mapping of an executable file: addresses at which to fire `on_trigger`
   // (--trigger), given the mapping. Empty: none.
   std::function<std::vector<uint64_t>(const Mmap2Record&)> trigger_addresses;
-  // A thread is about to run a trigger address (once per entry of the block holding it).
-  std::function<void(int pid, int tid, uint64_t address)> on_trigger;
   // Told of every mapping of an executable file as it is read, usually while the process
   // still runs (the recorder pins the file for its archive). Unset: nothing.
   std::function<void(const Mmap2Record&)> on_map;
+  // A thread is about to run a trigger address (once per entry of the block holding it),
+  // with its stack key and the time. The stack key stands in for the stack pointer,
+  // which the tool does not report: it is kStackKeyBase - 8 * call depth (calls and
+  // signal deliveries deepen, returns climb), so it moves as RSP would.
+  std::function<void(int pid, int tid, uint64_t address, uint64_t stack_key, uint64_t time)> on_trigger;
+  // A return retired (only called when set): the thread's new stack key and the time.
+  std::function<void(int pid, int tid, uint64_t stack_key, uint64_t time)> on_return;
 };
+
+inline constexpr uint64_t kStackKeyBase = uint64_t{1} << 62;
 
 struct VgptConverterStats {
   uint64_t blocks = 0;          // block executions

@@ -69,6 +69,7 @@ TraceMeta FullMeta() {
   m.partial_reason = "disk full";
   m.start_ns = 1000;
   m.end_ns = 0xfffffffffffffff0ull;
+  m.trigger = TriggerPoint{"handle_request", 5'000'000, 2, 100, 101, 1'000, 7'000'000, 1'000};
   return m;
 }
 
@@ -111,6 +112,19 @@ TEST(TraceMetaTest, RoundTripKeepsEveryField) {
   EXPECT_TRUE(back->archived);
   EXPECT_EQ(back->archive.at(0).size, 15984u);
   EXPECT_EQ(back->namespace_tids.at(31039), 2);
+  ASSERT_TRUE(back->trigger.has_value());
+  EXPECT_EQ(back->trigger->tid, 101);
+  EXPECT_EQ(back->trigger->return_ns, 7'000'000u);
+}
+
+TEST(TraceMetaTest, NoTriggerMeansNoTriggerField) {
+  TraceMeta m = FullMeta();
+  m.trigger.reset();
+  const std::string text = SerializeTraceMeta(m);
+  EXPECT_EQ(text.find("\"trigger\""), std::string::npos);
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->trigger.has_value());
 }
 
 TEST(TraceMetaTest, RoundTripThroughDirectory) {

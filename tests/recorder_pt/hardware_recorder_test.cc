@@ -12,6 +12,8 @@
 #include <x86intrin.h>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/trace_meta.h"
 #include "recorder/pt/hardware_recorder.h"
@@ -26,6 +28,7 @@
 namespace ptd::pt {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing::FakePtKernel;
@@ -250,6 +253,90 @@ TEST_F(HardwareRecorderTest, TriggerSymbolTakesTheSnapshot) {
   ASSERT_EQ(meta.streams[0].chunks.size(), 1u);
   EXPECT_EQ(meta.streams[0].chunks[0].reason, "trigger");
   EXPECT_THAT(meta.notes, Contains(HasSubstr("trigger hit")));
+}
+
+TEST_F(HardwareRecorderTest, TriggerAfterTakesTheSnapshotOnTheNthHit) {
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(1000, 4)); };
+  options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "3",
+                      "300"};
+  options_.per_thread = true;
+  options_.trigger_symbol = "ptd_trigger_point";
+  options_.trigger_after = 3;
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->end_reason, "trigger");
+  EXPECT_THAT(Meta().notes, Contains(AllOf(HasSubstr("--trigger-after 3"), HasSubstr("first on hit 3"))));
+}
+
+// tests/programs/prog_slow_call.c: handle_request sleeps 300 ms on its 7th call, made by
+// a thread created after the recording started; calls 1..10 are the worker's, 11..14 main's.
+std::vector<std::string> SlowCallCommand() {
+  std::vector<std::string> command;
+  command.push_back(absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_slow_call"));
+  command.push_back("sleep");
+  return command;
+}
+
+TEST_F(HardwareRecorderTest, SlowerThanFiresOnTheSlowCallOfAThreadCreatedLater) {
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(1000, 4)); };
+  options_.command = SlowCallCommand();
+  options_.trigger_symbol = "handle_request";
+  options_.trigger_slower_than = "100ms";
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->end_reason, "trigger");
+  TraceMeta meta = Meta();
+  ASSERT_TRUE(meta.trigger.has_value());
+  ASSERT_FALSE(meta.pids.empty());
+  EXPECT_NE(meta.trigger->tid, meta.pids[0]);
+  EXPECT_EQ(meta.trigger->hit, 1u);
+  EXPECT_GT(meta.trigger->return_ns - meta.trigger->entry_ns, 100'000'000u);
+  // The return site's breakpoint is placed once the first entry's sample is read: the
+  // calls before it may have returned unseen, the slow one's return is what fired.
+  EXPECT_THAT(meta.notes, Contains(AllOf(HasSubstr("--trigger-slower-than handle_request"), HasSubstr("1 slower"))));
+}
+
+TEST_F(HardwareRecorderTest, TriggerAfterCountsTheHitsOfEveryThread) {
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(1000, 4)); };
+  for (uint64_t after : {5u, 12u}) {
+    options_.command = SlowCallCommand();
+    options_.force = true;
+    options_.trigger_symbol = "handle_request";
+    options_.trigger_after = after;
+    auto summary = RecordHardware(options_, env_);
+    ASSERT_TRUE(summary.ok()) << summary.status();
+    TraceMeta meta = Meta();
+    EXPECT_EQ(summary->end_reason, "trigger") << "--trigger-after " << after << ": " << absl::StrJoin(meta.notes, "; ");
+    ASSERT_TRUE(meta.trigger.has_value());
+    EXPECT_EQ(meta.trigger->hit, after);
+    ASSERT_FALSE(meta.pids.empty());
+    if (after <= 10) {
+      EXPECT_NE(meta.trigger->tid, meta.pids[0]);
+    } else {
+      EXPECT_EQ(meta.trigger->tid, meta.pids[0]);
+    }
+  }
+}
+
+TEST_F(HardwareRecorderTest, TriggerProblemsAreRefusedBeforeAnyWork) {
+  options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "3",
+                      "300"};
+  options_.trigger_symbol = "ptd_trigger_pont";
+  auto missing = RecordHardware(options_, env_);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("ptd_trigger_pont"));
+  options_.trigger_symbol = "ptd_trigger_point";
+  options_.snapshot = false;
+  options_.trim = true;
+  auto trim = RecordHardware(options_, env_);
+  ASSERT_FALSE(trim.ok());
+  EXPECT_EQ(trim.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(trim.status().message()), HasSubstr("--emulate"));
+  options_.trim = false;
+  options_.trigger_slower_than = "soon";
+  EXPECT_FALSE(RecordHardware(options_, env_).ok());
+  EXPECT_FALSE(PathExists(options_.output_dir));
+  EXPECT_EQ(factory_.size(), 0u);
 }
 
 TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {

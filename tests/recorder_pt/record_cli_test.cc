@@ -26,7 +26,7 @@ TEST(RecordCliTest, HelpListsEveryRecordOption) {
         "--snapshot-size", "--buffer-size", "--data-size", "--timing", "--pt-config",
         "--kernel", "--filter", "--trigger", "--multi-snapshot", "--control", "--duration",
         "--start-at", "--ground-truth", "--virtual-cpus", "--psb-period", "--noretcomp",
-        "--emulate-overflow-every", "--quiet"}) {
+        "--emulate-overflow-every", "--quiet", "--trigger-slower-than", "--trigger-after", "--trim"}) {
     EXPECT_THAT(r.out, HasSubstr(option)) << option;
   }
 }
@@ -35,6 +35,35 @@ TEST(RecordCliTest, BadTimingPresetIsAUsageError) {
   auto r = RunCommand({PTD_CLI_PATH, "record", "--timing", "extreme", "--", "/bin/true"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("timing"));
+}
+
+TEST(RecordCliTest, TriggerNonsenseIsRefusedBeforeAnythingRuns) {
+  ptd::testing::TempDir tmp;
+  const std::string out = tmp.Sub("t.dir");
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    const char* names;
+  };
+  const Case cases[] = {
+      {{"--trigger", "main", "--trigger-after", "0"}, 2, "--trigger-after"},
+      {{"--trigger", "main", "--trigger-after", "many"}, 2, "--trigger-after"},
+      {{"--trigger-slower-than", "main", "5parsecs"}, 2, "parsecs"},
+      {{"--trigger-slower-than", "main", "0"}, 2, "more than 0"},
+      {{"--trigger-after", "3"}, 2, "need a trigger"},
+      {{"--trigger", "main", "--trim", "--multi-snapshot"}, 2, "--trim"},
+      {{"--trigger", "no_such_function_xyz"}, 1, "no_such_function_xyz"},
+      {{"--trigger", "f", "--trigger-slower-than", "g", "1ms"}, 2, "different functions"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {PTD_CLI_PATH, "record", "-q", "--emulate=ptrace", "-o", out};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    argv.insert(argv.end(), {"--", "/bin/true"});
+    auto r = RunCommand(argv);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.names << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.names));
+    EXPECT_FALSE(PathExists(out)) << c.names;
+  }
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "recorder/control_fifo.h"
 #include "recorder/pt/record_session.h"
 #include "recorder/pt/status_line.h"
+#include "recorder/sideband_recorder.h"
 #include "recorder/target_process.h"
 #include "tests/testing/test_util.h"
 
@@ -26,6 +27,8 @@ extern "C" void ptd_session_test_probe();
 namespace ptd::pt {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -229,7 +232,8 @@ TEST(StatusLineTest, SaysTimeBytesSnapshotsAndLost) {
 // Launches the trigger test program, resolves its symbol and runs a session with the
 // real breakpoints.
 absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTaker* taker,
-                                              uint64_t* hits) {
+                                              uint64_t* hits, uint64_t after = 1,
+                                              std::vector<std::string>* notes = nullptr) {
   LaunchOptions launch;
   launch.argv = {TriggerTargetPath(), std::to_string(calls), "300"};
   auto target = TargetProcess::Launch(launch);
@@ -239,10 +243,15 @@ absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTa
   if (!address.ok()) return address.status();
   auto tids = target->Threads();
   if (!tids.ok()) return tids.status();
-  auto trigger = BreakpointTrigger::Create(*address, *tids);
+  auto cpus = OnlineCpus();
+  if (!cpus.ok()) return cpus.status();
+  auto trigger = BreakpointTrigger::Create(*address, *tids, *cpus, /*watch_returns=*/false);
   if (!trigger.ok()) return trigger.status();
   SessionOptions o = Quiet();
   o.multi_snapshot = multi;
+  o.trigger.symbol = "ptd_trigger_point";
+  o.trigger.after = after;
+  o.trigger.repeat = multi;
   RecordSession session(o, taker);
   if (auto st = session.WatchTarget(target->pid()); !st.ok()) return st;
   session.SetTrigger(*std::move(trigger));
@@ -250,6 +259,7 @@ absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTa
   (void)target->Wait();
   *hits = 0;
   for (const std::string& r : taker->reasons()) *hits += r == "trigger";
+  if (notes != nullptr) *notes = session.notes();
   return reason;
 }
 
@@ -269,6 +279,27 @@ TEST(TriggerTest, MultiSnapshotRearmsAndKeepsGoingUntilExit) {
   ASSERT_TRUE(reason.ok()) << reason.status();
   EXPECT_EQ(*reason, "exit");
   EXPECT_THAT(taker.reasons(), ElementsAre("trigger", "trigger", "trigger", "exit"));
+}
+
+TEST(TriggerTest, TriggerAfterFiresOnTheNthBreakpointHit) {
+  RecordingTaker taker;
+  uint64_t hits = 0;
+  std::vector<std::string> notes;
+  auto reason = RunTriggerSession(3, /*multi=*/false, &taker, &hits, /*after=*/2, &notes);
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_EQ(*reason, "trigger");
+  EXPECT_THAT(taker.reasons(), ElementsAre("trigger"));
+  // The policy's account: two entries seen, fired on the second.
+  EXPECT_THAT(notes, Contains(AllOf(HasSubstr("2 entries"), HasSubstr("first on hit 2"))));
+}
+
+TEST(TriggerTest, TriggerAfterMoreHitsThanTheProgramMakesNeverFires) {
+  RecordingTaker taker;
+  uint64_t hits = 0;
+  auto reason = RunTriggerSession(3, /*multi=*/false, &taker, &hits, /*after=*/4);
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_EQ(*reason, "exit");
+  EXPECT_THAT(taker.reasons(), ElementsAre("exit"));
 }
 
 TEST(TriggerTest, ResolvedAddressIsWhereTheFunctionRuns) {

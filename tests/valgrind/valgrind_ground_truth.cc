@@ -1,5 +1,6 @@
 #include "tests/valgrind/valgrind_ground_truth.h"
 
+#include <algorithm>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -89,41 +90,71 @@ namespace {
 
 class CountingSink : public decoder::SliceSink {
  public:
-  explicit CountingSink(DecodedTrace* out) : out_(out) {}
-  void Begin(uint64_t, absl::string_view name) override { ++out_->calls[std::string(name)]; }
-  void End(uint64_t, const decoder::SliceCounts&) override {}
-  void Instant(uint64_t, absl::string_view name, absl::string_view detail) override {
+  CountingSink(DecodedTrace* out, int tid, const std::string& watch) : out_(out), tid_(tid), watch_(watch) {}
+  void Begin(uint64_t time, absl::string_view name) override {
+    ++out_->calls[std::string(name)];
+    open_.push_back({name == watch_, time});
+    last_ = std::max(last_, time);
+  }
+  void End(uint64_t time, const decoder::SliceCounts&) override {
+    last_ = std::max(last_, time);
+    if (open_.empty()) return;
+    if (open_.back().watched) out_->watched.push_back(WatchedSlice{tid_, open_.back().begin, time, false});
+    open_.pop_back();
+  }
+  void Instant(uint64_t time, absl::string_view name, absl::string_view detail) override {
+    last_ = std::max(last_, time);
     if (name == "decode error") out_->error_details.push_back(std::string(detail));
   }
+  uint64_t last() const { return last_; }
+  int tid() const { return tid_; }
 
  private:
+  struct Open {
+    bool watched = false;
+    uint64_t begin = 0;
+  };
   DecodedTrace* out_;
+  int tid_;
+  std::string watch_;
+  std::vector<Open> open_;
+  uint64_t last_ = 0;
 };
 
 class CountingFactory : public decoder::ThreadSinkFactory {
  public:
-  explicit CountingFactory(DecodedTrace* out) : out_(out) {}
+  CountingFactory(DecodedTrace* out, const std::string& watch) : out_(out), watch_(watch) {}
   decoder::SliceSink* ForThread(int, int tid, const std::string&, const std::string& process_name) override {
     out_->threads[tid] = process_name;
-    sinks_.push_back(std::make_unique<CountingSink>(out_));
+    sinks_.push_back(std::make_unique<CountingSink>(out_, tid, watch_));
     return sinks_.back().get();
+  }
+  // Slices closed by the end of their thread's trace did not return.
+  void MarkReturns() {
+    for (WatchedSlice& slice : out_->watched) {
+      for (const auto& sink : sinks_) {
+        if (sink->tid() == slice.tid) slice.returned = slice.end < sink->last();
+      }
+    }
   }
 
  private:
   DecodedTrace* out_;
+  std::string watch_;
   std::vector<std::unique_ptr<CountingSink>> sinks_;
 };
 
 }  // namespace
 
-absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir) {
+absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const std::string& watch) {
   DecodedTrace out;
-  CountingFactory factory(&out);
+  CountingFactory factory(&out, watch);
   decoder::DecodeOptions options;
   absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTrace(trace_dir, options, &factory);
   if (!result.ok()) return result.status();
   out.instructions = result->stats.instructions;
   out.errors = result->stats.errors;
+  factory.MarkReturns();
   out.warnings = result->warnings;
   return out;
 }

@@ -27,15 +27,24 @@ absl::StatusOr<uint64_t> LackeyInstructions(const std::vector<std::string>& comm
 absl::StatusOr<std::map<std::string, uint64_t>> CallgrindCalls(const std::vector<std::string>& command,
                                                                const std::string& work_dir);
 
+// A slice of the function DecodeForTest was asked to watch.
+struct WatchedSlice {
+  int tid = -1;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  bool returned = false;  // ended before its thread's trace did (not closed by the end)
+};
+
 struct DecodedTrace {
   uint64_t instructions = 0;
   uint64_t errors = 0;
   std::map<std::string, uint64_t> calls;  // slices begun per function name
   std::vector<std::string> error_details;
   std::map<int, std::string> threads;     // tid -> process name
+  std::vector<WatchedSlice> watched;      // slices of `watch`, in the order they ended
   std::vector<std::string> warnings;      // the decoder's
 };
 
-absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir);
+absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const std::string& watch = "");
 
 }  // namespace ptd::testing

@@ -33,6 +33,7 @@ using ::ptd::testing::DecodeForTest;
 using ::ptd::testing::LackeyInstructions;
 using ::ptd::testing::RunCommand;
 using ::ptd::testing::TempDir;
+using ::ptd::testing::WatchedSlice;
 
 std::string Program(const std::string& name) { return std::string(PTD_BINARY_DIR) + "/tests/programs/" + name; }
 
@@ -49,8 +50,10 @@ struct Recorded {
   DecodedTrace decoded;
 };
 
+// `watch`: a function whose slices the decode lists (DecodedTrace::watched).
 Recorded RecordAndDecode(const TempDir& tmp, const std::vector<std::string>& command,
-                         const std::function<void(RecordOptions&)>& tweak = nullptr) {
+                         const std::function<void(RecordOptions&)>& tweak = nullptr,
+                         const std::string& watch = "") {
   RecordOptions options;
   options.command = command;
   options.output_dir = tmp.Sub("trace.dir");
@@ -67,7 +70,7 @@ Recorded RecordAndDecode(const TempDir& tmp, const std::vector<std::string>& com
   absl::StatusOr<TraceMeta> meta = ReadTraceMeta(rec.dir);
   EXPECT_TRUE(meta.ok()) << meta.status();
   if (meta.ok()) rec.meta = *meta;
-  absl::StatusOr<DecodedTrace> decoded = DecodeForTest(rec.dir);
+  absl::StatusOr<DecodedTrace> decoded = DecodeForTest(rec.dir, watch);
   EXPECT_TRUE(decoded.ok()) << decoded.status();
   if (decoded.ok()) rec.decoded = *decoded;
   return rec;
@@ -266,6 +269,114 @@ TEST(ValgrindRecorderTest, MultiSnapshotTakesAChunkPerTriggerHit) {
   for (const PtChunk& chunk : rec.meta.streams[0].chunks) trigger_chunks += chunk.reason == "trigger";
   EXPECT_GE(trigger_chunks, 1u);
   EXPECT_EQ(rec.decoded.errors, 0u);
+}
+
+// ptd_prog_slow_call: handle_request's 7th call (the worker thread's) loops about 6 M
+// instructions, 6 ms of the virtual clock; the others take under a microsecond.
+constexpr char kSlowFunction[] = "handle_request";
+
+TEST(ValgrindRecorderTest, SlowerThanTriggerStopsAfterTheSlowCallInTheWorkerThread) {
+  PTD_REQUIRE_VALGRIND();
+  TempDir tmp;
+  Recorded rec = RecordAndDecode(
+      tmp, {Program("ptd_prog_slow_call"), "loop"},
+      [](RecordOptions& o) {
+        o.trigger_symbol = kSlowFunction;
+        o.trigger_slower_than = "1ms";
+      },
+      kSlowFunction);
+  EXPECT_EQ(rec.summary.end_reason, "trigger");
+  EXPECT_EQ(rec.decoded.errors, 0u);
+  ASSERT_TRUE(rec.meta.trigger.has_value());
+  const TriggerPoint& point = *rec.meta.trigger;
+  EXPECT_EQ(point.symbol, kSlowFunction);
+  EXPECT_EQ(point.slower_than_ns, 1'000'000u);
+  EXPECT_EQ(point.hit, 1u);
+  ASSERT_EQ(rec.meta.pids.size(), 1u);
+  EXPECT_NE(point.tid, rec.meta.pids[0]);  // the worker, not the main thread
+  EXPECT_GT(point.return_ns - point.entry_ns, 1'000'000u);
+  // The trace holds the worker's first seven calls, the last one whole (entry and
+  // return), and nothing of main's calls after the join.
+  EXPECT_EQ(Calls(rec.decoded.calls, kSlowFunction), 7u);
+  ASSERT_EQ(rec.decoded.watched.size(), 7u);
+  const WatchedSlice& slow = rec.decoded.watched.back();
+  EXPECT_EQ(slow.tid, point.tid);
+  EXPECT_TRUE(slow.returned);
+  EXPECT_GT(slow.end - slow.begin, 1'000'000u);
+  for (size_t i = 0; i + 1 < rec.decoded.watched.size(); ++i) {
+    EXPECT_LT(rec.decoded.watched[i].end - rec.decoded.watched[i].begin, 1'000'000u) << "call " << i + 1;
+  }
+}
+
+TEST(ValgrindRecorderTest, TriggerAfterFiresOnTheNthEntryInWhicheverThreadMakesIt) {
+  PTD_REQUIRE_VALGRIND();
+  for (uint64_t after : {5u, 12u}) {
+    TempDir tmp;
+    Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_slow_call"), "loop"}, [after](RecordOptions& o) {
+      o.trigger_symbol = kSlowFunction;
+      o.trigger_after = after;
+    });
+    EXPECT_EQ(rec.summary.end_reason, "trigger");
+    ASSERT_TRUE(rec.meta.trigger.has_value());
+    EXPECT_EQ(rec.meta.trigger->hit, after);
+    EXPECT_EQ(rec.meta.trigger->return_ns, 0u);
+    ASSERT_EQ(rec.meta.pids.size(), 1u);
+    // The worker makes calls 1..10, main 11..14 after joining it.
+    if (after <= 10) {
+      EXPECT_NE(rec.meta.trigger->tid, rec.meta.pids[0]);
+    } else {
+      EXPECT_EQ(rec.meta.trigger->tid, rec.meta.pids[0]);
+    }
+    EXPECT_EQ(Calls(rec.decoded.calls, kSlowFunction), after);
+    EXPECT_EQ(rec.decoded.errors, 0u);
+  }
+}
+
+TEST(ValgrindRecorderTest, TrimKeepsTheSlowCallAndDropsTheStart) {
+  PTD_REQUIRE_VALGRIND();
+  TempDir full_tmp, trimmed_tmp;
+  auto slower = [](bool trim) {
+    return [trim](RecordOptions& o) {
+      o.trigger_symbol = kSlowFunction;
+      o.trigger_slower_than = "1ms";
+      o.trim = trim;
+    };
+  };
+  Recorded full = RecordAndDecode(full_tmp, {Program("ptd_prog_slow_call"), "loop"}, slower(false), kSlowFunction);
+  Recorded trimmed =
+      RecordAndDecode(trimmed_tmp, {Program("ptd_prog_slow_call"), "loop"}, slower(true), kSlowFunction);
+  ASSERT_TRUE(trimmed.meta.trigger.has_value());
+  EXPECT_EQ(trimmed.meta.trigger->trimmed_from_ns, trimmed.meta.trigger->entry_ns);
+  EXPECT_EQ(full.meta.trigger->trimmed_from_ns, 0u);
+  EXPECT_EQ(trimmed.decoded.errors, 0u);
+  // The dynamic loader's hundred thousand instructions are gone; the slow call is whole.
+  EXPECT_LT(trimmed.decoded.instructions, full.decoded.instructions - 50'000);
+  ASSERT_FALSE(trimmed.decoded.watched.empty());
+  const WatchedSlice& slow = trimmed.decoded.watched.back();
+  EXPECT_TRUE(slow.returned);
+  EXPECT_GT(slow.end - slow.begin, 1'000'000u);
+  bool lost_before = false;
+  for (const PtStream& stream : trimmed.meta.streams) {
+    if (!stream.chunks.empty()) lost_before = lost_before || stream.chunks[0].lost_before;
+  }
+  EXPECT_TRUE(lost_before);
+}
+
+TEST(ValgrindRecorderTest, TriggerSymbolNotInTheProgramIsAnErrorBeforeRecording) {
+  PTD_REQUIRE_VALGRIND();
+  TempDir tmp;
+  RecordOptions options;
+  options.command = {Program("ptd_prog_slow_call"), "loop"};
+  options.output_dir = tmp.Sub("trace.dir");
+  options.emulate = true;
+  options.emulator = "valgrind";
+  options.quiet = true;
+  options.trigger_symbol = "handle_requets";
+  options.trigger_slower_than = "5ms";
+  absl::StatusOr<EmulatedRecordSummary> summary = RecordValgrind(options);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_NE(summary.status().message().find("handle_requets"), std::string::npos) << summary.status();
+  EXPECT_FALSE(PathExists(options.output_dir));
 }
 
 TEST(ValgrindRecorderTest, KilledProgramKeepsWhatWasRecorded) {
