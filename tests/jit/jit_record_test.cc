@@ -4,6 +4,7 @@
 // at jit_square's address, jit_triple 7 of which 4 after its move), and describes them
 // in a jitdump and a perf map. The emulators capture the code as it runs; the decoder
 // names it from the jitdump (or the perf map), and damaged JIT files only cost warnings.
+#include <cstdlib>
 #include <unistd.h>
 
 #include <cstdint>
@@ -167,6 +168,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, JitRecordTest, ::testing::Values("ptrace", "v
 TEST(JitValgrindTest, JitdumpDeletedByTheRuntimeIsStillCopied) {
   std::string why;
   if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
+  // The pin races the runtime's unlink; the sanitized converter reads the mapping too late.
+  if (std::getenv("PTD_UNDER_SANITIZER") != nullptr) GTEST_SKIP() << "racy under ASan/UBSan (the converter lags the program)";
   const Recording& rec = Record("valgrind", {"--unlink-jitdump"});
   ASSERT_TRUE(rec.error.empty()) << rec.error;
   EXPECT_FALSE(PathExists(absl::StrCat("/tmp/jit-", rec.pid, ".dump")));
