@@ -1,4 +1,5 @@
 #include "recorder/emulate/code_walker.h"
+#include "common/monotonic_clock.h"
 
 #include <fcntl.h>
 #include <gelf.h>
@@ -31,11 +32,6 @@ constexpr uint64_t kMaxLoopStretch = 2000;
 constexpr uint64_t kMaxFlatStretch = 20000;
 constexpr uint64_t kStackTop = 0x7ffff0000000ull;
 
-double NowSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 }  // namespace
 
@@ -119,7 +115,7 @@ bool CodeWalker::Chance(uint32_t percent) {
 CodeWalkerStats CodeWalker::Walk(PacketSink* sink, GroundTruthWriter* truth) {
   CodeWalkerStats stats;
   stats.functions = functions_.size();
-  const double start = NowSeconds();
+  const double start = MonotonicSeconds();
   PacketGenerator generator(options_.generator, sink);
   StackFrameTracker frames(options_.pid, options_.tid);
   std::vector<uint64_t> stack;
@@ -330,7 +326,7 @@ CodeWalkerStats CodeWalker::Walk(PacketSink* sink, GroundTruthWriter* truth) {
   generator.Finish(ip, time);
   if (truth != nullptr) truth->End(pid, tid, time);
   stats.packets = generator.stats();
-  stats.seconds = NowSeconds() - start;
+  stats.seconds = MonotonicSeconds() - start;
   return stats;
 }
 

@@ -1,4 +1,5 @@
 #include "recorder/emulate/emulated_recorder.h"
+#include "common/monotonic_clock.h"
 
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -35,11 +36,6 @@
 namespace ptd {
 namespace {
 
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // In per-CPU emulation the kernel's real context switches describe the real CPUs, not
 // the virtual ones the PT streams were generated for: drop them so the decoder's CPU

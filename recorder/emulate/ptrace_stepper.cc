@@ -1,4 +1,5 @@
 #include "recorder/emulate/ptrace_stepper.h"
+#include "common/monotonic_clock.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -84,11 +85,7 @@ PtraceStepper::PtraceStepper(const PtraceStepperOptions& options, PtStreamSet* s
 
 PtraceStepper::~PtraceStepper() = default;
 
-uint64_t PtraceStepper::Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t PtraceStepper::Now() { return MonotonicNs(); }
 
 int PtraceStepper::exit_status(int pid) const {
   auto it = exit_statuses_.find(pid);

@@ -1,4 +1,5 @@
 #include "recorder/pt/pt_recording.h"
+#include "common/monotonic_clock.h"
 
 #include <limits.h>
 #include <sys/prctl.h>
@@ -49,11 +50,7 @@ std::string StreamName(int cpu, int tid) {
 
 }  // namespace
 
-uint64_t PerfClockNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t PerfClockNs() { return MonotonicNs(); }
 
 absl::StatusOr<int64_t> MeasurePerfClockOffset() {
   // A dummy event on this thread that reports COMM; renaming the thread (to its own

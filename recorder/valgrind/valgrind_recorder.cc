@@ -1,4 +1,5 @@
 #include "recorder/valgrind/valgrind_recorder.h"
+#include "common/monotonic_clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -45,11 +46,6 @@ constexpr char kLibSubdir[] = "lib";
 // quiet this long.
 constexpr double kOrphanQuietSeconds = 0.5;
 
-double MonotonicSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 absl::Status CheckOptions(const RecordOptions& options) {
   if (options.pid > 0) {

@@ -1,4 +1,5 @@
 #include "recorder/valgrind/vgpt_converter.h"
+#include "common/monotonic_clock.h"
 
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -27,11 +28,6 @@ constexpr uint32_t kNoBlock = 0;
 // packets ahead of its position (libipt reads ahead; tens of instructions).
 constexpr uint64_t kSyscallNs = 1000;
 
-uint64_t MonotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 BranchKind LastInsnKind(uint32_t kind) {
   switch (kind) {
