@@ -38,6 +38,10 @@ struct FlowEvent {
   // streams route the enabled stretch by it.
   uint64_t enable_time = 0;
   const char* message = "";   // static text (libipt error strings)
+  // Pieces only: the newest event TSC the piece's decoder had seen when it emitted this
+  // (its image time); 0: none yet in the piece. The stitcher brings the models' image
+  // there before the event goes on, as the single decoder's image was.
+  uint64_t image_tsc = 0;
 };
 
 }  // namespace ptd::decoder

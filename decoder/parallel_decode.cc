@@ -104,8 +104,8 @@ class PieceStitcher {
     consumer_->OnFlow(event);
   }
 
-  // Time axis: `image_clock` is brought to each event's image time (the newest event
-  // time logged before it, as the piece's decoder had it) before the event goes on.
+  // Streams with timing packets: `image_clock` is brought to each event's image time
+  // (FlowEvent::image_tsc, as the piece's decoder had it) before the event goes on.
   void set_image_clock(ImageClock* image_clock, const TimeConversion& conversion) {
     image_clock_ = image_clock;
     conversion_ = conversion;
@@ -114,20 +114,15 @@ class PieceStitcher {
   void Append(Piece& piece) {
     const uint64_t base = instructions_;
     const bool timed = clock_.axis() == TimeAxis::kTime;
-    const bool image_timed = timed && image_clock_ != nullptr;
     if (timed) {
       times_.resize(piece.steps.size());
-      if (image_timed) image_times_.resize(piece.steps.size());
       for (size_t i = 0; i < piece.steps.size(); ++i) {
         const TimeStep& step = piece.steps[i];
-        if (step.image) {
-          if (image_timed) image_ns_ = std::max(image_ns_, conversion_.TscToNs(step.tsc));
-        } else if (step.update) {
+        if (step.update) {
           clock_.Update(step.tsc, base + step.instructions);
         } else {
           times_[i] = clock_.Now(base + step.instructions);
         }
-        if (image_timed) image_times_[i] = image_ns_;
       }
     } else if (piece.outcome.sampled_time) {
       clock_.Now(base + piece.outcome.last_sample);
@@ -156,7 +151,7 @@ class PieceStitcher {
       }
       if (i == piece.events.size()) break;
       FlowEvent& event = piece.events[i];
-      if (image_timed) AdvanceImage(image_times_[event.time]);
+      if (image_clock_ != nullptr && event.image_tsc != 0) AdvanceImage(conversion_.TscToNs(event.image_tsc));
       fix(&event.instructions, &event.time);
       if (cycles_) fix_cycles(&event.cycles, &event.time);
       consumer_->OnFlow(event);
@@ -204,9 +199,7 @@ class PieceStitcher {
   ImageClock* image_clock_ = nullptr;
   const image::ProcessImage* image_ = nullptr;
   TimeConversion conversion_;
-  uint64_t image_ns_ = 0;           // the newest timing packet's time so far
   uint64_t next_image_change_ = 0;  // 0: the first event places the image
-  std::vector<uint64_t> image_times_;  // per time step of the piece being appended
   uint64_t instructions_ = 0;
   bool cycles_;
   bool cycles_axis_;

@@ -79,7 +79,7 @@ uint64_t PtStreamDecoder::TimeSample(uint64_t instructions) {
     outcome_->last_sample = instructions;
     return instructions;
   }
-  time_steps_->push_back({false, 0, instructions, false});
+  time_steps_->push_back({false, 0, instructions});
   return time_steps_->size() - 1;
 }
 
@@ -107,7 +107,7 @@ void PtStreamDecoder::UpdateTime(uint64_t tsc) {
   if (time_steps_ == nullptr) {
     clock_.Update(tsc, instructions_);
   } else {
-    time_steps_->push_back({true, tsc, instructions_, false});
+    time_steps_->push_back({true, tsc, instructions_});
   }
 }
 
@@ -115,19 +115,13 @@ void PtStreamDecoder::UpdateTime(uint64_t tsc) {
 // decoded after the event ran after that time, so mappings made before it are in and
 // mappings replaced before it are gone. Not libipt's time after a block: it reads ahead
 // (past an execve's TIP.PGD to the TSC of the re-enable, while the block before the
-// syscall is still to be decoded). Events are the same for one decoder and for pieces;
-// pieces log each newer event time as an image step for the stitcher, so the models see
-// the same image at every event (output stays identical with --jobs N).
+// syscall is still to be decoded). On every time axis: the instruction and cycles axes
+// decode replaced code with the bytes of its time too. Pieces stamp each event with
+// this time (FlowEvent::image_tsc), so the models see the same image at every event as
+// with one decoder (output stays identical with --jobs N).
 void PtStreamDecoder::AdvanceImage(uint64_t tsc) {
-  if (tsc == 0 || config_.axis != TimeAxis::kTime) return;
-  if (time_steps_ != nullptr && tsc > last_logged_image_tsc_) {
-    last_logged_image_tsc_ = tsc;
-    TimeStep step;
-    step.tsc = tsc;
-    step.instructions = instructions_;
-    step.image = true;
-    time_steps_->push_back(step);
-  }
+  if (tsc == 0) return;
+  image_tsc_ = std::max(image_tsc_, tsc);
   uint64_t ns = config_.conversion.TscToNs(tsc);
   if (ns < next_image_change_) return;
   image::ProcessImage* image = image_clock_->AdvanceTo(ns);
@@ -166,7 +160,12 @@ void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t 
   event.offset = offset;
   event.enable_time = enable_time_;
   event.message = message;
+  Deliver(event);
+}
+
+void PtStreamDecoder::Deliver(FlowEvent& event) {
   if (piece_events_ != nullptr) {
+    event.image_tsc = image_tsc_;
     piece_events_->push_back(event);
   } else {
     consumer_->OnFlow(event);
@@ -258,11 +257,7 @@ bool PtStreamDecoder::StaysInFunction(const image::ProcessImage& image, const Pe
   FlowEvent event;
   if (PendingEvent(pending_, target, known, &event)) {
     if (event.kind == FlowKind::kReturn || event.kind == FlowKind::kJump) raise_emitted_ = false;
-    if (piece_events_ != nullptr) {
-      piece_events_->push_back(event);
-    } else {
-      consumer_->OnFlow(event);
-    }
+    Deliver(event);
   } else if (pending_.klass == InsnClass::kUnknown && outcome_ != nullptr) {
     // The previous piece's last branch (kUnknown marks it): the stitcher flushes it here.
     outcome_->carried_flush = true;
@@ -643,7 +638,7 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
       piece_events_->clear();
       time_steps_->clear();
       last_update_tsc_ = 0;
-      last_logged_image_tsc_ = 0;
+      image_tsc_ = 0;
       instructions_ = 0;
       base_stats = stats_;
       base_stats.undecodable = classifier_.undecodable();
@@ -875,7 +870,7 @@ absl::StatusOr<PieceOutcome> PtStreamDecoder::DecodePiece(const uint8_t* padded,
   piece_events_ = events;
   instructions_ = 0;
   last_update_tsc_ = 0;
-  last_logged_image_tsc_ = 0;
+  image_tsc_ = 0;
   need_enable_ = true;
   need_enable_carried_ = false;
   pending_.valid = false;

@@ -58,7 +58,8 @@ class BlockObserver {
   virtual void OnBlock(uint64_t ip, uint64_t end_ip, uint32_t count) = 0;
 };
 
-// Keeps a decoder's code image in step with the trace's time (time axis only): mappings
+// Keeps a decoder's code image in step with the trace's time (every time axis, when the
+// stream has timing packets): mappings
 // made or replaced (dlopen, exec) and, for per-CPU streams, the process the CPU runs.
 // The decoder calls AdvanceTo when an event's time (libipt's, of the timing packets
 // before the event) reaches next_change() (one comparison per event with a time), and
@@ -187,9 +188,6 @@ struct TimeStep {
   bool update = false;        // true: a timing packet said `tsc`; false: a Now() sample
   uint64_t tsc = 0;
   uint64_t instructions = 0;  // piece-relative
-  // Neither: an event's time `tsc`, newer than the piece's before (the image timeline's
-  // clock, not the time axis's). Last, so {update, tsc, instructions} reads as before.
-  bool image = false;
 };
 
 class PtStreamDecoder {
@@ -223,7 +221,7 @@ class PtStreamDecoder {
   void set_piece_cycle_index(const CycleIndex* index) { piece_cycle_index_ = index; }
 
   void set_block_observer(BlockObserver* observer) { observer_ = observer; }
-  // Time axis: the image follows `clock` (which then supplies every image: the one given
+  // Streams with timing packets: the image follows `clock` (which then supplies every image: the one given
   // to the constructor and DecodePiece's are replaced by the clock's).
   void set_image_clock(ImageClock* clock) { image_clock_ = clock; }
   // Checked between blocks: when it turns true, decoding stops (Ctrl-C).
@@ -283,6 +281,8 @@ class PtStreamDecoder {
   bool PendingStaysInFunction(uint64_t target, bool known);
   void HandleEvent(const pt_event& event);
   void Emit(FlowKind kind, uint64_t target, bool known, uint64_t offset = 0, const char* message = "");
+  // To the consumer, or (pieces) to the piece's events stamped with the image time.
+  void Deliver(FlowEvent& event);
   void UpdateTime(uint64_t tsc);
   void AdvanceImage(uint64_t tsc);
   void UseImage(image::ProcessImage* image);
@@ -333,7 +333,7 @@ class PtStreamDecoder {
   // instruction count.
   bool unsampled_ = false;
   uint64_t unsampled_at_ = 0;
-  uint64_t last_logged_image_tsc_ = 0;
+  uint64_t image_tsc_ = 0;  // the newest event TSC (the image's time); pieces: their own
   bool need_enable_carried_ = false;
   PieceOutcome* outcome_ = nullptr;
   std::vector<FlowEvent>* piece_events_ = nullptr;

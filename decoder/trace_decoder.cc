@@ -257,7 +257,7 @@ class Decoding {
   // The models' images (names are resolved from them), one per process, shared by every
   // stream of the process; a stream that starts earlier than the last one ended rebuilds.
   std::map<int, std::unique_ptr<image::TimedProcessImage>> images_;
-  std::optional<bool> images_timed_;  // as the first stream's axis
+  std::optional<bool> images_timed_;  // as the first stream's (timing packets or not)
   std::map<int, std::unique_ptr<ThreadState>> threads_;
   // Warnings every stream repeats (the recording CPU's errata) are said once.
   void AddWarningOnce(const std::string& warning) {
@@ -273,7 +273,7 @@ class Decoding {
 };
 
 // Timed: the sideband's changes are applied as the decoder's time reaches them. Untimed
-// (no timing packets, or the instruction axis): everything ever mapped, at once. Called
+// (no timing packets): everything ever mapped, at once. Called
 // from worker threads too (their own images): reads only what does not change.
 std::unique_ptr<image::TimedProcessImage> Decoding::MakeImage(int pid, bool timed, image::SectionCache* sections) {
   std::unique_ptr<image::TimedProcessImage> image = image::MakeTraceProcessImage(
@@ -403,9 +403,10 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
   if (route_by_schedule && config.axis != TimeAxis::kTime) route_by_schedule = false;
   if (!route_by_schedule && tid < 0) tid = 0x7f000000 + stream.cpu;
 
-  // The image timeline (docs/decoder.md): on the time axis each decoder's image follows
-  // its timing packets; a per-CPU stream's follows the process the schedule runs.
-  const bool timed = config.axis == TimeAxis::kTime;
+  // The image timeline (docs/decoder.md): with timing packets each decoder's image
+  // follows them, whatever the output axis (code replaced at run time decodes with the
+  // bytes of its time); a per-CPU stream's follows the process the schedule runs.
+  const bool timed = has_tsc;
   if (!images_timed_.has_value()) images_timed_ = timed;
   auto switches = std::make_shared<std::vector<ProcessSwitch>>();
   if (route_by_schedule) {
@@ -415,7 +416,7 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
       }
     }
   }
-  // A decoder's own images (workers, and a stream whose axis differs from the first's).
+  // A decoder's own images (workers, and a stream timed unlike the first).
   auto own_images = [this, timed]() -> StreamImageClock::Images {
     auto own = std::make_shared<std::map<int, std::unique_ptr<image::TimedProcessImage>>>();
     return [this, own, timed](int p) {

@@ -14,4 +14,12 @@ namespace ptd::decoder::testing {
 // the event's index, kind, IP and trace offset under both decoders.
 std::string CompareFastWithLibiptBlock(const std::string& trace, DecodeOptions options = DecodeOptions());
 
+// Corrupt traces: as above, except that when the first difference is an "unknown
+// instruction" error of either decoder, the comparison ends there with "" and
+// `*into_non_code` set. A corrupt IP leads both decoders into bytes that are not code,
+// and Zydis and libipt's length decoder disagree on where such bytes stop decoding (an
+// illegal LOCK prefix, invalid VEX fields): from there the two walks differ by design.
+std::string CompareFastWithLibiptBlockUpToNonCode(const std::string& trace, DecodeOptions options,
+                                                  bool* into_non_code);
+
 }  // namespace ptd::decoder::testing

@@ -3,7 +3,7 @@
 // on every time axis, with overflows, per-CPU streams, code replaced at run time
 // (dlopen/exec: the block cache must be dropped) and signals; then on PT bytes mutated at
 // random (both decoders must report the same errors at the same offsets and go on the
-// same way). The real traces of ../shared/samples are compared in samples_test.cc, and
+// same way, until a corrupt IP leads into bytes that are not code). The real traces of ../shared/samples are compared in samples_test.cc, and
 // every ground-truth recording in ground_truth_test.cc.
 #include <cstdlib>
 #include <filesystem>
@@ -73,7 +73,8 @@ TEST(FastBlockDecoderTest, ParallelFastEqualsSerialLibiptBlock) {
 }
 
 // Random byte changes in the PT stream: sync, resync, errors (at the same offsets) and
-// whatever follows them must come out the same from both decoders.
+// whatever follows them must come out the same from both decoders, up to where a corrupt
+// IP leads into bytes that are not code (Zydis and libipt disagree on where those stop).
 TEST(FastBlockDecoderTest, MutatedStreamsDecodeIdentically) {
   Recording rec = Record("ptd_prog_calls", {"--psb-period", "1024"});
   ASSERT_TRUE(rec.error.empty()) << rec.error;
@@ -84,6 +85,7 @@ TEST(FastBlockDecoderTest, MutatedStreamsDecodeIdentically) {
   ASSERT_FALSE(streams.empty());
   std::mt19937_64 random(16);
   int with_errors = 0;
+  int into_non_code_count = 0;
   constexpr int kMutations = 40;
   for (int m = 0; m < kMutations; ++m) {
     ptd::testing::TempDir tmp;
@@ -97,14 +99,18 @@ TEST(FastBlockDecoderTest, MutatedStreamsDecodeIdentically) {
     for (int c = 0; c < changes; ++c) bytes[random() % bytes.size()] = static_cast<char>(random());
     ASSERT_TRUE(WriteFileAtomic(path, bytes).ok());
     DecodeOptions options = OnAxis(m % 2 == 0 ? TimeAxisChoice::kTime : TimeAxisChoice::kInstructions);
-    std::string difference = CompareFastWithLibiptBlock(trace, options);
+    bool into_non_code = false;
+    std::string difference = testing::CompareFastWithLibiptBlockUpToNonCode(trace, options, &into_non_code);
     EXPECT_EQ(difference, "") << "mutation " << m;
+    if (into_non_code) ++into_non_code_count;
     options.decoder = DecoderKind::kBlock;
     absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace, "", options);
     if (result.ok() && result->stats.errors > 0) ++with_errors;
   }
   // Otherwise the mutations hit nothing that matters and the test proves little.
   EXPECT_GE(with_errors, kMutations / 4);
+  // Most corrupt streams must compare in full: the non-code exception may not hide all.
+  EXPECT_LE(into_non_code_count, kMutations / 4);
 }
 
 }  // namespace

@@ -114,14 +114,14 @@ struct HookRun {
   uint64_t errors = 0;
 };
 
-HookRun RunHook(const std::vector<uint64_t>& tscs, const std::vector<uint64_t>& changes) {
+HookRun RunHookOnAxis(const std::vector<uint64_t>& tscs, const std::vector<uint64_t>& changes, TimeAxis axis) {
   image::SectionCache sections;
   image::ModuleCache modules;
   image::ProcessImage image(&sections, &modules, "test");
   ScriptedClock clock(changes, &image);
   NullConsumer consumer;
   PtDecodeConfig config;
-  config.axis = TimeAxis::kTime;  // identity TSC → ns
+  config.axis = axis;  // identity TSC → ns
   PtStreamDecoder decoder(config, &image, &consumer);
   decoder.set_image_clock(&clock);
   size_t size = 0;
@@ -129,6 +129,10 @@ HookRun RunHook(const std::vector<uint64_t>& tscs, const std::vector<uint64_t>& 
   absl::Status status = decoder.DecodeChunk(bytes.data(), size, 0);
   EXPECT_TRUE(status.ok()) << status;
   return {clock.asked, consumer.enables, decoder.stats().errors};
+}
+
+HookRun RunHook(const std::vector<uint64_t>& tscs, const std::vector<uint64_t>& changes) {
+  return RunHookOnAxis(tscs, changes, TimeAxis::kTime);
 }
 
 // The first event time places the image: here the first enable's (a PSB+ without FUP,
@@ -155,21 +159,12 @@ TEST(ImageClockHook, AChangeAtTheExactTimeIsApplied) {
   EXPECT_EQ(run.asked, (std::vector<uint64_t>{150, 250, 260}));
 }
 
-TEST(ImageClockHook, InstructionAxisNeverAsks) {
-  image::SectionCache sections;
-  image::ModuleCache modules;
-  image::ProcessImage image(&sections, &modules, "test");
-  ScriptedClock clock({150}, &image);
-  NullConsumer consumer;
-  PtDecodeConfig config;
-  config.axis = TimeAxis::kInstructions;
-  PtStreamDecoder decoder(config, &image, &consumer);
-  decoder.set_image_clock(&clock);
-  size_t size = 0;
-  std::vector<uint8_t> bytes = EncodeEnables({100, 200, 300}, 0x401000, &size);
-  ASSERT_TRUE(decoder.DecodeChunk(bytes.data(), size, 0).ok());
-  EXPECT_EQ(consumer.enables, 2);
-  EXPECT_TRUE(clock.asked.empty());
+// The output axis does not change when the image changes: the instruction axis asks
+// at the same times.
+TEST(ImageClockHook, InstructionAxisAsksAtTheSameTimes) {
+  HookRun run = RunHookOnAxis({100, 200, 300, 310, 500, 600}, {50, 250, 270, 400}, TimeAxis::kInstructions);
+  EXPECT_EQ(run.enables, 5);
+  EXPECT_EQ(run.asked, (std::vector<uint64_t>{200, 300, 500}));
 }
 
 // ---------------------------------------------------------------------------------
@@ -253,8 +248,10 @@ class TimedImageDlopenSwap : public ::testing::Test {
     }
     return nullptr;
   }
-  absl::StatusOr<DecodeResult> Decode(int jobs, SinksByThread* sinks) {
+  absl::StatusOr<DecodeResult> Decode(int jobs, SinksByThread* sinks,
+                                      TimeAxisChoice axis = TimeAxisChoice::kTime) {
     DecodeOptions options;
+    options.axis = axis;
     options.jobs = jobs;
     options.piece_bytes = 4096;  // many pieces, so pieces straddle the swap
     return DecodeTrace(rec_->trace, options, sinks);
@@ -312,6 +309,24 @@ TEST_F(TimedImageDlopenSwap, ParallelPiecesGiveTheSameSlices) {
   ASSERT_TRUE(result.ok()) << result.status();
   for (const auto& [tid, sink] : one.sinks) EXPECT_EQ(CountLines(sink->Names(), "B beta_step"), 20u);
   ExpectSameInParallel(*rec_, one);
+}
+
+// The output axis changes only the times: A's run decodes from A's bytes and B's from
+// B's on the instruction axis too (every mapping at once decoded A's run with B's bytes).
+TEST_F(TimedImageDlopenSwap, InstructionAxisDecodesEachLibraryWithItsOwnBytes) {
+  for (int jobs : {1, 2}) {
+    SinksByThread sinks;
+    absl::StatusOr<DecodeResult> result = Decode(jobs, &sinks, TimeAxisChoice::kInstructions);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_TRUE(result->time_axis_is_instructions);
+    EXPECT_EQ(result->stats.errors, 0u) << "jobs " << jobs;
+    const GroundTruthThread& thread = rec_->truth[0];
+    EXPECT_EQ(result->stats.instructions, thread.ips.size()) << "jobs " << jobs;
+    ASSERT_TRUE(sinks.sinks.count(thread.tid));
+    const std::vector<std::string> names = sinks.sinks[thread.tid]->Names();
+    EXPECT_EQ(CountLines(names, "B alpha_step"), 20u) << "jobs " << jobs;
+    EXPECT_EQ(CountLines(names, "B beta_step"), 20u) << "jobs " << jobs;
+  }
 }
 
 // ---------------------------------------------------------------------------------
