@@ -5,6 +5,11 @@
 
 namespace ptd::pt {
 
+namespace {
+// Unchanged bytes past the head that show the ring did not lap since the last snapshot.
+constexpr uint64_t kMinUnchanged = 64;
+}  // namespace
+
 AuxRing::AuxRing(perf_event_mmap_page* header, const uint8_t* aux, size_t aux_size,
                  bool overwrite)
     : header_(header), aux_(aux), size_(aux_size), overwrite_(overwrite) {}
@@ -80,8 +85,14 @@ AuxCopy AuxRing::CopyNew(std::string* out) {
   const uint64_t fresh = (head + size_ - last_offset_) % size_;
   const bool lapped = !Unchanged(head, size_ - fresh);
   copy.aux_offset = stream_pos_;
+  // The ring's head is an offset in it (pt_update_head), so a lap is told only by the
+  // bytes past the head (perf compares them too). Fewer than kMinUnchanged of those
+  // prove nothing (new bytes may repeat old ones): the fresh bytes are taken, marked as
+  // maybe following a gap; nothing is stored twice.
+  const bool unsure = !lapped && fresh != 0 && size_ - fresh < kMinUnchanged;
   if (!lapped) {
     copy.size = fresh;
+    copy.lost_before = unsure && copied_before_;
     CopyOut(last_offset_, fresh, out);
     Remember(last_offset_, fresh);
   } else {

@@ -148,6 +148,27 @@ TEST(AuxSnapshotTest, SeveralSnapshotsCopyOnlyWhatIsNew) {
   EXPECT_EQ(stream.size(), a.size() + b.size() + c.size() + ring);
 }
 
+// A lap plus k bytes and k bytes alone leave the same head; only the bytes past it tell
+// them apart. With fewer than 64 of those (a near-full lap) the fresh bytes are taken and
+// marked as maybe following a gap: nothing is stored twice, nothing claimed contiguous.
+TEST(AuxSnapshotTest, NearlyAFullLapIsTakenAsMaybeAfterAGap) {
+  const size_t ring = 4 * 4096;
+  CaptureFixture f(Overwrite(ring));
+  std::vector<uint8_t> a = Produce(f.kernel(), 5000, 7);
+  ASSERT_TRUE(f.Snapshot("control", 1).ok());
+  std::vector<uint8_t> b = Produce(f.kernel(), ring - 10, 8);
+  ASSERT_TRUE(f.Snapshot("control", 2).ok());
+  std::vector<uint8_t> c = Produce(f.kernel(), ring - 100, 9);
+  ASSERT_TRUE(f.Snapshot("control", 3).ok());
+  const auto chunks = f.capture().stream().chunks;
+  std::string stream = f.StreamBytes();
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(f.ChunkBytes(stream, 1), Str(b));
+  EXPECT_TRUE(chunks[1].lost_before);   // 10 bytes past the head cannot prove no lap
+  EXPECT_EQ(f.ChunkBytes(stream, 2), Str(c));
+  EXPECT_FALSE(chunks[2].lost_before);  // 100 can
+}
+
 TEST(AuxSnapshotTest, IdleRingWritesNothing) {
   // A CPU the target never ran on: no chunk, not snapshot_size bytes per snapshot.
   CaptureFixture f(Overwrite(4 * 4096));
