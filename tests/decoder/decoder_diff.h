@@ -3,7 +3,10 @@
 // decode the same trace directory; their flow events (per stream, in order), statistics
 // and FTF bytes must be identical.
 
+#include <cstdint>
 #include <string>
+
+#include "absl/container/flat_hash_set.h"
 
 #include "decoder/trace_decoder.h"
 
@@ -14,12 +17,15 @@ namespace ptd::decoder::testing {
 // the event's index, kind, IP and trace offset under both decoders.
 std::string CompareFastWithLibiptBlock(const std::string& trace, DecodeOptions options = DecodeOptions());
 
-// Corrupt traces: as above, except that when the first difference is an "unknown
-// instruction" error of either decoder, the comparison ends there with "" and
-// `*into_non_code` set. A corrupt IP leads both decoders into bytes that are not code,
-// and Zydis and libipt's length decoder disagree on where such bytes stop decoding (an
-// illegal LOCK prefix, invalid VEX fields): from there the two walks differ by design.
-std::string CompareFastWithLibiptBlockUpToNonCode(const std::string& trace, DecodeOptions options,
-                                                  bool* into_non_code);
+// Corrupt traces: as above, except where a corrupt IP leads the decoders into bytes the
+// program never executed (an IP inside an instruction, data): Zydis and libipt's length
+// decoder disagree on such bytes (an illegal LOCK prefix, invalid VEX fields), so from
+// there the two walks may differ by design. When the events differ, the blocks both
+// decoders ran are looked at: if either started or ended one at an address outside
+// `executed` (every instruction the program ran), the result is "" with
+// `*into_non_code` set; a difference with both on executed code is reported as usual.
+std::string CompareFastWithLibiptBlockOnCorruptTrace(const std::string& trace, DecodeOptions options,
+                                                     const absl::flat_hash_set<uint64_t>& executed,
+                                                     bool* into_non_code);
 
 }  // namespace ptd::decoder::testing
