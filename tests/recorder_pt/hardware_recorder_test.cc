@@ -8,8 +8,6 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include <intel-pt.h>
-
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -30,6 +28,7 @@
 #include "sideband/record_reader.h"
 #include "tests/recorder_pt/fake_ring_factory.h"
 #include "tests/recorder_pt/fake_sysfs.h"
+#include "tests/testing/psb_stream.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::pt {
@@ -341,37 +340,6 @@ TEST_F(HardwareRecorderTest, TriggerProblemsAreRefusedBeforeAnyWork) {
   EXPECT_EQ(factory_.size(), 0u);
 }
 
-// A PT stream of PSB+ groups (PSB, TSC when given, PSBEND) with PADs between them, as
-// libipt's encoder writes them; tracing stays disabled (no FUP), so it decodes without an
-// image. `psb_offsets` receives where each PSB starts.
-std::vector<uint8_t> PsbStream(const std::vector<std::optional<uint64_t>>& tscs, std::vector<uint64_t>* psb_offsets) {
-  std::vector<uint8_t> bytes(tscs.size() * 256);
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = bytes.data();
-  config.end = bytes.data() + bytes.size();
-  pt_encoder* encoder = pt_alloc_encoder(&config);
-  auto put = [&](pt_packet_type type, uint64_t tsc = 0) {
-    pt_packet packet{};
-    packet.type = type;
-    if (type == ppt_tsc) packet.payload.tsc.tsc = tsc;
-    EXPECT_GE(pt_enc_next(encoder, &packet), 0);
-  };
-  uint64_t offset = 0;
-  for (const std::optional<uint64_t>& tsc : tscs) {
-    pt_enc_get_offset(encoder, &offset);
-    psb_offsets->push_back(offset);
-    put(ppt_psb);
-    if (tsc) put(ppt_tsc, *tsc);
-    put(ppt_psbend);
-    for (int i = 0; i < 100; ++i) put(ppt_pad);
-  }
-  pt_enc_get_offset(encoder, &offset);
-  pt_free_encoder(encoder);
-  bytes.resize(offset);
-  return bytes;
-}
-
 // --trim's fixture: rings whose pages convert the TSC to the perf clock at 1.5 ns per tick
 // from 10 s before the recording started (a raw TSC is nowhere near a perf-clock time),
 // and PSB+ groups timed around the trigger's entry, which comes after the rings open.
@@ -407,7 +375,7 @@ class HardwareTrimTest : public HardwareRecorderTest {
         tscs.push_back(t ? std::optional<uint64_t>(TscAt(now + *t)) : std::nullopt);
       }
       std::vector<uint64_t> offsets;
-      written_.push_back(PsbStream(tscs, &offsets));
+      written_.push_back(ptd::testing::PsbStream(tscs, &offsets));
       psb_offsets_.push_back(offsets);
       k.WriteTrace(written_.back());
     };
