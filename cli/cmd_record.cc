@@ -131,7 +131,7 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
           },
           "N"));
   cmd->add_flag("--trim", opts->trim,
-                "Keep only the trace from the firing call's entry on (emulation; meta.json and info say so)");
+                "Keep only the trace from the firing call's entry on (each stream from its last PSB at or before it; meta.json and info say so)");
   cmd->add_flag("--multi-snapshot", opts->multi_snapshot,
                 "Keep recording after each --trigger snapshot");
   cmd->add_option("--control", opts->control_fifo,

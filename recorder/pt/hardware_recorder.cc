@@ -5,12 +5,41 @@
 #include "ptd/version.h"
 #include "recorder/jit_files.h"
 #include "recorder/pt/breakpoint_trigger.h"
+#include "recorder/pt/psb_trim.h"
 #include "recorder/pt/pt_recording.h"
 #include "recorder/pt/record_session.h"
 #include "recorder/sideband_recorder.h"  // OnlineCpus
 #include "recorder/trigger_policy.h"
 
 namespace ptd::pt {
+namespace {
+
+// --trim, once the streams are closed: each keeps the trace from its last PSB at or
+// before the firing call's entry (meta->trigger), said in meta.json and its notes.
+absl::Status TrimAtTrigger(const TraceDirWriter& dir, TraceMeta* meta) {
+  // The entry's time is a breakpoint sample's: the perf clock (local_clock), which the
+  // page's time_zero/mult/shift convert the TSC to. Without cap_user_time_zero (no stable
+  // TSC) the PSB times cannot be put on that clock.
+  if (!meta->time.cap_user_time_zero) {
+    meta->notes.push_back(
+        "--trim: streams kept whole: the PT event's page offers no TSC conversion "
+        "(cap_user_time_zero 0), so PSB times cannot be compared with the trigger's");
+    return absl::OkStatus();
+  }
+  const uint64_t from_ns = meta->trigger->entry_ns;
+  absl::StatusOr<PsbTrimResult> result = TrimStreamsAtPsb(dir.staging_dir(), from_ns, meta);
+  if (!result.ok()) {
+    meta->notes.push_back(absl::StrCat("--trim failed: ", result.status().message()));
+    return result.status();
+  }
+  meta->trigger->trimmed_from_ns = from_ns;
+  meta->notes.push_back(absl::StrCat("--trim: ", result->streams_cut, " stream(s) cut at their last PSB at or before ",
+                                     from_ns, " ns (", result->bytes_dropped, " bytes dropped); ",
+                                     result->streams_whole, " kept whole (no PSB timed at or before it)"));
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& options,
                                                      const HardwareRecordEnv& env) {
@@ -24,12 +53,6 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   }
   absl::StatusOr<TriggerSpec> trigger_spec = TriggerSpecOf(options);
   if (!trigger_spec.ok()) return trigger_spec.status();
-  if (trigger_spec->trim) {
-    // Cutting hardware chunks at a PSB needs the stream scanned for PSBs; not built yet.
-    return absl::UnimplementedError(
-        "--trim is not supported with Intel PT hardware yet (record with --emulate, or use "
-        "--snapshot: the ring keeps only the newest trace)");
-  }
   if (absl::Status s = CheckTriggerSymbol(options, *trigger_spec); !s.ok()) return s;
   std::unique_ptr<PtRingFactory> kernel_factory;
   PtRingFactory* factory = env.ring_factory;
@@ -113,6 +136,8 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   meta.tool_version = kToolVersion;
   absl::Status finished = recording->Finish(summary.end_reason, notes, &meta);
   meta.trigger = TriggerPointOf(session.trigger_policy());
+  absl::Status trimmed = absl::OkStatus();
+  if (meta.trigger && trigger_spec->trim) trimmed = TrimAtTrigger(*dir, &meta);
   ArchiveJitFiles(*dir, &meta);
   recording.reset();  // unmaps and closes the events before the directory is committed
   // What was captured is committed even after an error, so it can be decoded.
@@ -120,6 +145,7 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   summary.trace_dir = options.output_dir;
   if (!end_reason.ok()) return end_reason.status();
   if (!finished.ok()) return finished;
+  if (!trimmed.ok()) return trimmed;
   return summary;
 }
 

@@ -7,6 +7,7 @@
 #include "common/file_util.h"
 #include "recorder/ptgen/file_sink.h"
 #include "recorder/ptgen/snapshot_ring_sink.h"
+#include "recorder/stream_cut.h"
 
 namespace ptd {
 
@@ -303,24 +304,7 @@ absl::Status PtStreamSet::Trim(Stream* stream) {
     cut = offset;
   }
   if (cut == 0 || options_.snapshot) return absl::OkStatus();
-  const std::string path = dir_->FilePath(stream->relative_path);
-  absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(path);
-  if (!bytes.ok()) return bytes.status();
-  if (cut > bytes->size()) cut = bytes->size();
-  std::vector<PtChunk> kept;
-  for (PtChunk chunk : stream->chunks) {
-    if (chunk.file_offset + chunk.size <= cut) continue;
-    if (chunk.file_offset < cut) {
-      chunk.size -= cut - chunk.file_offset;
-      chunk.aux_offset += cut - chunk.file_offset;
-      chunk.file_offset = cut;
-    }
-    chunk.lost_before = chunk.lost_before || kept.empty();
-    chunk.file_offset -= cut;
-    kept.push_back(chunk);
-  }
-  stream->chunks = std::move(kept);
-  return WriteFileAtomic(path, absl::Span<const uint8_t>(bytes->data() + cut, bytes->size() - cut));
+  return CutStreamFile(dir_->FilePath(stream->relative_path), cut, &stream->chunks);
 }
 
 absl::Status PtStreamSet::TakeChunk(Stream* stream, const std::string& reason, uint64_t time) {

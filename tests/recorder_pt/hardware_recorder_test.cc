@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <random>
 #include <x86intrin.h>
 #include <thread>
@@ -17,13 +19,16 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/trace_meta.h"
+#include "decoder/trace_decoder.h"
 #include "recorder/pt/hardware_recorder.h"
+#include "recorder/pt/pt_recording.h"
 #include "recorder/sideband_events.h"
 #include "recorder/target_process.h"
 #include "sideband/record_builder.h"
 #include "sideband/record_reader.h"
 #include "tests/recorder_pt/fake_ring_factory.h"
 #include "tests/recorder_pt/fake_sysfs.h"
+#include "tests/testing/psb_stream.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::pt {
@@ -329,17 +334,134 @@ TEST_F(HardwareRecorderTest, TriggerProblemsAreRefusedBeforeAnyWork) {
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("ptd_trigger_pont"));
   options_.trigger_symbol = "ptd_trigger_point";
-  options_.snapshot = false;
-  options_.trim = true;
-  auto trim = RecordHardware(options_, env_);
-  ASSERT_FALSE(trim.ok());
-  EXPECT_EQ(trim.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(trim.status().message()), HasSubstr("--emulate"));
-  options_.trim = false;
   options_.trigger_slower_than = "soon";
   EXPECT_FALSE(RecordHardware(options_, env_).ok());
   EXPECT_FALSE(PathExists(options_.output_dir));
   EXPECT_EQ(factory_.size(), 0u);
+}
+
+// --trim's fixture: rings whose pages convert the TSC to the perf clock at 1.5 ns per tick
+// from 10 s before the recording started (a raw TSC is nowhere near a perf-clock time),
+// and PSB+ groups timed around the trigger's entry, which comes after the rings open.
+class HardwareTrimTest : public HardwareRecorderTest {
+ protected:
+  void SetUp() override {
+    HardwareRecorderTest::SetUp();
+    options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "2", "300"};
+    options_.trigger_symbol = "ptd_trigger_point";
+    options_.trim = true;
+    options_.snapshot = false;
+    options_.buffer_size = 16 * 4096;
+  }
+  // The TSC the fake's pages convert to `ns`.
+  uint64_t TscAt(uint64_t ns) const { return (ns - zero_) * 2 / 3; }
+  // Sets the pages' conversion and fills each ring with PsbStream(psb_times(ring's cpu)),
+  // where times are perf-clock ns relative to when the ring opened (nullopt: no TSC).
+  void WriteStreams(std::function<std::vector<std::optional<int64_t>>(int cpu)> psb_times) {
+    factory_.on_open = [this, psb_times](FakePtKernel& k) {
+      if (opened_ns_ == 0) {  // one conversion for every ring, as one clock gives
+        absl::StatusOr<int64_t> offset = MeasurePerfClockOffset();
+        ASSERT_TRUE(offset.ok()) << offset.status();
+        opened_ns_ = PerfClockNs() + *offset;
+        zero_ = opened_ns_ - 10'000'000'000;
+      }
+      const uint64_t now = opened_ns_;
+      k.header()->time_zero = zero_;
+      k.header()->time_mult = 3 << 20;
+      k.header()->time_shift = 21;
+      k.header()->cap_user_time_zero = 1;
+      std::vector<std::optional<uint64_t>> tscs;
+      for (std::optional<int64_t> t : psb_times(k.options().cpu)) {
+        tscs.push_back(t ? std::optional<uint64_t>(TscAt(now + *t)) : std::nullopt);
+      }
+      std::vector<uint64_t> offsets;
+      written_.push_back(ptd::testing::PsbStream(tscs, &offsets));
+      psb_offsets_.push_back(offsets);
+      k.WriteTrace(written_.back());
+    };
+  }
+  uint64_t opened_ns_ = 0;  // perf clock when the first ring opened
+  uint64_t zero_ = 0;
+  std::vector<std::vector<uint8_t>> written_;  // per ring, in opening order
+  std::vector<std::vector<uint64_t>> psb_offsets_;
+};
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+TEST_F(HardwareTrimTest, TrimCutsTheStreamAtItsLastPsbBeforeTheTriggersEntry) {
+  // PSBs 2 s and 1 ms before the ring opened, then 1 h after: the trigger fires between.
+  WriteStreams([](int) { return std::vector<std::optional<int64_t>>{-2 * kSecond, -kSecond / 1000, 3600 * kSecond}; });
+  options_.per_thread = true;
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->end_reason, "trigger");
+  TraceMeta meta = Meta();
+  ASSERT_TRUE(meta.trigger.has_value());
+  EXPECT_EQ(meta.trigger->trimmed_from_ns, meta.trigger->entry_ns);
+  ASSERT_EQ(meta.streams.size(), 1u);
+  ASSERT_EQ(written_.size(), 1u);
+  const PtStream& s = meta.streams[0];
+  const uint64_t cut = psb_offsets_[0][1];
+  // The file starts exactly at the second PSB; the chunk is re-based on it.
+  auto file = ReadFileBytes(options_.output_dir + "/" + s.file);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(Str(*file), Str(written_[0]).substr(cut));
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].file_offset, 0u);
+  EXPECT_EQ(s.chunks[0].size, written_[0].size() - cut);
+  EXPECT_EQ(s.chunks[0].aux_offset, cut);
+  EXPECT_TRUE(s.chunks[0].lost_before);
+  EXPECT_THAT(meta.notes, Contains(HasSubstr("--trim: 1 stream(s) cut")));
+
+  // What is left decodes: every PSB kept is a sync point, and nothing is an error.
+  decoder::DecodeOptions decode;
+  auto decoded = decoder::DecodeTraceToFtf(options_.output_dir, "", decode);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->stats.errors, 0u);
+  EXPECT_EQ(decoded->stats.bytes, written_[0].size() - cut);
+}
+
+TEST_F(HardwareTrimTest, PerCpuStreamsWithNoPsbBeforeTheEntryAreKeptWhole) {
+  // Only an untimed PSB and one an hour after the ring opened: nothing to cut at.
+  WriteStreams([](int) { return std::vector<std::optional<int64_t>>{std::nullopt, 3600 * kSecond}; });
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  TraceMeta meta = Meta();
+  ASSERT_TRUE(meta.trigger.has_value());
+  EXPECT_EQ(meta.trigger->trimmed_from_ns, meta.trigger->entry_ns);
+  ASSERT_EQ(meta.streams.size(), written_.size());
+  for (size_t i = 0; i < meta.streams.size(); ++i) {
+    const PtStream& s = meta.streams[i];
+    EXPECT_GE(s.cpu, 0);
+    auto file = ReadFileBytes(options_.output_dir + "/" + s.file);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_EQ(Str(*file), Str(written_[i])) << s.file;
+    ASSERT_EQ(s.chunks.size(), 1u);
+    EXPECT_EQ(s.chunks[0].file_offset, 0u);
+    EXPECT_EQ(s.chunks[0].size, written_[i].size());
+    EXPECT_FALSE(s.chunks[0].lost_before);
+  }
+  EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("0 stream(s) cut"))));
+}
+
+TEST_F(HardwareTrimTest, WithoutATscConversionTheStreamsAreKeptWholeAndSaySo) {
+  WriteStreams([](int) { return std::vector<std::optional<int64_t>>{-2 * kSecond, 3600 * kSecond}; });
+  auto set_times = factory_.on_open;
+  factory_.on_open = [set_times](FakePtKernel& k) {
+    set_times(k);
+    k.header()->cap_user_time_zero = 0;
+  };
+  options_.per_thread = true;
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  TraceMeta meta = Meta();
+  ASSERT_TRUE(meta.trigger.has_value());
+  EXPECT_EQ(meta.trigger->trimmed_from_ns, 0u);
+  ASSERT_EQ(meta.streams.size(), 1u);
+  auto file = ReadFileBytes(options_.output_dir + "/" + meta.streams[0].file);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(Str(*file), Str(written_[0]));
+  EXPECT_THAT(meta.notes, Contains(HasSubstr("cap_user_time_zero 0")));
 }
 
 TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {

@@ -1,0 +1,46 @@
+#include "common/pt_psb.h"
+
+#include <intel-pt.h>
+
+namespace ptd {
+namespace {
+
+// A PSB+ is a handful of packets (PSB, TSC, TMA, CBR, MODE, FUP, PSBEND); more without a
+// PSBEND is not a PSB+ we can read.
+constexpr int kMaxPsbPlusPackets = 32;
+
+// The decoder stands right after a PSB: its PSB+'s TSC, reading up to PSBEND.
+std::optional<uint64_t> ReadPsbPlusTsc(pt_packet_decoder* decoder) {
+  pt_packet packet;
+  for (int i = 0; i < kMaxPsbPlusPackets && pt_pkt_next(decoder, &packet, sizeof packet) >= 0; ++i) {
+    if (packet.type == ppt_tsc) return packet.payload.tsc.tsc;
+    if (packet.type == ppt_psbend) break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<PsbTsc> FindPsbsWithTsc(absl::Span<const uint8_t> bytes) {
+  std::vector<PsbTsc> psbs;
+  if (bytes.empty()) return psbs;
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = const_cast<uint8_t*>(bytes.data());
+  config.end = config.begin + bytes.size();
+  pt_packet_decoder* decoder = pt_pkt_alloc_decoder(&config);
+  if (decoder == nullptr) return psbs;
+  // pt_pkt_sync_forward goes on from where the last PSB+ read stopped.
+  while (pt_pkt_sync_forward(decoder) >= 0) {
+    uint64_t offset = 0;
+    if (pt_pkt_get_sync_offset(decoder, &offset) < 0) break;
+    PsbTsc psb;
+    psb.offset = offset;
+    psb.tsc = ReadPsbPlusTsc(decoder);
+    psbs.push_back(psb);
+  }
+  pt_pkt_free_decoder(decoder);
+  return psbs;
+}
+
+}  // namespace ptd

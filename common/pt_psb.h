@@ -1,0 +1,22 @@
+#pragma once
+// The PSB packets of an Intel PT buffer and the TSC each PSB+ carries, read with libipt's
+// packet layer: where a fresh decoder can start, and when. Decoder windows and the
+// recorder's --trim both cut traces there.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace ptd {
+
+struct PsbTsc {
+  uint64_t offset = 0;         // of the PSB in the buffer
+  std::optional<uint64_t> tsc;  // the TSC packet of its PSB+ (none when TSC is off)
+};
+
+// Every PSB of `bytes`, in order, with its PSB+'s TSC.
+std::vector<PsbTsc> FindPsbsWithTsc(absl::Span<const uint8_t> bytes);
+
+}  // namespace ptd
