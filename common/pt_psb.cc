@@ -19,16 +19,29 @@ std::optional<uint64_t> ReadPsbPlusTsc(pt_packet_decoder* decoder) {
   return std::nullopt;
 }
 
-}  // namespace
-
-std::vector<PsbTsc> FindPsbsWithTsc(absl::Span<const uint8_t> bytes) {
-  std::vector<PsbTsc> psbs;
-  if (bytes.empty()) return psbs;
+pt_packet_decoder* PacketDecoderFor(absl::Span<const uint8_t> bytes) {
+  if (bytes.empty()) return nullptr;
   pt_config config;
   pt_config_init(&config);
   config.begin = const_cast<uint8_t*>(bytes.data());
   config.end = config.begin + bytes.size();
-  pt_packet_decoder* decoder = pt_pkt_alloc_decoder(&config);
+  return pt_pkt_alloc_decoder(&config);
+}
+
+}  // namespace
+
+std::optional<uint64_t> PsbPlusTscAt(absl::Span<const uint8_t> bytes, uint64_t offset) {
+  pt_packet_decoder* decoder = PacketDecoderFor(bytes);
+  if (decoder == nullptr) return std::nullopt;
+  std::optional<uint64_t> tsc;
+  if (pt_pkt_sync_set(decoder, offset) >= 0) tsc = ReadPsbPlusTsc(decoder);
+  pt_pkt_free_decoder(decoder);
+  return tsc;
+}
+
+std::vector<PsbTsc> FindPsbsWithTsc(absl::Span<const uint8_t> bytes) {
+  std::vector<PsbTsc> psbs;
+  pt_packet_decoder* decoder = PacketDecoderFor(bytes);
   if (decoder == nullptr) return psbs;
   // pt_pkt_sync_forward goes on from where the last PSB+ read stopped.
   while (pt_pkt_sync_forward(decoder) >= 0) {

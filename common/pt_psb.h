@@ -19,4 +19,8 @@ struct PsbTsc {
 // Every PSB of `bytes`, in order, with its PSB+'s TSC.
 std::vector<PsbTsc> FindPsbsWithTsc(absl::Span<const uint8_t> bytes);
 
+// The TSC of the PSB+ of the PSB at `offset` (none when there is no PSB there or its PSB+
+// has no TSC).
+std::optional<uint64_t> PsbPlusTscAt(absl::Span<const uint8_t> bytes, uint64_t offset);
+
 }  // namespace ptd

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "common/pt_psb.h"
 #include "decoder/pt_stream_decoder.h"
 
 namespace ptd::decoder {
@@ -12,30 +13,6 @@ namespace {
 
 constexpr uint64_t kPsbSize = 16;
 constexpr uint64_t kSearchStep = 64 * 1024;
-
-// The TSC of the PSB+ at `offset`, if it has one.
-std::optional<uint64_t> PsbTsc(absl::Span<const uint8_t> bytes, uint64_t offset) {
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = const_cast<uint8_t*>(bytes.data());
-  config.end = config.begin + bytes.size();
-  pt_packet_decoder* decoder = pt_pkt_alloc_decoder(&config);
-  if (decoder == nullptr) return std::nullopt;
-  std::optional<uint64_t> tsc;
-  if (pt_pkt_sync_set(decoder, offset) >= 0) {
-    pt_packet packet;
-    // The PSB, then its PSB+ group up to PSBEND (a handful of packets).
-    for (int i = 0; i < 32 && pt_pkt_next(decoder, &packet, sizeof packet) >= 0; ++i) {
-      if (packet.type == ppt_tsc) {
-        tsc = packet.payload.tsc.tsc;
-        break;
-      }
-      if (packet.type == ppt_psbend) break;
-    }
-  }
-  pt_pkt_free_decoder(decoder);
-  return tsc;
-}
 
 }  // namespace
 
@@ -66,7 +43,7 @@ std::optional<PsbTime> FirstTimedPsbAtOrAfter(absl::Span<const uint8_t> bytes, u
                                               const TimeConversion& conversion) {
   for (std::optional<uint64_t> psb = FirstPsbAtOrAfter(bytes, from); psb;
        psb = FirstPsbAtOrAfter(bytes, *psb + 1)) {
-    if (std::optional<uint64_t> tsc = PsbTsc(bytes, *psb)) return PsbTime{*psb, conversion.TscToNs(*tsc)};
+    if (std::optional<uint64_t> tsc = PsbPlusTscAt(bytes, *psb)) return PsbTime{*psb, conversion.TscToNs(*tsc)};
   }
   return std::nullopt;
 }
