@@ -17,15 +17,17 @@ namespace ptd::decoder::testing {
 // the event's index, kind, IP and trace offset under both decoders.
 std::string CompareFastWithLibiptBlock(const std::string& trace, DecodeOptions options = DecodeOptions());
 
-// Corrupt traces: as above, except where a corrupt IP leads the decoders into bytes the
-// program never executed (an IP inside an instruction, data): Zydis and libipt's length
-// decoder disagree on such bytes (an illegal LOCK prefix, invalid VEX fields), so from
-// there the two walks may differ by design. When the events differ, the blocks both
-// decoders ran are looked at: if either started or ended one at an address outside
-// `executed` (every instruction the program ran), the result is "" with
-// `*into_non_code` set; a difference with both on executed code is reported as usual.
+// Corrupt traces: as above, except where there is no one right reading, and then the
+// result is "" with `*excuse` saying why:
+// - a corrupt IP led a decoder into bytes the program never executed (any block it ran
+//   starts or ends outside `executed`, every instruction the program ran): Zydis and
+//   libipt's length decoder disagree on such bytes (an illegal LOCK prefix, invalid VEX
+//   fields);
+// - libipt's block and instruction decoders themselves give different instruction
+//   counts for the stream.
+// A difference with neither is reported as usual.
 std::string CompareFastWithLibiptBlockOnCorruptTrace(const std::string& trace, DecodeOptions options,
                                                      const absl::flat_hash_set<uint64_t>& executed,
-                                                     bool* into_non_code);
+                                                     std::string* excuse);
 
 }  // namespace ptd::decoder::testing
