@@ -299,6 +299,7 @@ struct Recorder::Impl {
     record.pt_config = config.pt_config;
     record.kernel = config.kernel;
     record.filter = config.filter;
+    record.archive = config.archive;
     record.quiet = true;
     options.sysfs_root = config.sysfs_root;
     if (record.command.empty() && record.pid <= 0) {
@@ -347,6 +348,7 @@ struct Recorder::Impl {
     record.snapshot_size = config.snapshot_size;
     record.buffer_size = config.buffer_size;
     record.timing = ParseTiming(config.timing);
+    record.archive = config.archive;
     record.control_fifo = record.output_dir + ".control";
     record.quiet = true;
     absl::StatusOr<std::unique_ptr<EmulatedRun>> run =

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -63,12 +64,28 @@ TEST(RecorderBackendsTest, PtraceRecordsALaunchedCommandAndWaitGivesItsExitCode)
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_EQ(meta->mode, TraceMode::kEmulated);
   EXPECT_EQ(meta->end_reason, "exit");
+  EXPECT_TRUE(meta->archived);
+  EXPECT_FALSE(meta->archive.empty());  // the program and its libraries, by build-id
   ASSERT_EQ(meta->streams.size(), 1u);
   EXPECT_FALSE(meta->streams[0].chunks.empty());
   // WriteTo again without force: the directory exists.
   absl::Status again = recorder.WriteTo(out.Sub("t"));
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists) << again;
   EXPECT_TRUE(recorder.WriteTo(out.Sub("t"), /*force=*/true).ok());
+}
+
+TEST(RecorderBackendsTest, ArchiveFalseRecordsWithoutCopyingTheBinaries) {
+  ptd::testing::TempDir out;
+  RecorderConfig config = PtraceConfig({PTD_COUNTED_CALLS});
+  config.archive = false;
+  Recorder recorder(config);
+  ASSERT_TRUE(recorder.Start().ok());
+  ASSERT_TRUE(recorder.Wait().ok());
+  absl::StatusOr<TraceMeta> meta = WriteAndReadMeta(recorder, out.Sub("t"));
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_FALSE(meta->archived);
+  EXPECT_TRUE(meta->archive.empty());
+  EXPECT_FALSE(std::filesystem::exists(out.Sub("t") + "/images/by-build-id"));
 }
 
 TEST(RecorderBackendsTest, AutoFallsBackFromMissingHardwareAndSaysWhy) {

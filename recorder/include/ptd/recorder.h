@@ -53,6 +53,9 @@ struct RecorderConfig {
   std::string pt_config;             // expert intel_pt fields "key=value,..." (hardware)
   bool kernel = false;               // also trace the kernel (hardware)
   std::string filter;                // PERF_EVENT_IOC_SET_FILTER string (hardware)
+  // Copy the mapped files into the trace by build-id (false: as `record --no-archive`;
+  // the trace then decodes only while the binaries stay as they were).
+  bool archive = true;
 
   // For tests of the library itself: where to look for intel_pt, and who provides rings.
   std::string sysfs_root = "/sys";
