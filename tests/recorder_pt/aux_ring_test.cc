@@ -355,11 +355,13 @@ TEST(AuxRaceTest, SnapshotsWhileTheProducerRuns) {
   std::string stream = f.StreamBytes();
   // Each chunk is stored bytes, in order: right after the previous chunk's when nothing
   // was lost in between, somewhere later otherwise; the last ends with the last byte.
+  // The first chunk follows no copy: it starts later when the producer lapped the ring
+  // before the first snapshot (seen with the sanitizers' slower snapshots).
   const std::string all = Str(stored);
   size_t end = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const std::string bytes = f.ChunkBytes(stream, i);
-    if (!chunks[i].lost_before) {
+    if (i > 0 && !chunks[i].lost_before) {
       EXPECT_EQ(all.substr(end, bytes.size()), bytes) << i;
       end += bytes.size();
     } else {
@@ -368,8 +370,14 @@ TEST(AuxRaceTest, SnapshotsWhileTheProducerRuns) {
       end = at + bytes.size();
     }
   }
-  EXPECT_EQ(chunks.back().reason, "exit");
-  EXPECT_EQ(end, all.size());
+  // The last chunk ends with the last byte stored (a short chunk after a gap may also
+  // match earlier, so its place is not taken from the search above). It is the "exit"
+  // snapshot's unless the last "control" one already took every byte (an idle ring
+  // gives no chunk).
+  const std::string last = f.ChunkBytes(stream, chunks.size() - 1);
+  ASSERT_LE(last.size(), all.size());
+  EXPECT_EQ(all.substr(all.size() - last.size()), last);
+  EXPECT_LE(end, all.size());
 }
 
 }  // namespace
