@@ -59,13 +59,19 @@ class BlockLog : public BlockObserver {
   std::vector<Block> blocks;
 };
 
-absl::StatusOr<std::vector<Block>> Blocks(const std::string& trace, DecodeOptions options, DecoderKind kind) {
+// The blocks one decoder ran, and its instruction count.
+struct BlockRun {
+  std::vector<Block> blocks;
+  uint64_t instructions = 0;
+};
+
+absl::StatusOr<BlockRun> RunBlocks(const std::string& trace, DecodeOptions options, DecoderKind kind) {
   BlockLog log;
   options.decoder = kind;
   options.block_observer = &log;
   absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace, "", options);
   if (!result.ok()) return result.status();
-  return std::move(log.blocks);
+  return BlockRun{std::move(log.blocks), result->stats.instructions};
 }
 
 }  // namespace
@@ -111,8 +117,8 @@ std::string CompareFastWithLibiptBlockOnCorruptTrace(const std::string& trace, D
   excuse->clear();
   std::string difference = CompareFastWithLibiptBlock(trace, options);
   if (difference.empty()) return "";
-  absl::StatusOr<std::vector<Block>> a = Blocks(trace, options, DecoderKind::kBlock);
-  absl::StatusOr<std::vector<Block>> b = Blocks(trace, options, DecoderKind::kFast);
+  absl::StatusOr<BlockRun> a = RunBlocks(trace, options, DecoderKind::kBlock);
+  absl::StatusOr<BlockRun> b = RunBlocks(trace, options, DecoderKind::kFast);
   if (!a.ok() || !b.ok()) return absl::StrCat(difference, "; blocks: ", (a.ok() ? b : a).status().ToString());
   // Block boundaries differ between the two (libipt splits some runs; both give the
   // same events): what counts is whether either walked bytes that never ran.
@@ -122,20 +128,18 @@ std::string CompareFastWithLibiptBlockOnCorruptTrace(const std::string& trace, D
     }
     return false;
   };
-  if (walked_non_code(*a) || walked_non_code(*b)) {
+  if (walked_non_code(a->blocks) || walked_non_code(b->blocks)) {
     *excuse = "a decoder walked bytes the program never executed";
     return "";
   }
   // libipt's own two decoders read some corrupt streams differently (its block decoder's
   // cached conditional branch keeps the branch in a block whose TNT query failed, and
   // runs it again): no single reading to match there.
-  options.decoder = DecoderKind::kBlock;
-  absl::StatusOr<DecodeResult> by_block = DecodeTraceToFtf(trace, "", options);
   options.decoder = DecoderKind::kInsn;
   absl::StatusOr<DecodeResult> by_insn = DecodeTraceToFtf(trace, "", options);
-  if (by_block.ok() && by_insn.ok() && by_block->stats.instructions != by_insn->stats.instructions) {
-    *excuse = absl::StrFormat("libipt-block and libipt-insn disagree (%d and %d instructions)",
-                              by_block->stats.instructions, by_insn->stats.instructions);
+  if (by_insn.ok() && a->instructions != by_insn->stats.instructions) {
+    *excuse = absl::StrFormat("libipt-block and libipt-insn disagree (%d and %d instructions)", a->instructions,
+                              by_insn->stats.instructions);
     return "";
   }
   return absl::StrCat(difference, "; every block both decoders ran is on executed code, and libipt's decoders agree");
