@@ -5,6 +5,8 @@
 #include <string>
 #include <type_traits>
 
+#include "sideband/record_layout.h"
+
 namespace ptd {
 namespace {
 
@@ -37,67 +39,54 @@ class Encoder {
   std::vector<uint8_t>& out_;
 };
 
+// What follows a record's fixed fields. Records of fixed fields only have nothing more.
+void PutRest(const auto&, Encoder&) {}
+
+void PutRest(const OtherRecord& r, Encoder& e) { e.PutBytes(r.payload, kMaxRecordSize - 128); }
+
+void PutRest(const MmapRecord& r, Encoder& e) { e.PutPaddedString(r.filename); }
+
+void PutRest(const Mmap2Record& r, Encoder& e) {
+  if (r.has_build_id) {
+    e.Put(r.build_id_size), e.Put(uint8_t{0}), e.Put(uint16_t{0}), e.Put(r.build_id);
+  } else {
+    e.Put(r.maj), e.Put(r.min), e.Put(r.ino), e.Put(r.ino_generation);
+  }
+  e.Put(r.prot), e.Put(r.flags);
+  e.PutPaddedString(r.filename);
+}
+
+void PutRest(const CommRecord& r, Encoder& e) { e.PutPaddedString(r.comm); }
+
+void PutRest(const NamespacesRecord& r, Encoder& e) {
+  size_t count = std::min<size_t>(r.namespaces.size(), 4000);
+  e.Put(uint64_t{count});
+  for (size_t i = 0; i < count; ++i) e.Put(r.namespaces[i].first), e.Put(r.namespaces[i].second);
+}
+
+void PutRest(const KsymbolRecord& r, Encoder& e) { e.PutPaddedString(r.name); }
+
+void PutRest(const CgroupRecord& r, Encoder& e) { e.PutPaddedString(r.path); }
+
+void PutRest(const TextPokeRecord& r, Encoder& e) {
+  uint16_t old_len = static_cast<uint16_t>(std::min<size_t>(r.old_bytes.size(), 0x7f00));
+  uint16_t new_len = static_cast<uint16_t>(std::min<size_t>(r.new_bytes.size(), 0x7f00));
+  e.Put(old_len), e.Put(new_len);
+  std::vector<uint8_t> bytes(r.old_bytes.begin(), r.old_bytes.begin() + old_len);
+  bytes.insert(bytes.end(), r.new_bytes.begin(), r.new_bytes.begin() + new_len);
+  size_t used = 8 + 4 + bytes.size();
+  bytes.resize(bytes.size() + ((8 - used % 8) % 8), 0);  // kernel pads to u64
+  e.PutBytes(bytes, bytes.size());
+}
+
 void EncodeBody(const PerfRecordBody& body, Encoder& e) {
   std::visit(
       [&e](const auto& r) {
-        using T = std::decay_t<decltype(r)>;
-        if constexpr (std::is_same_v<T, OtherRecord>) {
-          e.PutBytes(r.payload, kMaxRecordSize - 128);
-        } else if constexpr (std::is_same_v<T, MmapRecord>) {
-          e.Put(r.pid), e.Put(r.tid), e.Put(r.addr), e.Put(r.len), e.Put(r.pgoff);
-          e.PutPaddedString(r.filename);
-        } else if constexpr (std::is_same_v<T, Mmap2Record>) {
-          e.Put(r.pid), e.Put(r.tid), e.Put(r.addr), e.Put(r.len), e.Put(r.pgoff);
-          if (r.has_build_id) {
-            e.Put(r.build_id_size), e.Put(uint8_t{0}), e.Put(uint16_t{0}), e.Put(r.build_id);
-          } else {
-            e.Put(r.maj), e.Put(r.min), e.Put(r.ino), e.Put(r.ino_generation);
-          }
-          e.Put(r.prot), e.Put(r.flags);
-          e.PutPaddedString(r.filename);
-        } else if constexpr (std::is_same_v<T, CommRecord>) {
-          e.Put(r.pid), e.Put(r.tid);
-          e.PutPaddedString(r.comm);
-        } else if constexpr (std::is_same_v<T, ForkRecord> || std::is_same_v<T, ExitRecord>) {
-          e.Put(r.pid), e.Put(r.ppid), e.Put(r.tid), e.Put(r.ptid), e.Put(r.time);
-        } else if constexpr (std::is_same_v<T, SwitchRecord>) {
-          // No body: the thread is in sample_id.
-        } else if constexpr (std::is_same_v<T, SwitchCpuWideRecord>) {
-          e.Put(r.next_prev_pid), e.Put(r.next_prev_tid);
-        } else if constexpr (std::is_same_v<T, ItraceStartRecord>) {
-          e.Put(r.pid), e.Put(r.tid);
-        } else if constexpr (std::is_same_v<T, AuxRecord>) {
-          e.Put(r.aux_offset), e.Put(r.aux_size), e.Put(r.flags);
-        } else if constexpr (std::is_same_v<T, LostRecord>) {
-          e.Put(r.id), e.Put(r.lost);
-        } else if constexpr (std::is_same_v<T, LostSamplesRecord>) {
-          e.Put(r.lost);
-        } else if constexpr (std::is_same_v<T, ThrottleRecord>) {
-          e.Put(r.time), e.Put(r.id), e.Put(r.stream_id);
-        } else if constexpr (std::is_same_v<T, NamespacesRecord>) {
-          size_t count = std::min<size_t>(r.namespaces.size(), 4000);
-          e.Put(r.pid), e.Put(r.tid), e.Put(uint64_t{count});
-          for (size_t i = 0; i < count; ++i) e.Put(r.namespaces[i].first), e.Put(r.namespaces[i].second);
-        } else if constexpr (std::is_same_v<T, KsymbolRecord>) {
-          e.Put(r.addr), e.Put(r.len), e.Put(r.ksym_type), e.Put(r.flags);
-          e.PutPaddedString(r.name);
-        } else if constexpr (std::is_same_v<T, BpfEventRecord>) {
-          e.Put(r.type), e.Put(r.flags), e.Put(r.id), e.Put(r.tag);
-        } else if constexpr (std::is_same_v<T, CgroupRecord>) {
-          e.Put(r.id);
-          e.PutPaddedString(r.path);
-        } else if constexpr (std::is_same_v<T, TextPokeRecord>) {
-          uint16_t old_len = static_cast<uint16_t>(std::min<size_t>(r.old_bytes.size(), 0x7f00));
-          uint16_t new_len = static_cast<uint16_t>(std::min<size_t>(r.new_bytes.size(), 0x7f00));
-          e.Put(r.addr), e.Put(old_len), e.Put(new_len);
-          std::vector<uint8_t> bytes(r.old_bytes.begin(), r.old_bytes.begin() + old_len);
-          bytes.insert(bytes.end(), r.new_bytes.begin(), r.new_bytes.begin() + new_len);
-          size_t used = 8 + 4 + bytes.size();
-          bytes.resize(bytes.size() + ((8 - used % 8) % 8), 0);  // kernel pads to u64
-          e.PutBytes(bytes, bytes.size());
-        } else if constexpr (std::is_same_v<T, AuxOutputHwIdRecord>) {
-          e.Put(r.hw_id);
-        }
+        ForEachFixedField(r, [&e](const auto& field) {
+          e.Put(field);
+          return true;
+        });
+        PutRest(r, e);
       },
       body);
 }

@@ -1,10 +1,12 @@
 #include "sideband/record_reader.h"
 
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sideband/record_layout.h"
 
 namespace ptd {
 namespace {
@@ -77,164 +79,127 @@ void ParseSampleId(const uint8_t* p, uint64_t sample_type, SampleId& id) {
   }
 }
 
-// Fills `body` from the record's body bytes; returns "" or what is wrong.
+constexpr char kShort[] = "body too short for its fixed fields";
+
+// What follows a record's fixed fields, and its flags in the header's misc bits: "" or
+// what is wrong. Records of fixed fields only have nothing more.
+template <typename Record>
+std::string ReadRest(BodyCursor&, uint32_t, uint16_t, Record&) {
+  return "";
+}
+
+std::string ReadRest(BodyCursor& c, uint32_t, uint16_t misc, MmapRecord& r) {
+  if (!c.ReadPaddedString(r.filename)) return "filename not NUL-terminated";
+  r.data = misc & kPerfMiscMmapData;
+  return "";
+}
+
+std::string ReadRest(BodyCursor& c, uint32_t, uint16_t misc, Mmap2Record& r) {
+  r.has_build_id = misc & kPerfMiscMmapBuildId;
+  if (r.has_build_id) {
+    uint8_t reserved1;
+    uint16_t reserved2;
+    if (!c.Read(r.build_id_size) || !c.Read(reserved1) || !c.Read(reserved2) ||
+        !c.Read(r.build_id))
+      return kShort;
+    if (r.build_id_size > r.build_id.size()) return "build_id_size larger than 20";
+  } else {
+    if (!c.Read(r.maj) || !c.Read(r.min) || !c.Read(r.ino) || !c.Read(r.ino_generation))
+      return kShort;
+  }
+  if (!c.Read(r.prot) || !c.Read(r.flags)) return kShort;
+  if (!c.ReadPaddedString(r.filename)) return "filename not NUL-terminated";
+  r.data = misc & kPerfMiscMmapData;
+  return "";
+}
+
+std::string ReadRest(BodyCursor& c, uint32_t, uint16_t misc, CommRecord& r) {
+  if (!c.ReadPaddedString(r.comm)) return "comm not NUL-terminated";
+  r.exec = misc & kPerfMiscCommExec;
+  return "";
+}
+
+// SWITCH and SWITCH_CPU_WIDE: the direction and preemption are misc bits.
+template <typename Record>
+  requires std::is_same_v<Record, SwitchRecord> || std::is_same_v<Record, SwitchCpuWideRecord>
+std::string ReadRest(BodyCursor&, uint32_t, uint16_t misc, Record& r) {
+  r.out = misc & kPerfMiscSwitchOut;
+  r.preempt = r.out && (misc & kPerfMiscSwitchOutPreempt);
+  return "";
+}
+
+std::string ReadRest(BodyCursor&, uint32_t type, uint16_t, ThrottleRecord& r) {
+  r.unthrottle = type == kPerfRecordUnthrottle;
+  return "";
+}
+
+std::string ReadRest(BodyCursor& c, uint32_t, uint16_t, NamespacesRecord& r) {
+  uint64_t count;
+  if (!c.Read(count)) return kShort;
+  if (count > c.remaining() / 16) return "nr_namespaces larger than the record";
+  r.namespaces.resize(count);
+  for (auto& [dev, ino] : r.namespaces) {
+    c.Read(dev);
+    c.Read(ino);
+  }
+  return "";
+}
+
+std::string ReadRest(BodyCursor& c, uint32_t, uint16_t, KsymbolRecord& r) {
+  if (!c.ReadPaddedString(r.name)) return "name not NUL-terminated";
+  return "";
+}
+
+std::string ReadRest(BodyCursor& c, uint32_t, uint16_t, CgroupRecord& r) {
+  if (!c.ReadPaddedString(r.path)) return "path not NUL-terminated";
+  return "";
+}
+
+std::string ReadRest(BodyCursor& c, uint32_t, uint16_t, TextPokeRecord& r) {
+  uint16_t old_len, new_len;
+  if (!c.Read(old_len) || !c.Read(new_len)) return kShort;
+  if (!c.ReadBytes(old_len, r.old_bytes) || !c.ReadBytes(new_len, r.new_bytes))
+    return "old_len + new_len larger than the record";
+  return "";
+}
+
+std::string ReadRest(BodyCursor& c, uint32_t, uint16_t, OtherRecord& r) {
+  c.ReadBytes(c.remaining(), r.payload);
+  return "";
+}
+
+// Fills `body` with a Record from the record's body bytes; returns "" or what is wrong.
+template <typename Record>
+std::string Parse(uint32_t type, uint16_t misc, BodyCursor& c, PerfRecordBody& body) {
+  Record r;
+  if (!ForEachFixedField(r, [&c](auto& field) { return c.Read(field); })) return kShort;
+  std::string problem = ReadRest(c, type, misc, r);
+  if (problem.empty()) body = std::move(r);
+  return problem;
+}
+
 std::string ParseBody(uint32_t type, uint16_t misc, BodyCursor c, PerfRecordBody& body) {
-  const char* kShort = "body too short for its fixed fields";
   switch (type) {
-    case kPerfRecordMmap: {
-      MmapRecord r;
-      if (!c.Read(r.pid) || !c.Read(r.tid) || !c.Read(r.addr) || !c.Read(r.len) ||
-          !c.Read(r.pgoff))
-        return kShort;
-      if (!c.ReadPaddedString(r.filename)) return "filename not NUL-terminated";
-      r.data = misc & kPerfMiscMmapData;
-      body = std::move(r);
-      return "";
-    }
-    case kPerfRecordMmap2: {
-      Mmap2Record r;
-      if (!c.Read(r.pid) || !c.Read(r.tid) || !c.Read(r.addr) || !c.Read(r.len) ||
-          !c.Read(r.pgoff))
-        return kShort;
-      r.has_build_id = misc & kPerfMiscMmapBuildId;
-      if (r.has_build_id) {
-        uint8_t reserved1;
-        uint16_t reserved2;
-        if (!c.Read(r.build_id_size) || !c.Read(reserved1) || !c.Read(reserved2) ||
-            !c.Read(r.build_id))
-          return kShort;
-        if (r.build_id_size > r.build_id.size()) return "build_id_size larger than 20";
-      } else {
-        if (!c.Read(r.maj) || !c.Read(r.min) || !c.Read(r.ino) || !c.Read(r.ino_generation))
-          return kShort;
-      }
-      if (!c.Read(r.prot) || !c.Read(r.flags)) return kShort;
-      if (!c.ReadPaddedString(r.filename)) return "filename not NUL-terminated";
-      r.data = misc & kPerfMiscMmapData;
-      body = std::move(r);
-      return "";
-    }
-    case kPerfRecordComm: {
-      CommRecord r;
-      if (!c.Read(r.pid) || !c.Read(r.tid)) return kShort;
-      if (!c.ReadPaddedString(r.comm)) return "comm not NUL-terminated";
-      r.exec = misc & kPerfMiscCommExec;
-      body = std::move(r);
-      return "";
-    }
-    case kPerfRecordFork:
-    case kPerfRecordExit: {
-      uint32_t pid, ppid, tid, ptid;
-      uint64_t time;
-      if (!c.Read(pid) || !c.Read(ppid) || !c.Read(tid) || !c.Read(ptid) || !c.Read(time))
-        return kShort;
-      if (type == kPerfRecordFork) {
-        body = ForkRecord{pid, ppid, tid, ptid, time};
-      } else {
-        body = ExitRecord{pid, ppid, tid, ptid, time};
-      }
-      return "";
-    }
-    case kPerfRecordSwitch:
-      body = SwitchRecord{(misc & kPerfMiscSwitchOut) != 0,
-                          (misc & kPerfMiscSwitchOut) && (misc & kPerfMiscSwitchOutPreempt)};
-      return "";
-    case kPerfRecordSwitchCpuWide: {
-      SwitchCpuWideRecord r;
-      if (!c.Read(r.next_prev_pid) || !c.Read(r.next_prev_tid)) return kShort;
-      r.out = misc & kPerfMiscSwitchOut;
-      r.preempt = r.out && (misc & kPerfMiscSwitchOutPreempt);
-      body = r;
-      return "";
-    }
-    case kPerfRecordItraceStart: {
-      ItraceStartRecord r;
-      if (!c.Read(r.pid) || !c.Read(r.tid)) return kShort;
-      body = r;
-      return "";
-    }
-    case kPerfRecordAux: {
-      AuxRecord r;
-      if (!c.Read(r.aux_offset) || !c.Read(r.aux_size) || !c.Read(r.flags)) return kShort;
-      body = r;
-      return "";
-    }
-    case kPerfRecordLost: {
-      LostRecord r;
-      if (!c.Read(r.id) || !c.Read(r.lost)) return kShort;
-      body = r;
-      return "";
-    }
-    case kPerfRecordLostSamples: {
-      LostSamplesRecord r;
-      if (!c.Read(r.lost)) return kShort;
-      body = r;
-      return "";
-    }
+    case kPerfRecordMmap: return Parse<MmapRecord>(type, misc, c, body);
+    case kPerfRecordMmap2: return Parse<Mmap2Record>(type, misc, c, body);
+    case kPerfRecordComm: return Parse<CommRecord>(type, misc, c, body);
+    case kPerfRecordFork: return Parse<ForkRecord>(type, misc, c, body);
+    case kPerfRecordExit: return Parse<ExitRecord>(type, misc, c, body);
+    case kPerfRecordSwitch: return Parse<SwitchRecord>(type, misc, c, body);
+    case kPerfRecordSwitchCpuWide: return Parse<SwitchCpuWideRecord>(type, misc, c, body);
+    case kPerfRecordItraceStart: return Parse<ItraceStartRecord>(type, misc, c, body);
+    case kPerfRecordAux: return Parse<AuxRecord>(type, misc, c, body);
+    case kPerfRecordLost: return Parse<LostRecord>(type, misc, c, body);
+    case kPerfRecordLostSamples: return Parse<LostSamplesRecord>(type, misc, c, body);
     case kPerfRecordThrottle:
-    case kPerfRecordUnthrottle: {
-      ThrottleRecord r;
-      if (!c.Read(r.time) || !c.Read(r.id) || !c.Read(r.stream_id)) return kShort;
-      r.unthrottle = type == kPerfRecordUnthrottle;
-      body = r;
-      return "";
-    }
-    case kPerfRecordNamespaces: {
-      NamespacesRecord r;
-      uint64_t count;
-      if (!c.Read(r.pid) || !c.Read(r.tid) || !c.Read(count)) return kShort;
-      if (count > c.remaining() / 16) return "nr_namespaces larger than the record";
-      r.namespaces.resize(count);
-      for (auto& [dev, ino] : r.namespaces) {
-        c.Read(dev);
-        c.Read(ino);
-      }
-      body = std::move(r);
-      return "";
-    }
-    case kPerfRecordKsymbol: {
-      KsymbolRecord r;
-      if (!c.Read(r.addr) || !c.Read(r.len) || !c.Read(r.ksym_type) || !c.Read(r.flags))
-        return kShort;
-      if (!c.ReadPaddedString(r.name)) return "name not NUL-terminated";
-      body = std::move(r);
-      return "";
-    }
-    case kPerfRecordBpfEvent: {
-      BpfEventRecord r;
-      if (!c.Read(r.type) || !c.Read(r.flags) || !c.Read(r.id) || !c.Read(r.tag))
-        return kShort;
-      body = r;
-      return "";
-    }
-    case kPerfRecordCgroup: {
-      CgroupRecord r;
-      if (!c.Read(r.id)) return kShort;
-      if (!c.ReadPaddedString(r.path)) return "path not NUL-terminated";
-      body = std::move(r);
-      return "";
-    }
-    case kPerfRecordTextPoke: {
-      TextPokeRecord r;
-      uint16_t old_len, new_len;
-      if (!c.Read(r.addr) || !c.Read(old_len) || !c.Read(new_len)) return kShort;
-      if (!c.ReadBytes(old_len, r.old_bytes) || !c.ReadBytes(new_len, r.new_bytes))
-        return "old_len + new_len larger than the record";
-      body = std::move(r);
-      return "";
-    }
-    case kPerfRecordAuxOutputHwId: {
-      AuxOutputHwIdRecord r;
-      if (!c.Read(r.hw_id)) return kShort;
-      body = r;
-      return "";
-    }
-    default: {
-      OtherRecord r;
-      c.ReadBytes(c.remaining(), r.payload);
-      body = std::move(r);
-      return "";
-    }
+    case kPerfRecordUnthrottle: return Parse<ThrottleRecord>(type, misc, c, body);
+    case kPerfRecordNamespaces: return Parse<NamespacesRecord>(type, misc, c, body);
+    case kPerfRecordKsymbol: return Parse<KsymbolRecord>(type, misc, c, body);
+    case kPerfRecordBpfEvent: return Parse<BpfEventRecord>(type, misc, c, body);
+    case kPerfRecordCgroup: return Parse<CgroupRecord>(type, misc, c, body);
+    case kPerfRecordTextPoke: return Parse<TextPokeRecord>(type, misc, c, body);
+    case kPerfRecordAuxOutputHwId: return Parse<AuxOutputHwIdRecord>(type, misc, c, body);
+    default: return Parse<OtherRecord>(type, misc, c, body);
   }
 }
 
