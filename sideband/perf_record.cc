@@ -37,10 +37,8 @@ bool RecordHasSampleIdTrailer(uint32_t type) {
 
 size_t SampleIdSize(uint64_t sample_type) {
   size_t size = 0;
-  for (uint64_t bit : {kPerfSampleTid, kPerfSampleTime, kPerfSampleId, kPerfSampleStreamId,
-                       kPerfSampleCpu, kPerfSampleIdentifier}) {
-    if (sample_type & bit) size += 8;
-  }
+  SampleId id;
+  ForEachSampleIdField(sample_type, id, [&size](bool, const auto& field) { size += sizeof(field); });
   return size;
 }
 

@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -85,17 +87,30 @@ struct SampleId {
   bool operator==(const SampleId&) const = default;
 };
 
+// Each record struct names its header type (kType) and the fixed-size fields that start
+// its body, in the order the kernel writes them (kFixedFields): RecordReader reads and
+// RecordBuilder writes that one list. What follows them (strings, MMAP2's build-id or
+// inode, counted arrays) and the flags in the header's misc bits each handles per type.
+
 struct MmapRecord {  // PERF_RECORD_MMAP
+  static constexpr uint32_t kType = kPerfRecordMmap;
   uint32_t pid = 0, tid = 0;
   uint64_t addr = 0, len = 0, pgoff = 0;
+  static constexpr auto kFixedFields = std::tuple(&MmapRecord::pid, &MmapRecord::tid,
+                                                  &MmapRecord::addr, &MmapRecord::len,
+                                                  &MmapRecord::pgoff);
   std::string filename;
   bool data = false;  // misc MMAP_DATA: not executable
   bool operator==(const MmapRecord&) const = default;
 };
 
 struct Mmap2Record {  // PERF_RECORD_MMAP2
+  static constexpr uint32_t kType = kPerfRecordMmap2;
   uint32_t pid = 0, tid = 0;
   uint64_t addr = 0, len = 0, pgoff = 0;
+  static constexpr auto kFixedFields = std::tuple(&Mmap2Record::pid, &Mmap2Record::tid,
+                                                  &Mmap2Record::addr, &Mmap2Record::len,
+                                                  &Mmap2Record::pgoff);
   // Either device/inode (has_build_id false) or a build-id (misc MMAP_BUILD_ID).
   uint32_t maj = 0, min = 0;
   uint64_t ino = 0, ino_generation = 0;
@@ -109,7 +124,9 @@ struct Mmap2Record {  // PERF_RECORD_MMAP2
 };
 
 struct CommRecord {  // PERF_RECORD_COMM
+  static constexpr uint32_t kType = kPerfRecordComm;
   uint32_t pid = 0, tid = 0;
+  static constexpr auto kFixedFields = std::tuple(&CommRecord::pid, &CommRecord::tid);
   std::string comm;
   bool exec = false;  // misc COMM_EXEC: the process exec'd
   bool operator==(const CommRecord&) const = default;
@@ -117,38 +134,51 @@ struct CommRecord {  // PERF_RECORD_COMM
 
 // PERF_RECORD_FORK and PERF_RECORD_EXIT share a layout. FORK with pid == ppid is a new
 // thread in the same process; EXIT with pid == tid ends the process's main thread.
-struct ForkRecord {
+template <uint32_t Type>
+struct TaskRecord {
+  static constexpr uint32_t kType = Type;
   uint32_t pid = 0, ppid = 0, tid = 0, ptid = 0;
   uint64_t time = 0;
-  bool operator==(const ForkRecord&) const = default;
+  static constexpr auto kFixedFields = std::tuple(&TaskRecord::pid, &TaskRecord::ppid,
+                                                  &TaskRecord::tid, &TaskRecord::ptid,
+                                                  &TaskRecord::time);
+  bool operator==(const TaskRecord&) const = default;
 };
-struct ExitRecord {
-  uint32_t pid = 0, ppid = 0, tid = 0, ptid = 0;
-  uint64_t time = 0;
-  bool operator==(const ExitRecord&) const = default;
-};
+using ForkRecord = TaskRecord<kPerfRecordFork>;
+using ExitRecord = TaskRecord<kPerfRecordExit>;
 
 struct SwitchRecord {  // PERF_RECORD_SWITCH (thread context; who is in sample_id)
+  static constexpr uint32_t kType = kPerfRecordSwitch;
+  static constexpr auto kFixedFields = std::tuple();  // only misc bits
   bool out = false;
   bool preempt = false;  // out only: the task was still runnable
   bool operator==(const SwitchRecord&) const = default;
 };
 
 struct SwitchCpuWideRecord {  // PERF_RECORD_SWITCH_CPU_WIDE
+  static constexpr uint32_t kType = kPerfRecordSwitchCpuWide;
   // Out: the task switched to. In: the task switched from.
   uint32_t next_prev_pid = 0, next_prev_tid = 0;
+  static constexpr auto kFixedFields = std::tuple(&SwitchCpuWideRecord::next_prev_pid,
+                                                  &SwitchCpuWideRecord::next_prev_tid);
   bool out = false;
   bool preempt = false;
   bool operator==(const SwitchCpuWideRecord&) const = default;
 };
 
 struct ItraceStartRecord {  // PERF_RECORD_ITRACE_START
+  static constexpr uint32_t kType = kPerfRecordItraceStart;
   uint32_t pid = 0, tid = 0;
+  static constexpr auto kFixedFields =
+      std::tuple(&ItraceStartRecord::pid, &ItraceStartRecord::tid);
   bool operator==(const ItraceStartRecord&) const = default;
 };
 
 struct AuxRecord {  // PERF_RECORD_AUX
+  static constexpr uint32_t kType = kPerfRecordAux;
   uint64_t aux_offset = 0, aux_size = 0, flags = 0;
+  static constexpr auto kFixedFields =
+      std::tuple(&AuxRecord::aux_offset, &AuxRecord::aux_size, &AuxRecord::flags);
   bool truncated() const { return flags & kPerfAuxFlagTruncated; }
   bool overwrite() const { return flags & kPerfAuxFlagOverwrite; }
   bool partial() const { return flags & kPerfAuxFlagPartial; }
@@ -157,62 +187,86 @@ struct AuxRecord {  // PERF_RECORD_AUX
 };
 
 struct LostRecord {  // PERF_RECORD_LOST
+  static constexpr uint32_t kType = kPerfRecordLost;
   uint64_t id = 0, lost = 0;
+  static constexpr auto kFixedFields = std::tuple(&LostRecord::id, &LostRecord::lost);
   bool operator==(const LostRecord&) const = default;
 };
 
 struct LostSamplesRecord {  // PERF_RECORD_LOST_SAMPLES
+  static constexpr uint32_t kType = kPerfRecordLostSamples;
   uint64_t lost = 0;
+  static constexpr auto kFixedFields = std::tuple(&LostSamplesRecord::lost);
   bool operator==(const LostSamplesRecord&) const = default;
 };
 
 struct ThrottleRecord {  // PERF_RECORD_THROTTLE / UNTHROTTLE
+  static constexpr uint32_t kType = kPerfRecordThrottle;  // UNTHROTTLE when unthrottle
   uint64_t time = 0, id = 0, stream_id = 0;
+  static constexpr auto kFixedFields =
+      std::tuple(&ThrottleRecord::time, &ThrottleRecord::id, &ThrottleRecord::stream_id);
   bool unthrottle = false;
   bool operator==(const ThrottleRecord&) const = default;
 };
 
 struct NamespacesRecord {  // PERF_RECORD_NAMESPACES
+  static constexpr uint32_t kType = kPerfRecordNamespaces;
   uint32_t pid = 0, tid = 0;
+  static constexpr auto kFixedFields = std::tuple(&NamespacesRecord::pid, &NamespacesRecord::tid);
   std::vector<std::pair<uint64_t, uint64_t>> namespaces;  // {dev, inode}
   bool operator==(const NamespacesRecord&) const = default;
 };
 
 struct KsymbolRecord {  // PERF_RECORD_KSYMBOL
+  static constexpr uint32_t kType = kPerfRecordKsymbol;
   uint64_t addr = 0;
   uint32_t len = 0;
   uint16_t ksym_type = 0, flags = 0;
+  static constexpr auto kFixedFields = std::tuple(&KsymbolRecord::addr, &KsymbolRecord::len,
+                                                  &KsymbolRecord::ksym_type,
+                                                  &KsymbolRecord::flags);
   std::string name;
   bool operator==(const KsymbolRecord&) const = default;
 };
 
 struct BpfEventRecord {  // PERF_RECORD_BPF_EVENT
+  static constexpr uint32_t kType = kPerfRecordBpfEvent;
   uint16_t type = 0, flags = 0;
   uint32_t id = 0;
   std::array<uint8_t, 8> tag{};
+  static constexpr auto kFixedFields = std::tuple(&BpfEventRecord::type, &BpfEventRecord::flags,
+                                                  &BpfEventRecord::id, &BpfEventRecord::tag);
   bool operator==(const BpfEventRecord&) const = default;
 };
 
 struct CgroupRecord {  // PERF_RECORD_CGROUP
+  static constexpr uint32_t kType = kPerfRecordCgroup;
   uint64_t id = 0;
+  static constexpr auto kFixedFields = std::tuple(&CgroupRecord::id);
   std::string path;
   bool operator==(const CgroupRecord&) const = default;
 };
 
 struct TextPokeRecord {  // PERF_RECORD_TEXT_POKE
+  static constexpr uint32_t kType = kPerfRecordTextPoke;
   uint64_t addr = 0;
+  static constexpr auto kFixedFields = std::tuple(&TextPokeRecord::addr);
   std::vector<uint8_t> old_bytes, new_bytes;
   bool operator==(const TextPokeRecord&) const = default;
 };
 
 struct AuxOutputHwIdRecord {  // PERF_RECORD_AUX_OUTPUT_HW_ID
+  static constexpr uint32_t kType = kPerfRecordAuxOutputHwId;
   uint64_t hw_id = 0;
+  static constexpr auto kFixedFields = std::tuple(&AuxOutputHwIdRecord::hw_id);
   bool operator==(const AuxOutputHwIdRecord&) const = default;
 };
 
 // Any other type (SAMPLE, READ, perf tool types, future types): the bytes after the
 // header, and before the sample_id trailer when the type has one.
 struct OtherRecord {
+  static constexpr uint32_t kType = 0;  // PerfRecord::type says which
+  static constexpr auto kFixedFields = std::tuple();
   std::vector<uint8_t> payload;
   bool operator==(const OtherRecord&) const = default;
 };
@@ -234,10 +288,32 @@ struct PerfRecord {
   bool operator==(const PerfRecord&) const = default;
 };
 
+// Calls visit(field) for each of record's kFixedFields in order while it returns true;
+// false when one returned false.
+template <typename Record, typename Visit>
+bool ForEachFixedField(Record& record, Visit visit) {
+  return std::apply([&](auto... member) { return (visit(record.*member) && ...); },
+                    std::remove_const_t<Record>::kFixedFields);
+}
+
 // True for kernel record types that carry the sample_id trailer when sample_id_all is
 // set (every kernel type except SAMPLE).
 bool RecordHasSampleIdTrailer(uint32_t type);
 // Bytes of the sample_id trailer for `sample_type`.
 size_t SampleIdSize(uint64_t sample_type);
+
+// Calls visit(has, field) for each field of the sample_id trailer that `sample_type` asks
+// for, in the kernel's order; `has` is the SampleId flag of the field's group. The one
+// description of the trailer that RecordReader reads and RecordBuilder writes.
+template <typename Id, typename Visit>  // Id: SampleId or const SampleId
+void ForEachSampleIdField(uint64_t sample_type, Id& id, Visit visit) {
+  uint32_t reserved = 0;  // CPU is { u32 cpu, res; }
+  if (sample_type & kPerfSampleTid) visit(id.has_tid, id.pid), visit(id.has_tid, id.tid);
+  if (sample_type & kPerfSampleTime) visit(id.has_time, id.time);
+  if (sample_type & kPerfSampleId) visit(id.has_id, id.id);
+  if (sample_type & kPerfSampleStreamId) visit(id.has_stream_id, id.stream_id);
+  if (sample_type & kPerfSampleCpu) visit(id.has_cpu, id.cpu), visit(id.has_cpu, reserved);
+  if (sample_type & kPerfSampleIdentifier) visit(id.has_id, id.id);
+}
 
 }  // namespace ptd

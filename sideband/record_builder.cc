@@ -5,7 +5,6 @@
 #include <string>
 #include <type_traits>
 
-#include "sideband/record_layout.h"
 
 namespace ptd {
 namespace {
@@ -111,42 +110,16 @@ uint16_t MiscFor(const PerfRecordBody& body, uint16_t misc) {
 }
 
 void EncodeSampleId(const SampleId& id, uint64_t sample_type, Encoder& e) {
-  if (sample_type & kPerfSampleTid) e.Put(id.pid), e.Put(id.tid);
-  if (sample_type & kPerfSampleTime) e.Put(id.time);
-  if (sample_type & kPerfSampleId) e.Put(id.id);
-  if (sample_type & kPerfSampleStreamId) e.Put(id.stream_id);
-  if (sample_type & kPerfSampleCpu) e.Put(id.cpu), e.Put(uint32_t{0});
-  if (sample_type & kPerfSampleIdentifier) e.Put(id.id);
+  ForEachSampleIdField(sample_type, id, [&e](bool, const auto& field) { e.Put(field); });
 }
 
 }  // namespace
 
 uint32_t RecordTypeOf(const PerfRecordBody& body) {
-  return std::visit(
-      [](const auto& r) -> uint32_t {
-        using T = std::decay_t<decltype(r)>;
-        if constexpr (std::is_same_v<T, MmapRecord>) return kPerfRecordMmap;
-        if constexpr (std::is_same_v<T, Mmap2Record>) return kPerfRecordMmap2;
-        if constexpr (std::is_same_v<T, CommRecord>) return kPerfRecordComm;
-        if constexpr (std::is_same_v<T, ForkRecord>) return kPerfRecordFork;
-        if constexpr (std::is_same_v<T, ExitRecord>) return kPerfRecordExit;
-        if constexpr (std::is_same_v<T, SwitchRecord>) return kPerfRecordSwitch;
-        if constexpr (std::is_same_v<T, SwitchCpuWideRecord>) return kPerfRecordSwitchCpuWide;
-        if constexpr (std::is_same_v<T, ItraceStartRecord>) return kPerfRecordItraceStart;
-        if constexpr (std::is_same_v<T, AuxRecord>) return kPerfRecordAux;
-        if constexpr (std::is_same_v<T, LostRecord>) return kPerfRecordLost;
-        if constexpr (std::is_same_v<T, LostSamplesRecord>) return kPerfRecordLostSamples;
-        if constexpr (std::is_same_v<T, ThrottleRecord>)
-          return r.unthrottle ? kPerfRecordUnthrottle : kPerfRecordThrottle;
-        if constexpr (std::is_same_v<T, NamespacesRecord>) return kPerfRecordNamespaces;
-        if constexpr (std::is_same_v<T, KsymbolRecord>) return kPerfRecordKsymbol;
-        if constexpr (std::is_same_v<T, BpfEventRecord>) return kPerfRecordBpfEvent;
-        if constexpr (std::is_same_v<T, CgroupRecord>) return kPerfRecordCgroup;
-        if constexpr (std::is_same_v<T, TextPokeRecord>) return kPerfRecordTextPoke;
-        if constexpr (std::is_same_v<T, AuxOutputHwIdRecord>) return kPerfRecordAuxOutputHwId;
-        return 0;
-      },
-      body);
+  if (const auto* r = std::get_if<ThrottleRecord>(&body); r != nullptr && r->unthrottle) {
+    return kPerfRecordUnthrottle;
+  }
+  return std::visit([](const auto& r) { return std::decay_t<decltype(r)>::kType; }, body);
 }
 
 RecordBuilder::RecordBuilder(RecordFormat format) : format_(format) {}

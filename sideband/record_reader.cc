@@ -1,12 +1,13 @@
 #include "sideband/record_reader.h"
 
+#include <array>
 #include <cstring>
 #include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sideband/record_layout.h"
 
 namespace ptd {
 namespace {
@@ -49,34 +50,11 @@ class BodyCursor {
 };
 
 void ParseSampleId(const uint8_t* p, uint64_t sample_type, SampleId& id) {
-  auto u32 = [&p]() { uint32_t v; std::memcpy(&v, p, 4); p += 4; return v; };
-  auto u64 = [&p]() { uint64_t v; std::memcpy(&v, p, 8); p += 8; return v; };
-  if (sample_type & kPerfSampleTid) {
-    id.has_tid = true;
-    id.pid = u32();
-    id.tid = u32();
-  }
-  if (sample_type & kPerfSampleTime) {
-    id.has_time = true;
-    id.time = u64();
-  }
-  if (sample_type & kPerfSampleId) {
-    id.has_id = true;
-    id.id = u64();
-  }
-  if (sample_type & kPerfSampleStreamId) {
-    id.has_stream_id = true;
-    id.stream_id = u64();
-  }
-  if (sample_type & kPerfSampleCpu) {
-    id.has_cpu = true;
-    id.cpu = u32();
-    u32();  // res
-  }
-  if (sample_type & kPerfSampleIdentifier) {
-    id.has_id = true;
-    id.id = u64();
-  }
+  ForEachSampleIdField(sample_type, id, [&p](bool& has, auto& field) {
+    has = true;
+    std::memcpy(&field, p, sizeof(field));
+    p += sizeof(field);
+  });
 }
 
 constexpr char kShort[] = "body too short for its fixed fields";
@@ -178,29 +156,21 @@ std::string Parse(uint32_t type, uint16_t misc, BodyCursor& c, PerfRecordBody& b
   return problem;
 }
 
+// Parse<Record> by header type, for the types a PerfRecordBody alternative models.
+using BodyParser = std::string (*)(uint32_t, uint16_t, BodyCursor&, PerfRecordBody&);
+constexpr auto kBodyParsers = []<size_t... I>(std::index_sequence<I...>) {
+  std::array<BodyParser, kPerfRecordAuxOutputHwId + 1> parsers{};
+  ((parsers[std::variant_alternative_t<I, PerfRecordBody>::kType] =
+        &Parse<std::variant_alternative_t<I, PerfRecordBody>>),
+   ...);
+  parsers[kPerfRecordUnthrottle] = &Parse<ThrottleRecord>;
+  return parsers;
+}(std::make_index_sequence<std::variant_size_v<PerfRecordBody>>());
+
 std::string ParseBody(uint32_t type, uint16_t misc, BodyCursor c, PerfRecordBody& body) {
-  switch (type) {
-    case kPerfRecordMmap: return Parse<MmapRecord>(type, misc, c, body);
-    case kPerfRecordMmap2: return Parse<Mmap2Record>(type, misc, c, body);
-    case kPerfRecordComm: return Parse<CommRecord>(type, misc, c, body);
-    case kPerfRecordFork: return Parse<ForkRecord>(type, misc, c, body);
-    case kPerfRecordExit: return Parse<ExitRecord>(type, misc, c, body);
-    case kPerfRecordSwitch: return Parse<SwitchRecord>(type, misc, c, body);
-    case kPerfRecordSwitchCpuWide: return Parse<SwitchCpuWideRecord>(type, misc, c, body);
-    case kPerfRecordItraceStart: return Parse<ItraceStartRecord>(type, misc, c, body);
-    case kPerfRecordAux: return Parse<AuxRecord>(type, misc, c, body);
-    case kPerfRecordLost: return Parse<LostRecord>(type, misc, c, body);
-    case kPerfRecordLostSamples: return Parse<LostSamplesRecord>(type, misc, c, body);
-    case kPerfRecordThrottle:
-    case kPerfRecordUnthrottle: return Parse<ThrottleRecord>(type, misc, c, body);
-    case kPerfRecordNamespaces: return Parse<NamespacesRecord>(type, misc, c, body);
-    case kPerfRecordKsymbol: return Parse<KsymbolRecord>(type, misc, c, body);
-    case kPerfRecordBpfEvent: return Parse<BpfEventRecord>(type, misc, c, body);
-    case kPerfRecordCgroup: return Parse<CgroupRecord>(type, misc, c, body);
-    case kPerfRecordTextPoke: return Parse<TextPokeRecord>(type, misc, c, body);
-    case kPerfRecordAuxOutputHwId: return Parse<AuxOutputHwIdRecord>(type, misc, c, body);
-    default: return Parse<OtherRecord>(type, misc, c, body);
-  }
+  BodyParser parse = type < kBodyParsers.size() ? kBodyParsers[type] : nullptr;
+  if (parse == nullptr) parse = &Parse<OtherRecord>;
+  return parse(type, misc, c, body);
 }
 
 bool IsModelledType(uint32_t type) {
