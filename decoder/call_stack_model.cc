@@ -294,12 +294,7 @@ void CallStackModel::OnReturn(const FlowEvent& event) {
   for (size_t i = frames_.size(); i-- > 0;) {
     if (frames_[i].return_address == event.target) {
       if (frames_.size() - i > 1) ++stats_.unwinds;
-      while (frames_.size() > i) PopTop(event);
-      if (frames_.empty()) {
-        InferParent(event.target, event);
-      } else {
-        ContinueAt(event);
-      }
+      ReturnFrom(i, event);
       return;
     }
   }
@@ -328,6 +323,16 @@ void CallStackModel::OnReturn(const FlowEvent& event) {
   frame.return_address = frames_.back().return_address;
   PopTop(event);
   Push(frame);
+}
+
+// Pops frame `i` (whose return address is `event.target`) and every frame above it.
+void CallStackModel::ReturnFrom(size_t i, const FlowEvent& event) {
+  while (frames_.size() > i) PopTop(event);
+  if (frames_.empty()) {
+    InferParent(event.target, event);
+  } else {
+    ContinueAt(event);
+  }
 }
 
 // Execution goes on at `event.target` in the frame just returned to. When that is not
@@ -391,12 +396,7 @@ void CallStackModel::OnEnable(const FlowEvent& event) {
   if (!event.target_known) return;
   for (size_t i = frames_.size(); i-- > 0;) {
     if (frames_[i].return_address == event.target) {
-      while (frames_.size() > i) PopTop(event);
-      if (frames_.empty()) {
-        InferParent(event.target, event);
-      } else {
-        ContinueAt(event);
-      }
+      ReturnFrom(i, event);
       return;
     }
     if (frames_[i].contains(event.target)) {

@@ -112,6 +112,7 @@ class CallStackModel {
 
   void OnCall(const FlowEvent& event);
   void OnReturn(const FlowEvent& event);
+  void ReturnFrom(size_t frame, const FlowEvent& event);
   void ContinueAt(const FlowEvent& event);
   void OnJump(const FlowEvent& event);
   void OnEnable(const FlowEvent& event);
