@@ -1,5 +1,7 @@
 #include "sideband/perf_record.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 
 namespace ptd {
@@ -40,6 +42,16 @@ size_t SampleIdSize(uint64_t sample_type) {
   SampleId id;
   ForEachSampleIdField(sample_type, id, [&size](bool, const auto& field) { size += sizeof(field); });
   return size;
+}
+
+SampleId ParseSampleId(const uint8_t* trailer, uint64_t sample_type) {
+  SampleId id;
+  ForEachSampleIdField(sample_type, id, [&trailer](bool& has, auto& field) {
+    has = true;
+    std::memcpy(&field, trailer, sizeof(field));
+    trailer += sizeof(field);
+  });
+  return id;
 }
 
 }  // namespace ptd

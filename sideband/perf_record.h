@@ -87,30 +87,37 @@ struct SampleId {
   bool operator==(const SampleId&) const = default;
 };
 
-// Each record struct names its header type (kType) and the fixed-size fields that start
-// its body, in the order the kernel writes them (kFixedFields): RecordReader reads and
-// RecordBuilder writes that one list. What follows them (strings, MMAP2's build-id or
-// inode, counted arrays) and the flags in the header's misc bits each handles per type.
+// A record struct's header type, and the fixed-size fields that start its body in the
+// order the kernel writes them: RecordReader reads and RecordBuilder writes that one list.
+// What follows them (strings, MMAP2's build-id or inode, counted arrays) and the flags
+// in the header's misc bits each handles per type.
+template <typename... Fields>  // pointers to the struct's members
+struct RecordLayout {
+  constexpr explicit RecordLayout(uint32_t type, Fields... fields)
+      : type(type), fixed_fields(fields...) {}
+  constexpr RecordLayout WithType(uint32_t other) const {
+    RecordLayout layout = *this;
+    layout.type = other;
+    return layout;
+  }
+  uint32_t type;
+  std::tuple<Fields...> fixed_fields;
+};
 
 struct MmapRecord {  // PERF_RECORD_MMAP
-  static constexpr uint32_t kType = kPerfRecordMmap;
   uint32_t pid = 0, tid = 0;
   uint64_t addr = 0, len = 0, pgoff = 0;
-  static constexpr auto kFixedFields = std::tuple(&MmapRecord::pid, &MmapRecord::tid,
-                                                  &MmapRecord::addr, &MmapRecord::len,
-                                                  &MmapRecord::pgoff);
   std::string filename;
   bool data = false;  // misc MMAP_DATA: not executable
+  static constexpr RecordLayout kLayout{kPerfRecordMmap, &MmapRecord::pid, &MmapRecord::tid,
+                                        &MmapRecord::addr, &MmapRecord::len, &MmapRecord::pgoff};
   bool operator==(const MmapRecord&) const = default;
 };
 
-struct Mmap2Record {  // PERF_RECORD_MMAP2
-  static constexpr uint32_t kType = kPerfRecordMmap2;
-  uint32_t pid = 0, tid = 0;
-  uint64_t addr = 0, len = 0, pgoff = 0;
-  static constexpr auto kFixedFields = std::tuple(&Mmap2Record::pid, &Mmap2Record::tid,
-                                                  &Mmap2Record::addr, &Mmap2Record::len,
-                                                  &Mmap2Record::pgoff);
+// PERF_RECORD_MMAP2: MMAP's fields (the fixed ones first, the filename last) with device
+// and inode or a build-id, protection and flags between them.
+struct Mmap2Record : MmapRecord {
+  static constexpr auto kLayout = MmapRecord::kLayout.WithType(kPerfRecordMmap2);
   // Either device/inode (has_build_id false) or a build-id (misc MMAP_BUILD_ID).
   uint32_t maj = 0, min = 0;
   uint64_t ino = 0, ino_generation = 0;
@@ -118,17 +125,14 @@ struct Mmap2Record {  // PERF_RECORD_MMAP2
   uint8_t build_id_size = 0;
   std::array<uint8_t, 20> build_id{};
   uint32_t prot = 0, flags = 0;  // PROT_*, MAP_*
-  std::string filename;
-  bool data = false;  // misc MMAP_DATA
   bool operator==(const Mmap2Record&) const = default;
 };
 
 struct CommRecord {  // PERF_RECORD_COMM
-  static constexpr uint32_t kType = kPerfRecordComm;
   uint32_t pid = 0, tid = 0;
-  static constexpr auto kFixedFields = std::tuple(&CommRecord::pid, &CommRecord::tid);
   std::string comm;
   bool exec = false;  // misc COMM_EXEC: the process exec'd
+  static constexpr RecordLayout kLayout{kPerfRecordComm, &CommRecord::pid, &CommRecord::tid};
   bool operator==(const CommRecord&) const = default;
 };
 
@@ -136,49 +140,44 @@ struct CommRecord {  // PERF_RECORD_COMM
 // thread in the same process; EXIT with pid == tid ends the process's main thread.
 template <uint32_t Type>
 struct TaskRecord {
-  static constexpr uint32_t kType = Type;
   uint32_t pid = 0, ppid = 0, tid = 0, ptid = 0;
   uint64_t time = 0;
-  static constexpr auto kFixedFields = std::tuple(&TaskRecord::pid, &TaskRecord::ppid,
-                                                  &TaskRecord::tid, &TaskRecord::ptid,
-                                                  &TaskRecord::time);
+  static constexpr RecordLayout kLayout{Type, &TaskRecord::pid, &TaskRecord::ppid, &TaskRecord::tid,
+                                        &TaskRecord::ptid, &TaskRecord::time};
   bool operator==(const TaskRecord&) const = default;
 };
 using ForkRecord = TaskRecord<kPerfRecordFork>;
 using ExitRecord = TaskRecord<kPerfRecordExit>;
 
 struct SwitchRecord {  // PERF_RECORD_SWITCH (thread context; who is in sample_id)
-  static constexpr uint32_t kType = kPerfRecordSwitch;
-  static constexpr auto kFixedFields = std::tuple();  // only misc bits
+  static constexpr RecordLayout kLayout{kPerfRecordSwitch};  // only misc bits
   bool out = false;
   bool preempt = false;  // out only: the task was still runnable
   bool operator==(const SwitchRecord&) const = default;
 };
 
 struct SwitchCpuWideRecord {  // PERF_RECORD_SWITCH_CPU_WIDE
-  static constexpr uint32_t kType = kPerfRecordSwitchCpuWide;
   // Out: the task switched to. In: the task switched from.
   uint32_t next_prev_pid = 0, next_prev_tid = 0;
-  static constexpr auto kFixedFields = std::tuple(&SwitchCpuWideRecord::next_prev_pid,
-                                                  &SwitchCpuWideRecord::next_prev_tid);
   bool out = false;
   bool preempt = false;
+  static constexpr RecordLayout kLayout{kPerfRecordSwitchCpuWide,
+                                        &SwitchCpuWideRecord::next_prev_pid,
+                                        &SwitchCpuWideRecord::next_prev_tid};
   bool operator==(const SwitchCpuWideRecord&) const = default;
 };
 
 struct ItraceStartRecord {  // PERF_RECORD_ITRACE_START
-  static constexpr uint32_t kType = kPerfRecordItraceStart;
   uint32_t pid = 0, tid = 0;
-  static constexpr auto kFixedFields =
-      std::tuple(&ItraceStartRecord::pid, &ItraceStartRecord::tid);
+  static constexpr RecordLayout kLayout{kPerfRecordItraceStart, &ItraceStartRecord::pid,
+                                        &ItraceStartRecord::tid};
   bool operator==(const ItraceStartRecord&) const = default;
 };
 
 struct AuxRecord {  // PERF_RECORD_AUX
-  static constexpr uint32_t kType = kPerfRecordAux;
   uint64_t aux_offset = 0, aux_size = 0, flags = 0;
-  static constexpr auto kFixedFields =
-      std::tuple(&AuxRecord::aux_offset, &AuxRecord::aux_size, &AuxRecord::flags);
+  static constexpr RecordLayout kLayout{kPerfRecordAux, &AuxRecord::aux_offset,
+                                        &AuxRecord::aux_size, &AuxRecord::flags};
   bool truncated() const { return flags & kPerfAuxFlagTruncated; }
   bool overwrite() const { return flags & kPerfAuxFlagOverwrite; }
   bool partial() const { return flags & kPerfAuxFlagPartial; }
@@ -187,86 +186,79 @@ struct AuxRecord {  // PERF_RECORD_AUX
 };
 
 struct LostRecord {  // PERF_RECORD_LOST
-  static constexpr uint32_t kType = kPerfRecordLost;
   uint64_t id = 0, lost = 0;
-  static constexpr auto kFixedFields = std::tuple(&LostRecord::id, &LostRecord::lost);
+  static constexpr RecordLayout kLayout{kPerfRecordLost, &LostRecord::id, &LostRecord::lost};
   bool operator==(const LostRecord&) const = default;
 };
 
 struct LostSamplesRecord {  // PERF_RECORD_LOST_SAMPLES
-  static constexpr uint32_t kType = kPerfRecordLostSamples;
   uint64_t lost = 0;
-  static constexpr auto kFixedFields = std::tuple(&LostSamplesRecord::lost);
+  static constexpr RecordLayout kLayout{kPerfRecordLostSamples, &LostSamplesRecord::lost};
   bool operator==(const LostSamplesRecord&) const = default;
 };
 
 struct ThrottleRecord {  // PERF_RECORD_THROTTLE / UNTHROTTLE
-  static constexpr uint32_t kType = kPerfRecordThrottle;  // UNTHROTTLE when unthrottle
   uint64_t time = 0, id = 0, stream_id = 0;
-  static constexpr auto kFixedFields =
-      std::tuple(&ThrottleRecord::time, &ThrottleRecord::id, &ThrottleRecord::stream_id);
   bool unthrottle = false;
+  // UNTHROTTLE when unthrottle
+  static constexpr RecordLayout kLayout{kPerfRecordThrottle, &ThrottleRecord::time,
+                                        &ThrottleRecord::id, &ThrottleRecord::stream_id};
   bool operator==(const ThrottleRecord&) const = default;
 };
 
 struct NamespacesRecord {  // PERF_RECORD_NAMESPACES
-  static constexpr uint32_t kType = kPerfRecordNamespaces;
   uint32_t pid = 0, tid = 0;
-  static constexpr auto kFixedFields = std::tuple(&NamespacesRecord::pid, &NamespacesRecord::tid);
   std::vector<std::pair<uint64_t, uint64_t>> namespaces;  // {dev, inode}
+  static constexpr RecordLayout kLayout{kPerfRecordNamespaces, &NamespacesRecord::pid,
+                                        &NamespacesRecord::tid};
   bool operator==(const NamespacesRecord&) const = default;
 };
 
 struct KsymbolRecord {  // PERF_RECORD_KSYMBOL
-  static constexpr uint32_t kType = kPerfRecordKsymbol;
   uint64_t addr = 0;
   uint32_t len = 0;
   uint16_t ksym_type = 0, flags = 0;
-  static constexpr auto kFixedFields = std::tuple(&KsymbolRecord::addr, &KsymbolRecord::len,
-                                                  &KsymbolRecord::ksym_type,
-                                                  &KsymbolRecord::flags);
   std::string name;
+  static constexpr RecordLayout kLayout{kPerfRecordKsymbol, &KsymbolRecord::addr,
+                                        &KsymbolRecord::len, &KsymbolRecord::ksym_type,
+                                        &KsymbolRecord::flags};
   bool operator==(const KsymbolRecord&) const = default;
 };
 
 struct BpfEventRecord {  // PERF_RECORD_BPF_EVENT
-  static constexpr uint32_t kType = kPerfRecordBpfEvent;
   uint16_t type = 0, flags = 0;
   uint32_t id = 0;
   std::array<uint8_t, 8> tag{};
-  static constexpr auto kFixedFields = std::tuple(&BpfEventRecord::type, &BpfEventRecord::flags,
-                                                  &BpfEventRecord::id, &BpfEventRecord::tag);
+  static constexpr RecordLayout kLayout{kPerfRecordBpfEvent, &BpfEventRecord::type,
+                                        &BpfEventRecord::flags, &BpfEventRecord::id,
+                                        &BpfEventRecord::tag};
   bool operator==(const BpfEventRecord&) const = default;
 };
 
 struct CgroupRecord {  // PERF_RECORD_CGROUP
-  static constexpr uint32_t kType = kPerfRecordCgroup;
   uint64_t id = 0;
-  static constexpr auto kFixedFields = std::tuple(&CgroupRecord::id);
   std::string path;
+  static constexpr RecordLayout kLayout{kPerfRecordCgroup, &CgroupRecord::id};
   bool operator==(const CgroupRecord&) const = default;
 };
 
 struct TextPokeRecord {  // PERF_RECORD_TEXT_POKE
-  static constexpr uint32_t kType = kPerfRecordTextPoke;
   uint64_t addr = 0;
-  static constexpr auto kFixedFields = std::tuple(&TextPokeRecord::addr);
   std::vector<uint8_t> old_bytes, new_bytes;
+  static constexpr RecordLayout kLayout{kPerfRecordTextPoke, &TextPokeRecord::addr};
   bool operator==(const TextPokeRecord&) const = default;
 };
 
 struct AuxOutputHwIdRecord {  // PERF_RECORD_AUX_OUTPUT_HW_ID
-  static constexpr uint32_t kType = kPerfRecordAuxOutputHwId;
   uint64_t hw_id = 0;
-  static constexpr auto kFixedFields = std::tuple(&AuxOutputHwIdRecord::hw_id);
+  static constexpr RecordLayout kLayout{kPerfRecordAuxOutputHwId, &AuxOutputHwIdRecord::hw_id};
   bool operator==(const AuxOutputHwIdRecord&) const = default;
 };
 
 // Any other type (SAMPLE, READ, perf tool types, future types): the bytes after the
 // header, and before the sample_id trailer when the type has one.
 struct OtherRecord {
-  static constexpr uint32_t kType = 0;  // PerfRecord::type says which
-  static constexpr auto kFixedFields = std::tuple();
+  static constexpr RecordLayout kLayout{0};  // type 0: PerfRecord::type says which
   std::vector<uint8_t> payload;
   bool operator==(const OtherRecord&) const = default;
 };
@@ -288,12 +280,12 @@ struct PerfRecord {
   bool operator==(const PerfRecord&) const = default;
 };
 
-// Calls visit(field) for each of record's kFixedFields in order while it returns true;
-// false when one returned false.
+// Calls visit(field) for each of the record's fixed fields (kLayout) in order while it
+// returns true; false when one returned false.
 template <typename Record, typename Visit>
 bool ForEachFixedField(Record& record, Visit visit) {
   return std::apply([&](auto... member) { return (visit(record.*member) && ...); },
-                    std::remove_const_t<Record>::kFixedFields);
+                    std::remove_const_t<Record>::kLayout.fixed_fields);
 }
 
 // True for kernel record types that carry the sample_id trailer when sample_id_all is
@@ -301,6 +293,9 @@ bool ForEachFixedField(Record& record, Visit visit) {
 bool RecordHasSampleIdTrailer(uint32_t type);
 // Bytes of the sample_id trailer for `sample_type`.
 size_t SampleIdSize(uint64_t sample_type);
+
+// The sample_id trailer of SampleIdSize(sample_type) bytes at `trailer`.
+SampleId ParseSampleId(const uint8_t* trailer, uint64_t sample_type);
 
 // Calls visit(has, field) for each field of the sample_id trailer that `sample_type` asks
 // for, in the kernel's order; `has` is the SampleId flag of the field's group. The one

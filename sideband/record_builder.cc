@@ -119,7 +119,7 @@ uint32_t RecordTypeOf(const PerfRecordBody& body) {
   if (const auto* r = std::get_if<ThrottleRecord>(&body); r != nullptr && r->unthrottle) {
     return kPerfRecordUnthrottle;
   }
-  return std::visit([](const auto& r) { return std::decay_t<decltype(r)>::kType; }, body);
+  return std::visit([](const auto& r) { return std::decay_t<decltype(r)>::kLayout.type; }, body);
 }
 
 RecordBuilder::RecordBuilder(RecordFormat format) : format_(format) {}

@@ -49,14 +49,6 @@ class BodyCursor {
   size_t pos_ = 0;
 };
 
-void ParseSampleId(const uint8_t* p, uint64_t sample_type, SampleId& id) {
-  ForEachSampleIdField(sample_type, id, [&p](bool& has, auto& field) {
-    has = true;
-    std::memcpy(&field, p, sizeof(field));
-    p += sizeof(field);
-  });
-}
-
 constexpr char kShort[] = "body too short for its fixed fields";
 
 // What follows a record's fixed fields, and its flags in the header's misc bits: "" or
@@ -160,7 +152,7 @@ std::string Parse(uint32_t type, uint16_t misc, BodyCursor& c, PerfRecordBody& b
 using BodyParser = std::string (*)(uint32_t, uint16_t, BodyCursor&, PerfRecordBody&);
 constexpr auto kBodyParsers = []<size_t... I>(std::index_sequence<I...>) {
   std::array<BodyParser, kPerfRecordAuxOutputHwId + 1> parsers{};
-  ((parsers[std::variant_alternative_t<I, PerfRecordBody>::kType] =
+  ((parsers[std::variant_alternative_t<I, PerfRecordBody>::kLayout.type] =
         &Parse<std::variant_alternative_t<I, PerfRecordBody>>),
    ...);
   parsers[kPerfRecordUnthrottle] = &Parse<ThrottleRecord>;
@@ -234,7 +226,7 @@ absl::StatusOr<std::optional<PerfRecord>> RecordReader::Next() {
     const size_t trailer = SampleIdSize(format_.sample_type);
     if (body_size >= trailer) {
       body_size -= trailer;
-      ParseSampleId(p + kHeaderSize + body_size, format_.sample_type, record.sample_id);
+      record.sample_id = ParseSampleId(p + kHeaderSize + body_size, format_.sample_type);
     } else if (IsModelledType(type)) {
       sticky_error_ = Error(offset_, type,
                             absl::StrCat("size ", size, " leaves no room for the ", trailer,
