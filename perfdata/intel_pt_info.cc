@@ -1,5 +1,6 @@
 #include "perfdata/intel_pt_info.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -8,40 +9,30 @@ namespace ptd::perfdata {
 
 absl::StatusOr<IntelPtInfo> ParseIntelPtInfo(absl::Span<const uint64_t> priv) {
   IntelPtInfo info;
-  uint64_t* fields[kIntelPtFixedWords] = {
-      &info.pmu_type,        &info.time_shift,      &info.time_mult,       &info.time_zero,
-      &info.cap_user_time_zero, &info.tsc_bit,      &info.noretcomp_bit,   &info.have_sched_switch,
-      &info.snapshot_mode,   &info.per_cpu_mmaps,   &info.mtc_bit,         &info.mtc_freq_bits,
-      &info.tsc_ctc_ratio_n, &info.tsc_ctc_ratio_d, &info.cyc_bit,         &info.max_non_turbo_ratio,
-      &info.filter_str_len};
   const int n = static_cast<int>(std::min<size_t>(priv.size(), kIntelPtFixedWords));
   // perf 4.x wrote at least up to PER_CPU_MMAPS; fewer words cannot describe a trace.
   if (n < 10) {
     return absl::DataLossError(
         absl::StrFormat("Intel PT AUXTRACE_INFO has %d private words, need at least 10", n));
   }
-  for (int i = 0; i < n; ++i) *fields[i] = priv[i];
+  std::copy(priv.begin(), priv.begin() + n, info.words.begin());
   info.words_present = n;
-  if (n == kIntelPtFixedWords && info.filter_str_len > 0) {
+  if (n == kIntelPtFixedWords && info[kWordFilterStrLen] > 0) {
     const size_t avail = (priv.size() - kIntelPtFixedWords) * sizeof(uint64_t);
-    if (info.filter_str_len > avail) {
+    if (info[kWordFilterStrLen] > avail) {
       return absl::DataLossError(absl::StrFormat(
           "Intel PT filter string length %u exceeds the %u bytes after the fixed words",
-          info.filter_str_len, avail));
+          info[kWordFilterStrLen], avail));
     }
     const char* text = reinterpret_cast<const char*>(priv.data() + kIntelPtFixedWords);
-    info.filter.assign(text, strnlen(text, info.filter_str_len));
+    info.filter.assign(text, strnlen(text, info[kWordFilterStrLen]));
   }
   return info;
 }
 
 std::vector<uint64_t> SerializeIntelPtInfo(const IntelPtInfo& info) {
-  std::vector<uint64_t> priv = {
-      info.pmu_type,        info.time_shift,    info.time_mult,     info.time_zero,
-      info.cap_user_time_zero, info.tsc_bit,    info.noretcomp_bit, info.have_sched_switch,
-      info.snapshot_mode,   info.per_cpu_mmaps, info.mtc_bit,       info.mtc_freq_bits,
-      info.tsc_ctc_ratio_n, info.tsc_ctc_ratio_d, info.cyc_bit,     info.max_non_turbo_ratio,
-      info.filter.size()};  // strlen, as perf writes it
+  std::vector<uint64_t> priv(info.words.begin(), info.words.end());
+  priv[kWordFilterStrLen] = info.filter.size();  // strlen, as perf writes it
   if (!info.filter.empty()) {
     // NUL-terminated and padded to whole words, as perf writes it.
     std::string padded = info.filter;

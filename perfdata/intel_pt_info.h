@@ -4,6 +4,7 @@
 // string padded to 8 bytes). Older perf versions wrote fewer words; absent ones stay 0
 // and `words_present` says how many were there.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,24 +14,26 @@
 
 namespace ptd::perfdata {
 
+// Positions of the fixed words in priv[] (perf's INTEL_PT_PMU_TYPE ..
+// INTEL_PT_FILTER_STR_LEN).
+enum IntelPtWord : int {
+  kWordPmuType, kWordTimeShift, kWordTimeMult, kWordTimeZero, kWordCapUserTimeZero,
+  kWordTscBit,        // config mask of the tsc format field
+  kWordNoRetCompBit,
+  kWordHaveSchedSwitch,  // 0 none, 1 sched_switch tracepoint, 2/3 context_switch records
+  kWordSnapshotMode, kWordPerCpuMmaps, kWordMtcBit,
+  kWordMtcFreqBits,   // config mask of mtc_period
+  kWordTscCtcRatioN,  // cpuid 0x15 ebx
+  kWordTscCtcRatioD,  // cpuid 0x15 eax
+  kWordCycBit, kWordMaxNonTurboRatio, kWordFilterStrLen,
+  kIntelPtFixedWords,  // how many
+};
+
 struct IntelPtInfo {
-  uint64_t pmu_type = 0;
-  uint64_t time_shift = 0;
-  uint64_t time_mult = 0;
-  uint64_t time_zero = 0;
-  uint64_t cap_user_time_zero = 0;
-  uint64_t tsc_bit = 0;        // config mask of the tsc format field
-  uint64_t noretcomp_bit = 0;
-  uint64_t have_sched_switch = 0;  // 0 none, 1 sched_switch tracepoint, 2/3 context_switch records
-  uint64_t snapshot_mode = 0;
-  uint64_t per_cpu_mmaps = 0;
-  uint64_t mtc_bit = 0;
-  uint64_t mtc_freq_bits = 0;  // config mask of mtc_period
-  uint64_t tsc_ctc_ratio_n = 0;  // cpuid 0x15 ebx
-  uint64_t tsc_ctc_ratio_d = 0;  // cpuid 0x15 eax
-  uint64_t cyc_bit = 0;
-  uint64_t max_non_turbo_ratio = 0;
-  uint64_t filter_str_len = 0;
+  uint64_t operator[](IntelPtWord word) const { return words[word]; }
+  uint64_t& operator[](IntelPtWord word) { return words[word]; }
+
+  std::array<uint64_t, kIntelPtFixedWords> words{};
   std::string filter;
   int words_present = 0;
 };
@@ -47,9 +50,6 @@ inline constexpr uint64_t kBranchEnBit = 1ull << 13;
 inline constexpr uint64_t kMtcPeriodMask = 0xfull << 14;
 inline constexpr uint64_t kCycThreshMask = 0xfull << 19;
 inline constexpr uint64_t kPsbPeriodMask = 0xfull << 24;
-
-// Number of fixed priv words (INTEL_PT_PMU_TYPE .. INTEL_PT_FILTER_STR_LEN).
-inline constexpr int kIntelPtFixedWords = 17;
 
 // `priv` are the u64 words after the record's type/reserved fields.
 absl::StatusOr<IntelPtInfo> ParseIntelPtInfo(absl::Span<const uint64_t> priv);

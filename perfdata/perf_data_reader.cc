@@ -226,6 +226,21 @@ absl::Status PerfDataReader::ParseFeature(int feature, const ByteReader& r) {
     *dst = *std::move(s);
     return absl::OkStatus();
   };
+  // The u32 element count that starts a list section, at most `max`; the elements follow.
+  auto list_count = [&](absl::string_view section, uint64_t max,
+                        absl::string_view elements) -> absl::StatusOr<uint32_t> {
+    absl::StatusOr<uint32_t> n = r.Read<uint32_t>(0, absl::StrCat(section, " count"));
+    if (!n.ok()) return n.status();
+    if (*n > max) return r.Error(0, absl::StrFormat("%s claims %u %s", section, *n, elements));
+    pos = 4;
+    return n;
+  };
+  // A u32 at pos; pos moves past it.
+  auto next_u32 = [&](absl::string_view what) -> absl::StatusOr<uint32_t> {
+    absl::StatusOr<uint32_t> value = r.Read<uint32_t>(pos, what);
+    if (value.ok()) pos += 4;
+    return value;
+  };
   switch (feature) {
     case kFeatHostname: return str(&f.hostname, "HEADER_HOSTNAME");
     case kFeatOsRelease: return str(&f.os_release, "HEADER_OSRELEASE");
@@ -249,16 +264,11 @@ absl::Status PerfDataReader::ParseFeature(int feature, const ByteReader& r) {
       return absl::OkStatus();
     }
     case kFeatCmdline: {
-      absl::StatusOr<uint32_t> n = r.Read<uint32_t>(0, "HEADER_CMDLINE count");
+      absl::StatusOr<uint32_t> n = list_count("HEADER_CMDLINE", kMaxStringsInList, "strings");
       if (!n.ok()) return n.status();
-      if (*n > kMaxStringsInList) return r.Error(0, absl::StrFormat("HEADER_CMDLINE claims %u strings", *n));
-      pos = 4;
-      f.cmdline.clear();
-      for (uint32_t i = 0; i < *n; ++i) {
-        std::string arg;
-        absl::Status st = str(&arg, "HEADER_CMDLINE argument");
-        if (!st.ok()) return st;
-        f.cmdline.push_back(std::move(arg));
+      f.cmdline.assign(*n, std::string());
+      for (std::string& arg : f.cmdline) {
+        if (absl::Status st = str(&arg, "HEADER_CMDLINE argument"); !st.ok()) return st;
       }
       return absl::OkStatus();
     }
@@ -273,36 +283,27 @@ absl::Status PerfDataReader::ParseFeature(int feature, const ByteReader& r) {
       return absl::OkStatus();
     }
     case kFeatPmuMappings: {
-      absl::StatusOr<uint32_t> n = r.Read<uint32_t>(0, "HEADER_PMU_MAPPINGS count");
+      absl::StatusOr<uint32_t> n = list_count("HEADER_PMU_MAPPINGS", kMaxStringsInList, "PMUs");
       if (!n.ok()) return n.status();
-      if (*n > kMaxStringsInList) return r.Error(0, absl::StrFormat("HEADER_PMU_MAPPINGS claims %u PMUs", *n));
-      pos = 4;
       for (uint32_t i = 0; i < *n; ++i) {
-        absl::StatusOr<uint32_t> type = r.Read<uint32_t>(pos, "PMU type");
+        absl::StatusOr<uint32_t> type = next_u32("PMU type");
         if (!type.ok()) return type.status();
-        pos += 4;
-        std::string name;
-        absl::Status st = str(&name, "PMU name");
-        if (!st.ok()) return st;
-        f.pmu_mappings[*type] = std::move(name);
+        if (absl::Status st = str(&f.pmu_mappings[*type], "PMU name"); !st.ok()) return st;
       }
       return absl::OkStatus();
     }
     case kFeatEventDesc: {
-      absl::StatusOr<uint32_t> n = r.Read<uint32_t>(0, "HEADER_EVENT_DESC count");
-      absl::StatusOr<uint32_t> sz = r.Read<uint32_t>(4, "HEADER_EVENT_DESC attr size");
+      absl::StatusOr<uint32_t> n = list_count("HEADER_EVENT_DESC", kMaxAttrs, "events");
       if (!n.ok()) return n.status();
+      absl::StatusOr<uint32_t> sz = r.Read<uint32_t>(4, "HEADER_EVENT_DESC attr size");
       if (!sz.ok()) return sz.status();
-      if (*n > kMaxAttrs) return r.Error(0, absl::StrFormat("HEADER_EVENT_DESC claims %u events", *n));
       pos = 8;
       for (uint32_t i = 0; i < *n; ++i) {
         pos += *sz;
-        absl::StatusOr<uint32_t> nr_ids = r.Read<uint32_t>(pos, "HEADER_EVENT_DESC id count");
+        absl::StatusOr<uint32_t> nr_ids = next_u32("HEADER_EVENT_DESC id count");
         if (!nr_ids.ok()) return nr_ids.status();
-        pos += 4;
         std::string name;
-        absl::Status st = str(&name, "HEADER_EVENT_DESC name");
-        if (!st.ok()) return st;
+        if (absl::Status st = str(&name, "HEADER_EVENT_DESC name"); !st.ok()) return st;
         // The event order is the attrs order; ids confirm it when present.
         int index = static_cast<int>(i);
         if (*nr_ids > 0) {

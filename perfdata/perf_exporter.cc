@@ -98,7 +98,9 @@ absl::Status CollectSideband(const std::string& trace_dir, const SidebandFile& f
     }
     SampleId id;
     if (trailer > 0) ParseSampleIdTrailer(record, file.sample_type, &id);
-    if (!(file.sample_type & PERF_SAMPLE_CPU)) id.cpu = file.cpu;
+    // What the trailer lacks: -1 (perf's "unknown"), or the file's CPU when it has none.
+    if (!id.has_tid) id.pid = id.tid = static_cast<uint32_t>(-1);
+    if (!id.has_cpu) id.cpu = static_cast<uint32_t>(file.sample_type & PERF_SAMPLE_CPU ? -1 : file.cpu);
     id.id = kExportEventId;
     std::string body(reinterpret_cast<const char*>(record.data() + 8), size - 8 - trailer);
     AppendSampleId(id, kExportSampleType & ~PERF_SAMPLE_IP, &body);
@@ -120,27 +122,27 @@ absl::StatusOr<PerfExportResult> ExportPerfData(const PerfExportOptions& options
   const bool per_cpu = meta.per == "cpu";
   const uint64_t config = ExportConfig(meta.pt);
   IntelPtInfo info;
-  info.pmu_type = meta.pt.pmu_type >= 0 ? meta.pt.pmu_type : kExportDefaultPtPmuType;
-  info.time_shift = meta.time.time_shift;
-  info.time_mult = meta.time.time_mult;
-  info.time_zero = meta.time.time_zero;
+  info[kWordPmuType] = meta.pt.pmu_type >= 0 ? meta.pt.pmu_type : kExportDefaultPtPmuType;
+  info[kWordTimeShift] = meta.time.time_shift;
+  info[kWordTimeMult] = meta.time.time_mult;
+  info[kWordTimeZero] = meta.time.time_zero;
   // Without a real TSC conversion perf decodes "timeless": each stream whole, in order.
-  info.cap_user_time_zero = meta.time.cap_user_time_zero ? 1 : 0;
-  info.tsc_bit = kTscBit;
-  info.noretcomp_bit = kNoRetCompBit;
-  info.have_sched_switch = per_cpu ? 3 : 0;
-  info.per_cpu_mmaps = per_cpu ? 1 : 0;
-  info.mtc_bit = kMtcBit;
-  info.mtc_freq_bits = kMtcPeriodMask;
-  info.tsc_ctc_ratio_n = meta.pt.cpuid_0x15_ebx;
-  info.tsc_ctc_ratio_d = meta.pt.cpuid_0x15_eax;
-  info.cyc_bit = kCycBit;
-  info.max_non_turbo_ratio = meta.pt.nom_freq;
+  info[kWordCapUserTimeZero] = meta.time.cap_user_time_zero ? 1 : 0;
+  info[kWordTscBit] = kTscBit;
+  info[kWordNoRetCompBit] = kNoRetCompBit;
+  info[kWordHaveSchedSwitch] = per_cpu ? 3 : 0;
+  info[kWordPerCpuMmaps] = per_cpu ? 1 : 0;
+  info[kWordMtcBit] = kMtcBit;
+  info[kWordMtcFreqBits] = kMtcPeriodMask;
+  info[kWordTscCtcRatioN] = meta.pt.cpuid_0x15_ebx;
+  info[kWordTscCtcRatioD] = meta.pt.cpuid_0x15_eax;
+  info[kWordCycBit] = kCycBit;
+  info[kWordMaxNonTurboRatio] = meta.pt.nom_freq;
   info.filter = meta.pt.ip_filter;
 
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof(attr));
-  attr.type = static_cast<uint32_t>(info.pmu_type);
+  attr.type = static_cast<uint32_t>(info[kWordPmuType]);
   attr.size = sizeof(attr);
   attr.config = config;
   attr.sample_period = 1;
@@ -256,7 +258,7 @@ absl::StatusOr<PerfExportResult> ExportPerfData(const PerfExportOptions& options
   writer.SetFeature(kFeatEventDesc, event_desc);
   std::string pmus;
   Put32(&pmus, 1);
-  Put32(&pmus, static_cast<uint32_t>(info.pmu_type));
+  Put32(&pmus, static_cast<uint32_t>(info[kWordPmuType]));
   pmus += PerfDataWriter::HeaderString("intel_pt");
   writer.SetFeature(kFeatPmuMappings, pmus);
 

@@ -33,7 +33,7 @@ namespace {
 const PerfAttr* FindPtAttr(const PerfData& data) {
   if (!data.intel_pt) return nullptr;
   for (const PerfAttr& attr : data.attrs) {
-    if (attr.type == data.intel_pt->pmu_type) return &attr;
+    if (attr.type == (*data.intel_pt)[kWordPmuType]) return &attr;
   }
   return nullptr;
 }
@@ -98,8 +98,8 @@ std::vector<AuxEvent> CollectAuxEvents(const PerfData& data) {
     std::memcpy(&e.flags, bytes.data() + 24, 8);
     SampleId id = RecordSampleId(data, rec);
     e.time = id.time;
-    e.cpu = id.cpu;
-    e.tid = id.tid;
+    e.cpu = id.has_cpu ? static_cast<int>(id.cpu) : -1;
+    e.tid = id.has_tid ? static_cast<int>(id.tid) : -1;
     out.push_back(e);
   }
   return out;
@@ -125,7 +125,7 @@ absl::StatusOr<TraceMeta> PerfDataToMeta(const PerfData& data) {
   const PerfAttr* pt_attr = FindPtAttr(data);
   if (pt_attr == nullptr) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "%s: AUXTRACE_INFO names PMU type %u but no event has that type", data.source, info.pmu_type));
+        "%s: AUXTRACE_INFO names PMU type %u but no event has that type", data.source, info[kWordPmuType]));
   }
   TraceMeta meta;
   meta.tool_version = kToolVersion;
@@ -135,32 +135,32 @@ absl::StatusOr<TraceMeta> PerfDataToMeta(const PerfData& data) {
   meta.host.hostname = data.features.hostname;
 
   PtSettings& pt = meta.pt;
-  pt.pmu_type = static_cast<int>(info.pmu_type);
+  pt.pmu_type = static_cast<int>(info[kWordPmuType]);
   pt.config = pt_attr->config;
   pt.fields["pt"] = pt_attr->config & 1;
   pt.fields["branch"] = (pt_attr->config & kBranchEnBit) ? 1 : 0;
-  pt.fields["tsc"] = (pt_attr->config & info.tsc_bit) ? 1 : 0;
-  pt.fields["noretcomp"] = (pt_attr->config & info.noretcomp_bit) ? 1 : 0;
-  pt.fields["mtc"] = (pt_attr->config & info.mtc_bit) ? 1 : 0;
-  pt.fields["mtc_period"] = ConfigField(pt_attr->config, info.mtc_freq_bits);
-  pt.fields["cyc"] = (pt_attr->config & info.cyc_bit) ? 1 : 0;
+  pt.fields["tsc"] = (pt_attr->config & info[kWordTscBit]) ? 1 : 0;
+  pt.fields["noretcomp"] = (pt_attr->config & info[kWordNoRetCompBit]) ? 1 : 0;
+  pt.fields["mtc"] = (pt_attr->config & info[kWordMtcBit]) ? 1 : 0;
+  pt.fields["mtc_period"] = ConfigField(pt_attr->config, info[kWordMtcFreqBits]);
+  pt.fields["cyc"] = (pt_attr->config & info[kWordCycBit]) ? 1 : 0;
   pt.fields["cyc_thresh"] = ConfigField(pt_attr->config, kCycThreshMask);
   pt.fields["psb_period"] = ConfigField(pt_attr->config, kPsbPeriodMask);
   pt.timing = "custom";
   pt.user_only = pt_attr->exclude_kernel;
   pt.ip_filter = info.filter;
-  pt.cpuid_0x15_eax = static_cast<uint32_t>(info.tsc_ctc_ratio_d);
-  pt.cpuid_0x15_ebx = static_cast<uint32_t>(info.tsc_ctc_ratio_n);
-  pt.tsc_art_ratio_num = static_cast<uint32_t>(info.tsc_ctc_ratio_n);
-  pt.tsc_art_ratio_den = static_cast<uint32_t>(info.tsc_ctc_ratio_d);
-  pt.nom_freq = static_cast<uint32_t>(info.max_non_turbo_ratio);
+  pt.cpuid_0x15_eax = static_cast<uint32_t>(info[kWordTscCtcRatioD]);
+  pt.cpuid_0x15_ebx = static_cast<uint32_t>(info[kWordTscCtcRatioN]);
+  pt.tsc_art_ratio_num = static_cast<uint32_t>(info[kWordTscCtcRatioN]);
+  pt.tsc_art_ratio_den = static_cast<uint32_t>(info[kWordTscCtcRatioD]);
+  pt.nom_freq = static_cast<uint32_t>(info[kWordMaxNonTurboRatio]);
   pt.mtc_freq = static_cast<uint32_t>(pt.fields["mtc_period"]);
 
-  meta.time.time_shift = static_cast<uint16_t>(info.time_shift);
-  meta.time.time_mult = static_cast<uint32_t>(info.time_mult);
-  meta.time.time_zero = info.time_zero;
-  meta.time.cap_user_time_zero = info.cap_user_time_zero != 0;
-  meta.per = info.per_cpu_mmaps ? "cpu" : "thread";
+  meta.time.time_shift = static_cast<uint16_t>(info[kWordTimeShift]);
+  meta.time.time_mult = static_cast<uint32_t>(info[kWordTimeMult]);
+  meta.time.time_zero = info[kWordTimeZero];
+  meta.time.cap_user_time_zero = info[kWordCapUserTimeZero] != 0;
+  meta.per = info[kWordPerCpuMmaps] ? "cpu" : "thread";
   meta.end_reason = "imported";
 
   auto dashdash = std::find(data.features.cmdline.begin(), data.features.cmdline.end(), "--");
@@ -173,8 +173,8 @@ absl::StatusOr<TraceMeta> PerfDataToMeta(const PerfData& data) {
   meta.notes.push_back(absl::StrFormat(
       "perf AUXTRACE_INFO: have_sched_switch=%u snapshot_mode=%u per_cpu_mmaps=%u tsc_bit=0x%x "
       "mtc_bit=0x%x mtc_freq_bits=0x%x cyc_bit=0x%x noretcomp_bit=0x%x",
-      info.have_sched_switch, info.snapshot_mode, info.per_cpu_mmaps, info.tsc_bit, info.mtc_bit,
-      info.mtc_freq_bits, info.cyc_bit, info.noretcomp_bit));
+      info[kWordHaveSchedSwitch], info[kWordSnapshotMode], info[kWordPerCpuMmaps], info[kWordTscBit],
+      info[kWordMtcBit], info[kWordMtcFreqBits], info[kWordCycBit], info[kWordNoRetCompBit]));
   if (!data.features.cpu_desc.empty()) meta.notes.push_back("recorded on " + data.features.cpu_desc);
   auto samples = data.record_counts.find(PERF_RECORD_SAMPLE);
   if (samples != data.record_counts.end()) {
@@ -312,14 +312,8 @@ absl::StatusOr<PerfImportResult> ImportPerfData(const PerfData& data, const Perf
     if (!seen.insert({name, addr, pid}).second) continue;
     std::string build_id = mapping->build_id;
     if (auto it = build_ids.find(name); build_id.empty() && it != build_ids.end()) build_id = it->second;
-    ImageEntry image;
-    image.name = name;
-    image.vaddr = addr;
-    image.size = len;
-    image.file_offset = pgoff;
-    image.pid = pid;
-    image.build_id = build_id;
-    image.kind = name.rfind("[vdso", 0) == 0 ? ImageKind::kVdso : ImageKind::kFile;
+    ImageEntry image{"", name, addr, pgoff, len, pid,
+                     name.rfind("[vdso", 0) == 0 ? ImageKind::kVdso : ImageKind::kFile, build_id};
     // The cache copy is the exact binary that ran; the recorded path may have changed since.
     image.path = build_id.empty() ? "" : AbsolutePath(cache.Find(build_id, name));
     if (image.path.empty() && !name.empty() && name[0] == '/' && PathExists(name)) image.path = name;

@@ -2,68 +2,19 @@
 
 #include <linux/perf_event.h>
 
-#include <cstring>
-
 namespace ptd::perfdata {
-namespace {
-
-uint64_t Load64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-void Store64(uint64_t v, std::string* out) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-
-}  // namespace
 
 bool ParseSampleIdTrailer(absl::Span<const uint8_t> record, uint64_t sample_type, SampleId* out) {
   const uint64_t size = SampleIdSize(sample_type);
   if (record.size() < 8 + size) return false;
-  const uint8_t* p = record.data() + record.size() - size;
-  *out = SampleId{};
-  if (sample_type & PERF_SAMPLE_TID) {
-    std::memcpy(&out->pid, p, 4);
-    std::memcpy(&out->tid, p + 4, 4);
-    p += 8;
-  }
-  if (sample_type & PERF_SAMPLE_TIME) {
-    out->time = Load64(p);
-    out->has_time = true;
-    p += 8;
-  }
-  if (sample_type & PERF_SAMPLE_ID) {
-    out->id = Load64(p);
-    p += 8;
-  }
-  if (sample_type & PERF_SAMPLE_STREAM_ID) {
-    out->stream_id = Load64(p);
-    p += 8;
-  }
-  if (sample_type & PERF_SAMPLE_CPU) {
-    std::memcpy(&out->cpu, p, 4);
-    p += 8;
-  }
-  if (sample_type & PERF_SAMPLE_IDENTIFIER) out->id = Load64(p);
+  *out = ParseSampleId(record.data() + record.size() - size, sample_type);
   return true;
 }
 
 void AppendSampleId(const SampleId& id, uint64_t sample_type, std::string* out) {
-  if (sample_type & PERF_SAMPLE_TID) {
-    out->append(reinterpret_cast<const char*>(&id.pid), 4);
-    out->append(reinterpret_cast<const char*>(&id.tid), 4);
-  }
-  if (sample_type & PERF_SAMPLE_TIME) Store64(id.time, out);
-  if (sample_type & PERF_SAMPLE_ID) Store64(id.id, out);
-  if (sample_type & PERF_SAMPLE_STREAM_ID) Store64(id.stream_id, out);
-  if (sample_type & PERF_SAMPLE_CPU) {
-    const uint32_t reserved = 0;
-    out->append(reinterpret_cast<const char*>(&id.cpu), 4);
-    out->append(reinterpret_cast<const char*>(&reserved), 4);
-  }
-  if (sample_type & PERF_SAMPLE_IDENTIFIER) Store64(id.id, out);
+  ForEachSampleIdField(sample_type, id, [out](bool, const auto& field) {
+    out->append(reinterpret_cast<const char*>(&field), sizeof(field));
+  });
 }
 
 int SampleRecordIdOffset(uint64_t sample_type) {

@@ -12,20 +12,11 @@
 
 namespace ptd::perfdata {
 
-struct SampleId {
-  int32_t pid = -1;
-  int32_t tid = -1;
-  uint64_t time = 0;
-  uint64_t id = 0;
-  uint64_t stream_id = 0;
-  int32_t cpu = -1;
-  bool has_time = false;
-};
-
-// Bytes of the trailer for `sample_type`: sideband's SampleIdSize (sideband/perf_record.h).
+// SampleId, its size (SampleIdSize) and its layout are sideband's (sideband/perf_record.h).
 
 // Parses the trailer at the end of `record` (header included). Returns false when the
-// record is shorter than header + trailer.
+// record is shorter than header + trailer. Fields the sample_type lacks stay 0, their
+// has_* flag false.
 bool ParseSampleIdTrailer(absl::Span<const uint8_t> record, uint64_t sample_type, SampleId* out);
 
 // Appends a trailer for `sample_type` to `out`.

@@ -115,16 +115,15 @@ void ExpectAgreesWithPerf(const PerfData& data, const PerfReportDump& oracle, bo
                           uint64_t perf_payload_shift = 0) {
   ASSERT_TRUE(data.intel_pt.has_value());
   const IntelPtInfo& pt = *data.intel_pt;
-  const std::map<std::string, uint64_t> ours = {
-      {"PMU Type", pt.pmu_type},          {"Time Shift", pt.time_shift},
-      {"Time Muliplier", pt.time_mult},   {"Time Zero", pt.time_zero},
-      {"Cap Time Zero", pt.cap_user_time_zero}, {"TSC bit", pt.tsc_bit},
-      {"NoRETComp bit", pt.noretcomp_bit}, {"Have sched_switch", pt.have_sched_switch},
-      {"Snapshot mode", pt.snapshot_mode}, {"Per-cpu maps", pt.per_cpu_mmaps},
-      {"MTC bit", pt.mtc_bit},            {"MTC freq bits", pt.mtc_freq_bits},
-      {"TSC:CTC numerator", pt.tsc_ctc_ratio_n}, {"TSC:CTC denominator", pt.tsc_ctc_ratio_d},
-      {"CYC bit", pt.cyc_bit},            {"Max non-turbo ratio", pt.max_non_turbo_ratio},
-      {"Filter string len.", pt.filter_str_len}};
+  // perf's names of the fixed words, by IntelPtWord.
+  static constexpr const char* kNames[kIntelPtFixedWords] = {
+      "PMU Type",      "Time Shift",    "Time Muliplier",    "Time Zero",
+      "Cap Time Zero", "TSC bit",       "NoRETComp bit",     "Have sched_switch",
+      "Snapshot mode", "Per-cpu maps",  "MTC bit",           "MTC freq bits",
+      "TSC:CTC numerator", "TSC:CTC denominator", "CYC bit", "Max non-turbo ratio",
+      "Filter string len."};
+  std::map<std::string, uint64_t> ours;
+  for (int i = 0; i < kIntelPtFixedWords; ++i) ours[kNames[i]] = pt.words[i];
   for (const auto& [name, value] : ours) {
     auto it = oracle.auxtrace_info.find(name);
     ASSERT_NE(it, oracle.auxtrace_info.end()) << "perf printed no " << name;

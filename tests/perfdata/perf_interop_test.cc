@@ -217,9 +217,9 @@ TEST(PerfExportTest, QuipperRoundTripDecodesToTheSameBranchesInPerf) {
   absl::StatusOr<PerfData> exported = PerfDataReader::ReadFile(options.output);
   ASSERT_TRUE(exported.ok()) << exported.status();
   ASSERT_TRUE(exported->intel_pt.has_value());
-  EXPECT_EQ(exported->intel_pt->pmu_type, original->intel_pt->pmu_type);
-  EXPECT_EQ(exported->intel_pt->time_mult, original->intel_pt->time_mult);
-  EXPECT_EQ(exported->intel_pt->tsc_ctc_ratio_n, original->intel_pt->tsc_ctc_ratio_n);
+  EXPECT_EQ((*exported->intel_pt)[kWordPmuType], (*original->intel_pt)[kWordPmuType]);
+  EXPECT_EQ((*exported->intel_pt)[kWordTimeMult], (*original->intel_pt)[kWordTimeMult]);
+  EXPECT_EQ((*exported->intel_pt)[kWordTscCtcRatioN], (*original->intel_pt)[kWordTscCtcRatioN]);
   ASSERT_EQ(exported->aux_buffers.size(), original->aux_buffers.size());
   for (size_t i = 0; i < exported->aux_buffers.size(); ++i) {
     const AuxtraceBuffer& a = exported->aux_buffers[i];
