@@ -11,9 +11,17 @@ CallStackModel::CallStackModel(FunctionResolver* resolver, SliceSink* sink, bool
   frames_.reserve(64);
 }
 
+CallStackModel::Frame CallStackModel::FrameBeginningAt(const FlowEvent& event) {
+  Frame frame;
+  frame.begin_time = event.time;
+  frame.begin_instructions = event.instructions;
+  frame.begin_cycles = event.cycles;
+  return frame;
+}
+
 CallStackModel::Frame CallStackModel::MakeFrame(uint64_t address, bool target_known,
                                                 const FlowEvent& event) {
-  Frame frame;
+  Frame frame = FrameBeginningAt(event);
   if (target_known) {
     FunctionInfo info = resolver_->Resolve(address);
     frame.fn_start = info.start;
@@ -24,9 +32,6 @@ CallStackModel::Frame CallStackModel::MakeFrame(uint64_t address, bool target_kn
   } else {
     frame.name = kUntracedName;
   }
-  frame.begin_time = event.time;
-  frame.begin_instructions = event.instructions;
-  frame.begin_cycles = event.cycles;
   return frame;
 }
 
@@ -202,24 +207,18 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
       break;
     case FlowKind::kSyscall: {
       PopMarkers(event);
-      Frame frame;
+      Frame frame = FrameBeginningAt(event);
       frame.kind = FrameKind::kSyscall;
       frame.name = kSyscallName;
       frame.return_address = event.fallthrough;
-      frame.begin_time = event.time;
-      frame.begin_instructions = event.instructions;
-      frame.begin_cycles = event.cycles;
       Push(frame);
       break;
     }
     case FlowKind::kDisable: {
       if (!frames_.empty() && frames_.back().kind != FrameKind::kFunction) break;
-      Frame frame;
+      Frame frame = FrameBeginningAt(event);
       frame.kind = FrameKind::kUntraced;
       frame.name = kUntracedName;
-      frame.begin_time = event.time;
-      frame.begin_instructions = event.instructions;
-      frame.begin_cycles = event.cycles;
       Push(frame);
       break;
     }

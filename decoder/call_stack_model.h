@@ -97,6 +97,7 @@ class CallStackModel {
   void Release();
   void StartSegment(const FlowEvent& event);
   void EndSegment(const FlowEvent& event, const char* what);
+  static Frame FrameBeginningAt(const FlowEvent& event);  // only the begin_* fields set
   Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
   void Push(Frame frame);
   void Begin(Frame& frame);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "common/trace_meta.h"
 
@@ -24,14 +25,10 @@ class TimeInterpolator {
     if (axis_ != TimeAxis::kTime || tsc == 0 || tsc == last_tsc_) return;
     last_tsc_ = tsc;
     uint64_t ns = conversion_.TscToNs(tsc);
-    if (have_time_ && ns > base_ns_ && instructions > base_instructions_) {
-      ns_per_insn_ = static_cast<double>(ns - base_ns_) / static_cast<double>(instructions - base_instructions_);
+    if (base_ && ns > base_->ns && instructions > base_->instructions) {
+      ns_per_insn_ = static_cast<double>(ns - base_->ns) / static_cast<double>(instructions - base_->instructions);
     }
-    if (!have_time_ || ns > base_ns_) {
-      base_ns_ = ns;
-      base_instructions_ = instructions;
-    }
-    have_time_ = true;
+    if (!base_ || ns > base_->ns) base_ = TimePoint{ns, instructions};
   }
 
   // The time when `instructions` had executed (non-decreasing across calls). On the
@@ -39,8 +36,8 @@ class TimeInterpolator {
   uint64_t Now(uint64_t instructions) {
     if (axis_ != TimeAxis::kTime) {
       last_ = std::max(last_, instructions);
-    } else if (have_time_) {
-      double t = static_cast<double>(base_ns_) + ns_per_insn_ * static_cast<double>(instructions - base_instructions_);
+    } else if (base_) {
+      double t = static_cast<double>(base_->ns) + ns_per_insn_ * static_cast<double>(instructions - base_->instructions);
       last_ = std::max(last_, static_cast<uint64_t>(t));
     }
     return last_;
@@ -50,14 +47,19 @@ class TimeInterpolator {
   TimeAxis axis() const { return axis_; }
 
  private:
+  struct TimePoint {
+    uint64_t ns = 0;
+    uint64_t instructions = 0;
+  };
+
   TimeAxis axis_;
   TimeConversion conversion_;
   uint64_t last_tsc_ = 0;
-  uint64_t base_ns_ = 0;
-  uint64_t base_instructions_ = 0;
+  // The latest update that moved time forward (none before the first timing packet):
+  // time runs on from it at ns_per_insn_.
+  std::optional<TimePoint> base_;
   double ns_per_insn_ = 0;
   uint64_t last_ = 0;
-  bool have_time_ = false;
 };
 
 }  // namespace ptd::decoder
