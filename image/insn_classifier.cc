@@ -29,29 +29,33 @@ FarKind FarKindOf(unsigned id) {
 
 }  // namespace
 
-InsnClassifier::InsnClassifier() {
-  if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle_) == CS_ERR_OK) {
-    cs_option(handle_, CS_OPT_DETAIL, CS_OPT_ON);
-    scratch_ = cs_malloc(handle_);
-  } else {
-    handle_ = 0;
-  }
+struct InsnClassifier::Disassembler {
+  csh handle = 0;
+  cs_insn* insn = nullptr;
+};
+
+void InsnClassifier::CloseDisassembler::operator()(Disassembler* disassembler) const {
+  if (disassembler->insn != nullptr) cs_free(disassembler->insn, 1);
+  cs_close(&disassembler->handle);
+  delete disassembler;
 }
 
-InsnClassifier::~InsnClassifier() {
-  if (scratch_ != nullptr) cs_free(scratch_, 1);
-  if (handle_ != 0) cs_close(&handle_);
+InsnClassifier::InsnClassifier() {
+  csh handle = 0;
+  if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) return;
+  cs_option(handle, CS_OPT_DETAIL, CS_OPT_ON);
+  disassembler_.reset(new Disassembler{handle, cs_malloc(handle)});
 }
 
 InsnInfo InsnClassifier::Decode(uint64_t ip, absl::Span<const uint8_t> bytes) const {
   InsnInfo info;
   info.kind = BranchKind::kUnknown;
-  if (handle_ == 0 || scratch_ == nullptr || bytes.empty()) return info;
+  if (!disassembler_ || disassembler_->insn == nullptr || bytes.empty()) return info;
   const uint8_t* code = bytes.data();
   size_t size = bytes.size();
   uint64_t address = ip;
-  if (!cs_disasm_iter(handle_, &code, &size, &address, scratch_)) return info;
-  const cs_insn& insn = *scratch_;
+  if (!cs_disasm_iter(disassembler_->handle, &code, &size, &address, disassembler_->insn)) return info;
+  const cs_insn& insn = *disassembler_->insn;
   const cs_detail& detail = *insn.detail;
   info.size = static_cast<uint8_t>(insn.size);
   info.kind = BranchKind::kNone;

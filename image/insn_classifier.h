@@ -9,6 +9,7 @@
 #include <capstone/capstone.h>
 
 #include <cstdint>
+#include <memory>
 
 #include <unordered_map>
 
@@ -42,9 +43,6 @@ struct InsnInfo {
 class InsnClassifier {
  public:
   InsnClassifier();
-  ~InsnClassifier();
-  InsnClassifier(const InsnClassifier&) = delete;
-  InsnClassifier& operator=(const InsnClassifier&) = delete;
 
   // The instruction at `ip`, decoded from `bytes` (up to 15 bytes starting at ip) on a
   // cache miss. An undecodable instruction yields size 0 and kind kUnknown.
@@ -59,8 +57,13 @@ class InsnClassifier {
   size_t cached() const { return cache_.size(); }
 
  private:
-  csh handle_ = 0;
-  cs_insn* scratch_ = nullptr;
+  // Capstone's handle and the instruction it decodes into; null when capstone could not
+  // be opened (every instruction is then kUnknown).
+  struct Disassembler;
+  struct CloseDisassembler {
+    void operator()(Disassembler* disassembler) const;
+  };
+  std::unique_ptr<Disassembler, CloseDisassembler> disassembler_;
   std::unordered_map<uint64_t, InsnInfo> cache_;
   uint64_t undecodable_ = 0;
 };

@@ -241,12 +241,7 @@ FunctionRange ProcessImage::RangeOf(uint64_t address) const {
 
 FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
   const FunctionRange range = RangeOf(address);
-  FunctionInfo info;
-  info.start = range.start;
-  info.end = range.end;
-  info.plt = range.plt;
-  info.mapped = range.mapped;
-  info.symbol = range.symbol;
+  FunctionInfo info{range, {}};
   if (const auto* named = FindJitFunction(address)) {
     info.name = named->second.name;
     return info;

@@ -38,23 +38,18 @@ struct Mapping {
   uint64_t function_end = 0;    // captured piece of it); 0: the mapping's own
 };
 
-// The function an address belongs to, as far as the decoder can tell.
-struct FunctionInfo {
+// The bounds of the function an address belongs to, as far as the decoder can tell.
+struct FunctionRange {
   uint64_t start = 0;
   uint64_t end = 0;           // exclusive; jumps inside [start, end) stay in the function
-  absl::string_view name;     // stays valid as long as the ProcessImage
   bool plt = false;
   bool mapped = false;        // false: no code known at this address
   bool symbol = false;        // [start, end) is a symbol's (ELF, JIT), not a guessed range
 };
 
-// The bounds of a function without its name (see FunctionInfo).
-struct FunctionRange {
-  uint64_t start = 0;
-  uint64_t end = 0;
-  bool plt = false;
-  bool mapped = false;
-  bool symbol = false;
+// The function with its name.
+struct FunctionInfo : FunctionRange {
+  absl::string_view name;     // stays valid as long as the ProcessImage
 };
 
 class ProcessImage {

@@ -29,12 +29,6 @@ struct DumpPiece {
   std::string name;
 };
 
-struct FileImage {
-  std::string path;
-  uint64_t vaddr, file_offset, size;
-  std::string build_id;
-};
-
 std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -71,7 +65,7 @@ absl::StatusOr<RawImportResult> ImportRaw(const RawImportOptions& options) {
   };
 
   std::vector<DumpPiece> pieces;
-  std::vector<FileImage> file_images;
+  std::vector<ImageEntry> file_images;  // ELF files referenced in place
   for (size_t i = 0; i < options.maps.size(); ++i) {
     const MapSpec& spec = options.maps[i];
     absl::StatusOr<const MappedFile*> source = open(spec.path);
@@ -115,7 +109,8 @@ absl::StatusOr<RawImportResult> ImportRaw(const RawImportOptions& options) {
         char* real = ::realpath(spec.path.c_str(), nullptr);
         std::string absolute = real != nullptr ? real : spec.path;
         std::free(real);
-        file_images.push_back(FileImage{absolute, spec.vaddr, spec.file_offset, size, elf->build_id});
+        file_images.push_back(ImageEntry{absolute, absolute, spec.vaddr, spec.file_offset, size, -1,
+                                         ImageKind::kFile, elf->build_id});
       }
     }
     if (!reference) pieces.push_back(DumpPiece{*source, spec.file_offset, size, spec.vaddr, i, Basename(spec.path)});
@@ -197,25 +192,9 @@ absl::StatusOr<RawImportResult> ImportRaw(const RawImportOptions& options) {
     }
     std::string rel = absl::StrFormat("%s/dump-%016x.bin", kImagesSubdir, run.vaddr);
     if (absl::Status s = WriteFileAtomic(writer->FilePath(rel), bytes); !s.ok()) return s;
-    ImageEntry entry;
-    entry.path = rel;
-    entry.name = run.name;
-    entry.vaddr = run.vaddr;
-    entry.size = run.size;
-    entry.kind = ImageKind::kMemoryDump;
-    meta.images.push_back(entry);
+    meta.images.push_back(ImageEntry{rel, run.name, run.vaddr, 0, run.size, -1, ImageKind::kMemoryDump, ""});
   }
-  for (const FileImage& file : file_images) {
-    ImageEntry entry;
-    entry.path = file.path;
-    entry.name = file.path;
-    entry.vaddr = file.vaddr;
-    entry.file_offset = file.file_offset;
-    entry.size = file.size;
-    entry.kind = ImageKind::kFile;
-    entry.build_id = file.build_id;
-    meta.images.push_back(entry);
-  }
+  meta.images.insert(meta.images.end(), file_images.begin(), file_images.end());
   if (!options.kallsyms.empty()) {
     absl::StatusOr<std::string> kallsyms = ReadFileToString(options.kallsyms);
     if (!kallsyms.ok()) return kallsyms.status();

@@ -6,6 +6,7 @@
 // decoders on different threads may share it.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -17,19 +18,19 @@ namespace ptd::image {
 class SectionCache {
  public:
   SectionCache();
-  ~SectionCache();
-  SectionCache(const SectionCache&) = delete;
-  SectionCache& operator=(const SectionCache&) = delete;
 
   // Adds `size` bytes of `path` starting at `file_offset`, to be mapped at `vaddr`.
   // Returns the section id (isid) for pt_image_add_cached.
   absl::StatusOr<int> AddFile(const std::string& path, uint64_t file_offset, uint64_t size,
                               uint64_t vaddr);
 
-  pt_image_section_cache* get() const { return cache_; }
+  pt_image_section_cache* get() const { return cache_.get(); }
 
  private:
-  pt_image_section_cache* cache_;
+  struct Free {
+    void operator()(pt_image_section_cache* cache) const;
+  };
+  std::unique_ptr<pt_image_section_cache, Free> cache_;
 };
 
 }  // namespace ptd::image

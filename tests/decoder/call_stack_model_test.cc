@@ -23,10 +23,10 @@ class FakeResolver : public FunctionResolver {
     auto it = functions_.upper_bound(address);
     if (it != functions_.begin()) {
       --it;
-      if (address < it->first + 0x100) return FunctionInfo{it->first, it->first + 0x100, it->second.name, it->second.plt, true, true};
+      if (address < it->first + 0x100) return FunctionInfo{{it->first, it->first + 0x100, it->second.plt, true, true}, it->second.name};
     }
     unknown_ = "unknown";
-    return FunctionInfo{address, address + 1, unknown_, false, false, false};
+    return FunctionInfo{{address, address + 1, false, false, false}, unknown_};
   }
 
  private:

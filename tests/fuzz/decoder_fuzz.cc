@@ -41,7 +41,7 @@ class NoCode : public ptd::decoder::FunctionResolver {
  public:
   ptd::decoder::FunctionInfo Resolve(uint64_t address) override {
     // Pretend functions are 256-byte aligned blocks.
-    return ptd::decoder::FunctionInfo{address & ~0xffull, (address & ~0xffull) + 0x100, "fn", false, true, true};
+    return ptd::decoder::FunctionInfo{{address & ~0xffull, (address & ~0xffull) + 0x100, false, true, true}, "fn"};
   }
 };
 
