@@ -54,20 +54,10 @@ absl::StatusOr<ControlFifo> ControlFifo::Open(const std::string& path) {
 ControlFifo::ControlFifo(std::string ack_path, int command_fd, int ack_fd)
     : ack_path_(std::move(ack_path)), command_fd_(command_fd), ack_fd_(ack_fd) {}
 
-ControlFifo::ControlFifo(ControlFifo&& other) noexcept
-    : ack_path_(std::move(other.ack_path_)),
-      command_fd_(std::exchange(other.command_fd_, -1)),
-      ack_fd_(std::exchange(other.ack_fd_, -1)), partial_(std::move(other.partial_)) {}
-
-ControlFifo::~ControlFifo() {
-  if (command_fd_ >= 0) close(command_fd_);
-  if (ack_fd_ >= 0) close(ack_fd_);
-}
-
 std::vector<ControlLine> ControlFifo::ReadLines() {
   char buf[512];
   ssize_t n;
-  while ((n = read(command_fd_, buf, sizeof(buf))) > 0) partial_.append(buf, n);
+  while ((n = read(command_fd_.get(), buf, sizeof(buf))) > 0) partial_.append(buf, n);
   std::vector<ControlLine> lines;
   size_t start = 0;
   for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
@@ -80,7 +70,7 @@ std::vector<ControlLine> ControlFifo::ReadLines() {
 
 absl::Status ControlFifo::Answer(absl::string_view answer) {
   std::string line = absl::StrCat(answer, "\n");
-  if (write(ack_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+  if (write(ack_fd_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     return ErrnoError("write", ack_path_, errno);
   }
   return absl::OkStatus();

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "recorder/unique_fd.h"
 
 namespace ptd::pt {
 
@@ -28,13 +29,8 @@ ControlLine ParseControlLine(absl::string_view line);
 class ControlFifo {
  public:
   static absl::StatusOr<ControlFifo> Open(const std::string& path);
-  ControlFifo(ControlFifo&& other) noexcept;
-  ControlFifo& operator=(ControlFifo&&) = delete;
-  ControlFifo(const ControlFifo&) = delete;
-  ControlFifo& operator=(const ControlFifo&) = delete;
-  ~ControlFifo();
 
-  int fd() const { return command_fd_; }
+  int fd() const { return command_fd_.get(); }
   const std::string& ack_path() const { return ack_path_; }
   // Complete lines read so far (a partial line waits for its newline). Empty lines skipped.
   std::vector<ControlLine> ReadLines();
@@ -45,8 +41,8 @@ class ControlFifo {
   ControlFifo(std::string ack_path, int command_fd, int ack_fd);
 
   std::string ack_path_;
-  int command_fd_ = -1;
-  int ack_fd_ = -1;
+  UniqueFd command_fd_;
+  UniqueFd ack_fd_;
   std::string partial_;
 };
 

@@ -66,31 +66,12 @@ absl::Status PerfOpenError(int err, const perf_event_attr& attr, int pid, int cp
   return absl::InternalError(what);
 }
 
-PerfEvent::PerfEvent(PerfEvent&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-
-PerfEvent& PerfEvent::operator=(PerfEvent&& other) noexcept {
-  if (this != &other) {
-    Close();
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-PerfEvent::~PerfEvent() { Close(); }
-
-void PerfEvent::Close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
-int PerfEvent::Release() { return std::exchange(fd_, -1); }
-
 absl::Status PerfEvent::Ioctl(unsigned long request, unsigned long arg, const char* what) const {
-  if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(what, " on a closed perf event"));
-  if (::ioctl(fd_, request, arg) < 0) {
+  if (fd() < 0) return absl::FailedPreconditionError(absl::StrCat(what, " on a closed perf event"));
+  if (::ioctl(fd(), request, arg) < 0) {
     int err = errno;
     return absl::InternalError(
-        absl::StrFormat("%s on perf event fd %d failed: %s", what, fd_, std::strerror(err)));
+        absl::StrFormat("%s on perf event fd %d failed: %s", what, fd(), std::strerror(err)));
   }
   return absl::OkStatus();
 }
@@ -124,12 +105,12 @@ absl::StatusOr<uint64_t> PerfEvent::Id() const {
 
 absl::StatusOr<uint64_t> PerfEvent::ReadCounter() const {
   uint64_t value = 0;
-  if (fd_ < 0) return absl::FailedPreconditionError("read of a closed perf event");
-  ssize_t n = ::read(fd_, &value, sizeof(value));
+  if (fd() < 0) return absl::FailedPreconditionError("read of a closed perf event");
+  ssize_t n = ::read(fd(), &value, sizeof(value));
   if (n != static_cast<ssize_t>(sizeof(value))) {
     int err = n < 0 ? errno : EIO;
     return absl::InternalError(
-        absl::StrFormat("read of perf event fd %d failed: %s", fd_, std::strerror(err)));
+        absl::StrFormat("read of perf event fd %d failed: %s", fd(), std::strerror(err)));
   }
   return value;
 }

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "recorder/unique_fd.h"
 
 namespace ptd {
 
@@ -29,14 +30,9 @@ class PerfEvent {
   PerfEvent() = default;
   // Takes ownership of an fd opened elsewhere (tests, fakes).
   explicit PerfEvent(int fd) : fd_(fd) {}
-  PerfEvent(PerfEvent&& other) noexcept;
-  PerfEvent& operator=(PerfEvent&& other) noexcept;
-  PerfEvent(const PerfEvent&) = delete;
-  PerfEvent& operator=(const PerfEvent&) = delete;
-  ~PerfEvent();
 
-  int fd() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_.get(); }
+  bool valid() const { return fd_.valid(); }
 
   absl::Status Enable();
   absl::Status Disable();
@@ -55,14 +51,14 @@ class PerfEvent {
   absl::StatusOr<uint64_t> ReadCounter() const;
 
   // Closes now (idempotent).
-  void Close();
+  void Close() { fd_.Reset(); }
   // Gives up ownership without closing.
-  int Release();
+  int Release() { return fd_.Release(); }
 
  private:
   absl::Status Ioctl(unsigned long request, unsigned long arg, const char* what) const;
 
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 }  // namespace ptd

@@ -12,25 +12,34 @@
 
 namespace ptd {
 
-absl::StatusOr<std::vector<ThreadComm>> ReadThreadComms(int pid) {
+absl::StatusOr<std::vector<int>> ListThreads(int pid) {
   std::string task_dir = absl::StrCat("/proc/", pid, "/task");
   DIR* dir = ::opendir(task_dir.c_str());
   if (dir == nullptr) return ErrnoError("cannot list threads in", task_dir, errno);
-  std::vector<ThreadComm> threads;
+  std::vector<int> tids;
   while (struct dirent* entry = ::readdir(dir)) {
     int tid;
-    if (!absl::SimpleAtoi(entry->d_name, &tid)) continue;
+    if (absl::SimpleAtoi(entry->d_name, &tid)) tids.push_back(tid);
+  }
+  ::closedir(dir);
+  std::sort(tids.begin(), tids.end());
+  if (tids.empty()) return absl::NotFoundError(absl::StrCat(task_dir, ": no threads"));
+  return tids;
+}
+
+absl::StatusOr<std::vector<ThreadComm>> ReadThreadComms(int pid) {
+  absl::StatusOr<std::vector<int>> tids = ListThreads(pid);
+  if (!tids.ok()) return tids.status();
+  std::vector<ThreadComm> threads;
+  for (int tid : *tids) {
     absl::StatusOr<std::string> comm =
-        ReadFileToString(absl::StrCat(task_dir, "/", tid, "/comm"));
-    if (!comm.ok()) continue;  // the thread ended between readdir and read
+        ReadFileToString(absl::StrCat("/proc/", pid, "/task/", tid, "/comm"));
+    if (!comm.ok()) continue;  // the thread ended between listing and reading
     std::string name = *comm;
     if (!name.empty() && name.back() == '\n') name.pop_back();
     threads.push_back({tid, std::move(name)});
   }
-  ::closedir(dir);
-  std::sort(threads.begin(), threads.end(),
-            [](const ThreadComm& a, const ThreadComm& b) { return a.tid < b.tid; });
-  if (threads.empty()) return absl::NotFoundError(absl::StrCat(task_dir, ": no threads"));
+  if (threads.empty()) return absl::NotFoundError(absl::StrCat("/proc/", pid, "/task: no threads"));
   return threads;
 }
 

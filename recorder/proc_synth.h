@@ -19,6 +19,8 @@ struct ThreadComm {
   std::string comm;
 };
 
+// The thread ids in /proc/PID/task, sorted.
+absl::StatusOr<std::vector<int>> ListThreads(int pid);
 // /proc/PID/task/*/comm, sorted by tid. Threads that exit while being read are skipped.
 absl::StatusOr<std::vector<ThreadComm>> ReadThreadComms(int pid);
 

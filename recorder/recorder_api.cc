@@ -30,6 +30,7 @@
 #include "ptd/trace_scope.h"
 #include "ptd/version.h"
 #include "recorder/emulate/emulated_recorder.h"
+#include "recorder/emulated_run.h"
 #include "recorder/pt/pt_recording.h"
 #include "recorder/record_backend.h"
 #include "recorder/target_process.h"
@@ -37,10 +38,6 @@
 
 namespace ptd {
 namespace {
-
-// An emulation backend's entry point: records options.command or options.pid into
-// options.output_dir and serves options.control_fifo (RecordEmulated, RecordValgrind).
-using EmulatedRecordFunction = absl::StatusOr<EmulatedRecordSummary> (*)(const RecordOptions& options);
 
 bool PtraceAvailable(std::string* why) {
   absl::StatusOr<std::string> scope = ReadFileToString("/proc/sys/kernel/yama/ptrace_scope");
@@ -79,113 +76,6 @@ absl::Status CopyTraceDir(const std::string& from, TraceDirWriter& out, const Tr
   }
   return out.Commit(meta);
 }
-
-// One process may run one emulated recording at a time (both backends serve requests
-// through EmulationControl, whose signal handlers are process-wide).
-std::atomic<bool> g_emulated_recording{false};
-
-// An emulated recording on a thread of its own, driven through its control FIFO.
-class EmulatedRun {
- public:
-  static absl::StatusOr<std::unique_ptr<EmulatedRun>> Start(EmulatedRecordFunction record,
-                                                            RecordOptions options) {
-    if (g_emulated_recording.exchange(true)) {
-      return absl::FailedPreconditionError(
-          "another ptd::Recorder of this process is recording with an emulation backend (one at a time)");
-    }
-    std::unique_ptr<EmulatedRun> run(new EmulatedRun());
-    run->trace_dir_ = options.output_dir;
-    run->fifo_path_ = options.control_fifo;
-    // The FIFOs exist and are held open before the backend opens them, so a request sent
-    // early waits in the pipe until the backend reads it.
-    for (const std::string& path : {run->fifo_path_, run->fifo_path_ + ".ack"}) {
-      if (mkfifo(path.c_str(), 0600) != 0) return ErrnoError("mkfifo", path, errno);
-    }
-    run->command_fd_ = open(run->fifo_path_.c_str(), O_RDWR | O_CLOEXEC);
-    if (run->command_fd_ < 0) return ErrnoError("open", run->fifo_path_, errno);
-    const std::string ack = run->fifo_path_ + ".ack";
-    run->ack_fd_ = open(ack.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
-    if (run->ack_fd_ < 0) return ErrnoError("open", ack, errno);
-    run->thread_ = std::thread([raw = run.get(), record, options = std::move(options)] {
-      absl::StatusOr<EmulatedRecordSummary> result = record(options);
-      std::lock_guard<std::mutex> lock(raw->mu_);
-      raw->result_ = std::move(result);
-      raw->finished_ = true;
-    });
-    return run;
-  }
-
-  ~EmulatedRun() {
-    if (thread_.joinable()) {
-      (void)Request("stop");
-      thread_.join();
-    }
-    g_emulated_recording.store(false);
-    if (command_fd_ >= 0) close(command_fd_);
-    if (ack_fd_ >= 0) close(ack_fd_);
-    unlink(fifo_path_.c_str());
-    unlink((fifo_path_ + ".ack").c_str());
-    (void)RemoveTree(trace_dir_);
-  }
-
-  // Sends "snapshot" or "stop" and waits for the answer (or for the recording's end).
-  absl::Status Request(const std::string& command) {
-    std::lock_guard<std::mutex> request_lock(request_mu_);
-    if (Finished()) return command == "stop" ? absl::OkStatus() : Ended();
-    const std::string line = command + "\n";
-    if (write(command_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-      return ErrnoError("write", fifo_path_, errno);
-    }
-    std::string answer;
-    while (true) {
-      char buf[256];
-      const ssize_t n = read(ack_fd_, buf, sizeof(buf));
-      if (n > 0) {
-        answer.append(buf, static_cast<size_t>(n));
-        if (size_t nl = answer.find('\n'); nl != std::string::npos) {
-          answer.resize(nl);
-          break;
-        }
-        continue;
-      }
-      if (Finished()) return command == "stop" ? absl::OkStatus() : Ended();
-      pollfd fd = {ack_fd_, POLLIN, 0};
-      (void)poll(&fd, 1, 20);
-    }
-    if (answer == "ack") return absl::OkStatus();
-    return absl::InternalError(absl::StrCat(command, ": ", answer));
-  }
-
-  // Blocks until the backend returned; its outcome.
-  const absl::StatusOr<EmulatedRecordSummary>& Join() {
-    if (thread_.joinable()) thread_.join();
-    return result_;
-  }
-
-  bool Finished() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return finished_;
-  }
-
- private:
-  EmulatedRun() = default;
-  absl::Status Ended() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!result_.ok()) return result_.status();
-    return absl::FailedPreconditionError(
-        absl::StrCat("the recording has ended (", result_->end_reason, ")"));
-  }
-
-  std::string trace_dir_;
-  std::string fifo_path_;
-  int command_fd_ = -1;
-  int ack_fd_ = -1;
-  std::thread thread_;
-  std::mutex request_mu_;  // one request at a time
-  std::mutex mu_;
-  bool finished_ = false;
-  absl::StatusOr<EmulatedRecordSummary> result_ = absl::UnknownError("still recording");
-};
 
 bool PowerOfTwoPages(uint64_t bytes) {
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));

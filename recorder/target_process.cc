@@ -1,6 +1,5 @@
 #include "recorder/target_process.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "recorder/proc_synth.h"
 
 extern char** environ;
 
@@ -284,20 +284,7 @@ absl::Status TargetProcess::Detach() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int>> TargetProcess::Threads() const {
-  std::string dir_path = absl::StrCat("/proc/", pid_, "/task");
-  DIR* dir = ::opendir(dir_path.c_str());
-  if (dir == nullptr) return ErrnoError("cannot list threads in", dir_path, errno);
-  std::vector<int> tids;
-  while (struct dirent* entry = ::readdir(dir)) {
-    int tid;
-    if (absl::SimpleAtoi(entry->d_name, &tid)) tids.push_back(tid);
-  }
-  ::closedir(dir);
-  std::sort(tids.begin(), tids.end());
-  if (tids.empty()) return absl::NotFoundError(absl::StrCat(dir_path, ": no threads"));
-  return tids;
-}
+absl::StatusOr<std::vector<int>> TargetProcess::Threads() const { return ListThreads(pid_); }
 
 absl::StatusOr<int> TargetProcess::Wait() {
   if (!launched_ || reaped_) return absl::FailedPreconditionError("no child to wait for");
