@@ -62,7 +62,7 @@ absl::Status DropKernelSwitchRecords(const std::string& path) {
 }
 
 
-absl::Status CheckOptions(const RecordOptions& options) {
+absl::Status CheckPtraceEmulationOptions(const RecordOptions& options) {
   if (options.command.empty() == (options.pid <= 0)) {
     return absl::InvalidArgumentError("record --emulate: give either a command (after --) or --pid");
   }
@@ -237,7 +237,7 @@ EmulatedRecordSummary SummaryOf(const RecordOptions& options, int pid, const Ptr
 }  // namespace
 
 absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& options) {
-  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  if (absl::Status s = CheckPtraceEmulationOptions(options); !s.ok()) return s;
   absl::StatusOr<TriggerSpec> trigger_spec = TriggerSpecOf(options);
   if (!trigger_spec.ok()) return trigger_spec.status();
   if (absl::Status s = CheckTriggerSymbol(options, *trigger_spec); !s.ok()) return s;

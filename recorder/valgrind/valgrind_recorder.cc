@@ -47,7 +47,7 @@ constexpr char kLibSubdir[] = "lib";
 constexpr double kOrphanQuietSeconds = 0.5;
 
 
-absl::Status CheckOptions(const RecordOptions& options) {
+absl::Status CheckValgrindOptions(const RecordOptions& options) {
   if (options.pid > 0) {
     return absl::InvalidArgumentError(
         "record --emulate=valgrind: Valgrind cannot attach to a running process; "
@@ -247,7 +247,7 @@ bool ValgrindAvailable(std::string* why) {
 }
 
 absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& options) {
-  if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+  if (absl::Status s = CheckValgrindOptions(options); !s.ok()) return s;
   absl::StatusOr<TriggerSpec> trigger_spec = TriggerSpecOf(options);
   if (!trigger_spec.ok()) return trigger_spec.status();
   if (absl::Status s = CheckTriggerSymbol(options, *trigger_spec); !s.ok()) return s;
