@@ -72,20 +72,24 @@ absl::Status CheckTriggerSymbol(const RecordOptions& options, const TriggerSpec&
       symbol.file_suffix.empty() ? "; for a library function write NAME@LIBRARY, e.g. malloc@libc.so.6" : ""));
 }
 
-std::optional<TriggerFiring> TriggerPolicy::Hit(const TriggerFiring& candidate) {
+std::optional<TriggerFiring> TriggerPolicy::Hit(int pid, int tid, uint64_t entry_ns, uint64_t return_ns) {
   if (done_) return std::nullopt;
   ++hits_;
   if (hits_ < spec_.after) return std::nullopt;
-  TriggerFiring firing = candidate;
-  firing.hit = hits_;
   if (!spec_.repeat) done_ = true;
-  firings_.push_back(firing);
-  return firing;
+  firings_.push_back(TriggerFiring{.symbol = spec_.symbol,
+                                   .slower_than_ns = spec_.slower_than_ns,
+                                   .hit = hits_,
+                                   .pid = pid,
+                                   .tid = tid,
+                                   .entry_ns = entry_ns,
+                                   .return_ns = return_ns});
+  return firings_.back();
 }
 
 std::optional<TriggerFiring> TriggerPolicy::OnEntry(int pid, int tid, uint64_t stack_pointer, uint64_t time) {
   ++entries_;
-  if (!watches_returns()) return Hit(TriggerFiring{pid, tid, 0, time, 0});
+  if (!watches_returns()) return Hit(pid, tid, time, 0);
   if (done_) return std::nullopt;
   std::vector<Open>& open = open_[tid];
   // A call left without the stack rising past it (a longjmp to deeper code, a thread
@@ -112,7 +116,7 @@ std::optional<TriggerFiring> TriggerPolicy::OnStack(int tid, uint64_t stack_poin
     const uint64_t took = time > call.entry_ns ? time - call.entry_ns : 0;
     if (took > slowest_ns_) slowest_ns_ = took;
     if (took > spec_.slower_than_ns && !fired) {
-      fired = Hit(TriggerFiring{call.pid, tid, 0, call.entry_ns, time});
+      fired = Hit(call.pid, tid, call.entry_ns, time);
     }
   }
   if (open.empty()) open_.erase(it);
@@ -140,16 +144,7 @@ std::string TriggerPolicy::Describe(uint64_t address) const {
 
 std::optional<TriggerPoint> TriggerPointOf(const TriggerPolicy& policy) {
   if (policy.firings().empty()) return std::nullopt;
-  const TriggerFiring& f = policy.firings().front();
-  TriggerPoint point;
-  point.symbol = policy.spec().symbol;
-  point.slower_than_ns = policy.spec().slower_than_ns;
-  point.hit = f.hit;
-  point.pid = f.pid;
-  point.tid = f.tid;
-  point.entry_ns = f.entry_ns;
-  point.return_ns = f.return_ns;
-  return point;
+  return policy.firings().front();
 }
 
 }  // namespace ptd

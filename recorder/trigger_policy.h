@@ -41,14 +41,9 @@ absl::StatusOr<TriggerSpec> TriggerSpecOf(const RecordOptions& options);
 // attach to. NAME@LIBRARY of a library not loaded yet cannot be checked and passes.
 absl::Status CheckTriggerSymbol(const RecordOptions& options, const TriggerSpec& spec);
 
-// The call that made the trigger fire, on the backend's time axis.
-struct TriggerFiring {
-  int pid = -1;
-  int tid = -1;
-  uint64_t hit = 0;        // which hit (1-based)
-  uint64_t entry_ns = 0;
-  uint64_t return_ns = 0;  // 0: fired on the entry
-};
+// The call that made the trigger fire, on the backend's time axis: what meta.json's
+// "trigger" records of the first one.
+using TriggerFiring = TriggerPoint;
 
 class TriggerPolicy {
  public:
@@ -80,7 +75,7 @@ class TriggerPolicy {
     uint64_t stack_pointer = 0;
     uint64_t entry_ns = 0;
   };
-  std::optional<TriggerFiring> Hit(const TriggerFiring& candidate);
+  std::optional<TriggerFiring> Hit(int pid, int tid, uint64_t entry_ns, uint64_t return_ns);
 
   TriggerSpec spec_;
   absl::flat_hash_map<int, std::vector<Open>> open_;  // per thread, outermost first

@@ -170,6 +170,12 @@ CodeWalkerStats CodeWalker::Walk(PacketSink* sink, GroundTruthWriter* truth) {
     ip = RandomFunction();
     ++stats.escapes;
   };
+  // A call: the walker's stack and RSP take its return address.
+  auto push_return = [&](uint64_t address) {
+    stack.push_back(address);
+    rsp -= 8;
+    ++stats.calls;
+  };
 
   bool check_revisit = false;
   uint64_t loop_branch = 0;  // the backward branch taken last, and how often in a row
@@ -250,18 +256,12 @@ CodeWalkerStats CodeWalker::Walk(PacketSink* sink, GroundTruthWriter* truth) {
         break;
       case BranchKind::kDirectCall:
         insn.next_ip = info->direct_target;
-        if (insn.next_ip != fall_through) {
-          stack.push_back(fall_through);
-          rsp -= 8;
-          ++stats.calls;
-        }
+        if (insn.next_ip != fall_through) push_return(fall_through);
         check_revisit = true;
         break;
       case BranchKind::kIndirectCall:
         insn.next_ip = RandomFunction();
-        stack.push_back(fall_through);
-        rsp -= 8;
-        ++stats.calls;
+        push_return(fall_through);
         packet = true;
         break;
       case BranchKind::kIndirectJump:
@@ -376,15 +376,8 @@ absl::StatusOr<CodeWalkerStats> WriteWalkerTrace(const CodeWalkerOptions& option
     m.flags = MAP_PRIVATE;
     m.filename = options.elf_path;
     sideband.Append(m, id);
-    ImageEntry image;
-    image.path = options.elf_path;
-    image.name = options.elf_path;
-    image.vaddr = m.addr;
-    image.file_offset = m.pgoff;
-    image.size = m.len;
-    image.pid = options.pid;
-    image.kind = ImageKind::kFile;
-    meta.images.push_back(image);
+    meta.images.push_back(ImageEntry{options.elf_path, options.elf_path, m.addr, m.pgoff, m.len,
+                                     options.pid, ImageKind::kFile, ""});
   }
   const std::string sideband_file = absl::StrCat(kSidebandSubdir, "/synth.data");
   if (absl::Status s = WriteFileAtomic(dir->FilePath(sideband_file),

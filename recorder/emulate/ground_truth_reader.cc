@@ -1,6 +1,7 @@
 #include "recorder/emulate/ground_truth.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <utility>
 
 #include <unordered_map>
@@ -13,6 +14,22 @@ namespace {
 constexpr size_t kHeaderSize = 16;
 // No sane run is longer than this; bounds work and memory on corrupt input.
 constexpr uint64_t kMaxRun = 1u << 20;
+
+// One varint field of a record: its name (for errors) and the record member it fills.
+struct VarintField {
+  VarintField(const char* name, uint64_t* to) : name(name), wide(to) {}
+  VarintField(const char* name, uint32_t* to) : name(name), narrow(to) {}
+  void Store(uint64_t value) const {
+    if (wide != nullptr) {
+      *wide = value;
+    } else {
+      *narrow = static_cast<uint32_t>(value);
+    }
+  }
+  const char* name;
+  uint64_t* wide = nullptr;
+  uint32_t* narrow = nullptr;
+};
 
 }  // namespace
 
@@ -125,14 +142,18 @@ absl::StatusOr<bool> GroundTruthReader::Next(GroundTruthRecord* record) {
     record->pid = t.pid;
     record->tid = t.tid;
     record->time = time_;
-    uint64_t v[5] = {};
-    auto read = [&](int n, const char* const* names) -> absl::Status {
-      for (int i = 0; i < n; ++i) {
-        if (absl::Status s = ReadVarint(&v[i], names[i]); !s.ok()) return s;
+    // The record's varint fields, in the order GroundTruthWriter writes them.
+    auto read = [&](std::initializer_list<VarintField> fields) -> absl::Status {
+      for (const VarintField& field : fields) {
+        uint64_t value = 0;
+        if (absl::Status s = ReadVarint(&value, field.name); !s.ok()) return s;
+        field.Store(value);
       }
       return absl::OkStatus();
     };
-    switch (record->type) {
+    absl::Status fields;
+    GroundTruthRecord& r = *record;
+    switch (r.type) {
       case GroundTruthTag::kInsns: {
         uint64_t n = 0;
         if (absl::Status s = ReadVarint(&n, "run length"); !s.ok()) return s;
@@ -141,59 +162,32 @@ absl::StatusOr<bool> GroundTruthReader::Next(GroundTruthRecord* record) {
         run_time_ = time_;
         return Next(record);
       }
-      case GroundTruthTag::kCall: {
-        static const char* const kNames[] = {"from", "to", "sp", "depth", "flags"};
-        if (absl::Status s = read(5, kNames); !s.ok()) return s;
-        record->from = v[0];
-        record->to = v[1];
-        record->sp = v[2];
-        record->depth = static_cast<uint32_t>(v[3]);
-        record->flags = static_cast<uint32_t>(v[4]);
-        return true;
-      }
-      case GroundTruthTag::kReturn: {
-        static const char* const kNames[] = {"from", "to", "depth"};
-        if (absl::Status s = read(3, kNames); !s.ok()) return s;
-        record->from = v[0];
-        record->to = v[1];
-        record->depth = static_cast<uint32_t>(v[2]);
-        return true;
-      }
-      case GroundTruthTag::kUnwind: {
-        static const char* const kNames[] = {"at", "to", "frames", "depth"};
-        if (absl::Status s = read(4, kNames); !s.ok()) return s;
-        record->from = v[0];
-        record->to = v[1];
-        record->count = v[2];
-        record->depth = static_cast<uint32_t>(v[3]);
-        return true;
-      }
-      case GroundTruthTag::kSyscall: {
-        static const char* const kNames[] = {"ip"};
-        if (absl::Status s = read(1, kNames); !s.ok()) return s;
-        record->ip = v[0];
-        return true;
-      }
-      case GroundTruthTag::kSignal: {
-        static const char* const kNames[] = {"interrupted", "handler", "signo"};
-        if (absl::Status s = read(3, kNames); !s.ok()) return s;
-        record->from = v[0];
-        record->to = v[1];
-        record->count = v[2];
-        return true;
-      }
-      case GroundTruthTag::kEnd:
-        return true;
-      case GroundTruthTag::kLost: {
-        static const char* const kNames[] = {"count"};
-        if (absl::Status s = read(1, kNames); !s.ok()) return s;
-        record->count = v[0];
-        return true;
-      }
-      case GroundTruthTag::kThread:
+      case GroundTruthTag::kCall:
+        fields = read({{"from", &r.from}, {"to", &r.to}, {"sp", &r.sp}, {"depth", &r.depth},
+                       {"flags", &r.flags}});
         break;
+      case GroundTruthTag::kReturn:
+        fields = read({{"from", &r.from}, {"to", &r.to}, {"depth", &r.depth}});
+        break;
+      case GroundTruthTag::kUnwind:
+        fields = read({{"at", &r.from}, {"to", &r.to}, {"frames", &r.count}, {"depth", &r.depth}});
+        break;
+      case GroundTruthTag::kSyscall:
+        fields = read({{"ip", &r.ip}});
+        break;
+      case GroundTruthTag::kSignal:
+        fields = read({{"interrupted", &r.from}, {"handler", &r.to}, {"signo", &r.count}});
+        break;
+      case GroundTruthTag::kEnd:
+        break;
+      case GroundTruthTag::kLost:
+        fields = read({{"count", &r.count}});
+        break;
+      case GroundTruthTag::kThread:
+        return Corrupt("unknown record tag");
     }
-    return Corrupt("unknown record tag");
+    if (!fields.ok()) return fields;
+    return true;
   }
 }
 

@@ -302,6 +302,22 @@ void PacketGenerator::BeginInsn(uint64_t ip, uint64_t time) {
   last_time_ = time;
 }
 
+bool PacketGenerator::PopReturn(uint64_t address) {
+  if (options_.noretcomp || ret_depth_ == 0) return false;
+  const int top = (ret_top_ + kRetStackSize - 1) % kRetStackSize;
+  if (ret_stack_[top] != address) return false;
+  ret_top_ = top;
+  --ret_depth_;
+  return true;
+}
+
+void PacketGenerator::EmitTip(uint64_t ip, uint64_t time) {
+  FlushTnt();
+  Timing(time);
+  EmitIpPacket(ppt_tip, ip);
+  ++stats_.tips;
+}
+
 void PacketGenerator::RetireLeaving(const ExecutedInsn& insn, uint64_t time) {
   BeginInsn(insn.ip, time);
   // A branch out of the traced region (IP filtering): TIP.PGD with the target instead of
@@ -340,34 +356,19 @@ void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
       break;
     case BranchKind::kIndirectCall:
       PushReturn(fall_through);
-      FlushTnt();
-      Timing(time);
-      EmitIpPacket(ppt_tip, insn.next_ip);
-      ++stats_.tips;
+      EmitTip(insn.next_ip, time);
       break;
     case BranchKind::kIndirectJump:
-      FlushTnt();
-      Timing(time);
-      EmitIpPacket(ppt_tip, insn.next_ip);
-      ++stats_.tips;
+      EmitTip(insn.next_ip, time);
       break;
-    case BranchKind::kReturn: {
-      if (!options_.noretcomp && ret_depth_ > 0) {
-        const int top = (ret_top_ + kRetStackSize - 1) % kRetStackSize;
-        if (ret_stack_[top] == insn.next_ip) {
-          ret_top_ = top;
-          --ret_depth_;
-          ++stats_.compressed_returns;
-          AddTntBit(true);
-          break;
-        }
+    case BranchKind::kReturn:
+      if (PopReturn(insn.next_ip)) {
+        ++stats_.compressed_returns;
+        AddTntBit(true);
+      } else {
+        EmitTip(insn.next_ip, time);
       }
-      FlushTnt();
-      Timing(time);
-      EmitIpPacket(ppt_tip, insn.next_ip);
-      ++stats_.tips;
       break;
-    }
     case BranchKind::kFarTransfer:
       // User-only tracing: the CPU enters the kernel, PacketEn drops, and the target
       // (a kernel address) is suppressed.

@@ -133,6 +133,9 @@ class PacketGenerator {
   void EmitSimple(int type);
   void Emit(pt_packet* packet);
   void PushReturn(uint64_t address);
+  // True (and popped) when `address` is on top of the return-compression stack.
+  bool PopReturn(uint64_t address);
+  void EmitTip(uint64_t ip, uint64_t time);  // with the TNT bits and timing due before it
 
   static constexpr int kRetStackSize = 64;  // the CPU's and libipt's depth
   static constexpr size_t kBufferSize = 1 << 16;

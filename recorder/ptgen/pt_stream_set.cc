@@ -122,7 +122,7 @@ uint64_t PtStreamSet::SwitchTo(Stream* stream, int pid, int tid, uint64_t time) 
     stream->sideband->Append(out, id);
     stream->last_pid = stream->current_pid;
     stream->last_tid = stream->current_tid;
-    ++context_switches_;
+    ++counted_.context_switches;
   }
   // The decoder's return-compression stack belongs to the previous thread.
   stream->generator->ClearReturnStack();
@@ -152,7 +152,7 @@ bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t ti
   if (stream->silent > 0) {
     // Lost to the overflow: the CPU wrote nothing for it.
     --stream->silent;
-    ++lost_instructions_;
+    ++counted_.lost_instructions;
     slot.resume_ip = insn.next_ip;
     return false;
   }
@@ -209,7 +209,7 @@ void PtStreamSet::MaybeInjectOverflow(Stream* stream, const ExecutedInsn& insn, 
   stream->generator->InjectOverflow(time);
   stream->silent = options_.overflow_lost_instructions;
   stream->next_overflow = stats.bytes + options_.overflow_every_bytes;
-  ++overflows_;
+  ++counted_.overflows;
 }
 
 bool PtStreamSet::AsyncDisable(int pid, int tid, uint64_t ip, uint64_t time) {
@@ -346,7 +346,7 @@ absl::Status PtStreamSet::TakeChunk(Stream* stream, const std::string& reason, u
 }
 
 absl::Status PtStreamSet::Snapshot(const std::string& reason, uint64_t time) {
-  ++snapshots_;
+  ++counted_.snapshots;
   if (options_.snapshot) {
     // The interrupt that stops the hardware is an asynchronous exit from user space.
     for (auto& [tid, slot] : threads_) {
@@ -371,16 +371,12 @@ absl::Status PtStreamSet::Snapshot(const std::string& reason, uint64_t time) {
 }
 
 PtStreamSetStats PtStreamSet::stats() const {
-  PtStreamSetStats stats;
+  PtStreamSetStats stats = counted_;
   for (const auto& stream : streams_) {
     stats.bytes += stream->generator->stats().bytes;
     stats.instructions += stream->generator->stats().instructions;
   }
-  stats.context_switches = context_switches_;
   stats.streams = streams_.size();
-  stats.snapshots = snapshots_;
-  stats.overflows = overflows_;
-  stats.lost_instructions = lost_instructions_;
   return stats;
 }
 

@@ -126,10 +126,8 @@ class PtStreamSet {
   std::vector<std::unique_ptr<Stream>> streams_;
   std::unordered_map<int, ThreadSlot> threads_;
   int next_vcpu_ = 0;
-  uint64_t context_switches_ = 0;
-  uint64_t snapshots_ = 0;
-  uint64_t overflows_ = 0;
-  uint64_t lost_instructions_ = 0;
+  // The counters kept as things happen; stats() adds what the streams hold.
+  PtStreamSetStats counted_;
   bool finished_ = false;
   uint64_t trim_from_ = 0;
 };
