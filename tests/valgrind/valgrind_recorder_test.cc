@@ -37,7 +37,8 @@ using ::ptd::testing::RunCommand;
 using ::ptd::testing::TempDir;
 using ::ptd::testing::WatchedSlice;
 
-std::string Program(const std::string& name) { return std::string(PTD_BINARY_DIR) + "/tests/programs/" + name; }
+// StrCat: GCC 12 warns (-Warray-bounds, falsely) about the operator+ chain here.
+std::string Program(const std::string& name) { return absl::StrCat(PTD_BINARY_DIR, "/tests/programs/", name); }
 
 #define PTD_REQUIRE_VALGRIND()                                   \
   do {                                                           \
@@ -214,11 +215,40 @@ TEST(ValgrindRecorderTest, GoGoroutinesKeepTheirOwnStacks) {
     EXPECT_EQ(ParentsOf(rec, "runtime.main"), std::set<std::string>{""});
     EXPECT_EQ(ParentsOf(rec, "main.main"), std::set<std::string>{"runtime.main"});
     EXPECT_EQ(ParentsOf(rec, "main.mayPanic"), std::set<std::string>{"main.main"});
-    EXPECT_EQ(ParentsOf(rec, "main.deep"), (std::set<std::string>{"main.deep", "main.deepRoot"}));
+    // Inside deepRoot; or at the top: a goroutine that ran on another thread comes back
+    // with callers the model infers as it returns (a stale copy of a shallower stack,
+    // parked at the same PC of deep, can be taken for it: recursion returns to the same
+    // address at every level, so nothing tells them apart before the bottom).
+    for (const std::string& parent : ParentsOf(rec, "main.deep")) {
+      EXPECT_TRUE(parent == "main.deep" || parent == "main.deepRoot" || parent.empty()) << parent;
+    }
+    EXPECT_TRUE(ParentsOf(rec, "main.deep").count("main.deepRoot"));
     EXPECT_GT(Calls(rec.decoded.calls, "runtime.morestack.abi0"), 0u);  // deep grew its stack
     EXPECT_GT(Calls(rec.decoded.calls, "runtime.mcall"), 100u);         // goroutines parked
     // deep(2000) nests 2001 frames: folded at the model's limit, never past it.
     EXPECT_LE(rec.decoded.max_depth, decoder::CallStackModel::kFoldDepth + 1);
+  }
+}
+
+// Asynchronous preemption (GOMAXPROCS=1, a goroutine spinning without calls): the signal
+// handler makes the spinner call asyncPreempt, whose mcall parks it; it is resumed later
+// inside asyncPreempt and returns into its loop. Its frames stay its own.
+TEST(ValgrindRecorderTest, GoAsyncPreemptionParksAndResumesTheSpinningGoroutine) {
+  PTD_REQUIRE_VALGRIND();
+  const std::string program = Program("ptd_prog_go_preempt");
+  if (!PathExists(program)) GTEST_SKIP() << "go not found: " << program << " not built";
+  TempDir tmp;
+  Recorded rec = RecordAndDecode(tmp, {"/usr/bin/env", "GOMAXPROCS=1", program});
+  ExpectCleanDecode(rec);
+  EXPECT_EQ(rec.summary.exit_status, 0);
+  EXPECT_EQ(rec.decoded.unbalanced, 0u);
+  EXPECT_GT(Calls(rec.decoded.calls, "runtime.asyncPreempt.abi0"), 0u);  // it was preempted
+  EXPECT_EQ(ParentsOf(rec, "main.spin"), std::set<std::string>{""});
+  EXPECT_EQ(ParentsOf(rec, "main.main"), std::set<std::string>{"runtime.main"});
+  // Entered by the signal's return (a frame of the spinner's stack), then resumed.
+  const std::set<std::string> entered_from = {"main.spin", "runtime.sigreturn.abi0"};
+  for (const std::string& parent : ParentsOf(rec, "runtime.asyncPreempt.abi0")) {
+    EXPECT_TRUE(entered_from.count(parent)) << parent;
   }
 }
 
