@@ -158,18 +158,24 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
   stats_.max_depth = std::max<uint64_t>(stats_.max_depth, frames_.size());
 }
 
-void CallStackModel::StartSegment(const FlowEvent& event) {
-  in_segment_ = true;
-  ++stats_.segments;
+void CallStackModel::BeginStack(const FlowEvent& event, bool bottom_known) {
+  // The stack's output is held, so callers inferred later enclose all of it from here on
+  // (and a goroutine resume's choice can still be corrected).
+  holding_ = true;
   segment_start_time_ = event.time;
   segment_start_instructions_ = event.instructions;
   segment_start_cycles_ = event.cycles;
   inferred_in_segment_ = 0;
   raise_pending_ = false;
   trap_depths_.clear();
+  bottom_known_ = bottom_known;
+}
+
+void CallStackModel::StartSegment(const FlowEvent& event) {
+  in_segment_ = true;
+  ++stats_.segments;
   ++stats_.inferred_frames;
-  holding_ = true;
-  bottom_known_ = false;
+  BeginStack(event, /*bottom_known=*/false);
   Push(MakeFrame(event.target, event.target_known, event));
   if (frames_.back().plt_pending) MaterializeTop();
 }
@@ -479,16 +485,7 @@ void CallStackModel::SwitchStacks(const FlowEvent& event, bool bottom_known) {
   while (!frames_.empty()) PopTop(event);
   Release();
   ++stats_.goroutine_switches;
-  // As at a segment's start: the new stack's output is held, so callers inferred later
-  // enclose all of it from the switch on (and a resume's choice can still be corrected).
-  holding_ = true;
-  segment_start_time_ = event.time;
-  segment_start_instructions_ = event.instructions;
-  segment_start_cycles_ = event.cycles;
-  inferred_in_segment_ = 0;
-  raise_pending_ = false;
-  trap_depths_.clear();
-  bottom_known_ = bottom_known;
+  BeginStack(event, bottom_known);
 }
 
 void CallStackModel::GoPark(uint64_t resume_pc, const FlowEvent& event) {
@@ -496,14 +493,16 @@ void CallStackModel::GoPark(uint64_t resume_pc, const FlowEvent& event) {
   // goexit1's mcall(goexit0) ends the goroutine: nothing to resume.
   const bool exiting = !frames_.empty() && frames_.back().go_role == GoRole::kExit;
   if (!exiting && !frames_.empty()) {
-    std::deque<ParkedStack>& here = parked_[resume_pc];
     if (parked_count_ >= kMaxParkedStacks) {
-      std::deque<ParkedStack>& victim = here.empty() ? parked_.begin()->second : here;
-      victim.pop_front();
+      // The oldest at this PC, else at any (no deque in parked_ is left empty).
+      auto victim = parked_.find(resume_pc);
+      if (victim == parked_.end()) victim = parked_.begin();
+      victim->second.pop_front();
+      if (victim->second.empty()) parked_.erase(victim);
       --parked_count_;
       ++stats_.goroutine_stacks_dropped;
     }
-    here.push_back(ParkedStack{frames_, bottom_known_, ++park_order_});
+    parked_[resume_pc].push_back(ParkedStack{frames_, bottom_known_, ++park_order_});
     ++parked_count_;
     last_parked_pc_ = resume_pc;
   }

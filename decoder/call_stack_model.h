@@ -122,6 +122,8 @@ class CallStackModel {
   void EmitBegin(uint64_t time, absl::string_view name);
   void EmitEnd(uint64_t time, const SliceCounts& counts);
   void Release();
+  // A frame stack starts at `event` (a segment, or a goroutine's after a switch).
+  void BeginStack(const FlowEvent& event, bool bottom_known);
   void StartSegment(const FlowEvent& event);
   void EndSegment(const FlowEvent& event, const char* what);
   Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
@@ -187,7 +189,7 @@ class CallStackModel {
   // Go: the stack's bottom frame has no caller to infer (a goroutine's function, g0's
   // mcall/morestack).
   bool bottom_known_ = false;
-  absl::flat_hash_map<uint64_t, std::deque<ParkedStack>> parked_;  // by resume PC
+  absl::flat_hash_map<uint64_t, std::deque<ParkedStack>> parked_;  // by resume PC, none empty
   size_t parked_count_ = 0;
   uint64_t park_order_ = 0;
   uint64_t last_parked_pc_ = 0;

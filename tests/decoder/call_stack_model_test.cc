@@ -546,5 +546,21 @@ TEST_F(GoModelTest, RecoveredPanicResumesTheDeferringFrame) {
   ExpectBalanced();
 }
 
+// Goroutines parked on this thread and never resumed here (they moved to another thread)
+// are bounded: beyond kMaxParkedStacks the oldest at the PC is dropped, and the newest
+// still resumes.
+TEST_F(GoModelTest, ParkedStacksAreBounded) {
+  Enable(kParkM);
+  for (size_t n = 0; n <= CallStackModel::kMaxParkedStacks; ++n) {
+    Gogo(n % 2 ? kA : kB);  // a new goroutine
+    Park(n % 2 ? kA : kB);
+  }
+  EXPECT_EQ(model_.stats().goroutine_stacks_dropped, 1u);
+  Gogo(kGoparkResume);
+  Finish();
+  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  ExpectBalanced();
+}
+
 }  // namespace
 }  // namespace ptd::decoder
