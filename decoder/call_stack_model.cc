@@ -329,6 +329,10 @@ void CallStackModel::OnReturn(const FlowEvent& event) {
     if (frames_[i].return_address == event.target) {
       pending_.unchecked = i;
       if (i == 0) pending_.active = false;
+    } else if (frames_[i].return_address == 0) {
+      // A frame entered, not called (asyncPreempt from a signal's return, a goroutine's
+      // function): nothing to check it against; the choice stands.
+      pending_.active = false;
     } else if (!SwapResumedStack(i, event)) {
       Unresume(i);
     }

@@ -368,7 +368,7 @@ class GoModelTest : public ModelTest {
   static constexpr uint64_t kMcall = 0x10000, kGogo = 0x11000, kGogoHelper = 0x12000, kMorestack = 0x13000,
                             kMorestackNoctxt = 0x14000, kGoexit = 0x15000, kGoexit1 = 0x16000, kParkM = 0x17000,
                             kGopark = 0x18000, kA = 0x19000, kB = 0x1a000, kNewstack = 0x1b000, kGopanic = 0x1c000,
-                            kC = 0x1d000;
+                            kC = 0x1d000, kAsyncPreempt = 0x1e000, kAsyncPreempt2 = 0x1f000, kSystemstack = 0x20000;
   // Where a goroutine parked by gopark resumes: the return address of gopark's mcall.
   static constexpr uint64_t kGoparkResume = kGopark + 0x15;
   GoModelTest() {
@@ -386,6 +386,9 @@ class GoModelTest : public ModelTest {
     resolver_.Add(kNewstack, "runtime.newstack");
     resolver_.Add(kGopanic, "runtime.gopanic");
     resolver_.Add(kC, "main.c");
+    resolver_.Add(kAsyncPreempt, "runtime.asyncPreempt.abi0");
+    resolver_.Add(kAsyncPreempt2, "runtime.asyncPreempt2");
+    resolver_.Add(kSystemstack, "runtime.systemstack.abi0");
   }
   // The goroutine running `fn` parks in gopark (called from fn + 0x10).
   void Park(uint64_t fn) {
@@ -559,6 +562,47 @@ TEST_F(GoModelTest, ParkedStacksAreBounded) {
   Gogo(kGoparkResume);
   Finish();
   EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  ExpectBalanced();
+}
+
+// Asynchronous preemption: the signal's return enters asyncPreempt (a frame entered, not
+// called), asyncPreempt2 parks with mcall; resumed, asyncPreempt returns into the middle
+// of the interrupted function. The parked stack is the one resumed (none is left parked).
+TEST_F(GoModelTest, AsyncPreemptParksAndReturnsIntoTheInterruptedFunction) {
+  Enable(kA);
+  model_.OnEvent(Ev(FlowKind::kDisable, 0, 0));  // the signal
+  Enable(kAsyncPreempt);                         // sigreturn to the injected call
+  Call(kAsyncPreempt + 0x10, kAsyncPreempt2);
+  Call(kAsyncPreempt2 + 0x10, kMcall);  // mcall(gopreempt_m)
+  Call(kMcall + 0x10, kParkM);
+  Gogo(kAsyncPreempt2 + 0x15);
+  Ret(kAsyncPreempt2 + 0x50, kAsyncPreempt + 0x15);
+  Ret(kAsyncPreempt + 0x50, kA + 0x33);  // back in the spinning loop
+  Call(kA + 0x40, kB);
+  Ret(kB + 0x50, kA + 0x45);
+  Finish();
+  EXPECT_EQ(sink_.Names(),
+            Cat({{"B main.a", "B [untraced]", "E [untraced]", "B runtime.asyncPreempt.abi0", "B runtime.asyncPreempt2",
+                  "E runtime.asyncPreempt2", "E runtime.asyncPreempt.abi0", "E main.a"},
+                 G0(),
+                 {"B main.a", "B runtime.asyncPreempt.abi0", "B runtime.asyncPreempt2", "E runtime.asyncPreempt2",
+                  "E runtime.asyncPreempt.abi0", "B main.b", "E main.b", "E main.a"}}));
+  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  ExpectBalanced();
+}
+
+// systemstack runs its function on g0 and returns to the same goroutine: a call and a
+// return, no switch.
+TEST_F(GoModelTest, SystemstackIsACallNotASwitch) {
+  Enable(kA);
+  Call(kA + 0x10, kSystemstack);
+  Call(kSystemstack + 0x10, kC);  // the function, on g0's stack
+  Ret(kC + 0x50, kSystemstack + 0x15);
+  Ret(kSystemstack + 0x50, kA + 0x15);
+  Finish();
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main.a", "B runtime.systemstack.abi0", "B main.c", "E main.c",
+                                         "E runtime.systemstack.abi0", "E main.a"));
+  EXPECT_EQ(model_.stats().goroutine_switches, 0u);
   ExpectBalanced();
 }
 
