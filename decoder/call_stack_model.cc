@@ -38,10 +38,13 @@ CallStackModel::GoRole CallStackModel::GoRoleOf(absl::string_view name) {
   if (name.size() < 12 || name[0] != 'r' || !absl::StartsWith(name, "runtime.")) return GoRole::kNone;
   name.remove_prefix(8);
   absl::ConsumeSuffix(&name, ".abi0");  // assembly functions' ABI0 symbols
-  if (name == "mcall" || name == "morestack") return GoRole::kSwitch;
+  if (name == "mcall") return GoRole::kMcall;
+  if (name == "morestack") return GoRole::kMorestack;
   if (name == "gogo") return GoRole::kGogo;
   if (name == "goexit1") return GoRole::kExit;
   if (name == "goexit") return GoRole::kGoexit;
+  // Go 1.21+ calls mcall(recovery) from (*_panic).nextDefer.
+  if (name == "gopanic" || name == "(*_panic).nextDefer") return GoRole::kGopanic;
   return GoRole::kNone;
 }
 
@@ -280,9 +283,9 @@ void CallStackModel::OnCall(const FlowEvent& event) {
   if (event.target_known && event.target == event.fallthrough) return;
   Frame frame = MakeFrame(event.target, event.target_known, event);
   frame.return_address = event.fallthrough;
-  if (frame.go_role == GoRole::kSwitch) {
-    // runtime.mcall (gopark, gosched, goexit1, recovery) or morestack from a closure's
-    // prologue: the goroutine resumes at the call's return address.
+  if (frame.go_role == GoRole::kMcall && !(!frames_.empty() && frames_.back().go_role == GoRole::kGopanic)) {
+    // gopark, gosched, goexit1, gopanic's recovery, asyncPreempt2: the goroutine resumes
+    // at the call's return address.
     GoPark(event.fallthrough, event);
     frame.return_address = 0;  // g0's bottom: it never returns
   }
@@ -428,16 +431,6 @@ void CallStackModel::OnJump(const FlowEvent& event) {
   Frame frame = MakeFrame(event.target, true, event);
   frame.return_address = top.return_address;
   if (top.go_role == GoRole::kGogo) frame.go_role = GoRole::kGogo;  // runtime.gogo → gogo<>
-  if (frame.go_role == GoRole::kSwitch) {
-    // morestack_noctxt → morestack: the goroutine resumes where its function called
-    // morestack_noctxt (newstack's gogo, or a later one after preemption).
-    const uint64_t resume_pc = top.return_address;
-    PopTop(event);
-    GoPark(resume_pc, event);
-    frame.return_address = 0;
-    Push(frame);
-    return;
-  }
   PopTop(event);
   Push(frame);
 }
@@ -494,9 +487,14 @@ void CallStackModel::SwitchStacks(const FlowEvent& event, bool bottom_known) {
 
 void CallStackModel::GoPark(uint64_t resume_pc, const FlowEvent& event) {
   MaterializeTop();
+  Park(resume_pc, frames_.size());
+  SwitchStacks(event, /*bottom_known=*/true);
+}
+
+void CallStackModel::Park(uint64_t resume_pc, size_t count) {
   // goexit1's mcall(goexit0) ends the goroutine: nothing to resume.
-  const bool exiting = !frames_.empty() && frames_.back().go_role == GoRole::kExit;
-  if (!exiting && !frames_.empty()) {
+  const bool exiting = count > 0 && frames_[count - 1].go_role == GoRole::kExit;
+  if (!exiting && count > 0 && resume_pc != 0) {
     if (parked_count_ >= kMaxParkedStacks) {
       // The oldest at this PC, else at any (no deque in parked_ is left empty).
       auto victim = parked_.find(resume_pc);
@@ -506,11 +504,11 @@ void CallStackModel::GoPark(uint64_t resume_pc, const FlowEvent& event) {
       --parked_count_;
       ++stats_.goroutine_stacks_dropped;
     }
-    parked_[resume_pc].push_back(ParkedStack{frames_, bottom_known_, ++park_order_});
+    parked_[resume_pc].push_back(
+        ParkedStack{std::vector<Frame>(frames_.begin(), frames_.begin() + count), bottom_known_, ++park_order_});
     ++parked_count_;
     last_parked_pc_ = resume_pc;
   }
-  SwitchStacks(event, /*bottom_known=*/true);
 }
 
 void CallStackModel::Restore(const std::vector<Frame>& frames, size_t count, const FlowEvent& event) {
@@ -526,6 +524,32 @@ void CallStackModel::Restore(const std::vector<Frame>& frames, size_t count, con
 
 void CallStackModel::GoResume(const FlowEvent& event) {
   const uint64_t pc = event.target;
+  // Switches that usually come back to the same goroutine are followed lazily, so its
+  // frames stay whole: a stack growth (morestack, entered from the function's call to
+  // morestack_noctxt, runs newstack on g0, whose gogo goes back into that function) and
+  // a recovered panic (gopanic's mcall(recovery): gogo goes into the deferring frame).
+  // gogo into a frame below such a switch is a return to it; anywhere else (newstack
+  // preempted the goroutine) the frames below the switch are parked now.
+  for (size_t s = frames_.size(); s-- > 0;) {
+    const Frame& at = frames_[s];
+    const bool lazy = at.go_role == GoRole::kMorestack ||
+                      (at.go_role == GoRole::kMcall && s > 0 && frames_[s - 1].go_role == GoRole::kGopanic);
+    if (!lazy) continue;
+    if (at.return_address == pc) {
+      UnwindTo(s, event);
+      return;
+    }
+    for (size_t i = s; i-- > 0;) {
+      const Frame& f = frames_[i];
+      if (f.kind == FrameKind::kFunction && f.symbol && f.contains(pc) && pc != f.fn_start) {
+        UnwindTo(i + 1, event);
+        return;
+      }
+    }
+    MaterializeTop();
+    Park(at.return_address, s);
+    break;
+  }
   SwitchStacks(event, /*bottom_known=*/false);
   if (auto it = parked_.find(pc); it != parked_.end() && !it->second.empty()) {
     // FIFO among the stacks parked at this PC (every goroutine parked by gopark resumes
@@ -555,8 +579,9 @@ void CallStackModel::GoResume(const FlowEvent& event) {
     Push(MakeFrame(pc, true, event));
     return;
   }
-  // Panic recovery: recovery's gogo continues the deferring frame of the stack that
-  // gopanic's mcall parked just before (nothing else ran on this thread in between).
+  // Panic recovery from a caller of mcall not recognised above: recovery's gogo
+  // continues the deferring frame of the stack parked just before (nothing else ran on
+  // this thread in between).
   if (auto it = parked_.find(last_parked_pc_);
       it != parked_.end() && !it->second.empty() && it->second.back().order == park_order_) {
     const std::vector<Frame>& frames = it->second.back().frames;

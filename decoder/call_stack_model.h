@@ -19,10 +19,10 @@
 //   a new segment at the next enable.
 // - frames deeper than kFoldDepth are folded into one marked slice (Perfetto drops slices
 //   nested deeper than 512).
-// - Go goroutine switches (runtime.mcall, runtime.morestack) park the goroutine's frames
-//   under the PC it resumes at; runtime.gogo's jump resumes the stack parked there (FIFO,
-//   corrected by the returns that follow), starts a goroutine at a function's entry, or
-//   unwinds a parked stack to the deferring frame (panic recovery).
+// - Go goroutine switches (runtime.mcall; runtime.morestack when newstack switches) park
+//   the goroutine's frames under the PC it resumes at; runtime.gogo's jump resumes the
+//   stack parked there (FIFO, corrected by the returns that follow), starts a goroutine
+//   at a function's entry, or unwinds a parked stack to the deferring frame (recovery).
 // Memory: the frame stack, the trap stack and the parked goroutine stacks (bounded),
 // nothing per event.
 
@@ -89,10 +89,13 @@ class CallStackModel {
   // The Go runtime's stack-switching functions, by symbol name (only Go binaries have them).
   enum class GoRole : uint8_t {
     kNone,
-    kSwitch,  // runtime.mcall, runtime.morestack: leave the goroutine's stack for g0's
+    kMcall,      // runtime.mcall: leaves the goroutine's stack for g0's
+    kMorestack,  // runtime.morestack: newstack on g0, back to the same goroutine unless
+                 // it was preempted there
     kGogo,    // runtime.gogo and its gogo<>: its indirect jump resumes a goroutine
     kExit,    // runtime.goexit1: the goroutine's mcall(goexit0) never resumes it
     kGoexit,  // runtime.goexit: a goroutine's function returns into it (never a caller)
+    kGopanic, // runtime.gopanic: its mcall(recovery) resumes a frame of the same stack
   };
   static GoRole GoRoleOf(absl::string_view name);
   struct Frame {
@@ -156,6 +159,8 @@ class CallStackModel {
   };
   // Ends every open frame and starts a new stack (a goroutine's or g0's) at `event`.
   void SwitchStacks(const FlowEvent& event, bool bottom_known);
+  // Parks frames_[0, count), to be resumed at `resume_pc` (not when they end in goexit1).
+  void Park(uint64_t resume_pc, size_t count);
   void GoPark(uint64_t resume_pc, const FlowEvent& event);
   void GoResume(const FlowEvent& event);
   // runtime.gogo's helper gogo<> (its jump there is a tail call, not a resume).

@@ -487,9 +487,10 @@ TEST_F(GoModelTest, ResumeThatFitsNoParkedStackInfersTheCallers) {
   ExpectBalanced();
 }
 
-// morestack_noctxt → morestack runs newstack on g0; gogo resumes the function that grew
-// its stack (at the return address of its call to morestack_noctxt).
-TEST_F(GoModelTest, MorestackParksTheGoroutineUntilNewstacksGogo) {
+// morestack_noctxt → morestack runs newstack on g0, whose gogo goes back into the
+// function that grew its stack (at the return address of its call to morestack_noctxt):
+// no switch, the frames stay whole.
+TEST_F(GoModelTest, MorestackGrowthReturnsIntoTheSameFrames) {
   Enable(kA);
   Call(kA + 0x10, kB);
   Call(kB + 0x80, kMorestackNoctxt);  // b's prologue: the stack is too small
@@ -500,11 +501,39 @@ TEST_F(GoModelTest, MorestackParksTheGoroutineUntilNewstacksGogo) {
   Jump(kGogoHelper + 0x20, kB + 0x85);  // back into b
   Ret(kB + 0x50, kA + 0x15);
   Finish();
+  EXPECT_THAT(sink_.Names(),
+              ElementsAre("B main.a", "B main.b", "B runtime.morestack_noctxt.abi0", "E runtime.morestack_noctxt.abi0",
+                          "B runtime.morestack.abi0", "B runtime.newstack", "B runtime.gogo.abi0",
+                          "E runtime.gogo.abi0", "B gogo", "E gogo", "E runtime.newstack", "E runtime.morestack.abi0",
+                          "E main.b", "E main.a"));
+  EXPECT_EQ(model_.stats().goroutine_switches, 0u);
+  ExpectBalanced();
+}
+
+// newstack preempted the goroutine (gopreempt_m → schedule): gogo goes to another
+// goroutine, so the frames below morestack are parked then, under the PC where b called
+// morestack_noctxt, and resumed there later.
+TEST_F(GoModelTest, MorestackThatPreemptsParksTheGoroutine) {
+  Enable(kA);
+  Call(kA + 0x10, kB);
+  Call(kB + 0x80, kMorestackNoctxt);
+  Jump(kMorestackNoctxt + 0x10, kMorestack);
+  Call(kMorestack + 0x10, kNewstack);
+  Call(kNewstack + 0x10, kGogo);
+  Jump(kGogo + 0x10, kGogoHelper);
+  Jump(kGogoHelper + 0x20, kC);  // another goroutine, new
+  Park(kC);
+  Gogo(kB + 0x85);               // b's goroutine again
+  Ret(kB + 0x50, kA + 0x15);
+  Finish();
   EXPECT_EQ(sink_.Names(),
             Cat({{"B main.a", "B main.b", "B runtime.morestack_noctxt.abi0", "E runtime.morestack_noctxt.abi0",
-                  "E main.b", "E main.a", "B runtime.morestack.abi0", "B runtime.newstack", "B runtime.gogo.abi0",
-                  "E runtime.gogo.abi0", "B gogo", "E gogo", "E runtime.newstack", "E runtime.morestack.abi0",
-                  "B main.a", "B main.b", "E main.b", "E main.a"}}));
+                  "B runtime.morestack.abi0", "B runtime.newstack", "B runtime.gogo.abi0", "E runtime.gogo.abi0",
+                  "B gogo", "E gogo", "E runtime.newstack", "E runtime.morestack.abi0", "E main.b", "E main.a",
+                  "B main.c", "B runtime.gopark", "E runtime.gopark", "E main.c"},
+                 G0(), {"B main.a", "B main.b", "E main.b", "E main.a"}}));
+  EXPECT_EQ(model_.stats().goroutines_started, 1u);
+  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
   ExpectBalanced();
 }
 
@@ -529,10 +558,10 @@ TEST_F(GoModelTest, GoroutineEndsInGoexitAndIsNotParked) {
   ExpectBalanced();
 }
 
-// A recovered panic: gopanic's mcall(recovery) parks the stack, recovery's gogo jumps
-// into the middle of the deferring function: its frame resumes, the frames above it
-// (the panicking ones) stay ended.
-TEST_F(GoModelTest, RecoveredPanicResumesTheDeferringFrame) {
+// A recovered panic: gopanic's mcall(recovery) runs recovery on g0, whose gogo jumps
+// into the middle of the deferring function: the frames above it (the panicking ones and
+// g0's) end there, the deferring frame goes on whole.
+TEST_F(GoModelTest, RecoveredPanicContinuesTheDeferringFrame) {
   Enable(kA);
   Call(kA + 0x10, kC);
   Call(kC + 0x10, kGopanic);
@@ -542,9 +571,29 @@ TEST_F(GoModelTest, RecoveredPanicResumesTheDeferringFrame) {
   Call(kA + 0x60, kB);
   Ret(kB + 0x50, kA + 0x65);
   Finish();
-  EXPECT_EQ(sink_.Names(),
-            Cat({{"B main.a", "B main.c", "B runtime.gopanic", "E runtime.gopanic", "E main.c", "E main.a"}, G0(),
-                 {"B main.a", "B main.b", "E main.b", "E main.a"}}));
+  EXPECT_THAT(sink_.Names(),
+              ElementsAre("B main.a", "B main.c", "B runtime.gopanic", "B runtime.mcall", "B runtime.park_m",
+                          "B runtime.gogo.abi0", "E runtime.gogo.abi0", "B gogo", "E gogo", "E runtime.park_m",
+                          "E runtime.mcall", "E runtime.gopanic", "E main.c", "B main.b", "E main.b", "E main.a"));
+  EXPECT_EQ(model_.stats().goroutine_switches, 0u);
+  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  ExpectBalanced();
+}
+
+// The same when mcall(recovery) comes from a function the model does not know as
+// gopanic's: the stack was parked, and gogo into the middle of one of its frames (the
+// stack parked just before) resumes it up to that frame.
+TEST_F(GoModelTest, RecoveryFromAnotherCallerResumesTheStackParkedJustBefore) {
+  Enable(kA);
+  Call(kA + 0x10, kC);
+  Call(kC + 0x10, kMcall);  // main.c stands for an unknown panicking function
+  Call(kMcall + 0x10, kParkM);
+  Gogo(kA + 0x40);
+  Call(kA + 0x60, kB);
+  Ret(kB + 0x50, kA + 0x65);
+  Finish();
+  EXPECT_EQ(sink_.Names(), Cat({{"B main.a", "B main.c", "E main.c", "E main.a"}, G0(),
+                                {"B main.a", "B main.b", "E main.b", "E main.a"}}));
   EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
   ExpectBalanced();
 }

@@ -215,6 +215,9 @@ TEST(ValgrindRecorderTest, GoGoroutinesKeepTheirOwnStacks) {
     EXPECT_EQ(ParentsOf(rec, "runtime.main"), std::set<std::string>{""});
     EXPECT_EQ(ParentsOf(rec, "main.main"), std::set<std::string>{"runtime.main"});
     EXPECT_EQ(ParentsOf(rec, "main.mayPanic"), std::set<std::string>{"main.main"});
+    // A recovered panic continues the deferring frame: one slice per call, two panics.
+    EXPECT_EQ(Calls(rec.decoded.calls, "main.mayPanic"), 4u);
+    EXPECT_EQ(Calls(rec.decoded.calls, "runtime.gopanic"), 2u);
     // Inside deepRoot; or at the top: a goroutine that ran on another thread comes back
     // with callers the model infers as it returns (a stale copy of a shallower stack,
     // parked at the same PC of deep, can be taken for it: recursion returns to the same
