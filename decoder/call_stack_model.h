@@ -21,8 +21,9 @@
 //   nested deeper than 512).
 // - Go goroutine switches (runtime.mcall; runtime.morestack when newstack switches) park
 //   the goroutine's frames under the PC it resumes at; runtime.gogo's jump resumes the
-//   stack parked there (FIFO, corrected by the returns that follow), starts a goroutine
-//   at a function's entry, or unwinds a parked stack to the deferring frame (recovery).
+//   stack parked there (FIFO, corrected by the returns that follow) or starts a
+//   goroutine at a function's entry. A stack growth or a recovered panic, whose gogo
+//   goes back into the same stack, ends only the frames above where it goes.
 // Memory: the frame stack, the trap stack and the parked goroutine stacks (bounded),
 // nothing per event.
 

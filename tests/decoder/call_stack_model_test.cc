@@ -402,6 +402,23 @@ class GoModelTest : public ModelTest {
     Jump(kGogo + 0x10, kGogoHelper);  // runtime.gogo → gogo<>: a tail call
     Jump(kGogoHelper + 0x20, pc);     // JMP BX: the switch
   }
+  // main.a calls main.b, whose prologue finds the stack too small: morestack_noctxt →
+  // morestack → newstack → gogo, whose jump is the test's.
+  void GrowStackInB() {
+    Enable(kA);
+    Call(kA + 0x10, kB);
+    Call(kB + 0x80, kMorestackNoctxt);
+    Jump(kMorestackNoctxt + 0x10, kMorestack);
+    Call(kMorestack + 0x10, kNewstack);
+    Call(kNewstack + 0x10, kGogo);
+    Jump(kGogo + 0x10, kGogoHelper);
+  }
+  // Its slices up to gogo's jump (newstack's frames nest above b's: not a switch yet).
+  static std::vector<std::string> GrowthInB() {
+    return {"B main.a", "B main.b", "B runtime.morestack_noctxt.abi0", "E runtime.morestack_noctxt.abi0",
+            "B runtime.morestack.abi0", "B runtime.newstack", "B runtime.gogo.abi0", "E runtime.gogo.abi0",
+            "B gogo", "E gogo", "E runtime.newstack", "E runtime.morestack.abi0"};
+  }
   std::vector<std::string> G0(bool entered_by_mcall = true) {
     std::vector<std::string> out;
     if (entered_by_mcall) out.push_back("B runtime.mcall");
@@ -491,21 +508,11 @@ TEST_F(GoModelTest, ResumeThatFitsNoParkedStackInfersTheCallers) {
 // function that grew its stack (at the return address of its call to morestack_noctxt):
 // no switch, the frames stay whole.
 TEST_F(GoModelTest, MorestackGrowthReturnsIntoTheSameFrames) {
-  Enable(kA);
-  Call(kA + 0x10, kB);
-  Call(kB + 0x80, kMorestackNoctxt);  // b's prologue: the stack is too small
-  Jump(kMorestackNoctxt + 0x10, kMorestack);
-  Call(kMorestack + 0x10, kNewstack);
-  Call(kNewstack + 0x10, kGogo);
-  Jump(kGogo + 0x10, kGogoHelper);
+  GrowStackInB();
   Jump(kGogoHelper + 0x20, kB + 0x85);  // back into b
   Ret(kB + 0x50, kA + 0x15);
   Finish();
-  EXPECT_THAT(sink_.Names(),
-              ElementsAre("B main.a", "B main.b", "B runtime.morestack_noctxt.abi0", "E runtime.morestack_noctxt.abi0",
-                          "B runtime.morestack.abi0", "B runtime.newstack", "B runtime.gogo.abi0",
-                          "E runtime.gogo.abi0", "B gogo", "E gogo", "E runtime.newstack", "E runtime.morestack.abi0",
-                          "E main.b", "E main.a"));
+  EXPECT_EQ(sink_.Names(), Cat({GrowthInB(), {"E main.b", "E main.a"}}));
   EXPECT_EQ(model_.stats().goroutine_switches, 0u);
   ExpectBalanced();
 }
@@ -514,24 +521,15 @@ TEST_F(GoModelTest, MorestackGrowthReturnsIntoTheSameFrames) {
 // goroutine, so the frames below morestack are parked then, under the PC where b called
 // morestack_noctxt, and resumed there later.
 TEST_F(GoModelTest, MorestackThatPreemptsParksTheGoroutine) {
-  Enable(kA);
-  Call(kA + 0x10, kB);
-  Call(kB + 0x80, kMorestackNoctxt);
-  Jump(kMorestackNoctxt + 0x10, kMorestack);
-  Call(kMorestack + 0x10, kNewstack);
-  Call(kNewstack + 0x10, kGogo);
-  Jump(kGogo + 0x10, kGogoHelper);
+  GrowStackInB();
   Jump(kGogoHelper + 0x20, kC);  // another goroutine, new
   Park(kC);
   Gogo(kB + 0x85);               // b's goroutine again
   Ret(kB + 0x50, kA + 0x15);
   Finish();
-  EXPECT_EQ(sink_.Names(),
-            Cat({{"B main.a", "B main.b", "B runtime.morestack_noctxt.abi0", "E runtime.morestack_noctxt.abi0",
-                  "B runtime.morestack.abi0", "B runtime.newstack", "B runtime.gogo.abi0", "E runtime.gogo.abi0",
-                  "B gogo", "E gogo", "E runtime.newstack", "E runtime.morestack.abi0", "E main.b", "E main.a",
-                  "B main.c", "B runtime.gopark", "E runtime.gopark", "E main.c"},
-                 G0(), {"B main.a", "B main.b", "E main.b", "E main.a"}}));
+  EXPECT_EQ(sink_.Names(), Cat({GrowthInB(),
+                                {"E main.b", "E main.a", "B main.c", "B runtime.gopark", "E runtime.gopark", "E main.c"},
+                                G0(), {"B main.a", "B main.b", "E main.b", "E main.a"}}));
   EXPECT_EQ(model_.stats().goroutines_started, 1u);
   EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
   ExpectBalanced();
