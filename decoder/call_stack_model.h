@@ -19,11 +19,20 @@
 //   a new segment at the next enable.
 // - frames deeper than kFoldDepth are folded into one marked slice (Perfetto drops slices
 //   nested deeper than 512).
-// Memory: the frame stack and the trap stack, nothing per event.
+// - Go goroutine switches (runtime.mcall; runtime.morestack when newstack switches) park
+//   the goroutine's frames under the PC it resumes at; runtime.gogo's jump resumes the
+//   stack parked there (FIFO, corrected by the returns that follow) or starts a
+//   goroutine at a function's entry. A stack growth or a recovered panic, whose gogo
+//   goes back into the same stack, ends only the frames above where it goes.
+// Memory: the frame stack, the trap stack and the parked goroutine stacks (bounded),
+// nothing per event.
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "decoder/flow_event.h"
 #include "decoder/function_resolver.h"
@@ -43,6 +52,12 @@ struct CallStackStats {
   uint64_t inferred_frames = 0;
   uint64_t folded_frames = 0;  // frames hidden beyond the depth limit
   uint64_t max_depth = 0;
+  // Go (docs/decoder.md, "Go goroutines"):
+  uint64_t goroutine_switches = 0;  // stacks parked (mcall, morestack) or resumed (gogo)
+  uint64_t goroutines_started = 0;  // gogo to a function's entry: a new goroutine
+  uint64_t goroutines_unknown = 0;  // gogo to a PC with no parked stack: inferred
+  uint64_t goroutine_swaps = 0;     // a resume's FIFO choice corrected by a return
+  uint64_t goroutine_stacks_dropped = 0;  // parked stacks dropped beyond kMaxParkedStacks
 };
 
 class CallStackModel {
@@ -57,6 +72,9 @@ class CallStackModel {
   static constexpr char kFoldName[] = "[deeper frames folded]";
   static constexpr char kSyscallName[] = "[syscall]";
   static constexpr char kUntracedName[] = "[untraced]";
+  // Go stacks parked and never resumed on this thread (goroutines that moved to another
+  // thread, or ended) are dropped beyond this many, oldest first at their resume PC.
+  static constexpr size_t kMaxParkedStacks = size_t{1} << 14;
 
   CallStackModel(FunctionResolver* resolver, SliceSink* sink, bool has_cycles = false);
 
@@ -69,6 +87,18 @@ class CallStackModel {
 
  private:
   enum class FrameKind : uint8_t { kFunction, kSyscall, kUntraced };
+  // The Go runtime's stack-switching functions, by symbol name (only Go binaries have them).
+  enum class GoRole : uint8_t {
+    kNone,
+    kMcall,      // runtime.mcall: leaves the goroutine's stack for g0's
+    kMorestack,  // runtime.morestack: newstack on g0, back to the same goroutine unless
+                 // it was preempted there
+    kGogo,    // runtime.gogo and its gogo<>: its indirect jump resumes a goroutine
+    kExit,    // runtime.goexit1: the goroutine's mcall(goexit0) never resumes it
+    kGoexit,  // runtime.goexit: a goroutine's function returns into it (never a caller)
+    kGopanic, // runtime.gopanic: its mcall(recovery) resumes a frame of the same stack
+  };
+  static GoRole GoRoleOf(absl::string_view name);
   struct Frame {
     uint64_t fn_start = 0;
     uint64_t fn_end = 0;
@@ -78,6 +108,7 @@ class CallStackModel {
     uint64_t begin_instructions = 0;
     uint64_t begin_cycles = 0;
     FrameKind kind = FrameKind::kFunction;
+    GoRole go_role = GoRole::kNone;
     bool emitted = false;       // has (or will have, once begun) a slice
     bool fold_marker = false;   // its slice is the fold marker
     bool begun = false;         // Begin written
@@ -95,6 +126,8 @@ class CallStackModel {
   void EmitBegin(uint64_t time, absl::string_view name);
   void EmitEnd(uint64_t time, const SliceCounts& counts);
   void Release();
+  // A frame stack starts at `event` (a segment, or a goroutine's after a switch).
+  void BeginStack(const FlowEvent& event, bool bottom_known);
   void StartSegment(const FlowEvent& event);
   void EndSegment(const FlowEvent& event, const char* what);
   static Frame FrameBeginningAt(const FlowEvent& event);  // only the begin_* fields set
@@ -117,6 +150,32 @@ class CallStackModel {
   void ContinueAt(const FlowEvent& event);
   void OnJump(const FlowEvent& event);
   void OnEnable(const FlowEvent& event);
+  // A return or enable past the bottom frame: the caller is inferred, or (a goroutine
+  // started at its function, whose bottom is known) execution goes on at `address`.
+  void ParentAfterBottom(uint64_t address, const FlowEvent& event);
+
+  // Go goroutines: a parked stack and the PC it resumes at.
+  struct ParkedStack {
+    std::vector<Frame> frames;
+    bool bottom_known = false;
+    uint64_t order = 0;  // when it was parked (the most recent is searched first)
+  };
+  // Ends every open frame and starts a new stack (a goroutine's or g0's) at `event`.
+  void SwitchStacks(const FlowEvent& event, bool bottom_known);
+  // Parks frames_[0, count), to be resumed at `resume_pc` (not when they end in goexit1).
+  void Park(uint64_t resume_pc, size_t count);
+  void GoPark(uint64_t resume_pc, const FlowEvent& event);
+  void GoResume(const FlowEvent& event);
+  // runtime.gogo's helper gogo<> (its jump there is a tail call, not a resume).
+  bool IsGogoHelper(uint64_t address);
+  void Restore(const std::vector<Frame>& frames, size_t count, const FlowEvent& event);
+  // A return from resumed frame `i` to an address its parked copy does not return to:
+  // switches to another stack parked at the same PC that does. False when none does.
+  bool SwapResumedStack(size_t i, const FlowEvent& event);
+  // None does: the stack resumed was another goroutine's (this one was parked on another
+  // thread, or before the trace): it goes back to the parked ones and frame `i` stays as
+  // the bottom of a stack whose callers are inferred.
+  void Unresume(size_t i);
 
   FunctionResolver* resolver_;
   SliceSink* sink_;
@@ -135,6 +194,22 @@ class CallStackModel {
   bool holding_ = false;
   uint64_t last_time_ = 0;
   std::string detail_;  // scratch for instant event details
+  // Go: the stack's bottom frame has no caller to infer (a goroutine's function, g0's
+  // mcall/morestack).
+  bool bottom_known_ = false;
+  absl::flat_hash_map<uint64_t, std::deque<ParkedStack>> parked_;  // by resume PC, none empty
+  size_t parked_count_ = 0;
+  uint64_t park_order_ = 0;
+  uint64_t last_parked_pc_ = 0;
+  // The stack just resumed while others wait at the same PC: which one it is stays open
+  // until a return into its frames tells them apart (their Begins are still held).
+  struct PendingResume {
+    bool active = false;
+    uint64_t resume_pc = 0;
+    ParkedStack stack;    // as parked
+    size_t unchecked = 0; // frames [0, unchecked) of frames_ are its still-unchecked ones
+  };
+  PendingResume pending_;
   CallStackStats stats_;
 };
 

@@ -362,5 +362,296 @@ TEST_F(ModelTest, CallbackFromUntracedCodeIsAChildOfTheCaller) {
   ExpectBalanced();
 }
 
+// Go: the runtime's stack switches, with the symbol names of a Go 1.19 binary.
+class GoModelTest : public ModelTest {
+ protected:
+  static constexpr uint64_t kMcall = 0x10000, kGogo = 0x11000, kGogoHelper = 0x12000, kMorestack = 0x13000,
+                            kMorestackNoctxt = 0x14000, kGoexit = 0x15000, kGoexit1 = 0x16000, kParkM = 0x17000,
+                            kGopark = 0x18000, kA = 0x19000, kB = 0x1a000, kNewstack = 0x1b000, kGopanic = 0x1c000,
+                            kC = 0x1d000, kAsyncPreempt = 0x1e000, kAsyncPreempt2 = 0x1f000, kSystemstack = 0x20000;
+  // Where a goroutine parked by gopark resumes: the return address of gopark's mcall.
+  static constexpr uint64_t kGoparkResume = kGopark + 0x15;
+  GoModelTest() {
+    resolver_.Add(kMcall, "runtime.mcall");
+    resolver_.Add(kGogo, "runtime.gogo.abi0");
+    resolver_.Add(kGogoHelper, "gogo");
+    resolver_.Add(kMorestack, "runtime.morestack.abi0");
+    resolver_.Add(kMorestackNoctxt, "runtime.morestack_noctxt.abi0");
+    resolver_.Add(kGoexit, "runtime.goexit.abi0");
+    resolver_.Add(kGoexit1, "runtime.goexit1");
+    resolver_.Add(kParkM, "runtime.park_m");
+    resolver_.Add(kGopark, "runtime.gopark");
+    resolver_.Add(kA, "main.a");
+    resolver_.Add(kB, "main.b");
+    resolver_.Add(kNewstack, "runtime.newstack");
+    resolver_.Add(kGopanic, "runtime.gopanic");
+    resolver_.Add(kC, "main.c");
+    resolver_.Add(kAsyncPreempt, "runtime.asyncPreempt.abi0");
+    resolver_.Add(kAsyncPreempt2, "runtime.asyncPreempt2");
+    resolver_.Add(kSystemstack, "runtime.systemstack.abi0");
+  }
+  // The goroutine running `fn` parks in gopark (called from fn + 0x10).
+  void Park(uint64_t fn) {
+    Call(fn + 0x10, kGopark);
+    Call(kGopark + 0x10, kMcall);  // mcall(park_m): on to g0's stack
+    Call(kMcall + 0x10, kParkM);
+  }
+  // g0 (in park_m) runs gogo, which jumps to `pc`.
+  void Gogo(uint64_t pc) {
+    Call(kParkM + 0x20, kGogo);
+    Jump(kGogo + 0x10, kGogoHelper);  // runtime.gogo → gogo<>: a tail call
+    Jump(kGogoHelper + 0x20, pc);     // JMP BX: the switch
+  }
+  // main.a calls main.b, whose prologue finds the stack too small: morestack_noctxt →
+  // morestack → newstack → gogo, whose jump is the test's.
+  void GrowStackInB() {
+    Enable(kA);
+    Call(kA + 0x10, kB);
+    Call(kB + 0x80, kMorestackNoctxt);
+    Jump(kMorestackNoctxt + 0x10, kMorestack);
+    Call(kMorestack + 0x10, kNewstack);
+    Call(kNewstack + 0x10, kGogo);
+    Jump(kGogo + 0x10, kGogoHelper);
+  }
+  // Its slices up to gogo's jump (newstack's frames nest above b's: not a switch yet).
+  static std::vector<std::string> GrowthInB() {
+    return {"B main.a", "B main.b", "B runtime.morestack_noctxt.abi0", "E runtime.morestack_noctxt.abi0",
+            "B runtime.morestack.abi0", "B runtime.newstack", "B runtime.gogo.abi0", "E runtime.gogo.abi0",
+            "B gogo", "E gogo", "E runtime.newstack", "E runtime.morestack.abi0"};
+  }
+  std::vector<std::string> G0(bool entered_by_mcall = true) {
+    std::vector<std::string> out;
+    if (entered_by_mcall) out.push_back("B runtime.mcall");
+    for (const char* s : {"B runtime.park_m", "B runtime.gogo.abi0", "E runtime.gogo.abi0", "B gogo", "E gogo",
+                          "E runtime.park_m"}) {
+      out.push_back(s);
+    }
+    if (entered_by_mcall) out.push_back("E runtime.mcall");
+    return out;
+  }
+  static std::vector<std::string> Cat(std::vector<std::vector<std::string>> parts) {
+    std::vector<std::string> out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  }
+};
+
+// A goroutine that parks (gopark → mcall) leaves its frames; the next goroutine (started
+// by gogo at its function's entry) is not nested in them; gogo to the parking PC resumes
+// the parked frames where they were.
+TEST_F(GoModelTest, McallParksTheGoroutineAndGogoResumesItsFrames) {
+  Enable(kA);
+  Park(kA);
+  Gogo(kB);  // a new goroutine
+  Park(kB);
+  Gogo(kGoparkResume);   // FIFO: a's stack
+  Ret(kGopark + 0x50, kA + 0x15);  // gopark returns into a: confirmed
+  Finish();
+  EXPECT_EQ(sink_.Names(),
+            Cat({{"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}, G0(),
+                 {"B main.b", "B runtime.gopark", "E runtime.gopark", "E main.b"}, G0(),
+                 {"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}}));
+  EXPECT_EQ(model_.stats().goroutines_started, 1u);
+  EXPECT_EQ(model_.stats().goroutine_switches, 4u);
+  EXPECT_EQ(model_.stats().goroutine_swaps, 0u);
+  ExpectBalanced();
+}
+
+// Two goroutines parked at the same PC: FIFO picks a's stack, but gopark returns to b's
+// call site, so the resumed goroutine is b (the held Begins are renamed); a stays parked
+// and is resumed next.
+TEST_F(GoModelTest, ReturnsCorrectTheFifoChoiceAmongStacksParkedAtOnePc) {
+  Enable(kA);
+  Park(kA);
+  Gogo(kB);
+  Park(kB);
+  Gogo(kGoparkResume);
+  Ret(kGopark + 0x50, kB + 0x15);  // b's return address: it is b that resumed
+  Call(kB + 0x30, kC);
+  Ret(kC + 0x50, kB + 0x35);
+  Park(kB);
+  Gogo(kGoparkResume);  // a (first in), then b: a's
+  Ret(kGopark + 0x50, kA + 0x15);
+  Finish();
+  EXPECT_EQ(sink_.Names(),
+            Cat({{"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}, G0(),
+                 {"B main.b", "B runtime.gopark", "E runtime.gopark", "E main.b"}, G0(),
+                 {"B main.b", "B runtime.gopark", "E runtime.gopark", "B main.c", "E main.c", "B runtime.gopark",
+                  "E runtime.gopark", "E main.b"},
+                 G0(), {"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}}));
+  EXPECT_EQ(model_.stats().goroutine_swaps, 1u);
+  ExpectBalanced();
+}
+
+// A return that fits no stack parked at the PC (the goroutine parked on another thread,
+// or before the trace began): the stack chosen goes back, and the resumed goroutine's
+// callers are inferred from the resume on.
+TEST_F(GoModelTest, ResumeThatFitsNoParkedStackInfersTheCallers) {
+  Enable(kA);
+  Park(kA);
+  Gogo(kGoparkResume);
+  Ret(kGopark + 0x50, kC + 0x15);  // into main.c: not a's goroutine
+  Park(kC);
+  Gogo(kGoparkResume);             // a's stack is still parked
+  Ret(kGopark + 0x50, kA + 0x15);
+  Finish();
+  EXPECT_EQ(sink_.Names(),
+            Cat({{"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}, G0(),
+                 {"B main.c", "B runtime.gopark", "E runtime.gopark", "B runtime.gopark", "E runtime.gopark",
+                  "E main.c"},
+                 G0(), {"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}}));
+  EXPECT_EQ(model_.stats().goroutines_unknown, 1u);
+  ExpectBalanced();
+}
+
+// morestack_noctxt → morestack runs newstack on g0, whose gogo goes back into the
+// function that grew its stack (at the return address of its call to morestack_noctxt):
+// no switch, the frames stay whole.
+TEST_F(GoModelTest, MorestackGrowthReturnsIntoTheSameFrames) {
+  GrowStackInB();
+  Jump(kGogoHelper + 0x20, kB + 0x85);  // back into b
+  Ret(kB + 0x50, kA + 0x15);
+  Finish();
+  EXPECT_EQ(sink_.Names(), Cat({GrowthInB(), {"E main.b", "E main.a"}}));
+  EXPECT_EQ(model_.stats().goroutine_switches, 0u);
+  ExpectBalanced();
+}
+
+// newstack preempted the goroutine (gopreempt_m → schedule): gogo goes to another
+// goroutine, so the frames below morestack are parked then, under the PC where b called
+// morestack_noctxt, and resumed there later.
+TEST_F(GoModelTest, MorestackThatPreemptsParksTheGoroutine) {
+  GrowStackInB();
+  Jump(kGogoHelper + 0x20, kC);  // another goroutine, new
+  Park(kC);
+  Gogo(kB + 0x85);               // b's goroutine again
+  Ret(kB + 0x50, kA + 0x15);
+  Finish();
+  EXPECT_EQ(sink_.Names(), Cat({GrowthInB(),
+                                {"E main.b", "E main.a", "B main.c", "B runtime.gopark", "E runtime.gopark", "E main.c"},
+                                G0(), {"B main.a", "B main.b", "E main.b", "E main.a"}}));
+  EXPECT_EQ(model_.stats().goroutines_started, 1u);
+  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  ExpectBalanced();
+}
+
+// A goroutine's function returns into goexit, which did not call it (no parent is
+// inferred), and goexit1's mcall(goexit0) parks nothing: a later gogo there is unknown.
+TEST_F(GoModelTest, GoroutineEndsInGoexitAndIsNotParked) {
+  Enable(kParkM);
+  Gogo(kB);
+  Ret(kB + 0x50, kGoexit + 1);
+  Call(kGoexit + 1, kGoexit1);
+  Call(kGoexit1 + 0x10, kMcall);
+  Call(kMcall + 0x10, kParkM);
+  Gogo(kGoexit1 + 0x15);
+  Finish();
+  EXPECT_EQ(sink_.Names(),
+            Cat({G0(false),
+                 {"B main.b", "E main.b", "B runtime.goexit.abi0", "B runtime.goexit1", "E runtime.goexit1",
+                  "E runtime.goexit.abi0"},
+                 G0(), {"B runtime.goexit1", "E runtime.goexit1"}}));
+  EXPECT_EQ(model_.stats().goroutines_started, 1u);
+  EXPECT_EQ(model_.stats().goroutines_unknown, 1u);
+  ExpectBalanced();
+}
+
+// A recovered panic: gopanic's mcall(recovery) runs recovery on g0, whose gogo jumps
+// into the middle of the deferring function: the frames above it (the panicking ones and
+// g0's) end there, the deferring frame goes on whole.
+TEST_F(GoModelTest, RecoveredPanicContinuesTheDeferringFrame) {
+  Enable(kA);
+  Call(kA + 0x10, kC);
+  Call(kC + 0x10, kGopanic);
+  Call(kGopanic + 0x10, kMcall);
+  Call(kMcall + 0x10, kParkM);  // recovery
+  Gogo(kA + 0x40);
+  Call(kA + 0x60, kB);
+  Ret(kB + 0x50, kA + 0x65);
+  Finish();
+  EXPECT_THAT(sink_.Names(),
+              ElementsAre("B main.a", "B main.c", "B runtime.gopanic", "B runtime.mcall", "B runtime.park_m",
+                          "B runtime.gogo.abi0", "E runtime.gogo.abi0", "B gogo", "E gogo", "E runtime.park_m",
+                          "E runtime.mcall", "E runtime.gopanic", "E main.c", "B main.b", "E main.b", "E main.a"));
+  EXPECT_EQ(model_.stats().goroutine_switches, 0u);
+  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  ExpectBalanced();
+}
+
+// The same when mcall(recovery) comes from a function the model does not know as
+// gopanic's: the stack was parked, and gogo into the middle of one of its frames (the
+// stack parked just before) resumes it up to that frame.
+TEST_F(GoModelTest, RecoveryFromAnotherCallerResumesTheStackParkedJustBefore) {
+  Enable(kA);
+  Call(kA + 0x10, kC);
+  Call(kC + 0x10, kMcall);  // main.c stands for an unknown panicking function
+  Call(kMcall + 0x10, kParkM);
+  Gogo(kA + 0x40);
+  Call(kA + 0x60, kB);
+  Ret(kB + 0x50, kA + 0x65);
+  Finish();
+  EXPECT_EQ(sink_.Names(), Cat({{"B main.a", "B main.c", "E main.c", "E main.a"}, G0(),
+                                {"B main.a", "B main.b", "E main.b", "E main.a"}}));
+  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  ExpectBalanced();
+}
+
+// Goroutines parked on this thread and never resumed here (they moved to another thread)
+// are bounded: beyond kMaxParkedStacks the oldest at the PC is dropped, and the newest
+// still resumes.
+TEST_F(GoModelTest, ParkedStacksAreBounded) {
+  Enable(kParkM);
+  for (size_t n = 0; n <= CallStackModel::kMaxParkedStacks; ++n) {
+    Gogo(n % 2 ? kA : kB);  // a new goroutine
+    Park(n % 2 ? kA : kB);
+  }
+  EXPECT_EQ(model_.stats().goroutine_stacks_dropped, 1u);
+  Gogo(kGoparkResume);
+  Finish();
+  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  ExpectBalanced();
+}
+
+// Asynchronous preemption: the signal's return enters asyncPreempt (a frame entered, not
+// called), asyncPreempt2 parks with mcall; resumed, asyncPreempt returns into the middle
+// of the interrupted function. The parked stack is the one resumed (none is left parked).
+TEST_F(GoModelTest, AsyncPreemptParksAndReturnsIntoTheInterruptedFunction) {
+  Enable(kA);
+  model_.OnEvent(Ev(FlowKind::kDisable, 0, 0));  // the signal
+  Enable(kAsyncPreempt);                         // sigreturn to the injected call
+  Call(kAsyncPreempt + 0x10, kAsyncPreempt2);
+  Call(kAsyncPreempt2 + 0x10, kMcall);  // mcall(gopreempt_m)
+  Call(kMcall + 0x10, kParkM);
+  Gogo(kAsyncPreempt2 + 0x15);
+  Ret(kAsyncPreempt2 + 0x50, kAsyncPreempt + 0x15);
+  Ret(kAsyncPreempt + 0x50, kA + 0x33);  // back in the spinning loop
+  Call(kA + 0x40, kB);
+  Ret(kB + 0x50, kA + 0x45);
+  Finish();
+  EXPECT_EQ(sink_.Names(),
+            Cat({{"B main.a", "B [untraced]", "E [untraced]", "B runtime.asyncPreempt.abi0", "B runtime.asyncPreempt2",
+                  "E runtime.asyncPreempt2", "E runtime.asyncPreempt.abi0", "E main.a"},
+                 G0(),
+                 {"B main.a", "B runtime.asyncPreempt.abi0", "B runtime.asyncPreempt2", "E runtime.asyncPreempt2",
+                  "E runtime.asyncPreempt.abi0", "B main.b", "E main.b", "E main.a"}}));
+  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  ExpectBalanced();
+}
+
+// systemstack runs its function on g0 and returns to the same goroutine: a call and a
+// return, no switch.
+TEST_F(GoModelTest, SystemstackIsACallNotASwitch) {
+  Enable(kA);
+  Call(kA + 0x10, kSystemstack);
+  Call(kSystemstack + 0x10, kC);  // the function, on g0's stack
+  Ret(kC + 0x50, kSystemstack + 0x15);
+  Ret(kSystemstack + 0x50, kA + 0x15);
+  Finish();
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main.a", "B runtime.systemstack.abi0", "B main.c", "E main.c",
+                                         "E runtime.systemstack.abi0", "E main.a"));
+  EXPECT_EQ(model_.stats().goroutine_switches, 0u);
+  ExpectBalanced();
+}
+
 }  // namespace
 }  // namespace ptd::decoder

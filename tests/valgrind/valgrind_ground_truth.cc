@@ -93,12 +93,17 @@ class CountingSink : public decoder::SliceSink {
   CountingSink(DecodedTrace* out, int tid, const std::string& watch) : out_(out), tid_(tid), watch_(watch) {}
   void Begin(uint64_t time, absl::string_view name) override {
     ++out_->calls[std::string(name)];
-    open_.push_back({name == watch_, time});
+    ++out_->parents[std::string(name)][open_.empty() ? std::string() : open_.back().name];
+    open_.push_back({name == watch_, time, std::string(name)});
+    out_->max_depth = std::max<uint64_t>(out_->max_depth, open_.size());
     last_ = std::max(last_, time);
   }
   void End(uint64_t time, const decoder::SliceCounts&) override {
     last_ = std::max(last_, time);
-    if (open_.empty()) return;
+    if (open_.empty()) {
+      ++out_->unbalanced;
+      return;
+    }
     if (open_.back().watched) out_->watched.push_back(WatchedSlice{tid_, open_.back().begin, time, false});
     open_.pop_back();
   }
@@ -107,12 +112,14 @@ class CountingSink : public decoder::SliceSink {
     if (name == "decode error") out_->error_details.push_back(std::string(detail));
   }
   uint64_t last() const { return last_; }
+  size_t open() const { return open_.size(); }
   int tid() const { return tid_; }
 
  private:
   struct Open {
     bool watched = false;
     uint64_t begin = 0;
+    std::string name;
   };
   DecodedTrace* out_;
   int tid_;
@@ -131,6 +138,7 @@ class CountingFactory : public decoder::ThreadSinkFactory {
   }
   // Slices closed by the end of their thread's trace did not return.
   void MarkReturns() {
+    for (const auto& sink : sinks_) out_->unbalanced += sink->open();
     for (WatchedSlice& slice : out_->watched) {
       for (const auto& sink : sinks_) {
         if (sink->tid() == slice.tid) slice.returned = slice.end < sink->last();

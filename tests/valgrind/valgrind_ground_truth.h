@@ -43,6 +43,10 @@ struct DecodedTrace {
   std::map<int, std::string> threads;     // tid -> process name
   std::vector<WatchedSlice> watched;      // slices of `watch`, in the order they ended
   std::vector<std::string> warnings;      // the decoder's
+  // Per function name: the names of the slices its slices began in ("" at the top).
+  std::map<std::string, std::map<std::string, uint64_t>> parents;
+  uint64_t max_depth = 0;   // deepest nesting of slices, over all threads
+  uint64_t unbalanced = 0;  // Ends with no open slice, and slices left open at the end
 };
 
 absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const std::string& watch = "");
