@@ -243,11 +243,10 @@ absl::Status RunDecode(const DecodeArgs& args) {
 }  // namespace
 
 void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
-  auto args = std::make_shared<DecodeArgs>();
-  CLI::App* cmd = app.add_subcommand("decode", "Decode a trace directory into per-thread call stacks (FTF)");
+  auto [cmd, args] = AddSubcommand<DecodeArgs>(app, ctx, "decode",
+                                               "Decode a trace directory into per-thread call stacks (FTF)", RunDecode);
   cmd->add_option("input", args->input, "Trace directory or perf.data (intel_pt)")->required();
-  cmd->add_option("--buildid-dir", args->buildid_dirs,
-                  "perf.data input: build-id cache searched for binaries (repeatable; then ~/.debug)");
+  AddMissingBinaryOptions(cmd, &args->buildid_dirs, &args->verbose);
   cmd->add_option("--output,-o", args->output, "Output .ftf or .ftf.gz (optional with --summary)");
   cmd->add_option("--time-axis", args->time_axis,
                   "time (ns), cycles (CYC packets' count; 1 cycle shows as 1 ns) or instructions (default time)");
@@ -278,11 +277,6 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
                   "chosen to fit (decodes twice)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
   cmd->add_flag("--progress", args->progress, "Progress on stderr even when it is not a terminal");
-  cmd->add_flag("--verbose,-v", args->verbose, "List every missing binary (default: how many, and the biggest)");
-  cmd->callback([&ctx, args]() {
-    absl::Status s = RunDecode(*args);
-    if (!s.ok()) ctx.exit_code = ReportError(s);
-  });
 }
 
 }  // namespace ptd::cli

@@ -72,9 +72,14 @@ int RunFtfDump(const FtfDumpOptions& options) {
 }  // namespace
 
 void RegisterFtfDumpCommand(CLI::App& app, CliContext& ctx) {
-  auto options = std::make_shared<FtfDumpOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "ftf-dump", "Print an FTF file's records and a summary (threads, slices, top functions)");
+  auto [cmd, options] = AddSubcommand<FtfDumpOptions>(
+      app, ctx, "ftf-dump", "Print an FTF file's records and a summary (threads, slices, top functions)",
+      [](const FtfDumpOptions& options) {
+        if ((!options.function.empty() || options.json) && !options.summary_only) {
+          return ReportError(absl::InvalidArgumentError("--function and --json go with --summary"));
+        }
+        return RunFtfDump(options);
+      });
   cmd->add_option("file", options->file, "FTF file (.ftf or .ftf.gz)")->required();
   cmd->add_flag("--summary", options->summary_only, "Print only the summary");
   cmd->add_flag("--check", options->check,
@@ -86,13 +91,6 @@ void RegisterFtfDumpCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--function", options->function, "With --summary: list the slowest calls of this function");
   cmd->add_option("--slowest", options->slowest, "With --function: how many calls")->default_val(10);
   cmd->add_flag("--json", options->json, "With --summary: the per-function statistics as JSON (every function)");
-  cmd->callback([&ctx, options]() {
-    if ((!options->function.empty() || options->json) && !options->summary_only) {
-      ctx.exit_code = ReportError(absl::InvalidArgumentError("--function and --json go with --summary"));
-      return;
-    }
-    ctx.exit_code = RunFtfDump(*options);
-  });
 }
 
 }  // namespace ptd::cli

@@ -54,16 +54,13 @@ int RunImportPerf(const ImportPerfArgs& args) {
 }  // namespace
 
 void RegisterImportPerfCommand(CLI::App& import_cmd, CliContext& ctx) {
-  auto args = std::make_shared<ImportPerfArgs>();
-  CLI::App* perf = import_cmd.add_subcommand(
-      "perf", "A perf.data recorded with `perf record -e intel_pt//` (file or pipe mode)");
+  auto [perf, args] = AddSubcommand<ImportPerfArgs>(
+      import_cmd, ctx, "perf", "A perf.data recorded with `perf record -e intel_pt//` (file or pipe mode)",
+      RunImportPerf);
   perf->add_option("perf_data", args->input, "perf.data file")->required()->check(CLI::ExistingFile);
   perf->add_option("-o,--output", args->output, "trace directory to create")->required();
   perf->add_flag("-f,--force", args->force, "replace an existing output directory");
-  perf->add_option("--buildid-dir", args->buildid_dirs,
-                   "perf build-id cache to search for binaries (repeatable; ~/.debug is always searched last)");
-  perf->add_flag("--verbose,-v", args->verbose, "List every missing binary (default: how many, and the biggest)");
-  perf->callback([&ctx, args]() { ctx.exit_code = RunImportPerf(*args); });
+  AddMissingBinaryOptions(perf, &args->buildid_dirs, &args->verbose);
 }
 
 }  // namespace ptd::cli

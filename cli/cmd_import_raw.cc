@@ -58,8 +58,8 @@ absl::Status RunImportRaw(const ImportRawArgs& args) {
 }  // namespace
 
 void RegisterImportRawCommand(CLI::App& import_cmd, CliContext& ctx) {
-  auto args = std::make_shared<ImportRawArgs>();
-  CLI::App* raw = import_cmd.add_subcommand("raw", "Raw PT bytes plus memory images");
+  auto [raw, args] =
+      AddSubcommand<ImportRawArgs>(import_cmd, ctx, "raw", "Raw PT bytes plus memory images", RunImportRaw);
   raw->add_option("--pt", args->pt, "Raw Intel PT byte stream")->required();
   raw->add_option("--cpu", args->cpu, "Recording CPU as FAMILY/MODEL/STEPPING (decides libipt errata)");
   raw->add_option("--maps", args->maps,
@@ -69,10 +69,6 @@ void RegisterImportRawCommand(CLI::App& import_cmd, CliContext& ctx) {
   raw->add_option("--kallsyms", args->kallsyms, "A copy of /proc/kallsyms: names the kernel functions the stream runs");
   raw->add_option("--output,-o", args->output, "Trace directory to create")->required();
   raw->add_flag("--force", args->force, "Replace an existing output directory");
-  raw->callback([&ctx, args]() {
-    absl::Status s = RunImportRaw(*args);
-    if (!s.ok()) ctx.exit_code = ReportError(s);
-  });
 }
 
 }  // namespace ptd::cli

@@ -184,48 +184,46 @@ void PrintText(const Json& j) {
   }
 }
 
+// What `info` was asked for.
+struct InfoArgs {
+  std::string input;
+  bool json = false;
+  bool verbose = false;
+  std::vector<std::string> buildid_dirs;
+};
+
+int RunInfo(const InfoArgs& args) {
+  absl::StatusOr<traceinfo::TraceInfo> info = traceinfo::ReadTraceInfo(args.input, {.buildid_dirs = args.buildid_dirs});
+  if (!info.ok()) return ReportError(info.status());
+  if (args.json) {
+    std::printf("%s\n", info->json.dump(2).c_str());
+  } else {
+    PrintText(info->json);
+  }
+  std::fflush(stdout);
+  WarnMissingBinaries(info->missing_binaries, -1, args.verbose);
+  // Everything readable is printed first; then each sideband error, the last deciding the exit.
+  int exit_code = kExitOk;
+  for (const SidebandSourceInfo& source : info->sideband.sources) {
+    if (!source.error.ok()) exit_code = ReportError(source.error);
+  }
+  return exit_code;
+}
+
 }  // namespace
 
 void RegisterInfoCommand(CLI::App& app, CliContext& ctx) {
-  struct Options {
-    std::string input;
-    bool json = false;
-    bool verbose = false;
-    std::vector<std::string> buildid_dirs;
-  };
-  auto options = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("info", "Summarize a trace directory or perf.data");
+  auto [cmd, options] = AddSubcommand<InfoArgs>(app, ctx, "info", "Summarize a trace directory or perf.data", RunInfo);
   cmd->add_option("input", options->input, "Trace directory or perf.data (intel_pt; file or pipe mode)")
       ->required();
-  cmd->add_option("--buildid-dir", options->buildid_dirs,
-                  "perf.data input: build-id cache searched for binaries (repeatable; then ~/.debug)");
+  AddMissingBinaryOptions(cmd, &options->buildid_dirs, &options->verbose);
   cmd->add_flag("--json", options->json,
                 "Print JSON (keys: mode, threads, mmaps, vdso, images, streams, archive, sideband, lost, ...)");
-  cmd->add_flag("--verbose,-v", options->verbose,
-                "perf.data input: list every missing binary (default: how many, and the biggest)");
   cmd->footer(
       "Reads meta.json and every sideband file (a perf.data is imported into a temporary\n"
       "trace directory first). When a sideband file is missing or corrupt,\n"
       "everything readable is still printed, then the error (file, byte offset, record)\n"
       "goes to stderr and the exit status is 1.");
-  cmd->callback([&ctx, options]() {
-    absl::StatusOr<traceinfo::TraceInfo> info =
-        traceinfo::ReadTraceInfo(options->input, {.buildid_dirs = options->buildid_dirs});
-    if (!info.ok()) {
-      ctx.exit_code = ReportError(info.status());
-      return;
-    }
-    if (options->json) {
-      std::printf("%s\n", info->json.dump(2).c_str());
-    } else {
-      PrintText(info->json);
-    }
-    std::fflush(stdout);
-    WarnMissingBinaries(info->missing_binaries, -1, options->verbose);
-    for (const SidebandSourceInfo& source : info->sideband.sources) {
-      if (!source.error.ok()) ctx.exit_code = ReportError(source.error);
-    }
-  });
 }
 
 }  // namespace ptd::cli

@@ -16,38 +16,31 @@
 namespace ptd::cli {
 namespace {
 
+// "ptrace-direct: <line>" on stderr, unless --quiet.
+void Say(const RecordOptions& options, const std::string& line) {
+  if (!options.quiet) std::fprintf(stderr, "ptrace-direct: %s\n", line.c_str());
+}
+
 absl::Status RunRecord(const RecordOptions& options) {
   absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
   if (!choice.ok()) return choice.status();
-  if (!options.quiet) std::fprintf(stderr, "ptrace-direct: %s\n", choice->why.c_str());
+  Say(options, choice->why);
   if (choice->backend != RecordBackend::kHardware) {
     absl::StatusOr<EmulatedRecordSummary> summary = choice->backend == RecordBackend::kValgrind
                                                         ? RecordValgrind(options)
                                                         : RecordEmulated(options);
     if (!summary.ok()) return summary.status();
-    if (!options.quiet) {
-      std::fprintf(stderr,
-                   "ptrace-direct: %s (emulated): %llu instructions, %llu PT bytes, %llu threads, "
-                   "%llu snapshots, %.2f s, ended by %s\n",
-                   summary->trace_dir.c_str(), static_cast<unsigned long long>(summary->instructions),
-                   static_cast<unsigned long long>(summary->pt_bytes),
-                   static_cast<unsigned long long>(summary->threads),
-                   static_cast<unsigned long long>(summary->snapshots), summary->seconds,
-                   summary->end_reason.c_str());
-    }
+    Say(options, absl::StrFormat("%s (emulated): %d instructions, %d PT bytes, %d threads, %d snapshots, %.2f s, "
+                                 "ended by %s",
+                                 summary->trace_dir, summary->instructions, summary->pt_bytes, summary->threads,
+                                 summary->snapshots, summary->seconds, summary->end_reason));
     return absl::OkStatus();
   }
   absl::StatusOr<pt::HardwareRecordSummary> summary = pt::RecordHardware(options);
   if (!summary.ok()) return summary.status();
-  if (!options.quiet) {
-    std::fprintf(stderr,
-                 "ptrace-direct: %s: %llu PT bytes from %zu rings, %llu snapshots, %llu lost "
-                 "chunks, ended by %s\n",
-                 summary->trace_dir.c_str(), static_cast<unsigned long long>(summary->pt_bytes),
-                 summary->rings, static_cast<unsigned long long>(summary->snapshots),
-                 static_cast<unsigned long long>(summary->lost_chunks),
-                 summary->end_reason.c_str());
-  }
+  Say(options, absl::StrFormat("%s: %d PT bytes from %d rings, %d snapshots, %d lost chunks, ended by %s",
+                               summary->trace_dir, summary->pt_bytes, summary->rings, summary->snapshots,
+                               summary->lost_chunks, summary->end_reason));
   return absl::OkStatus();
 }
 

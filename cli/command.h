@@ -2,7 +2,10 @@
 // Each subcommand lives in its own cmd_*.cc and registers itself on the CLI11 app.
 // Commands store their exit status in CliContext; main() returns it.
 
+#include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -30,6 +33,29 @@ int ReportError(const absl::Status& status);
 // perf.data's binaries were looked for, named with how to add one.
 void WarnMissingBinaries(const MissingBinaries& missing, int64_t decode_errors, bool verbose,
                          const std::vector<std::string>& buildid_dirs = {});
+
+// Adds subcommand `name` to `parent`, its options to be bound to a new Args (which the
+// callback keeps alive), and returns both. When the subcommand is given, `run(args)` runs:
+// an int it returns is the exit code; an absl::Status that is not OK is reported.
+template <typename Args, typename Run>
+std::pair<CLI::App*, Args*> AddSubcommand(CLI::App& parent, CliContext& ctx, const std::string& name,
+                                          const std::string& description, Run run) {
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = parent.add_subcommand(name, description);
+  cmd->callback([&ctx, args, run]() {
+    if constexpr (std::is_same_v<decltype(run(*args)), int>) {
+      ctx.exit_code = run(*args);
+    } else {
+      absl::Status status = run(*args);
+      if (!status.ok()) ctx.exit_code = ReportError(status);
+    }
+  });
+  return {cmd, args.get()};
+}
+
+// The options of the commands that look binaries up (decode, info, import perf): where a
+// perf.data's binaries are searched, and whether each missing one is listed.
+void AddMissingBinaryOptions(CLI::App* cmd, std::vector<std::string>* buildid_dirs, bool* verbose);
 
 void RegisterRecordCommand(CLI::App& app, CliContext& ctx);
 void RegisterDecodeCommand(CLI::App& app, CliContext& ctx);

@@ -30,6 +30,12 @@ void WarnMissingBinaries(const MissingBinaries& missing, int64_t decode_errors, 
   }
 }
 
+void AddMissingBinaryOptions(CLI::App* cmd, std::vector<std::string>* buildid_dirs, bool* verbose) {
+  cmd->add_option("--buildid-dir", *buildid_dirs,
+                  "perf.data input: build-id cache searched for binaries (repeatable; then ~/.debug)");
+  cmd->add_flag("--verbose,-v", *verbose, "List every missing binary (default: how many, and the biggest)");
+}
+
 }  // namespace ptd::cli
 
 int main(int argc, char** argv) {

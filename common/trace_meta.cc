@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstdio>
+#include <type_traits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,29 +18,33 @@ namespace ptd {
 // Ordered: meta.json lists keys in the order of this file, which reads better than sorted.
 using Json = nlohmann::ordered_json;
 
-const char* TraceModeName(TraceMode mode) {
-  switch (mode) {
-    case TraceMode::kHardware:
-      return "hardware";
-    case TraceMode::kEmulated:
-      return "emulated";
-    case TraceMode::kImported:
-      return "imported";
+namespace {
+
+// The names meta.json uses for an enum's values: written by *Name(), read back by ParseNamed.
+template <typename E>
+struct NamedValue {
+  E value;
+  const char* name;
+};
+
+constexpr NamedValue<TraceMode> kTraceModeNames[] = {
+    {TraceMode::kHardware, "hardware"}, {TraceMode::kEmulated, "emulated"}, {TraceMode::kImported, "imported"}};
+constexpr NamedValue<ImageKind> kImageKindNames[] = {
+    {ImageKind::kFile, "file"}, {ImageKind::kVdso, "vdso"}, {ImageKind::kMemoryDump, "memory_dump"}};
+
+template <typename E, size_t N>
+const char* NameOf(const NamedValue<E> (&names)[N], E value) {
+  for (const NamedValue<E>& n : names) {
+    if (n.value == value) return n.name;
   }
   return "unknown";
 }
 
-const char* ImageKindName(ImageKind kind) {
-  switch (kind) {
-    case ImageKind::kFile:
-      return "file";
-    case ImageKind::kVdso:
-      return "vdso";
-    case ImageKind::kMemoryDump:
-      return "memory_dump";
-  }
-  return "unknown";
-}
+}  // namespace
+
+const char* TraceModeName(TraceMode mode) { return NameOf(kTraceModeNames, mode); }
+
+const char* ImageKindName(ImageKind kind) { return NameOf(kImageKindNames, kind); }
 
 uint64_t TimeConversion::TscToNs(uint64_t tsc) const {
   if (time_shift == 0) return time_zero + tsc * time_mult;
@@ -75,11 +80,9 @@ class FieldReader {
   const std::string& path() const { return path_; }
 
   uint64_t U64(const char* key, uint64_t def = 0, bool required = false) const {
-    if (!Has(key)) {
-      if (required) Fail(key, "missing");
-      return def;
-    }
-    const Json& v = obj_.at(key);
+    const Json* field = Get(key, required);
+    if (field == nullptr) return def;
+    const Json& v = *field;
     if (v.is_number_unsigned()) return v.get<uint64_t>();
     if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
     if (v.is_string()) {
@@ -98,31 +101,25 @@ class FieldReader {
   }
 
   int64_t I64(const char* key, int64_t def = 0, bool required = false) const {
-    if (!Has(key)) {
-      if (required) Fail(key, "missing");
-      return def;
-    }
-    const Json& v = obj_.at(key);
-    if (v.is_number_integer()) return v.get<int64_t>();
+    const Json* v = Get(key, required);
+    if (v == nullptr) return def;
+    if (v->is_number_integer()) return v->get<int64_t>();
     Fail(key, "expected an integer");
     return def;
   }
 
   bool Bool(const char* key, bool def = false) const {
-    if (!Has(key)) return def;
-    const Json& v = obj_.at(key);
-    if (v.is_boolean()) return v.get<bool>();
+    const Json* v = Get(key, /*required=*/false);
+    if (v == nullptr) return def;
+    if (v->is_boolean()) return v->get<bool>();
     Fail(key, "expected true or false");
     return def;
   }
 
   std::string Str(const char* key, const std::string& def = "", bool required = false) const {
-    if (!Has(key)) {
-      if (required) Fail(key, "missing");
-      return def;
-    }
-    const Json& v = obj_.at(key);
-    if (v.is_string()) return v.get<std::string>();
+    const Json* v = Get(key, required);
+    if (v == nullptr) return def;
+    if (v->is_string()) return v->get<std::string>();
     Fail(key, "expected a string");
     return def;
   }
@@ -130,15 +127,27 @@ class FieldReader {
   // Calls fn(FieldReader) for each element of an array field.
   template <typename Fn>
   void Array(const char* key, Fn fn) const {
-    if (!Has(key)) return;
-    const Json& v = obj_.at(key);
-    if (!v.is_array()) {
+    const Json* v = Get(key, /*required=*/false);
+    if (v == nullptr) return;
+    if (!v->is_array()) {
       Fail(key, "expected an array");
       return;
     }
-    for (size_t i = 0; i < v.size(); ++i) {
-      fn(FieldReader(v[i], absl::StrCat(Path(key), "[", i, "]"), source_, status_));
+    for (size_t i = 0; i < v->size(); ++i) {
+      fn(FieldReader((*v)[i], absl::StrCat(Path(key), "[", i, "]"), source_, status_));
     }
+  }
+
+  // Calls fn(name, FieldReader of the object) for each member of an object field.
+  template <typename Fn>
+  void Members(const char* key, Fn fn) const {
+    if (!Has(key)) return;
+    FieldReader object = Child(key);
+    if (!object.json().is_object()) {
+      Fail(key, "expected an object");
+      return;
+    }
+    for (auto it = object.json().begin(); it != object.json().end(); ++it) fn(it.key(), object);
   }
 
   void Fail(const char* key, const char* problem) const {
@@ -149,6 +158,15 @@ class FieldReader {
   }
 
  private:
+  // The field, or nullptr when absent (a failure when `required`).
+  const Json* Get(const char* key, bool required) const {
+    if (!Has(key)) {
+      if (required) Fail(key, "missing");
+      return nullptr;
+    }
+    return &obj_.at(key);
+  }
+
   std::string Path(const char* key) const {
     return path_.empty() ? std::string(key) : absl::StrCat(path_, ".", key);
   }
@@ -159,22 +177,19 @@ class FieldReader {
   absl::Status* status_;
 };
 
-TraceMode ParseMode(const FieldReader& r) {
-  std::string m = r.Str("mode", "", /*required=*/true);
-  if (m == "hardware") return TraceMode::kHardware;
-  if (m == "emulated") return TraceMode::kEmulated;
-  if (m == "imported") return TraceMode::kImported;
-  r.Fail("mode", "expected \"hardware\", \"emulated\" or \"imported\"");
-  return TraceMode::kHardware;
-}
-
-ImageKind ParseImageKind(const FieldReader& r) {
-  std::string k = r.Str("kind", "file");
-  if (k == "file") return ImageKind::kFile;
-  if (k == "vdso") return ImageKind::kVdso;
-  if (k == "memory_dump") return ImageKind::kMemoryDump;
-  r.Fail("kind", "expected \"file\", \"vdso\" or \"memory_dump\"");
-  return ImageKind::kFile;
+// The value named by string field `key` (`def` when absent); an unknown name fails,
+// listing the known ones.
+template <typename E, size_t N>
+E ParseNamed(const FieldReader& r, const char* key, const NamedValue<E> (&names)[N], E def, bool required) {
+  if (!r.Has(key) && !required) return def;
+  const std::string name = r.Str(key, "", required);
+  std::string known;
+  for (size_t i = 0; i < N; ++i) {
+    if (name == names[i].name) return names[i].value;
+    absl::StrAppend(&known, i == 0 ? "" : i + 1 == N ? " or " : ", ", "\"", names[i].name, "\"");
+  }
+  r.Fail(key, absl::StrCat("expected ", known).c_str());
+  return def;
 }
 
 // A relative path inside the trace directory must not escape it.
@@ -182,6 +197,29 @@ void CheckRelativePath(const FieldReader& r, const char* key, const std::string&
   if (p.empty() || p[0] == '/' || p.find("..") != std::string::npos) {
     r.Fail(key, "expected a relative path inside the trace directory");
   }
+}
+
+// What a stream or sideband file says of itself: its path in the trace directory, and the
+// CPU or thread it records (-1: not per CPU / per thread).
+template <typename File>
+void ReadFileOfCpuOrThread(const FieldReader& r, File* f) {
+  f->file = r.Str("file", "", /*required=*/true);
+  CheckRelativePath(r, "file", f->file);
+  f->cpu = static_cast<int>(r.I64("cpu", -1));
+  f->tid = static_cast<int>(r.I64("tid", -1));
+}
+
+// PtSettings' numeric timing fields by their meta.json names, for the reader and the
+// writer alike: fn(name, field).
+template <typename Settings, typename Fn>
+void ForEachPtNumber(Settings& pt, Fn fn) {
+  fn("cpuid_0x15_eax", pt.cpuid_0x15_eax);
+  fn("cpuid_0x15_ebx", pt.cpuid_0x15_ebx);
+  fn("nom_freq", pt.nom_freq);
+  fn("mtc_freq", pt.mtc_freq);
+  fn("tsc_art_ratio_num", pt.tsc_art_ratio_num);
+  fn("tsc_art_ratio_den", pt.tsc_art_ratio_den);
+  fn("psb_period_bytes", pt.psb_period_bytes);
 }
 
 }  // namespace
@@ -218,41 +256,19 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
   m.host.cpu.stepping = static_cast<uint32_t>(host.U64("cpu_stepping"));
   m.host.kernel_release = host.Str("kernel_release");
   m.host.hostname = host.Str("hostname");
-  m.mode = ParseMode(r);
+  m.mode = ParseNamed(r, "mode", kTraceModeNames, TraceMode::kHardware, /*required=*/true);
 
   FieldReader pt = r.Child("pt", false);
   m.pt.pmu_type = static_cast<int>(pt.I64("pmu_type", -1));
   m.pt.config = pt.U64("config");
-  if (pt.Has("fields")) {
-    FieldReader f = pt.Child("fields");
-    if (f.json().is_object()) {
-      for (auto it = f.json().begin(); it != f.json().end(); ++it) {
-        m.pt.fields[it.key()] = f.U64(it.key().c_str());
-      }
-    } else {
-      pt.Fail("fields", "expected an object");
-    }
-  }
-  if (pt.Has("caps")) {
-    FieldReader c = pt.Child("caps");
-    if (c.json().is_object()) {
-      for (auto it = c.json().begin(); it != c.json().end(); ++it) {
-        m.pt.caps[it.key()] = c.Str(it.key().c_str());
-      }
-    } else {
-      pt.Fail("caps", "expected an object");
-    }
-  }
+  pt.Members("fields", [&](const std::string& name, const FieldReader& f) { m.pt.fields[name] = f.U64(name.c_str()); });
+  pt.Members("caps", [&](const std::string& name, const FieldReader& c) { m.pt.caps[name] = c.Str(name.c_str()); });
   m.pt.timing = pt.Str("timing");
   m.pt.user_only = pt.Bool("user_only", true);
   m.pt.ip_filter = pt.Str("ip_filter");
-  m.pt.cpuid_0x15_eax = static_cast<uint32_t>(pt.U64("cpuid_0x15_eax"));
-  m.pt.cpuid_0x15_ebx = static_cast<uint32_t>(pt.U64("cpuid_0x15_ebx"));
-  m.pt.nom_freq = static_cast<uint32_t>(pt.U64("nom_freq"));
-  m.pt.mtc_freq = static_cast<uint32_t>(pt.U64("mtc_freq"));
-  m.pt.tsc_art_ratio_num = static_cast<uint32_t>(pt.U64("tsc_art_ratio_num"));
-  m.pt.tsc_art_ratio_den = static_cast<uint32_t>(pt.U64("tsc_art_ratio_den"));
-  m.pt.psb_period_bytes = pt.U64("psb_period_bytes");
+  ForEachPtNumber(m.pt, [&](const char* name, auto& field) {
+    field = static_cast<std::remove_reference_t<decltype(field)>>(pt.U64(name));
+  });
 
   FieldReader tc = r.Child("time_conversion", false);
   m.time.time_shift = static_cast<uint16_t>(tc.U64("time_shift", 0));
@@ -276,10 +292,7 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
 
   r.Array("streams", [&](const FieldReader& s) {
     PtStream st;
-    st.file = s.Str("file", "", true);
-    CheckRelativePath(s, "file", st.file);
-    st.cpu = static_cast<int>(s.I64("cpu", -1));
-    st.tid = static_cast<int>(s.I64("tid", -1));
+    ReadFileOfCpuOrThread(s, &st);
     s.Array("chunks", [&](const FieldReader& c) {
       PtChunk ch;
       ch.file_offset = c.U64("file_offset", 0, true);
@@ -298,10 +311,7 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
   });
   r.Array("sideband", [&](const FieldReader& s) {
     SidebandFile sb;
-    sb.file = s.Str("file", "", true);
-    CheckRelativePath(s, "file", sb.file);
-    sb.cpu = static_cast<int>(s.I64("cpu", -1));
-    sb.tid = static_cast<int>(s.I64("tid", -1));
+    ReadFileOfCpuOrThread(s, &sb);
     sb.origin = s.Str("origin", "kernel");
     sb.sample_type = s.U64("sample_type");
     sb.sample_id_all = s.Bool("sample_id_all", true);
@@ -316,21 +326,13 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
     im.file_offset = s.U64("file_offset");
     im.size = s.U64("size", 0, true);
     im.pid = static_cast<int>(s.I64("pid", -1));
-    im.kind = ParseImageKind(s);
+    im.kind = ParseNamed(s, "kind", kImageKindNames, ImageKind::kFile, /*required=*/false);
     im.build_id = s.Str("build_id");
     if (im.kind != ImageKind::kFile) CheckRelativePath(s, "path", im.path);
     m.images.push_back(std::move(im));
   });
-  if (r.Has("build_ids")) {
-    FieldReader ids = r.Child("build_ids");
-    if (ids.json().is_object()) {
-      for (auto it = ids.json().begin(); it != ids.json().end(); ++it) {
-        m.build_ids[it.key()] = ids.Str(it.key().c_str());
-      }
-    } else {
-      r.Fail("build_ids", "expected an object");
-    }
-  }
+  r.Members("build_ids",
+            [&](const std::string& path, const FieldReader& ids) { m.build_ids[path] = ids.Str(path.c_str()); });
   m.archived = r.Bool("archived");
   r.Array("archive", [&](const FieldReader& a) {
     ArchivedFile f;
@@ -341,18 +343,11 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
     f.size = a.U64("size");
     m.archive.push_back(std::move(f));
   });
-  if (r.Has("namespace_tids")) {
-    FieldReader ns = r.Child("namespace_tids");
-    if (ns.json().is_object()) {
-      for (auto it = ns.json().begin(); it != ns.json().end(); ++it) {
-        int tid = 0;
-        if (!absl::SimpleAtoi(it.key(), &tid)) ns.Fail(it.key().c_str(), "expected a tid as key");
-        else m.namespace_tids[tid] = static_cast<int>(ns.I64(it.key().c_str()));
-      }
-    } else {
-      r.Fail("namespace_tids", "expected an object");
-    }
-  }
+  r.Members("namespace_tids", [&](const std::string& key, const FieldReader& ns) {
+    int tid = 0;
+    if (!absl::SimpleAtoi(key, &tid)) ns.Fail(key.c_str(), "expected a tid as key");
+    else m.namespace_tids[tid] = static_cast<int>(ns.I64(key.c_str()));
+  });
   if (r.Has("kernel")) {
     FieldReader k = r.Child("kernel");
     m.kernel.kallsyms = k.Str("kallsyms");
@@ -415,7 +410,7 @@ Json PtChunkToJson(const PtChunk& c) {
           {"lost_before", c.lost_before}};
 }
 
-std::string SerializeTraceMeta(const TraceMeta& m) {
+Json TraceMetaToJson(const TraceMeta& m) {
   Json root = Json::object();
   root["format_version"] = {{"major", m.format_major}, {"minor", m.format_minor}};
   root["tool_version"] = m.tool_version;
@@ -433,14 +428,8 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
                 {"timing", m.pt.timing},
                 {"user_only", m.pt.user_only},
                 {"ip_filter", m.pt.ip_filter},
-                {"caps", caps},
-                {"cpuid_0x15_eax", m.pt.cpuid_0x15_eax},
-                {"cpuid_0x15_ebx", m.pt.cpuid_0x15_ebx},
-                {"nom_freq", m.pt.nom_freq},
-                {"mtc_freq", m.pt.mtc_freq},
-                {"tsc_art_ratio_num", m.pt.tsc_art_ratio_num},
-                {"tsc_art_ratio_den", m.pt.tsc_art_ratio_den},
-                {"psb_period_bytes", m.pt.psb_period_bytes}};
+                {"caps", caps}};
+  ForEachPtNumber(m.pt, [&](const char* name, const auto& field) { root["pt"][name] = field; });
   root["time_conversion"] = {{"time_shift", m.time.time_shift},
                              {"time_mult", m.time.time_mult},
                              {"time_zero", m.time.time_zero},
@@ -511,8 +500,10 @@ std::string SerializeTraceMeta(const TraceMeta& m) {
   root["start_ns"] = m.start_ns;
   root["end_ns"] = m.end_ns;
   if (m.trigger) root["trigger"] = TriggerPointToJson(*m.trigger);
-  return root.dump(2) + "\n";
+  return root;
 }
+
+std::string SerializeTraceMeta(const TraceMeta& m) { return TraceMetaToJson(m).dump(2) + "\n"; }
 
 absl::StatusOr<TraceMeta> ReadTraceMeta(const std::string& trace_dir) {
   std::string path = absl::StrCat(trace_dir, "/", kMetaFileName);

@@ -196,6 +196,8 @@ struct TraceMeta {
 absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text,
                                          const std::string& source = kMetaFileName);
 std::string SerializeTraceMeta(const TraceMeta& meta);
+// What SerializeTraceMeta writes, as JSON; `info --json` shows its account of the run.
+nlohmann::ordered_json TraceMetaToJson(const TraceMeta& meta);
 // One chunk as meta.json holds it; `info --json` shows the same object.
 nlohmann::ordered_json PtChunkToJson(const PtChunk& chunk);
 // meta.json's "trigger" object; `info --json` shows the same.

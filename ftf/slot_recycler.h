@@ -8,6 +8,15 @@
 
 namespace ptd::ftf {
 
+// What a table's Intern returns: the index a record may refer to.
+template <typename Index>
+struct InternedRef {
+  Index index = 0;
+  // The caller must write the record defining `index` (string or thread) before the
+  // record using it.
+  bool needs_definition = false;
+};
+
 class SlotRecycler {
  public:
   // Indices are 1..capacity (0 is reserved by the format).

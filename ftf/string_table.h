@@ -20,11 +20,7 @@ inline constexpr uint16_t kMinStringTableSize = 64;
 
 class StringTable {
  public:
-  struct Ref {
-    uint16_t index = 0;
-    // The caller must write a string record defining `index` before the record using it.
-    bool needs_definition = false;
-  };
+  using Ref = InternedRef<uint16_t>;
 
   explicit StringTable(uint16_t capacity);
 

@@ -13,11 +13,7 @@ namespace ptd::ftf {
 
 class ThreadTable {
  public:
-  struct Ref {
-    uint8_t index = 0;
-    // The caller must write a thread record defining `index` before the record using it.
-    bool needs_definition = false;
-  };
+  using Ref = InternedRef<uint8_t>;
 
   explicit ThreadTable(uint8_t capacity);
 

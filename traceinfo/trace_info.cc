@@ -167,33 +167,16 @@ Json InfoJson(const std::string& input, const std::string& input_kind, const std
   j["trace_dir"] = input;
   j["input_kind"] = input_kind;
   j["format_version"] = absl::StrCat(meta.format_major, ".", meta.format_minor);
-  j["tool_version"] = meta.tool_version;
-  j["mode"] = TraceModeName(meta.mode);
-  j["host"] = {{"cpu_vendor", meta.host.cpu.vendor},
-               {"cpu_family", meta.host.cpu.family},
-               {"cpu_model", meta.host.cpu.model},
-               {"cpu_stepping", meta.host.cpu.stepping},
-               {"kernel_release", meta.host.kernel_release},
-               {"hostname", meta.host.hostname}};
-  j["command"] = meta.command;
-  j["pids"] = meta.pids;
-  j["per"] = meta.per;
-  // Which emulator wrote an emulated trace, and what its timestamps count.
-  j["emulator"] = meta.emulator;
-  j["time_axis"] = meta.time_axis;
-  // The PT settings as opened: the timing preset and every field it set.
-  Json fields = Json::object();
-  for (const auto& [name, value] : meta.pt.fields) fields[name] = value;
-  j["pt"] = {{"timing", meta.pt.timing},
-             {"fields", fields},
-             {"user_only", meta.pt.user_only},
-             {"ip_filter", meta.pt.ip_filter}};
-  j["start_ns"] = meta.start_ns;
-  j["end_ns"] = meta.end_ns;
-  j["end_reason"] = meta.end_reason;
-  j["partial"] = meta.partial;
-  j["partial_reason"] = meta.partial_reason;
-  if (meta.trigger) j["trigger"] = TriggerPointToJson(*meta.trigger);
+  // meta.json's account of the run, key for key as it writes them: host, PT settings (the
+  // timing preset, every field it set, the timing ratios), which emulator wrote an emulated
+  // trace and what its timestamps count, how it ended. meta.json leaves out an unset
+  // emulator and time_axis; info shows them empty.
+  const Json meta_json = TraceMetaToJson(meta);
+  for (const char* key : {"tool_version", "mode", "host", "command", "pids", "per", "emulator", "time_axis", "pt",
+                          "start_ns", "end_ns", "end_reason", "partial", "partial_reason"}) {
+    j[key] = meta_json.contains(key) ? meta_json[key] : Json("");
+  }
+  if (meta.trigger) j["trigger"] = meta_json["trigger"];
   j["threads"] = ThreadsJson(sb);
   j["mmaps"] = MmapsJson(sb);
   j["vdso"] = VdsoJson(dir, meta, sb);

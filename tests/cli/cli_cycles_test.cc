@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <regex>
 #include <string>
 
@@ -13,21 +14,15 @@
 #include "common/file_util.h"
 #include "tests/testing/test_util.h"
 
-namespace ptd {
+namespace ptd::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::JsonNumber;
-using testing::RunCommand;
-using testing::TempDir;
 
-std::string Record(const TempDir& tmp, const std::string& timing) {
-  std::string trace = tmp.Sub(absl::StrCat("trace-", timing));
-  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--timing", timing, "-o", trace, "--",
-                       absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_calls")});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return trace;
+// ptd_prog_calls recorded with `--timing timing`.
+std::unique_ptr<CliRecording> RecordCalls(const std::string& timing) {
+  return RecordWithCli({Program("ptd_prog_calls")}, {"--timing", timing});
 }
 
 // The largest timestamp of the begin/end records in `ftf-dump` output.
@@ -48,22 +43,22 @@ struct Decoded {
   std::string dump;
 };
 
-Decoded Decode(const TempDir& tmp, const std::string& trace, const std::string& axis) {
+Decoded Decode(const CliRecording& rec, const std::string& axis) {
   Decoded d;
-  std::string out = tmp.Sub(absl::StrCat("out-", axis, ".ftf"));
-  std::string stats = tmp.Sub(absl::StrCat("stats-", axis, ".json"));
-  auto r = RunCommand({PTD_CLI_PATH, "decode", trace, "-o", out, "--time-axis", axis, "--stats-json", stats, "-q"});
+  std::string out = rec.tmp.Sub(absl::StrCat("out-", axis, ".ftf"));
+  std::string stats = rec.tmp.Sub(absl::StrCat("stats-", axis, ".json"));
+  auto r = RunCli({"decode", rec.trace, "-o", out, "--time-axis", axis, "--stats-json", stats, "-q"});
   d.exit_code = r.exit_code;
   d.err = r.err;
   d.stats = ReadFileToString(stats).value_or("");
-  d.dump = RunCommand({PTD_CLI_PATH, "ftf-dump", out}).out;
+  d.dump = RunCli({"ftf-dump", out}).out;
   return d;
 }
 
 TEST(CliCyclesTest, CyclesAxisCountsCycPayloads) {
-  TempDir tmp;
-  std::string trace = Record(tmp, "normal");
-  Decoded cycles = Decode(tmp, trace, "cycles");
+  std::unique_ptr<CliRecording> rec = RecordCalls("normal");
+  ASSERT_TRUE(rec->error.empty()) << rec->error;
+  Decoded cycles = Decode(*rec, "cycles");
   ASSERT_EQ(cycles.exit_code, 0) << cycles.err;
   EXPECT_THAT(cycles.err, Not(HasSubstr("CYC")));
   int64_t total = JsonNumber(cycles.stats, "cycles");
@@ -72,7 +67,7 @@ TEST(CliCyclesTest, CyclesAxisCountsCycPayloads) {
   // The last slice ends at the stream's last cycle, as the instruction axis's ends at
   // its last instruction.
   EXPECT_EQ(LastTimestamp(cycles.dump), static_cast<uint64_t>(total));
-  Decoded instructions = Decode(tmp, trace, "instructions");
+  Decoded instructions = Decode(*rec, "instructions");
   ASSERT_EQ(instructions.exit_code, 0) << instructions.err;
   EXPECT_EQ(JsonNumber(instructions.stats, "cycles"), total);
   EXPECT_EQ(LastTimestamp(instructions.dump), static_cast<uint64_t>(JsonNumber(instructions.stats, "instructions")));
@@ -80,9 +75,9 @@ TEST(CliCyclesTest, CyclesAxisCountsCycPayloads) {
 }
 
 TEST(CliCyclesTest, WithoutCycWarnsAndCountsInstructions) {
-  TempDir tmp;
-  std::string trace = Record(tmp, "low");
-  Decoded cycles = Decode(tmp, trace, "cycles");
+  std::unique_ptr<CliRecording> rec = RecordCalls("low");
+  ASSERT_TRUE(rec->error.empty()) << rec->error;
+  Decoded cycles = Decode(*rec, "cycles");
   ASSERT_EQ(cycles.exit_code, 0) << cycles.err;
   EXPECT_THAT(cycles.err, HasSubstr("aux/"));
   EXPECT_THAT(cycles.err, HasSubstr("no CYC packets: its time axis counts instructions"));
@@ -93,4 +88,4 @@ TEST(CliCyclesTest, WithoutCycWarnsAndCountsInstructions) {
 }
 
 }  // namespace
-}  // namespace ptd
+}  // namespace ptd::testing

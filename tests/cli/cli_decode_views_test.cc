@@ -14,44 +14,30 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/test_util.h"
 
-namespace ptd {
+namespace ptd::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::CommandResult;
-using testing::RunCommand;
-using testing::TempDir;
 
-class CliDecodeViewsTest : public ::testing::Test {
+class CliDecodeViewsTest : public SuiteSharedTest<CliDecodeViewsTest, CliRecording> {
  protected:
   static void SetUpTestSuite() {
-    tmp_ = new TempDir();
-    trace_ = tmp_->Sub("calls");
-    CommandResult r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "-o", trace_, "--",
-                                  absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_calls")});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  static void TearDownTestSuite() {
-    delete tmp_;
-    tmp_ = nullptr;
+    shared_ = RecordWithCli({Program("ptd_prog_calls")});
+    ASSERT_TRUE(shared_->error.empty()) << shared_->error;
   }
 
   static CommandResult Decode(std::vector<std::string> extra) {
-    std::vector<std::string> argv = {PTD_CLI_PATH, "decode", trace_};
+    std::vector<std::string> argv = {"decode", shared_->trace};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return RunCommand(argv);
+    return RunCli(argv);
   }
 
-  static TempDir* tmp_;
-  static std::string trace_;
+  static std::string Out(const std::string& name) { return shared_->tmp.Sub(name); }
 };
 
-TempDir* CliDecodeViewsTest::tmp_ = nullptr;
-std::string CliDecodeViewsTest::trace_;
-
 TEST_F(CliDecodeViewsTest, NonsenseValuesAreUsageErrorsBeforeAnyWork) {
-  const std::string out = tmp_->Sub("never.ftf");
+  const std::string out = Out("never.ftf");
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -80,14 +66,14 @@ TEST_F(CliDecodeViewsTest, NonsenseValuesAreUsageErrorsBeforeAnyWork) {
 }
 
 TEST_F(CliDecodeViewsTest, WindowOutsideTheTraceIsAUsageError) {
-  CommandResult r = Decode({"-o", tmp_->Sub("w.ftf"), "-q", "--window", "+1000s..+1001s"});
+  CommandResult r = Decode({"-o", Out("w.ftf"), "-q", "--window", "+1000s..+1001s"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("lies outside the trace"));
   EXPECT_THAT(r.err, Not(HasSubstr("decoded")));
 }
 
 TEST_F(CliDecodeViewsTest, SummaryListsFunctionsWithLatencyAndTheSlowestCalls) {
-  const std::string out = tmp_->Sub("summary.ftf");
+  const std::string out = Out("summary.ftf");
   CommandResult text = Decode({"-o", out, "-q", "--summary", "--function", "fib", "--slowest", "3"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("top functions by total time:"));
@@ -103,7 +89,7 @@ TEST_F(CliDecodeViewsTest, SummaryListsFunctionsWithLatencyAndTheSlowestCalls) {
   }
   ASSERT_NE(fib, nullptr) << json.out;
   // As many calls as the FTF has fib slices.
-  CommandResult dump = RunCommand({PTD_CLI_PATH, "ftf-dump", out});
+  CommandResult dump = RunCli({"ftf-dump", out});
   size_t fib_slices = 0;
   for (size_t at = dump.out.find("name=\"fib\""); at != std::string::npos; at = dump.out.find("name=\"fib\"", at + 1)) {
     ++fib_slices;
@@ -120,7 +106,7 @@ TEST_F(CliDecodeViewsTest, SummaryListsFunctionsWithLatencyAndTheSlowestCalls) {
   EXPECT_THAT(dump.out, HasSubstr(absl::StrCat("begin ts=", slowest["start_ns"].get<uint64_t>())));
 
   // ftf-dump reads the same numbers back from the file.
-  CommandResult from_file = RunCommand({PTD_CLI_PATH, "ftf-dump", "--summary", "--json", "--function", "fib", out});
+  CommandResult from_file = RunCli({"ftf-dump", "--summary", "--json", "--function", "fib", out});
   ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
   nlohmann::json k = nlohmann::json::parse(from_file.out);
   for (const nlohmann::json& f : k["functions"]) {
@@ -134,38 +120,38 @@ TEST_F(CliDecodeViewsTest, SummaryListsFunctionsWithLatencyAndTheSlowestCalls) {
 }
 
 TEST_F(CliDecodeViewsTest, MinDurationCountsWhatItLeftOut) {
-  const std::string out = tmp_->Sub("coarse.ftf");
-  const std::string stats = tmp_->Sub("coarse.json");
+  const std::string out = Out("coarse.ftf");
+  const std::string stats = Out("coarse.json");
   // Emulated steps are slow (tens of us per instruction): 1 ms leaves out most calls.
   CommandResult r = Decode({"-o", out, "--min-duration", "1ms", "--stats-json", stats, "-q"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("level of detail: left out "));
   nlohmann::json j = nlohmann::json::parse(ReadFileToString(stats).value_or("{}"));
   EXPECT_GT(j["dropped_short"].get<uint64_t>(), 100u);
-  CommandResult check = RunCommand({PTD_CLI_PATH, "ftf-dump", "--check", out});
+  CommandResult check = RunCli({"ftf-dump", "--check", out});
   EXPECT_EQ(check.exit_code, 0) << check.out;
 }
 
 TEST_F(CliDecodeViewsTest, WindowSaysWhatItDecoded) {
-  const std::string out = tmp_->Sub("window.ftf");
+  const std::string out = Out("window.ftf");
   CommandResult r = Decode({"-o", out, "--window", "+100ms..+200ms"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("window: "));
   EXPECT_THAT(r.err, HasSubstr("decoding PT bytes"));
-  CommandResult check = RunCommand({PTD_CLI_PATH, "ftf-dump", "--check", out});
+  CommandResult check = RunCli({"ftf-dump", "--check", out});
   EXPECT_EQ(check.exit_code, 0) << check.out;
 }
 
 TEST_F(CliDecodeViewsTest, ProgressOnlyOnATerminalOrWhenAsked) {
-  // RunCommand's stderr is a pipe: no progress line.
-  CommandResult quiet = Decode({"-o", tmp_->Sub("p1.ftf")});
+  // RunCli's stderr is a pipe: no progress line.
+  CommandResult quiet = Decode({"-o", Out("p1.ftf")});
   ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
   EXPECT_THAT(quiet.err, Not(HasSubstr("\r")));
-  CommandResult forced = Decode({"-o", tmp_->Sub("p2.ftf"), "--progress", "-j", "1"});
+  CommandResult forced = Decode({"-o", Out("p2.ftf"), "--progress", "-j", "1"});
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_THAT(forced.err, HasSubstr("\rdecoding ["));
   EXPECT_THAT(forced.err, HasSubstr("decoding: done"));
 }
 
 }  // namespace
-}  // namespace ptd
+}  // namespace ptd::testing

@@ -26,16 +26,11 @@
 
 extern char** environ;
 
-namespace ptd {
+namespace ptd::testing {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::JsonNumber;
-using testing::RunCommand;
-using testing::TempDir;
-
-std::string Program(const std::string& name) { return absl::StrCat(PTD_BINARY_DIR, "/tests/programs/", name); }
 
 // Copies `from` over `to` in place (same inode, as `cp` does), so a hard link to `to`
 // would see the new bytes too.
@@ -63,10 +58,10 @@ class TraceArchiveTest : public ::testing::Test {
 
   std::string Record(const std::string& name, const std::string& emulator, bool archive = true) {
     std::string trace = tmp_.Sub(name);
-    std::vector<std::string> argv = {PTD_CLI_PATH, "record", absl::StrCat("--emulate=", emulator), "-q", "-o", trace};
-    if (!archive) argv.push_back("--no-archive");
-    argv.insert(argv.end(), {"--", prog_});
-    auto r = RunCommand(argv);
+    std::vector<std::string> args = {"record", absl::StrCat("--emulate=", emulator), "-q", "-o", trace};
+    if (!archive) args.push_back("--no-archive");
+    args.insert(args.end(), {"--", prog_});
+    auto r = RunCli(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return trace;
   }
@@ -75,7 +70,7 @@ class TraceArchiveTest : public ::testing::Test {
     Decoded d;
     std::string out = tmp_.Sub(absl::StrCat("out", ++decodes_, ".ftf"));
     std::string stats = tmp_.Sub(absl::StrCat("stats", decodes_, ".json"));
-    auto r = RunCommand({PTD_CLI_PATH, "decode", trace, "-o", out, "--stats-json", stats, "-q"});
+    auto r = RunCli({"decode", trace, "-o", out, "--stats-json", stats, "-q"});
     d.exit_code = r.exit_code;
     d.err = r.err;
     std::string json = ReadFileToString(stats).value_or("");
@@ -140,10 +135,10 @@ TEST_F(TraceArchiveTest, ReplacedBinaryDecodesAsRecorded) {
   EXPECT_EQ(in_trace.st_ino, in_cache.st_ino);
   EXPECT_EQ(in_trace.st_mode & 0222, 0u);
 
-  auto info = RunCommand({PTD_CLI_PATH, "info", trace});
+  auto info = RunCli({"info", trace});
   EXPECT_THAT(info.out, HasSubstr(absl::StrCat(entry.build_id, "  ", prog_)));
   EXPECT_THAT(info.out, ::testing::ContainsRegex("archive: [0-9]+ mapped file\\(s\\), [0-9.]+ MB"));
-  EXPECT_THAT(RunCommand({PTD_CLI_PATH, "info", plain}).out, HasSubstr("archive: none"));
+  EXPECT_THAT(RunCli({"info", plain}).out, HasSubstr("archive: none"));
 }
 
 TEST_F(TraceArchiveTest, MovedTraceDecodesTheSame) {
@@ -158,7 +153,7 @@ TEST_F(TraceArchiveTest, MovedTraceDecodesTheSame) {
 }
 
 TEST_F(TraceArchiveTest, ValgrindBackendArchivesToo) {
-  auto probe = RunCommand({PTD_CLI_PATH, "record", "--emulate=valgrind", "-q", "-o", tmp_.Sub("probe"), "--", "/bin/true"});
+  auto probe = RunCli({"record", "--emulate=valgrind", "-q", "-o", tmp_.Sub("probe"), "--", "/bin/true"});
   if (probe.exit_code != 0) GTEST_SKIP() << "the Valgrind backend cannot run here: " << probe.err;
   const std::string trace = Record("trace", "valgrind");
   const Decoded before = Decode(trace);
@@ -188,7 +183,7 @@ int ProcessMapping(int pid, const std::string& path) {
 // upgrade does) while the program still runs is archived as the program mapped it. Read
 // when recording ended, the path would give the new program (and its build-id).
 TEST_F(TraceArchiveTest, ValgrindArchivesTheFileAsMappedWhenReplacedDuringTheRecording) {
-  auto probe = RunCommand({PTD_CLI_PATH, "record", "--emulate=valgrind", "-q", "-o", tmp_.Sub("probe"), "--", "/bin/true"});
+  auto probe = RunCli({"record", "--emulate=valgrind", "-q", "-o", tmp_.Sub("probe"), "--", "/bin/true"});
   if (probe.exit_code != 0) GTEST_SKIP() << "the Valgrind backend cannot run here: " << probe.err;
   if (std::getenv("PTD_UNDER_SANITIZER") != nullptr) {
     GTEST_SKIP() << "the attach target is built with ASan here, and ASan programs do not run under Valgrind";
@@ -279,4 +274,4 @@ TEST_F(TraceArchiveTest, DamagedEntriesWarnAndFallBackToThePath) {
 }
 
 }  // namespace
-}  // namespace ptd
+}  // namespace ptd::testing

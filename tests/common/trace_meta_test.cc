@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/file_util.h"
@@ -136,19 +139,14 @@ TEST(TraceMetaTest, RoundTripThroughDirectory) {
   ExpectSameMeta(m, *back);
 }
 
-TEST(TraceMetaTest, RejectsFutureMajorVersionWithClearMessage) {
-  std::string text = SerializeTraceMeta(FullMeta());
-  text = absl::StrReplaceAll(text, {{"\"major\": 1", "\"major\": 2"}});
-  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text, "dir/meta.json");
-  ASSERT_FALSE(back.ok());
-  EXPECT_THAT(back.status().message(), HasSubstr("dir/meta.json"));
-  EXPECT_THAT(back.status().message(), HasSubstr(absl::StrCat("version 2.", kTraceFormatMinor, " is not supported")));
+// FullMeta's meta.json with every `from` replaced by `to`.
+std::string EditedMetaJson(const std::string& from, const std::string& to) {
+  return absl::StrReplaceAll(SerializeTraceMeta(FullMeta()), {{from, to}});
 }
 
 TEST(TraceMetaTest, AcceptsNewerMinorVersionAndIgnoresUnknownFields) {
-  std::string text = SerializeTraceMeta(FullMeta());
-  text = absl::StrReplaceAll(text, {{absl::StrCat("\"minor\": ", kTraceFormatMinor),
-                                     "\"minor\": 7, \"future_field\": [1,2]"}});
+  std::string text = EditedMetaJson(absl::StrCat("\"minor\": ", kTraceFormatMinor),
+                                    "\"minor\": 7, \"future_field\": [1,2]");
   absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->format_minor, 7);
@@ -161,38 +159,36 @@ TEST(TraceMetaTest, RejectsCorruptJson) {
   EXPECT_THAT(back.status().message(), HasSubstr("x/meta.json: not valid JSON"));
 }
 
-TEST(TraceMetaTest, NamesTheBadField) {
-  std::string text = SerializeTraceMeta(FullMeta());
-  text = absl::StrReplaceAll(text, {{"\"file\": \"aux/cpu0.pt\"", "\"file\": 17"}});
-  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text, "m.json");
+// A meta.json edited into something invalid, and what the error must say.
+struct BadMetaCase {
+  std::string name;
+  std::string from;
+  std::string to;
+  std::vector<std::string> message_parts;
+};
+
+class BadMetaTest : public ::testing::TestWithParam<BadMetaCase> {};
+
+TEST_P(BadMetaTest, IsRejectedWithAClearMessage) {
+  const BadMetaCase& c = GetParam();
+  absl::StatusOr<TraceMeta> back = ParseTraceMeta(EditedMetaJson(c.from, c.to), "dir/meta.json");
   ASSERT_FALSE(back.ok());
-  EXPECT_THAT(back.status().message(), HasSubstr("streams[0].file"));
-  EXPECT_THAT(back.status().message(), HasSubstr("expected a string"));
+  for (const std::string& part : c.message_parts) EXPECT_THAT(back.status().message(), HasSubstr(part));
 }
 
-TEST(TraceMetaTest, RejectsPathsEscapingTheDirectory) {
-  std::string text = SerializeTraceMeta(FullMeta());
-  text = absl::StrReplaceAll(text, {{"\"aux/cpu0.pt\"", "\"../../etc/passwd\""}});
-  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
-  ASSERT_FALSE(back.ok());
-  EXPECT_THAT(back.status().message(), HasSubstr("relative path inside the trace directory"));
-}
-
-TEST(TraceMetaTest, RejectsArchiveFilesOutsideTheDirectory) {
-  std::string text = SerializeTraceMeta(FullMeta());
-  text = absl::StrReplaceAll(text, {{"\"images/by-build-id/32/", "\"../by-build-id/32/"}});
-  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
-  ASSERT_FALSE(back.ok());
-  EXPECT_THAT(back.status().message(), HasSubstr("relative path inside the trace directory"));
-}
-
-TEST(TraceMetaTest, RejectsUnknownMode) {
-  std::string text = SerializeTraceMeta(FullMeta());
-  text = absl::StrReplaceAll(text, {{"\"emulated\"", "\"quantum\""}});
-  absl::StatusOr<TraceMeta> back = ParseTraceMeta(text);
-  ASSERT_FALSE(back.ok());
-  EXPECT_THAT(back.status().message(), HasSubstr("field 'mode'"));
-}
+INSTANTIATE_TEST_SUITE_P(
+    TraceMetaTest, BadMetaTest,
+    ::testing::Values(
+        BadMetaCase{"FutureMajorVersion", "\"major\": 1", "\"major\": 2",
+                    {"dir/meta.json", absl::StrCat("version 2.", kTraceFormatMinor, " is not supported")}},
+        BadMetaCase{"StringFieldHoldingANumber", "\"file\": \"aux/cpu0.pt\"", "\"file\": 17",
+                    {"streams[0].file", "expected a string"}},
+        BadMetaCase{"PathEscapingTheDirectory", "\"aux/cpu0.pt\"", "\"../../etc/passwd\"",
+                    {"relative path inside the trace directory"}},
+        BadMetaCase{"ArchiveFileOutsideTheDirectory", "\"images/by-build-id/32/", "\"../by-build-id/32/",
+                    {"relative path inside the trace directory"}},
+        BadMetaCase{"UnknownMode", "\"emulated\"", "\"quantum\"", {"field 'mode'"}}),
+    [](const ::testing::TestParamInfo<BadMetaCase>& info) { return info.param.name; });
 
 TEST(TraceMetaTest, MissingDirectoryIsNotFound) {
   absl::StatusOr<TraceMeta> back = ReadTraceMeta("/nonexistent/trace.dir");

@@ -72,6 +72,12 @@ class ModelTest : public ::testing::Test {
     EXPECT_FALSE(sink_.unbalanced());
     EXPECT_FALSE(sink_.out_of_order());
   }
+  // Ends the trace; the slices written, which must nest and be in order.
+  std::vector<std::string> FinishBalanced() {
+    Finish();
+    ExpectBalanced();
+    return sink_.Names();
+  }
 
   FakeResolver resolver_;
   RecordingSink sink_;
@@ -95,10 +101,8 @@ TEST_F(ModelTest, JumpIntoAnotherFunctionIsATailCallSibling) {
   Jump(0x2050, 0x3000);  // foo tail-calls bar
   Ret(0x3050, 0x1015);   // bar returns to main (foo's return address)
   Call(0x1020, 0x4000);
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "E foo", "B bar", "E bar", "B baz", "E baz", "E main"));
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "E foo", "B bar", "E bar", "B baz", "E baz", "E main"));
   EXPECT_EQ(model_.stats().tail_calls, 1u);
-  ExpectBalanced();
 }
 
 // A call that is the last instruction of main (0x10fb + 5 = 0x1100, past main's end):
@@ -110,10 +114,8 @@ TEST_F(ModelTest, ReturnPastTheEndOfTheCallerContinuesInTheNextFunction) {
   Call(0x10fb, 0x2000);
   Ret(0x2050, 0x1100);
   Call(0x1110, 0x3000);
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "E foo", "E main", "B after_main", "B bar", "E bar",
-                                         "E after_main"));
-  ExpectBalanced();
+  EXPECT_THAT(FinishBalanced(),
+              ElementsAre("B main", "B foo", "E foo", "E main", "B after_main", "B bar", "E bar", "E after_main"));
 }
 
 // Returning into code with no known function keeps the frame returned to.
@@ -121,9 +123,7 @@ TEST_F(ModelTest, ReturnPastTheEndIntoUnknownCodeKeepsTheCaller) {
   Enable(0x1000);
   Call(0x10fb, 0x2000);
   Ret(0x2050, 0x1100);
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "E foo", "E main"));
-  ExpectBalanced();
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "E foo", "E main"));
 }
 
 TEST_F(ModelTest, ReturnToDeeperFrameUnwindsEveryFrameAbove) {
@@ -132,10 +132,8 @@ TEST_F(ModelTest, ReturnToDeeperFrameUnwindsEveryFrameAbove) {
   Call(0x2010, 0x3000);  // foo → bar (ret 0x2015)
   Call(0x3010, 0x4000);  // bar → baz (ret 0x3015)
   Ret(0x4050, 0x1015);   // longjmp-like: back in main
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
   EXPECT_EQ(model_.stats().unwinds, 1u);
-  ExpectBalanced();
 }
 
 TEST_F(ModelTest, PltCallIsOneSliceNamedAfterTheTarget) {
@@ -144,9 +142,7 @@ TEST_F(ModelTest, PltCallIsOneSliceNamedAfterTheTarget) {
   Jump(0x5000, 0x5100);  // lazy binding: into PLT0
   Jump(0x5100, 0x6000);  // … and on to puts
   Ret(0x6050, 0x1015);
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B puts", "E puts", "E main"));
-  ExpectBalanced();
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B puts", "E puts", "E main"));
 }
 
 TEST_F(ModelTest, MidStackStartInfersParentsFromReturns) {
@@ -154,11 +150,9 @@ TEST_F(ModelTest, MidStackStartInfersParentsFromReturns) {
   Ret(0x3050, 0x2015);    // bar returns into foo: foo inferred
   Ret(0x2050, 0x1015);    // foo returns into main: main inferred
   Call(0x1020, 0x4000);
-  Finish();
   // Parents are written before what they enclose, so the output nests properly.
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "E bar", "E foo", "B baz", "E baz", "E main"));
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "E bar", "E foo", "B baz", "E baz", "E main"));
   EXPECT_EQ(model_.stats().inferred_frames, 3u);
-  ExpectBalanced();
 }
 
 TEST_F(ModelTest, InferredParentsBeginBeforeTheirChildren) {
@@ -192,9 +186,7 @@ TEST_F(ModelTest, SyscallIsAChildUntilTracingResumes) {
   model_.OnEvent(Ev(FlowKind::kSyscall, 0x1010, 0, 0x1012));
   model_.OnEvent(Ev(FlowKind::kDisable, 0, 0));
   Enable(0x1012);
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B [syscall]", "E [syscall]", "E main"));
-  ExpectBalanced();
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B [syscall]", "E [syscall]", "E main"));
 }
 
 TEST_F(ModelTest, OtherDisabledRegionsAreUntraced) {
@@ -202,9 +194,7 @@ TEST_F(ModelTest, OtherDisabledRegionsAreUntraced) {
   Call(0x1010, 0x2000);
   model_.OnEvent(Ev(FlowKind::kDisable, 0, 0));  // e.g. left the filter range
   Enable(0x1015);  // back at foo's return address: foo returned while untraced
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B [untraced]", "E [untraced]", "E foo", "E main"));
-  ExpectBalanced();
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B [untraced]", "E [untraced]", "E foo", "E main"));
 }
 
 TEST_F(ModelTest, SignalHandlerIsAFrameUntilSigreturn) {
@@ -217,11 +207,9 @@ TEST_F(ModelTest, SignalHandlerIsAFrameUntilSigreturn) {
   model_.OnEvent(Ev(FlowKind::kDisable, 0, 0));
   Enable(0x2030);                                // back where foo was interrupted
   Ret(0x2050, 0x1015);
-  Finish();
-  EXPECT_THAT(sink_.Names(),
+  EXPECT_THAT(FinishBalanced(),
               ElementsAre("B main", "B foo", "B [untraced]", "E [untraced]", "B handler", "E handler",
                           "B __restore_rt", "B [syscall]", "E [syscall]", "E __restore_rt", "E foo", "E main"));
-  ExpectBalanced();
 }
 
 TEST_F(ModelTest, JumpIntoTheMiddleOfAnAncestorUnwindsToIt) {
@@ -231,12 +219,10 @@ TEST_F(ModelTest, JumpIntoTheMiddleOfAnAncestorUnwindsToIt) {
   Call(0x3010, 0x4000);  // bar → baz (__longjmp)
   Jump(0x4020, 0x1018);  // jmp *%rdx: back after main's setjmp call
   Call(0x1030, 0x2000);  // main calls foo again: a child of main, not of baz
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo",
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo",
                                          "B foo", "E foo", "E main"));
   EXPECT_EQ(model_.stats().tail_calls, 0u);
   EXPECT_EQ(model_.stats().unwinds, 1u);
-  ExpectBalanced();
 }
 
 TEST_F(ModelTest, JumpToAnAncestorsEntryIsStillATailCall) {
@@ -255,10 +241,8 @@ TEST_F(ModelTest, ReturnIntoTheMiddleOfAnAncestorUnwindsToIt) {
   Call(0x2010, 0x3000);  // foo → bar (_Unwind_RaiseException)
   Call(0x3010, 0x4000);  // bar → baz
   Ret(0x4050, 0x1040);   // the unwinder's ret lands on main's landing pad
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
   EXPECT_EQ(model_.stats().unwinds, 1u);
-  ExpectBalanced();
 }
 
 TEST_F(ModelTest, RaiseInsideARecursiveFunctionUnwindsToTheTrapsCall) {
@@ -270,11 +254,9 @@ TEST_F(ModelTest, RaiseInsideARecursiveFunctionUnwindsToTheTrapsCall) {
   model_.OnEvent(Ev(FlowKind::kRaise, 0x2040, 0));     // foo(0) raises
   Jump(0x2044, 0x2080);                               // into foo(1)'s handler (same function)
   Ret(0x2090, 0x2015);                                // foo(1) returns to foo(2)
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B foo", "B foo", "E foo", "E foo", "E foo", "E main"));
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B foo", "B foo", "E foo", "E foo", "E foo", "E main"));
   // foo(0) ends at the handler's entry, foo(1) at its own return.
   EXPECT_EQ(sink_.lines()[4], "E foo i=6");
-  ExpectBalanced();
 }
 
 TEST_F(ModelTest, OcamlRaiseUnwindsToTheInnermostTrapDepth) {
@@ -286,10 +268,8 @@ TEST_F(ModelTest, OcamlRaiseUnwindsToTheInnermostTrapDepth) {
   model_.OnEvent(Ev(FlowKind::kRaise, 0x4020, 0));     // raise in baz
   Jump(0x4024, 0x2080);                               // jmp *%r11 into foo's handler
   Ret(0x2090, 0x1015);                                // foo returns normally
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
   EXPECT_EQ(model_.stats().tail_calls, 0u);
-  ExpectBalanced();
 }
 
 TEST_F(ModelTest, PoppedTrapIsNotUsedByALaterRaise) {
@@ -313,11 +293,9 @@ TEST_F(ModelTest, DecodeErrorClosesEveryFrameAndStartsANewSegment) {
   model_.OnEvent(error);
   Call(0x2020, 0x3000);  // ignored: not synchronized
   Enable(0x3000);
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "E foo", "E main", "I decode error", "B bar", "E bar"));
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "E foo", "E main", "I decode error", "B bar", "E bar"));
   EXPECT_EQ(model_.stats().segments, 2u);
   EXPECT_EQ(model_.stats().errors, 1u);
-  ExpectBalanced();
 }
 
 TEST_F(ModelTest, OverflowAndLostDataAreMarked) {
@@ -356,10 +334,8 @@ TEST_F(ModelTest, CallbackFromUntracedCodeIsAChildOfTheCaller) {
   model_.OnEvent(ret);
   model_.OnEvent(Ev(FlowKind::kDisable, 0, 0));
   Enable(0x1015);                                // qsort returns to main
-  Finish();
-  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B unknown", "B [untraced]", "E [untraced]", "B bar", "E bar",
+  EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B unknown", "B [untraced]", "E [untraced]", "B bar", "E bar",
                                          "B [untraced]", "E [untraced]", "E unknown", "E main"));
-  ExpectBalanced();
 }
 
 // Go: the runtime's stack switches, with the symbol names of a Go 1.19 binary.

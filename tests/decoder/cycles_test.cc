@@ -25,6 +25,8 @@
 namespace ptd::decoder {
 namespace {
 
+using ptd::testing::Program;
+using ptd::testing::RecordWithCli;
 using ptd::testing::RunCommand;
 using ptd::testing::TempDir;
 
@@ -124,8 +126,6 @@ uint64_t CountCycPayloads(const std::string& trace) {
   return sum;
 }
 
-std::string Program(const std::string& name) { return absl::StrCat(PTD_BINARY_DIR, "/tests/programs/", name); }
-
 // Copies `trace` and cuts its first stream's chunk in two at a PSB near the middle, the
 // second marked as following a gap.
 std::string SplitIntoTwoChunks(const std::string& trace, const TempDir& tmp) {
@@ -157,20 +157,10 @@ std::string SplitIntoTwoChunks(const std::string& trace, const TempDir& tmp) {
   return split;
 }
 
-class CyclesTest : public ::testing::Test {
+class CyclesTest : public ::ptd::testing::SuiteSharedTest<CyclesTest, ::ptd::testing::CliRecording> {
  protected:
-  static void SetUpTestSuite() {
-    tmp_ = new TempDir();
-    trace_ = tmp_->Sub("trace");
-    // Small PSB period: many pieces for --jobs N.
-    auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--psb-period", "1024", "-o", trace_, "--",
-                         Program("ptd_prog_calls")});
-    if (r.exit_code != 0) error_ = absl::StrCat("record failed: ", r.err);
-  }
-  static void TearDownTestSuite() {
-    delete tmp_;
-    tmp_ = nullptr;
-  }
+  // Small PSB period: many pieces for --jobs N.
+  static void SetUpTestSuite() { shared_ = RecordWithCli({Program("ptd_prog_calls")}, {"--psb-period", "1024"}); }
 
   static DecodeResult Decode(const std::string& trace, TimeAxisChoice axis, TreeSinks* sinks,
                              DecoderKind kind = DecoderKind::kBlock) {
@@ -218,24 +208,20 @@ class CyclesTest : public ::testing::Test {
     EXPECT_GT(slices, 1000u);
   }
 
-  static TempDir* tmp_;
-  static std::string trace_;
-  static std::string error_;
+  static const std::string& trace() { return shared_->trace; }
+  static const std::string& error() { return shared_->error; }
 };
-TempDir* CyclesTest::tmp_ = nullptr;
-std::string CyclesTest::trace_;
-std::string CyclesTest::error_;
 
 TEST_F(CyclesTest, TimestampsAreCycleCounts) {
-  ASSERT_TRUE(error_.empty()) << error_;
-  ExpectCyclesAxis(trace_);
+  ASSERT_TRUE(error().empty()) << error();
+  ExpectCyclesAxis(trace());
 }
 
 TEST_F(CyclesTest, InstructionDecoderGivesTheSameCycles) {
-  ASSERT_TRUE(error_.empty()) << error_;
+  ASSERT_TRUE(error().empty()) << error();
   TreeSinks block, insn;
-  Decode(trace_, TimeAxisChoice::kCycles, &block);
-  Decode(trace_, TimeAxisChoice::kCycles, &insn, DecoderKind::kInsn);
+  Decode(trace(), TimeAxisChoice::kCycles, &block);
+  Decode(trace(), TimeAxisChoice::kCycles, &insn, DecoderKind::kInsn);
   ASSERT_EQ(block.sinks.size(), insn.sinks.size());
   for (const auto& [tid, sink] : block.sinks) {
     const std::vector<Slice>& a = sink->slices();
@@ -251,11 +237,11 @@ TEST_F(CyclesTest, InstructionDecoderGivesTheSameCycles) {
 
 // The cycles arg does not depend on the axis; on the cycles axis it is the slice length.
 TEST_F(CyclesTest, CyclesArgsAreTheSameOnEveryAxis) {
-  ASSERT_TRUE(error_.empty()) << error_;
+  ASSERT_TRUE(error().empty()) << error();
   TreeSinks cycles, instructions, time;
-  Decode(trace_, TimeAxisChoice::kCycles, &cycles);
-  DecodeResult by_instructions = Decode(trace_, TimeAxisChoice::kInstructions, &instructions);
-  DecodeResult by_time = Decode(trace_, TimeAxisChoice::kTime, &time);
+  Decode(trace(), TimeAxisChoice::kCycles, &cycles);
+  DecodeResult by_instructions = Decode(trace(), TimeAxisChoice::kInstructions, &instructions);
+  DecodeResult by_time = Decode(trace(), TimeAxisChoice::kTime, &time);
   EXPECT_EQ(by_instructions.stats.cycles, by_time.stats.cycles);
   EXPECT_TRUE(by_instructions.stats.has_cycles);
   for (const auto& [tid, sink] : cycles.sinks) {
@@ -279,10 +265,10 @@ TEST_F(CyclesTest, CyclesArgsAreTheSameOnEveryAxis) {
 // lies about where the TSC time axis puts it (rebased to its first event; the time
 // axis interpolates between timing packets, hence the tolerance).
 TEST_F(CyclesTest, CyclesFollowTheEmulatorClock) {
-  ASSERT_TRUE(error_.empty()) << error_;
+  ASSERT_TRUE(error().empty()) << error();
   TreeSinks time, cycles;
-  DecodeResult result = Decode(trace_, TimeAxisChoice::kTime, &time);
-  Decode(trace_, TimeAxisChoice::kCycles, &cycles);
+  DecodeResult result = Decode(trace(), TimeAxisChoice::kTime, &time);
+  Decode(trace(), TimeAxisChoice::kCycles, &cycles);
   ASSERT_EQ(time.sinks.size(), 1u);
   ASSERT_EQ(cycles.sinks.size(), 1u);
   const std::vector<Slice>& t = time.sinks.begin()->second->slices();
@@ -315,11 +301,11 @@ TEST_F(CyclesTest, CyclesFollowTheEmulatorClock) {
 // A stream in two chunks with a gap between: the second chunk's cycles go on from the
 // first's total, the lost-data mark keeps the axis monotonic.
 TEST_F(CyclesTest, ChunkBasesAddUp) {
-  ASSERT_TRUE(error_.empty()) << error_;
+  ASSERT_TRUE(error().empty()) << error();
   TempDir tmp;
-  std::string split = SplitIntoTwoChunks(trace_, tmp);
+  std::string split = SplitIntoTwoChunks(trace(), tmp);
   ASSERT_FALSE(split.empty());
-  EXPECT_EQ(CountCycPayloads(split), CountCycPayloads(trace_));
+  EXPECT_EQ(CountCycPayloads(split), CountCycPayloads(trace()));
   ExpectCyclesAxis(split);
   TreeSinks sinks;
   DecodeResult result = Decode(split, TimeAxisChoice::kCycles, &sinks);
@@ -344,11 +330,11 @@ void ExpectSameWithJobs(const std::string& trace, const TempDir& tmp) {
 }
 
 TEST_F(CyclesTest, ParallelDecodeIsIdentical) {
-  ASSERT_TRUE(error_.empty()) << error_;
+  ASSERT_TRUE(error().empty()) << error();
   TempDir tmp;
-  std::string split = SplitIntoTwoChunks(trace_, tmp);
+  std::string split = SplitIntoTwoChunks(trace(), tmp);
   ASSERT_FALSE(split.empty());
-  for (const std::string& trace : {trace_, split}) {
+  for (const std::string& trace : {trace(), split}) {
     SCOPED_TRACE(trace);
     ExpectSameWithJobs(trace, tmp);
   }
@@ -359,32 +345,19 @@ TEST_F(CyclesTest, ParallelDecodeIsIdentical) {
 class CyclesOverflowTest : public CyclesTest {
  protected:
   static void SetUpTestSuite() {
-    overflow_tmp_ = new TempDir();
-    overflow_trace_ = overflow_tmp_->Sub("trace");
-    auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--psb-period", "1024",
-                         "--emulate-overflow-every", "6144", "-o", overflow_trace_, "--", Program("ptd_prog_calls")});
-    if (r.exit_code != 0) overflow_error_ = absl::StrCat("record failed: ", r.err);
+    shared_ = RecordWithCli({Program("ptd_prog_calls")},
+                            {"--psb-period", "1024", "--emulate-overflow-every", "6144"});
   }
-  static void TearDownTestSuite() {
-    delete overflow_tmp_;
-    overflow_tmp_ = nullptr;
-  }
-  static TempDir* overflow_tmp_;
-  static std::string overflow_trace_;
-  static std::string overflow_error_;
 };
-TempDir* CyclesOverflowTest::overflow_tmp_ = nullptr;
-std::string CyclesOverflowTest::overflow_trace_;
-std::string CyclesOverflowTest::overflow_error_;
 
 TEST_F(CyclesOverflowTest, StaysMonotonicAndConsistent) {
-  ASSERT_TRUE(overflow_error_.empty()) << overflow_error_;
+  ASSERT_TRUE(error().empty()) << error();
   TreeSinks sinks;
-  DecodeResult result = Decode(overflow_trace_, TimeAxisChoice::kCycles, &sinks);
+  DecodeResult result = Decode(trace(), TimeAxisChoice::kCycles, &sinks);
   ASSERT_GT(result.stats.overflows, 0u) << "the recording has no overflow";
-  ExpectCyclesAxis(overflow_trace_);
+  ExpectCyclesAxis(trace());
   TempDir tmp;
-  ExpectSameWithJobs(overflow_trace_, tmp);
+  ExpectSameWithJobs(trace(), tmp);
 }
 
 }  // namespace

@@ -224,20 +224,16 @@ void ExpectSameInParallel(const Recording& rec, const SinksByThread& one) {
   }
 }
 
-class TimedImageDlopenSwap : public ::testing::Test {
+class TimedImageDlopenSwap : public ::ptd::testing::SuiteSharedTest<TimedImageDlopenSwap, Recording> {
  protected:
-  static void SetUpTestSuite() { rec_ = new Recording(Record("ptd_prog_dlopen_swap", {})); }
-  static void TearDownTestSuite() {
-    delete rec_;
-    rec_ = nullptr;
-  }
+  static void SetUpTestSuite() { shared_ = std::make_unique<Recording>(Record("ptd_prog_dlopen_swap", {})); }
   void SetUp() override {
-    ASSERT_TRUE(rec_->error.empty()) << rec_->error;
-    ASSERT_EQ(rec_->truth.size(), 1u);
-    absl::StatusOr<TraceMeta> meta = ReadTraceMeta(rec_->trace);
+    ASSERT_TRUE(shared_->error.empty()) << shared_->error;
+    ASSERT_EQ(shared_->truth.size(), 1u);
+    absl::StatusOr<TraceMeta> meta = ReadTraceMeta(shared_->trace);
     ASSERT_TRUE(meta.ok()) << meta.status();
     meta_ = *std::move(meta);
-    absl::StatusOr<Sideband> sideband = LoadSideband(rec_->trace, meta_);
+    absl::StatusOr<Sideband> sideband = LoadSideband(shared_->trace, meta_);
     ASSERT_TRUE(sideband.ok()) << sideband.status();
     sideband_ = *std::move(sideband);
   }
@@ -254,18 +250,16 @@ class TimedImageDlopenSwap : public ::testing::Test {
     options.axis = axis;
     options.jobs = jobs;
     options.piece_bytes = 4096;  // many pieces, so pieces straddle the swap
-    return DecodeTrace(rec_->trace, options, sinks);
+    return DecodeTrace(shared_->trace, options, sinks);
   }
 
-  static Recording* rec_;
   TraceMeta meta_;
   Sideband sideband_;
 };
-Recording* TimedImageDlopenSwap::rec_ = nullptr;
 
 // Without this the test proves nothing: B's code must sit where A's was.
 TEST_F(TimedImageDlopenSwap, TheSecondLibraryReusesTheFirstOnesAddresses) {
-  std::vector<MapChange> changes = sideband_.mmaps.Changes(rec_->truth[0].pid);
+  std::vector<MapChange> changes = sideband_.mmaps.Changes(shared_->truth[0].pid);
   const MapChange* a = CodeMapping(changes, "/libptd_prog_swap_a.so");
   const MapChange* b = CodeMapping(changes, "/libptd_prog_swap_b.so");
   ASSERT_NE(a, nullptr);
@@ -280,7 +274,7 @@ TEST_F(TimedImageDlopenSwap, SlicesMatchGroundTruthResolvedAtEachEventsTime) {
   absl::StatusOr<DecodeResult> result = Decode(1, &sinks);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->stats.errors, 0u);
-  const GroundTruthThread& thread = rec_->truth[0];
+  const GroundTruthThread& thread = shared_->truth[0];
   ASSERT_TRUE(sinks.sinks.count(thread.tid));
   const testing::RecordingSink& sink = *sinks.sinks[thread.tid];
   EXPECT_FALSE(sink.unbalanced());
@@ -295,7 +289,7 @@ TEST_F(TimedImageDlopenSwap, SlicesMatchGroundTruthResolvedAtEachEventsTime) {
   EXPECT_LT(first("B alpha_run"), first("B beta_run"));
 
   // The ground truth, with names from the image as it was at each event's time.
-  std::vector<std::string> expected = TimedExpectedSlices(*rec_, meta_, sideband_, thread);
+  std::vector<std::string> expected = TimedExpectedSlices(*shared_, meta_, sideband_, thread);
   EXPECT_EQ(CountLines(expected, "B alpha_run"), 1u);
   EXPECT_EQ(CountLines(expected, "B beta_run"), 1u);
   std::string difference = testing::FirstDifference(expected, sink.lines());
@@ -308,7 +302,7 @@ TEST_F(TimedImageDlopenSwap, ParallelPiecesGiveTheSameSlices) {
   absl::StatusOr<DecodeResult> result = Decode(1, &one);
   ASSERT_TRUE(result.ok()) << result.status();
   for (const auto& [tid, sink] : one.sinks) EXPECT_EQ(CountLines(sink->Names(), "B beta_step"), 20u);
-  ExpectSameInParallel(*rec_, one);
+  ExpectSameInParallel(*shared_, one);
 }
 
 // The output axis changes only the times: A's run decodes from A's bytes and B's from
@@ -320,7 +314,7 @@ TEST_F(TimedImageDlopenSwap, InstructionAxisDecodesEachLibraryWithItsOwnBytes) {
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_TRUE(result->time_axis_is_instructions);
     EXPECT_EQ(result->stats.errors, 0u) << "jobs " << jobs;
-    const GroundTruthThread& thread = rec_->truth[0];
+    const GroundTruthThread& thread = shared_->truth[0];
     EXPECT_EQ(result->stats.instructions, thread.ips.size()) << "jobs " << jobs;
     ASSERT_TRUE(sinks.sinks.count(thread.tid));
     const std::vector<std::string> names = sinks.sinks[thread.tid]->Names();
@@ -477,16 +471,10 @@ void ExpectExecveTimedBeforeTheExec(const Recording& rec) {
   EXPECT_EQ(checked, 1);
 }
 
-class TimedImageForkExec : public ::testing::Test {
+class TimedImageForkExec : public ::ptd::testing::SuiteSharedTest<TimedImageForkExec, Recording> {
  protected:
-  static void SetUpTestSuite() { rec_ = new Recording(Record("ptd_prog_fork_exec", {})); }
-  static void TearDownTestSuite() {
-    delete rec_;
-    rec_ = nullptr;
-  }
-  static Recording* rec_;
+  static void SetUpTestSuite() { shared_ = std::make_unique<Recording>(Record("ptd_prog_fork_exec", {})); }
 };
-Recording* TimedImageForkExec::rec_ = nullptr;
 
 // Every function of the process's ground truth, and nothing else (`BeginNames`).
 void ExpectSameNames(const std::vector<std::string>& expected_lines, const std::vector<std::string>& decoded_lines) {
@@ -504,14 +492,14 @@ void ExpectSameNames(const std::vector<std::string>& expected_lines, const std::
 // exec end are conventions (of the model and of the RSP-based ground truth, whose new
 // stack may lie above the old frames), not the image's.
 TEST_F(TimedImageForkExec, EachProcessMatchesGroundTruthAcrossTheExec) {
-  ExpectExecveTimedBeforeTheExec(*rec_);  // here, not in a test of its own: one recording
+  ExpectExecveTimedBeforeTheExec(*shared_);  // here, not in a test of its own: one recording
   ForkExecTrace trace;
-  DecodeForkExec(*rec_, &trace);
+  DecodeForkExec(*shared_, &trace);
   if (HasFatalFailure()) return;
   EXPECT_EQ(trace.meta.streams.size(), 2u);
-  for (const GroundTruthThread& thread : rec_->truth) {
+  for (const GroundTruthThread& thread : shared_->truth) {
     SCOPED_TRACE(absl::StrCat("pid ", thread.pid));
-    std::vector<std::string> expected = TimedExpectedSlices(*rec_, trace.meta, trace.sideband, thread);
+    std::vector<std::string> expected = TimedExpectedSlices(*shared_, trace.meta, trace.sideband, thread);
     const std::vector<std::string>& decoded = trace.sinks.sinks[thread.tid]->lines();
     if (thread.pid == trace.meta.pids.front()) {
       std::string difference = testing::FirstDifference(expected, decoded);
@@ -521,39 +509,33 @@ TEST_F(TimedImageForkExec, EachProcessMatchesGroundTruthAcrossTheExec) {
       ExpectSameNames(expected, decoded);
     }
   }
-  ExpectSameInParallel(*rec_, trace.sinks);
+  ExpectSameInParallel(*shared_, trace.sinks);
 }
 
-class TimedImageForkExecPerCpu : public ::testing::Test {
+class TimedImageForkExecPerCpu : public ::ptd::testing::SuiteSharedTest<TimedImageForkExecPerCpu, Recording> {
  protected:
   static void SetUpTestSuite() {
-    rec_ = new Recording(Record("ptd_prog_fork_exec", {"--virtual-cpus", "1"}));
+    shared_ = std::make_unique<Recording>(Record("ptd_prog_fork_exec", {"--virtual-cpus", "1"}));
   }
-  static void TearDownTestSuite() {
-    delete rec_;
-    rec_ = nullptr;
-  }
-  static Recording* rec_;
 };
-Recording* TimedImageForkExecPerCpu::rec_ = nullptr;
 
 // Slice by slice, per-CPU routing still differs from the ground truth near switches
 // (docs/decoder.md, "Not done"; the model writes [untraced] where a thread was switched
 // out); the names are the image's part: every function of each process's ground truth,
 // and nothing else, named from its own image.
 TEST_F(TimedImageForkExecPerCpu, EachProcessIsNamedFromItsOwnImage) {
-  ExpectExecveTimedBeforeTheExec(*rec_);
+  ExpectExecveTimedBeforeTheExec(*shared_);
   ForkExecTrace trace;
-  DecodeForkExec(*rec_, &trace);
+  DecodeForkExec(*shared_, &trace);
   if (HasFatalFailure()) return;
   ASSERT_EQ(trace.meta.streams.size(), 1u);
   EXPECT_GE(trace.meta.streams[0].cpu, 0);
-  for (const GroundTruthThread& thread : rec_->truth) {
+  for (const GroundTruthThread& thread : shared_->truth) {
     SCOPED_TRACE(absl::StrCat("pid ", thread.pid));
-    ExpectSameNames(TimedExpectedSlices(*rec_, trace.meta, trace.sideband, thread),
+    ExpectSameNames(TimedExpectedSlices(*shared_, trace.meta, trace.sideband, thread),
                     trace.sinks.sinks[thread.tid]->lines());
   }
-  ExpectSameInParallel(*rec_, trace.sinks);
+  ExpectSameInParallel(*shared_, trace.sinks);
 }
 
 }  // namespace

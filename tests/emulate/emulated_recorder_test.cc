@@ -14,16 +14,15 @@
 #include "recorder/emulate/ground_truth.h"
 #include "tests/emulate/libipt_retrace.h"
 #include "tests/testing/test_util.h"
+#include "tests/valgrind/valgrind_ground_truth.h"
 
 namespace ptd::testing {
 namespace {
 
-struct Recording {
-  std::string dir;
+// The recording (not decoded: libipt retraces it) and the emulator's ground truth.
+struct Recording : DecodedRecording {
   std::string truth;
-  TraceMeta meta;
   std::vector<GroundTruthThread> threads;
-  EmulatedRecordSummary summary;
 };
 
 Recording Record(const TempDir& tmp, const std::vector<std::string>& command,
@@ -39,13 +38,9 @@ Recording Record(const TempDir& tmp, const std::vector<std::string>& command,
   options.quiet = true;
   if (tweak) tweak(options);
   Recording rec;
-  absl::StatusOr<EmulatedRecordSummary> summary = RecordEmulated(options);
-  EXPECT_TRUE(summary.ok()) << summary.status();
-  if (!summary.ok()) return rec;
-  rec.summary = *summary;
-  rec.dir = options.output_dir;
+  static_cast<DecodedRecording&>(rec) = RecordForTest(RecordEmulated, options);
+  if (rec.dir.empty()) return rec;
   rec.truth = options.ground_truth_path;
-  rec.meta = LoadMeta(rec.dir);
   absl::StatusOr<std::vector<GroundTruthThread>> threads = LoadGroundTruth(rec.truth);
   EXPECT_TRUE(threads.ok()) << threads.status();
   if (threads.ok()) rec.threads = *threads;

@@ -15,36 +15,21 @@
 #include "tests/testing/test_util.h"
 #include "tests/valgrind/valgrind_ground_truth.h"
 
-namespace ptd {
+namespace ptd::testing {
 namespace {
-
-using ::ptd::testing::DecodedTrace;
-using ::ptd::testing::DecodeForTest;
-using ::ptd::testing::TempDir;
-using ::ptd::testing::WatchedSlice;
 
 constexpr char kSlowFunction[] = "handle_request";
 // The 7th call sleeps 300 ms; a single-stepped fast call takes a few ms at most.
 constexpr uint64_t kThresholdNs = 100'000'000;
 
-// "sleep": the slow call sleeps (single-stepping a long loop would take minutes).
-std::vector<std::string> SlowCallCommand() {
-  std::vector<std::string> command;
-  command.push_back(absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_slow_call"));
-  command.push_back("sleep");
-  return command;
-}
-
-struct Recorded {
-  TraceMeta meta;
-  EmulatedRecordSummary summary;
-  DecodedTrace decoded;
+struct Recorded : DecodedRecording {
   std::vector<GroundTruthThread> truth;  // what the stepper saw
 };
 
 RecordOptions SlowCallOptions(const TempDir& tmp) {
   RecordOptions options;
-  options.command = SlowCallCommand();
+  // "sleep": the slow call sleeps (single-stepping a long loop would take minutes).
+  options.command = {Program("ptd_prog_slow_call"), "sleep"};
   options.output_dir = tmp.Sub("trace.dir");
   options.emulate = true;
   options.emulator = "ptrace";
@@ -58,16 +43,8 @@ Recorded Record(const TempDir& tmp, void (*tweak)(RecordOptions&)) {
   options.ground_truth_path = tmp.Sub("truth");
   tweak(options);
   Recorded rec;
-  absl::StatusOr<EmulatedRecordSummary> summary = RecordEmulated(options);
-  EXPECT_TRUE(summary.ok()) << summary.status();
-  if (!summary.ok()) return rec;
-  rec.summary = *summary;
-  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(options.output_dir);
-  EXPECT_TRUE(meta.ok()) << meta.status();
-  if (meta.ok()) rec.meta = *meta;
-  absl::StatusOr<DecodedTrace> decoded = DecodeForTest(options.output_dir, kSlowFunction);
-  EXPECT_TRUE(decoded.ok()) << decoded.status();
-  if (decoded.ok()) rec.decoded = *decoded;
+  static_cast<DecodedRecording&>(rec) = RecordAndDecodeForTest(RecordEmulated, options, kSlowFunction);
+  if (rec.dir.empty()) return rec;
   absl::StatusOr<std::vector<GroundTruthThread>> truth = LoadGroundTruth(options.ground_truth_path);
   EXPECT_TRUE(truth.ok()) << truth.status();
   if (truth.ok()) rec.truth = *truth;
@@ -156,4 +133,4 @@ TEST(PtraceTriggerTest, NonsenseIsRefusedBeforeTheProgramRuns) {
 }
 
 }  // namespace
-}  // namespace ptd
+}  // namespace ptd::testing

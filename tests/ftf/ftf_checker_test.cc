@@ -19,6 +19,7 @@ namespace {
 using ::ptd::ftf::testing::PutWord;
 using ::ptd::ftf::testing::ReaderOfBytes;
 using ::testing::ElementsAre;
+using ::ptd::ftf::testing::WriteFtfFile;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -164,13 +165,12 @@ TEST(CheckFtfFileTest, PassesAGoodFileAndListsProblemsOfABadOne) {
   const std::string good = dir.Sub("good.ftf.gz");
   const std::string bad = dir.Sub("bad.ftf");
   for (const std::string& path : {good, bad}) {
-    absl::StatusOr<std::unique_ptr<FtfWriter>> writer = FtfWriter::Open(path);
-    ASSERT_TRUE(writer.ok());
-    (*writer)->WriteProcess(1, "p");
-    (*writer)->WriteThread(1, 2, "t");
-    (*writer)->DurationBegin(1, 2, 1, "c", "f");
-    if (path == good) (*writer)->DurationEnd(1, 2, 2, "c", "f");
-    ASSERT_TRUE((*writer)->Close().ok());
+    ASSERT_TRUE(WriteFtfFile(path, [&](FtfWriter& writer) {
+                  writer.WriteProcess(1, "p");
+                  writer.WriteThread(1, 2, "t");
+                  writer.DurationBegin(1, 2, 1, "c", "f");
+                  if (path == good) writer.DurationEnd(1, 2, 2, "c", "f");
+                }).ok());
   }
   EXPECT_TRUE(CheckFtfFile(good).ok()) << CheckFtfFile(good);
   absl::Status status = CheckFtfFile(bad);

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "ftf/ftf_writer.h"
+#include "ftf_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_util.h"
@@ -15,17 +16,16 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 void WriteTrace(const std::string& path, bool balanced) {
-  absl::StatusOr<std::unique_ptr<FtfWriter>> writer = FtfWriter::Open(path);
-  ASSERT_TRUE(writer.ok()) << writer.status();
-  FtfWriter& w = **writer;
-  w.WriteProcess(40, "demo");
-  w.WriteThread(40, 41, "demo-main");
-  w.DurationBegin(40, 41, 1000, "fn", "main");
-  w.DurationBegin(40, 41, 1100, "fn", "compute");
-  const Arg n = Arg::Uint64("instructions", 1234);
-  w.DurationEnd(40, 41, 1900, "fn", "compute", absl::MakeConstSpan(&n, 1));
-  if (balanced) w.DurationEnd(40, 41, 2000, "fn", "main");
-  ASSERT_TRUE(w.Close().ok());
+  absl::Status written = testing::WriteFtfFile(path, [&](FtfWriter& w) {
+    w.WriteProcess(40, "demo");
+    w.WriteThread(40, 41, "demo-main");
+    w.DurationBegin(40, 41, 1000, "fn", "main");
+    w.DurationBegin(40, 41, 1100, "fn", "compute");
+    const Arg n = Arg::Uint64("instructions", 1234);
+    w.DurationEnd(40, 41, 1900, "fn", "compute", absl::MakeConstSpan(&n, 1));
+    if (balanced) w.DurationEnd(40, 41, 2000, "fn", "main");
+  });
+  ASSERT_TRUE(written.ok()) << written;
 }
 
 TEST(FtfDumpCliTest, PrintsRecordsThenSummary) {

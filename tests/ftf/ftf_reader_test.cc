@@ -12,13 +12,9 @@
 #include "gtest/gtest.h"
 #include "tests/testing/test_util.h"
 
-namespace ptd::ftf {
+namespace ptd::ftf::testing {
 namespace {
 
-using ::ptd::ftf::testing::EventsOf;
-using ::ptd::ftf::testing::PutWord;
-using ::ptd::ftf::testing::ReadAllBytes;
-using ::ptd::ftf::testing::ReadAllFile;
 using ::testing::HasSubstr;
 
 std::string Header() {
@@ -186,12 +182,7 @@ TEST(FtfReaderTest, ArgumentValueOutsideItsSizeIsAnError) {
 
 TEST(FtfReaderTest, ReadsGzipWhateverTheFileIsCalled) {
   ptd::testing::TempDir dir;
-  {
-    absl::StatusOr<std::unique_ptr<FtfWriter>> writer = FtfWriter::Open(dir.Sub("a.ftf.gz"));
-    ASSERT_TRUE(writer.ok());
-    (*writer)->Instant(1, 2, 3, "c", "gz");
-    ASSERT_TRUE((*writer)->Close().ok());
-  }
+  ASSERT_TRUE(WriteFtfFile(dir.Sub("a.ftf.gz"), [](FtfWriter& writer) { writer.Instant(1, 2, 3, "c", "gz"); }).ok());
   ASSERT_EQ(std::rename(dir.Sub("a.ftf.gz").c_str(), dir.Sub("b.ftf").c_str()), 0);
   absl::StatusOr<std::vector<FtfRecord>> records = ReadAllFile(dir.Sub("b.ftf"));
   ASSERT_TRUE(records.ok()) << records.status();
@@ -206,4 +197,4 @@ TEST(FtfReaderTest, MissingFileErrorNamesThePath) {
 }
 
 }  // namespace
-}  // namespace ptd::ftf
+}  // namespace ptd::ftf::testing

@@ -1,7 +1,8 @@
 #pragma once
-// Reading FTF back in tests: whole streams into vectors of records.
+// FTF in tests: files written in one call, whole streams read back into vectors of records.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,9 +11,18 @@
 #include "absl/types/span.h"
 #include "ftf/byte_source.h"
 #include "ftf/ftf_reader.h"
+#include "ftf/ftf_writer.h"
 #include "ftf/ftf_record.h"
 
 namespace ptd::ftf::testing {
+
+// Writes the file `path` (gzip when it ends in .gz): `fill` adds the records, then Close.
+inline absl::Status WriteFtfFile(const std::string& path, const std::function<void(FtfWriter&)>& fill) {
+  absl::StatusOr<std::unique_ptr<FtfWriter>> writer = FtfWriter::Open(path);
+  if (!writer.ok()) return writer.status();
+  fill(**writer);
+  return (*writer)->Close();
+}
 
 inline absl::StatusOr<std::vector<FtfRecord>> ReadAll(FtfReader& reader) {
   std::vector<FtfRecord> records;

@@ -17,26 +17,40 @@
 #include "gtest/gtest.h"
 #include "tests/testing/test_util.h"
 
-namespace ptd::ftf {
+namespace ptd::ftf::testing {
 namespace {
 
-using ::ptd::ftf::testing::EventsOf;
-using ::ptd::ftf::testing::ObjectsOf;
-using ::ptd::ftf::testing::PutWord;
-using ::ptd::ftf::testing::ReadAllBytes;
-using ::ptd::ftf::testing::ReadAllFile;
-using ::ptd::ftf::testing::WordAt;
 using ::testing::HasSubstr;
 
 std::unique_ptr<FtfWriter> MemoryWriter(std::string* bytes, const FtfWriterOptions& options = {}) {
   return FtfWriter::ToSink(MakeStringSink(bytes), "memory.ftf", options);
 }
 
+// A writer into memory and the bytes it has written.
+struct MemoryFtf {
+  explicit MemoryFtf(const FtfWriterOptions& options = {}) : writer(MemoryWriter(&bytes, options)) {}
+  // Closes the writer and reads back what it wrote.
+  absl::StatusOr<std::vector<FtfRecord>> CloseAndReadBack() {
+    absl::Status closed = writer->Close();
+    if (!closed.ok()) return closed;
+    return ReadAllBytes(bytes);
+  }
+  std::string bytes;
+  std::unique_ptr<FtfWriter> writer;
+};
+
 // A string record of at most 8 characters as the spec lays it out: type 2, 2 words,
 // index in bits 16-30, length in bits 32-46; the text NUL-padded to a word.
 void PutShortString(std::string& out, uint64_t index, const std::string& text) {
   PutWord(out, 2 | (2 << 4) | (index << 16) | (uint64_t{text.size()} << 32));
   out += text + std::string(8 - text.size(), '\0');
+}
+
+// An argument with a one-word value as the spec lays it out: `type` in bits 0-3, 2 words,
+// name ref in bits 16-31; the value word.
+void PutWordArgument(std::string& out, uint64_t type, uint64_t name_ref, uint64_t value) {
+  PutWord(out, type | (2 << 4) | (name_ref << 16));
+  PutWord(out, value);
 }
 
 // The preamble as the spec lays it out, built by hand for provider name `name`.
@@ -62,11 +76,10 @@ TEST(FtfWriterTest, StartsWithMagicProviderRecordsAndNanosecondTicks) {
 }
 
 TEST(FtfWriterTest, EncodesStringThreadAndBeginRecordsAsTheSpecSays) {
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes);
+  MemoryFtf ftf;
   const Arg arg = Arg::Uint64("n", 7);
-  writer->DurationBegin(10, 11, 12345, "cat", "fn", absl::MakeConstSpan(&arg, 1));
-  ASSERT_TRUE(writer->Close().ok());
+  ftf.writer->DurationBegin(10, 11, 12345, "cat", "fn", absl::MakeConstSpan(&arg, 1));
+  ASSERT_TRUE(ftf.writer->Close().ok());
 
   std::string expected = ExpectedPreamble("ptrace-direct");
   PutShortString(expected, 1, "cat");
@@ -80,45 +93,37 @@ TEST(FtfWriterTest, EncodesStringThreadAndBeginRecordsAsTheSpecSays) {
   PutWord(expected, 4 | (4 << 4) | (uint64_t{2} << 16) | (uint64_t{1} << 20) |
                         (uint64_t{1} << 24) | (uint64_t{1} << 32) | (uint64_t{2} << 48));
   PutWord(expected, 12345);
-  // Argument: uint64 (4), 2 words, name ref 3; value word.
-  PutWord(expected, 4 | (2 << 4) | (uint64_t{3} << 16));
-  PutWord(expected, 7);
-  EXPECT_EQ(bytes, expected);
+  PutWordArgument(expected, 4, 3, 7);  // uint64
+  EXPECT_EQ(ftf.bytes, expected);
 }
 
 TEST(FtfWriterTest, EncodesThreadKernelObjectWithProcessKoidArgument) {
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes);
-  writer->WriteThread(100, 101, "worker");
-  ASSERT_TRUE(writer->Close().ok());
+  MemoryFtf ftf;
+  ftf.writer->WriteThread(100, 101, "worker");
+  ASSERT_TRUE(ftf.writer->Close().ok());
   std::string expected = ExpectedPreamble("ptrace-direct");
   PutShortString(expected, 1, "worker");
   PutShortString(expected, 2, "process");
   // Kernel object: type 7, 4 words, obj type 2 (thread), name ref 1, 1 arg; koid.
   PutWord(expected, 7 | (4 << 4) | (uint64_t{2} << 16) | (uint64_t{1} << 24) | (uint64_t{1} << 40));
   PutWord(expected, 101);
-  // Argument: koid (8), 2 words, name ref 2; value.
-  PutWord(expected, 8 | (2 << 4) | (uint64_t{2} << 16));
-  PutWord(expected, 100);
-  EXPECT_EQ(bytes, expected);
+  PutWordArgument(expected, 8, 2, 100);  // koid
+  EXPECT_EQ(ftf.bytes, expected);
 }
 
 TEST(FtfWriterTest, RoundTripsEveryEventTypeAndKernelObject) {
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes);
-  writer->WriteProcess(7, "proc");
-  writer->WriteThread(7, 8, "thr");
-  writer->DurationBegin(7, 8, 100, "c", "outer");
-  writer->DurationComplete(7, 8, 110, 120, "c", "leaf");
-  writer->Instant(7, 8, 130, "c", "mark");
+  MemoryFtf ftf;
+  ftf.writer->WriteProcess(7, "proc");
+  ftf.writer->WriteThread(7, 8, "thr");
+  ftf.writer->DurationBegin(7, 8, 100, "c", "outer");
+  ftf.writer->DurationComplete(7, 8, 110, 120, "c", "leaf");
+  ftf.writer->Instant(7, 8, 130, "c", "mark");
   const Arg value = Arg::Int64("value", -5);
-  writer->Counter(7, 8, 140, "c", "ctr", 99, absl::MakeConstSpan(&value, 1));
-  writer->DurationEnd(7, 8, 150, "c", "outer");
-  ASSERT_TRUE(writer->Close().ok());
-  EXPECT_EQ(writer->stats().events, 5u);
-
-  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(bytes);
+  ftf.writer->Counter(7, 8, 140, "c", "ctr", 99, absl::MakeConstSpan(&value, 1));
+  ftf.writer->DurationEnd(7, 8, 150, "c", "outer");
+  absl::StatusOr<std::vector<FtfRecord>> records = ftf.CloseAndReadBack();
   ASSERT_TRUE(records.ok()) << records.status();
+  EXPECT_EQ(ftf.writer->stats().events, 5u);
   std::vector<KernelObjectRecord> objects = ObjectsOf(*records);
   ASSERT_EQ(objects.size(), 2u);
   EXPECT_EQ(objects[0].obj_type, kObjTypeProcess);
@@ -168,11 +173,9 @@ TEST(FtfWriterTest, RoundTripsEveryArgumentType) {
       Arg::Bool("no", false),
       Arg::String("empty", ""),
   };
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes);
-  writer->Instant(1, 2, 3, "c", "args", args);
-  ASSERT_TRUE(writer->Close().ok());
-  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(bytes);
+  MemoryFtf ftf;
+  ftf.writer->Instant(1, 2, 3, "c", "args", args);
+  absl::StatusOr<std::vector<FtfRecord>> records = ftf.CloseAndReadBack();
   ASSERT_TRUE(records.ok()) << records.status();
   std::vector<EventRecord> events = EventsOf(*records);
   ASSERT_EQ(events.size(), 1u);
@@ -201,13 +204,11 @@ TEST(FtfWriterTest, ArgsBeyondFifteenAreDroppedAndCounted) {
   for (int i = 0; i < 20; ++i) names.push_back(absl::StrCat("a", i));
   std::vector<Arg> args;
   for (int i = 0; i < 20; ++i) args.push_back(Arg::Int32(names[i], i));
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes);
-  writer->Instant(1, 2, 3, "c", "many", args);
-  ASSERT_TRUE(writer->Close().ok());
-  EXPECT_EQ(writer->stats().args_dropped, 5u);
-  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(bytes);
+  MemoryFtf ftf;
+  ftf.writer->Instant(1, 2, 3, "c", "many", args);
+  absl::StatusOr<std::vector<FtfRecord>> records = ftf.CloseAndReadBack();
   ASSERT_TRUE(records.ok()) << records.status();
+  EXPECT_EQ(ftf.writer->stats().args_dropped, 5u);
   std::vector<EventRecord> events = EventsOf(*records);
   ASSERT_EQ(events.size(), 1u);
   ASSERT_EQ(events[0].args.size(), 15u);
@@ -217,18 +218,15 @@ TEST(FtfWriterTest, ArgsBeyondFifteenAreDroppedAndCounted) {
 // The headline case of the issue: more distinct names than the 15-bit string table holds.
 TEST(FtfWriterTest, HundredThousandDistinctNamesReadBackRight) {
   constexpr int kNames = 100'000;
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes);
+  MemoryFtf ftf;
   for (int i = 0; i < kNames; ++i) {
     std::string name = absl::StrCat("function_", i);
-    writer->DurationBegin(1, 2, 2 * i, "fn", name);
-    writer->DurationEnd(1, 2, 2 * i + 1, "fn", name);
+    ftf.writer->DurationBegin(1, 2, 2 * i, "fn", name);
+    ftf.writer->DurationEnd(1, 2, 2 * i + 1, "fn", name);
   }
-  ASSERT_TRUE(writer->Close().ok());
-  EXPECT_GT(writer->stats().string_records, uint64_t{kMaxStringIndex});
-
-  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(bytes);
+  absl::StatusOr<std::vector<FtfRecord>> records = ftf.CloseAndReadBack();
   ASSERT_TRUE(records.ok()) << records.status();
+  EXPECT_GT(ftf.writer->stats().string_records, uint64_t{kMaxStringIndex});
   uint16_t max_index = 0;
   for (const FtfRecord& r : *records) {
     if (r.type == RecordType::kString) max_index = std::max(max_index, r.string_index);
@@ -248,8 +246,7 @@ TEST(FtfWriterTest, HundredThousandDistinctNamesReadBackRight) {
 TEST(FtfWriterTest, RecyclingNeverTakesAnIndexTheSameRecordUses) {
   FtfWriterOptions options;
   options.string_table_size = 1;  // raised to kMinStringTableSize
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes, options);
+  MemoryFtf ftf(options);
   constexpr int kEvents = 300;
   std::vector<std::string> storage;
   for (int e = 0; e < kEvents; ++e) {
@@ -260,10 +257,9 @@ TEST(FtfWriterTest, RecyclingNeverTakesAnIndexTheSameRecordUses) {
     }
     std::vector<Arg> args;
     for (int a = 0; a < 15; ++a) args.push_back(Arg::String(storage[2 * a], storage[2 * a + 1]));
-    writer->Instant(1, 2, e, absl::StrCat("cat_", e % 7), absl::StrCat("event_", e), args);
+    ftf.writer->Instant(1, 2, e, absl::StrCat("cat_", e % 7), absl::StrCat("event_", e), args);
   }
-  ASSERT_TRUE(writer->Close().ok());
-  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(bytes);
+  absl::StatusOr<std::vector<FtfRecord>> records = ftf.CloseAndReadBack();
   ASSERT_TRUE(records.ok()) << records.status();
   for (const FtfRecord& r : *records) {
     if (r.type == RecordType::kString) {
@@ -286,11 +282,9 @@ TEST(FtfWriterTest, RecyclingNeverTakesAnIndexTheSameRecordUses) {
 TEST(FtfWriterTest, NameUsedByEveryRecordIsNotRedefinedWhenTheTableRecycles) {
   FtfWriterOptions options;
   options.string_table_size = kMinStringTableSize;
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes, options);
-  for (int i = 0; i < 5000; ++i) writer->Instant(1, 2, i, "hot", absl::StrCat("cold_", i));
-  ASSERT_TRUE(writer->Close().ok());
-  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(bytes);
+  MemoryFtf ftf(options);
+  for (int i = 0; i < 5000; ++i) ftf.writer->Instant(1, 2, i, "hot", absl::StrCat("cold_", i));
+  absl::StatusOr<std::vector<FtfRecord>> records = ftf.CloseAndReadBack();
   ASSERT_TRUE(records.ok()) << records.status();
   int hot_definitions = 0;
   for (const FtfRecord& r : *records) {
@@ -304,17 +298,15 @@ TEST(FtfWriterTest, NameUsedByEveryRecordIsNotRedefinedWhenTheTableRecycles) {
 
 TEST(FtfWriterTest, MoreThan255ThreadsReadBackRight) {
   constexpr uint64_t kThreads = 1000;
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes);
+  MemoryFtf ftf;
   for (int round = 0; round < 3; ++round) {
     for (uint64_t t = 0; t < kThreads; ++t) {
-      writer->Instant(1000 + t % 3, 5000 + t, round * kThreads + t, "c", "tick");
+      ftf.writer->Instant(1000 + t % 3, 5000 + t, round * kThreads + t, "c", "tick");
     }
   }
-  ASSERT_TRUE(writer->Close().ok());
-  EXPECT_GT(writer->stats().thread_records, uint64_t{kMaxThreadIndex});
-  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(bytes);
+  absl::StatusOr<std::vector<FtfRecord>> records = ftf.CloseAndReadBack();
   ASSERT_TRUE(records.ok()) << records.status();
+  EXPECT_GT(ftf.writer->stats().thread_records, uint64_t{kMaxThreadIndex});
   std::vector<EventRecord> events = EventsOf(*records);
   ASSERT_EQ(events.size(), 3 * kThreads);
   for (size_t i = 0; i < events.size(); ++i) {
@@ -347,16 +339,14 @@ TEST(FtfWriterTest, LongStringsAreTruncatedAtACharacterBoundary) {
   while (four_byte.size() < 40000) four_byte += "\xf0\x9f\x98\x80";  // 😀
   const std::string exact(kMaxStringBytes, 'y');
   const std::vector<const std::string*> inputs = {&ascii, &two_byte, &four_byte, &exact};
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes);
+  MemoryFtf ftf;
   for (const std::string* s : inputs) {
     const Arg arg = Arg::String("s", *s);
-    writer->Instant(1, 2, 3, "c", *s, absl::MakeConstSpan(&arg, 1));
+    ftf.writer->Instant(1, 2, 3, "c", *s, absl::MakeConstSpan(&arg, 1));
   }
-  ASSERT_TRUE(writer->Close().ok());
-  EXPECT_EQ(writer->stats().strings_truncated, 6u);  // name and value of the first three
-  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(bytes);
+  absl::StatusOr<std::vector<FtfRecord>> records = ftf.CloseAndReadBack();
   ASSERT_TRUE(records.ok()) << records.status();
+  EXPECT_EQ(ftf.writer->stats().strings_truncated, 6u);  // name and value of the first three
   std::vector<EventRecord> events = EventsOf(*records);
   ASSERT_EQ(events.size(), 4u);
   size_t i = 0;
@@ -398,10 +388,8 @@ TEST(FtfWriterTest, GzSuffixWritesGzipOfTheSameBytes) {
   const std::string plain = dir.Sub("t.ftf");
   const std::string gz = dir.Sub("t.ftf.gz");
   for (const std::string& path : {plain, gz}) {
-    absl::StatusOr<std::unique_ptr<FtfWriter>> writer = FtfWriter::Open(path);
-    ASSERT_TRUE(writer.ok()) << writer.status();
-    WriteSample(**writer);
-    ASSERT_TRUE((*writer)->Close().ok());
+    absl::Status written = WriteFtfFile(path, WriteSample);
+    ASSERT_TRUE(written.ok()) << written;
   }
   absl::StatusOr<std::string> plain_bytes = ReadFileToString(plain);
   absl::StatusOr<std::string> gz_bytes = ReadFileToString(gz);
@@ -450,18 +438,17 @@ TEST(FtfWriterTest, DestructorFinishesTheFile) {
 }
 
 TEST(FtfWriterTest, EmptyNamesUseRefZeroAndNoStringRecord) {
-  std::string bytes;
-  auto writer = MemoryWriter(&bytes);
-  writer->Instant(1, 2, 3, "", "");
-  ASSERT_TRUE(writer->Close().ok());
-  EXPECT_EQ(writer->stats().string_records, 0u);
-  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(bytes);
+  MemoryFtf ftf;
+  ftf.writer->Instant(1, 2, 3, "", "");
+  ASSERT_TRUE(ftf.writer->Close().ok());
+  EXPECT_EQ(ftf.writer->stats().string_records, 0u);
+  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(ftf.bytes);
   ASSERT_TRUE(records.ok());
   std::vector<EventRecord> events = EventsOf(*records);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].name, "");
-  EXPECT_EQ(WordAt(bytes, bytes.size() - 16) >> 32, 0u);  // category and name refs 0
+  EXPECT_EQ(WordAt(ftf.bytes, ftf.bytes.size() - 16) >> 32, 0u);  // category and name refs 0
 }
 
 }  // namespace
-}  // namespace ptd::ftf
+}  // namespace ptd::ftf::testing

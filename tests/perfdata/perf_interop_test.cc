@@ -80,16 +80,27 @@ uint64_t CountRecords(const std::string& path, uint64_t sample_type, bool sample
   return n;
 }
 
+// Reads the file-mode quipper sample into *data and imports it into `trace_dir`.
+void ImportQuipper(const std::string& samples, const std::string& trace_dir, PerfData* data,
+                   PerfImportResult* result = nullptr) {
+  absl::StatusOr<PerfData> read = PerfDataReader::ReadFile(samples + kFileMode);
+  ASSERT_TRUE(read.ok()) << read.status();
+  *data = *std::move(read);
+  PerfImportOptions options;
+  options.out_dir = trace_dir;
+  absl::StatusOr<PerfImportResult> imported = ImportPerfData(*data, options);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  if (result != nullptr) *result = *std::move(imported);
+}
+
 TEST(PerfImportTest, QuipperImportKeepsPtBytesSettingsAndSideband) {
   PTD_REQUIRE_SAMPLES(samples);
   ::ptd::testing::TempDir tmp;
-  absl::StatusOr<PerfData> data = PerfDataReader::ReadFile(samples + kFileMode);
-  ASSERT_TRUE(data.ok()) << data.status();
-  PerfImportOptions options;
-  options.out_dir = tmp.Sub("trace");
-  absl::StatusOr<PerfImportResult> result = ImportPerfData(*data, options);
-  ASSERT_TRUE(result.ok()) << result.status();
-  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(options.out_dir);
+  const std::string trace = tmp.Sub("trace");
+  PerfData data;
+  PerfImportResult result;
+  ASSERT_NO_FATAL_FAILURE(ImportQuipper(samples, trace, &data, &result));
+  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
   ASSERT_TRUE(meta.ok()) << meta.status();
 
   // Settings: the README's description of this recording and perf's AUXTRACE_INFO dump.
@@ -126,7 +137,7 @@ TEST(PerfImportTest, QuipperImportKeepsPtBytesSettingsAndSideband) {
   ASSERT_EQ(meta->streams.size(), facts.aux_bytes_by_cpu.size());
   for (const PtStream& s : meta->streams) {
     ASSERT_TRUE(facts.aux_bytes_by_cpu.count(s.cpu)) << s.file;
-    absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(options.out_dir + "/" + s.file);
+    absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(trace + "/" + s.file);
     ASSERT_TRUE(bytes.ok());
     EXPECT_EQ(bytes->size(), facts.aux_bytes_by_cpu[s.cpu]) << s.file;
     ASSERT_EQ(s.chunks.size(), 1u);
@@ -145,14 +156,14 @@ TEST(PerfImportTest, QuipperImportKeepsPtBytesSettingsAndSideband) {
   }
   uint64_t written = 0;
   for (const SidebandFile& f : meta->sideband) {
-    written += CountRecords(options.out_dir + "/" + f.file, f.sample_type, f.sample_id_all);
+    written += CountRecords(trace + "/" + f.file, f.sample_type, f.sample_id_all);
   }
   EXPECT_EQ(written, expected);
   EXPECT_GT(expected, 200u);
   EXPECT_GT(meta->end_ns, meta->start_ns);
 
   // The traced binaries are not shipped with the sample, so import names them as missing.
-  EXPECT_FALSE(result->missing_binaries.empty());
+  EXPECT_FALSE(result.missing_binaries.empty());
   bool noted = false;
   for (const std::string& note : meta->notes) noted |= note.find("have no binary") != std::string::npos;
   EXPECT_TRUE(noted);
@@ -201,11 +212,8 @@ std::vector<std::string> BranchLines(const std::string& text) {
 TEST(PerfExportTest, QuipperRoundTripDecodesToTheSameBranchesInPerf) {
   PTD_REQUIRE_SAMPLES(samples);
   ::ptd::testing::TempDir tmp;
-  absl::StatusOr<PerfData> original = PerfDataReader::ReadFile(samples + kFileMode);
-  ASSERT_TRUE(original.ok()) << original.status();
-  PerfImportOptions import_options;
-  import_options.out_dir = tmp.Sub("trace");
-  ASSERT_TRUE(ImportPerfData(*original, import_options).ok());
+  PerfData original;
+  ASSERT_NO_FATAL_FAILURE(ImportQuipper(samples, tmp.Sub("trace"), &original));
 
   PerfExportOptions options;
   options.trace_dir = tmp.Sub("trace");
@@ -217,17 +225,17 @@ TEST(PerfExportTest, QuipperRoundTripDecodesToTheSameBranchesInPerf) {
   absl::StatusOr<PerfData> exported = PerfDataReader::ReadFile(options.output);
   ASSERT_TRUE(exported.ok()) << exported.status();
   ASSERT_TRUE(exported->intel_pt.has_value());
-  EXPECT_EQ((*exported->intel_pt)[kWordPmuType], (*original->intel_pt)[kWordPmuType]);
-  EXPECT_EQ((*exported->intel_pt)[kWordTimeMult], (*original->intel_pt)[kWordTimeMult]);
-  EXPECT_EQ((*exported->intel_pt)[kWordTscCtcRatioN], (*original->intel_pt)[kWordTscCtcRatioN]);
-  ASSERT_EQ(exported->aux_buffers.size(), original->aux_buffers.size());
+  EXPECT_EQ((*exported->intel_pt)[kWordPmuType], (*original.intel_pt)[kWordPmuType]);
+  EXPECT_EQ((*exported->intel_pt)[kWordTimeMult], (*original.intel_pt)[kWordTimeMult]);
+  EXPECT_EQ((*exported->intel_pt)[kWordTscCtcRatioN], (*original.intel_pt)[kWordTscCtcRatioN]);
+  ASSERT_EQ(exported->aux_buffers.size(), original.aux_buffers.size());
   for (size_t i = 0; i < exported->aux_buffers.size(); ++i) {
     const AuxtraceBuffer& a = exported->aux_buffers[i];
-    const AuxtraceBuffer& b = original->aux_buffers[i];
+    const AuxtraceBuffer& b = original.aux_buffers[i];
     EXPECT_EQ(a.cpu, b.cpu);
     ASSERT_EQ(a.size, b.size);
     EXPECT_TRUE(std::equal(exported->bytes.begin() + a.payload_offset, exported->bytes.begin() + a.payload_offset + a.size,
-                           original->bytes.begin() + b.payload_offset));
+                           original.bytes.begin() + b.payload_offset));
   }
 
   if (access("/usr/bin/perf", X_OK) != 0) GTEST_SKIP() << "/usr/bin/perf (linux-perf) not installed";

@@ -5,13 +5,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sibling_path.h"
+
 int main(void) {
   char path[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 64);
-  if (n <= 0) return 2;
-  path[n] = '\0';
-  char* slash = strrchr(path, '/');
-  strcpy(slash + 1, "libptd_prog_plugin.so");
+  if (SiblingPath("libptd_prog_plugin.so", path) != 0) return 2;
   void* handle = dlopen(path, RTLD_NOW);
   if (handle == NULL) {
     fprintf(stderr, "%s\n", dlerror());

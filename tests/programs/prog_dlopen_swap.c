@@ -7,9 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static int RunLibrary(const char* dir, const char* file, const char* symbol, int n) {
+#include "sibling_path.h"
+
+static int RunLibrary(const char* file, const char* symbol, int n) {
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s", dir, file);
+  if (SiblingPath(file, path) != 0) return -1;
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (handle == NULL) {
     fprintf(stderr, "%s\n", dlerror());
@@ -22,13 +24,8 @@ static int RunLibrary(const char* dir, const char* file, const char* symbol, int
 }
 
 int main(void) {
-  char dir[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-  if (n <= 0) return 2;
-  dir[n] = '\0';
-  *strrchr(dir, '/') = '\0';
-  int a = RunLibrary(dir, "libptd_prog_swap_a.so", "alpha_run", 20);
-  int b = RunLibrary(dir, "libptd_prog_swap_b.so", "beta_run", 20);
+  int a = RunLibrary("libptd_prog_swap_a.so", "alpha_run", 20);
+  int b = RunLibrary("libptd_prog_swap_b.so", "beta_run", 20);
   printf("%d %d\n", a, b);
   return a < 0 || b < 0 ? 2 : 0;
 }

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sibling_path.h"
+
 __attribute__((noinline)) int parent_step(int x) { return x * 7 + 3; }
 
 __attribute__((noinline)) int parent_run(int n) {
@@ -18,10 +20,7 @@ __attribute__((noinline)) int parent_run(int n) {
 
 int main(void) {
   char path[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 32);
-  if (n <= 0) return 2;
-  path[n] = '\0';
-  strcpy(strrchr(path, '/') + 1, "ptd_prog_calls");
+  if (SiblingPath("ptd_prog_calls", path) != 0) return 2;
   pid_t child = fork();
   if (child < 0) return 2;
   if (child == 0) {

@@ -33,29 +33,35 @@ TEST(RecordBackendTest, UnknownEmulatorIsRefusedByName) {
   EXPECT_NE(choice.status().message().find("qemu"), std::string::npos);
 }
 
-TEST(RecordBackendTest, PtraceWhenAskedFor) {
-  absl::StatusOr<BackendChoice> choice = ChooseEmulated("ptrace");
+// Options with which the emulator is ptrace, and what the choice's `why` must say.
+struct PtraceCase {
+  std::string name;
+  std::string emulator;
+  std::function<void(RecordOptions&)> tweak;
+  std::string why;  // empty: not checked
+};
+
+class PtraceChoiceTest : public ::testing::TestWithParam<PtraceCase> {};
+
+TEST_P(PtraceChoiceTest, PicksPtraceAndSaysWhy) {
+  absl::StatusOr<BackendChoice> choice = ChooseEmulated(GetParam().emulator, GetParam().tweak);
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
+  EXPECT_NE(choice->why.find(GetParam().why), std::string::npos) << choice->why;
 }
 
-TEST(RecordBackendTest, PtraceOnlyOptionsPickPtraceWhenNoEmulatorIsNamed) {
-  absl::StatusOr<BackendChoice> choice = ChooseEmulated("", [](RecordOptions& options) {
-    options.command = {"/bin/true"};
-    options.ground_truth_path = "truth.bin";
-  });
-  ASSERT_TRUE(choice.ok()) << choice.status();
-  EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
-  EXPECT_NE(choice->why.find("--ground-truth"), std::string::npos) << choice->why;
-}
-
-TEST(RecordBackendTest, AttachingEmulatesWithPtraceEvenWhenValgrindIsThere) {
-  absl::StatusOr<BackendChoice> choice =
-      ChooseEmulated("", [](RecordOptions& options) { options.pid = 1; });
-  ASSERT_TRUE(choice.ok()) << choice.status();
-  EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
-  EXPECT_NE(choice->why.find("cannot attach"), std::string::npos) << choice->why;
-}
+INSTANTIATE_TEST_SUITE_P(
+    RecordBackendTest, PtraceChoiceTest,
+    ::testing::Values(PtraceCase{"PtraceWhenAskedFor", "ptrace", nullptr, ""},
+                      PtraceCase{"PtraceOnlyOptionsPickPtraceWhenNoEmulatorIsNamed", "",
+                                 [](RecordOptions& options) {
+                                   options.command = {"/bin/true"};
+                                   options.ground_truth_path = "truth.bin";
+                                 },
+                                 "--ground-truth"},
+                      PtraceCase{"AttachingEmulatesWithPtraceEvenWhenValgrindIsThere", "",
+                                 [](RecordOptions& options) { options.pid = 1; }, "cannot attach"}),
+    [](const ::testing::TestParamInfo<PtraceCase>& info) { return info.param.name; });
 
 TEST(RecordBackendTest, ValgrindCannotAttach) {
   absl::StatusOr<BackendChoice> choice =

@@ -12,12 +12,24 @@
 namespace ptd {
 namespace {
 
+// `sh -c` leaving `marker` behind when it runs, then exiting with `code`.
+LaunchOptions MarkerScript(const std::string& marker, int code) {
+  LaunchOptions options;
+  options.argv = {"/bin/sh", "-c", "echo x > " + marker + "; exit " + std::to_string(code)};
+  return options;
+}
+
+// How the target ended ("exited with 3"), or why Wait failed (a test failure).
+std::string WaitAndDescribe(TargetProcess& target) {
+  absl::StatusOr<int> status = target.Wait();
+  EXPECT_TRUE(status.ok()) << status.status();
+  return status.ok() ? DescribeWaitStatus(*status) : std::string(status.status().message());
+}
+
 TEST(TargetProcessTest, LaunchedChildWaitsForReleaseThenRuns) {
   testing::TempDir tmp;
   std::string marker = tmp.Sub("ran");
-  LaunchOptions options;
-  options.argv = {"/bin/sh", "-c", "echo x > " + marker + "; exit 3"};
-  absl::StatusOr<TargetProcess> target = TargetProcess::Launch(options);
+  absl::StatusOr<TargetProcess> target = TargetProcess::Launch(MarkerScript(marker, 3));
   ASSERT_TRUE(target.ok()) << target.status();
   EXPECT_TRUE(target->launched());
   EXPECT_TRUE(target->Alive());
@@ -30,9 +42,7 @@ TEST(TargetProcessTest, LaunchedChildWaitsForReleaseThenRuns) {
   EXPECT_FALSE(early->has_value());
   EXPECT_FALSE(PathExists(marker));
   ASSERT_TRUE(target->Release().ok());
-  absl::StatusOr<int> status = target->Wait();
-  ASSERT_TRUE(status.ok());
-  EXPECT_EQ(DescribeWaitStatus(*status), "exited with 3");
+  EXPECT_EQ(WaitAndDescribe(*target), "exited with 3");
   EXPECT_TRUE(PathExists(marker));
 }
 
@@ -64,8 +74,7 @@ TEST(TargetProcessTest, ExecFailureIsReportedByRelease) {
 TEST(TargetProcessTest, StopAtExecHoldsTheNewImageUntilDetach) {
   testing::TempDir tmp;
   std::string marker = tmp.Sub("ran");
-  LaunchOptions options;
-  options.argv = {"/bin/sh", "-c", "echo x > " + marker};
+  LaunchOptions options = MarkerScript(marker, 0);
   options.stop_at_exec = true;
   absl::StatusOr<TargetProcess> target = TargetProcess::Launch(options);
   ASSERT_TRUE(target.ok());
@@ -78,9 +87,7 @@ TEST(TargetProcessTest, StopAtExecHoldsTheNewImageUntilDetach) {
   EXPECT_FALSE(PathExists(marker));
   EXPECT_FALSE(target->Wait().ok());  // the tracer waits, not Wait()
   ASSERT_TRUE(target->Detach().ok());
-  absl::StatusOr<int> status = target->Wait();
-  ASSERT_TRUE(status.ok());
-  EXPECT_EQ(DescribeWaitStatus(*status), "exited with 0");
+  EXPECT_EQ(WaitAndDescribe(*target), "exited with 0");
   EXPECT_TRUE(PathExists(marker));
 }
 

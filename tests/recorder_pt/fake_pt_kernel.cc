@@ -75,30 +75,11 @@ std::unique_ptr<PtRingSource> FakePtKernel::MakeSource() {
   return std::make_unique<FakeRingSource>(this);
 }
 
-uint64_t FakePtKernel::bytes_dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return dropped_;
-}
-
-uint64_t FakePtKernel::aux_written() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return aux_head_;
-}
-
-bool FakePtKernel::pt_enabled() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return pt_enabled_;
-}
-
-int FakePtKernel::disable_calls() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return disable_calls_;
-}
-
-uint64_t FakePtKernel::sideband_not_generated() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return sideband_not_generated_;
-}
+uint64_t FakePtKernel::bytes_dropped() const { return Locked(dropped_); }
+uint64_t FakePtKernel::aux_written() const { return Locked(aux_head_); }
+bool FakePtKernel::pt_enabled() const { return Locked(pt_enabled_); }
+int FakePtKernel::disable_calls() const { return Locked(disable_calls_); }
+uint64_t FakePtKernel::sideband_not_generated() const { return Locked(sideband_not_generated_); }
 
 void FakePtKernel::ExitTask() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -107,6 +107,12 @@ class FakePtKernel {
   void WriteAuxRecordLocked(uint64_t offset, uint64_t size, uint64_t flags);
   // pt_event_stop(PERF_EF_UPDATE) → perf_aux_output_end.
   void StopPtLocked();
+  // A copy of a counter the producer may be changing (the getters above).
+  template <typename T>
+  T Locked(const T& field) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return field;
+  }
 
   FakeKernelOptions options_;
   uint8_t* base_ = nullptr;

@@ -72,6 +72,13 @@ class HardwareRecorderTest : public ::testing::Test {
     options_.pid = target->pid();
     return target;
   }
+  // tests/recorder_pt/trigger_target.c making `calls` calls of ptd_trigger_point, with
+  // --trigger on it.
+  void TriggerOnTarget(int calls) {
+    options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target",
+                        std::to_string(calls), "300"};
+    options_.trigger_symbol = "ptd_trigger_point";
+  }
   std::string Chunk(const PtStream& stream, size_t i) {
     auto bytes = ReadFileToString(options_.output_dir + "/" + stream.file);
     EXPECT_TRUE(bytes.ok());
@@ -156,23 +163,6 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
   EXPECT_THAT(info.out, HasSubstr("psb_period=3"));
 }
 
-std::string WaitForFifoAndCommand(const std::string& fifo, const std::string& line) {
-  struct stat st;
-  for (int i = 0; i < 2000 && stat((fifo + ".ack").c_str(), &st) != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  int w = open(fifo.c_str(), O_WRONLY);
-  std::string text = line + "\n";
-  EXPECT_EQ(write(w, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  close(w);
-  int r = open((fifo + ".ack").c_str(), O_RDONLY);
-  std::string answer;
-  char c;
-  while (read(r, &c, 1) == 1 && c != '\n') answer.push_back(c);
-  close(r);
-  return answer;
-}
-
 TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
   factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(3000, 1)); };
   options_.command = {"/bin/sleep", "30"};
@@ -180,11 +170,11 @@ TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
   options_.control_fifo = out_.Sub("ctl");
   absl::StatusOr<HardwareRecordSummary> summary;
   std::thread recorder([&] { summary = RecordHardware(options_, env_); });
-  EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "snapshot"), "ack");
+  EXPECT_EQ(ptd::testing::ControlFifoCommand(options_.control_fifo, "snapshot"), "ack");
   // The rings exist once the first snapshot is acknowledged.
   ASSERT_EQ(factory_.size(), 1u);
   factory_.kernel(0).WriteTrace(testing::TraceBytes(7000, 2));
-  EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "stop"), "ack");
+  EXPECT_EQ(ptd::testing::ControlFifoCommand(options_.control_fifo, "stop"), "ack");
   recorder.join();
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->end_reason, "control");
@@ -247,10 +237,8 @@ TEST_F(HardwareRecorderTest, AttachEnablesEventsAndSynthesizesExistingMappings) 
 
 TEST_F(HardwareRecorderTest, TriggerSymbolTakesTheSnapshot) {
   factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(1000, 4)); };
-  options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "2",
-                      "300"};
+  TriggerOnTarget(2);
   options_.per_thread = true;
-  options_.trigger_symbol = "ptd_trigger_point";
   auto summary = RecordHardware(options_, env_);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_EQ(summary->end_reason, "trigger");
@@ -263,10 +251,8 @@ TEST_F(HardwareRecorderTest, TriggerSymbolTakesTheSnapshot) {
 
 TEST_F(HardwareRecorderTest, TriggerAfterTakesTheSnapshotOnTheNthHit) {
   factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(1000, 4)); };
-  options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "3",
-                      "300"};
+  TriggerOnTarget(3);
   options_.per_thread = true;
-  options_.trigger_symbol = "ptd_trigger_point";
   options_.trigger_after = 3;
   auto summary = RecordHardware(options_, env_);
   ASSERT_TRUE(summary.ok()) << summary.status();
@@ -276,12 +262,7 @@ TEST_F(HardwareRecorderTest, TriggerAfterTakesTheSnapshotOnTheNthHit) {
 
 // tests/programs/prog_slow_call.c: handle_request sleeps 300 ms on its 7th call, made by
 // a thread created after the recording started; calls 1..10 are the worker's, 11..14 main's.
-std::vector<std::string> SlowCallCommand() {
-  std::vector<std::string> command;
-  command.push_back(absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_slow_call"));
-  command.push_back("sleep");
-  return command;
-}
+std::vector<std::string> SlowCallCommand() { return {ptd::testing::Program("ptd_prog_slow_call"), "sleep"}; }
 
 TEST_F(HardwareRecorderTest, SlowerThanFiresOnTheSlowCallOfAThreadCreatedLater) {
   // The return breakpoint is placed after the entry sample is read: too late under ASan.
@@ -327,8 +308,7 @@ TEST_F(HardwareRecorderTest, TriggerAfterCountsTheHitsOfEveryThread) {
 }
 
 TEST_F(HardwareRecorderTest, TriggerProblemsAreRefusedBeforeAnyWork) {
-  options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "3",
-                      "300"};
+  TriggerOnTarget(3);
   options_.trigger_symbol = "ptd_trigger_pont";
   auto missing = RecordHardware(options_, env_);
   ASSERT_FALSE(missing.ok());
@@ -347,8 +327,7 @@ class HardwareTrimTest : public HardwareRecorderTest {
  protected:
   void SetUp() override {
     HardwareRecorderTest::SetUp();
-    options_.command = {std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target", "2", "300"};
-    options_.trigger_symbol = "ptd_trigger_point";
+    TriggerOnTarget(2);
     options_.trim = true;
     options_.snapshot = false;
     options_.buffer_size = 16 * 4096;
@@ -499,7 +478,7 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   for (int i = 0; i < 1000 && factory_.size() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(WaitForFifoAndCommand(options_.control_fifo, "stop"), "ack");
+  EXPECT_EQ(ptd::testing::ControlFifoCommand(options_.control_fifo, "stop"), "ack");
   recorder.join();
   ASSERT_TRUE(summary.ok()) << summary.status();
   ASSERT_EQ(factory_.size(), 2u);

@@ -157,22 +157,6 @@ TEST(RecordSessionTest, SigtermStopsToo) {
   EXPECT_THAT(taker.reasons(), ElementsAre("sigterm"));
 }
 
-// Writes a command line and reads one answer line, as a script would.
-std::string Command(const std::string& fifo, const std::string& line) {
-  int w = open(fifo.c_str(), O_WRONLY);
-  EXPECT_GE(w, 0);
-  std::string text = line + "\n";
-  EXPECT_EQ(write(w, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  close(w);
-  int r = open((fifo + ".ack").c_str(), O_RDONLY);
-  EXPECT_GE(r, 0);
-  std::string answer;
-  char c;
-  while (read(r, &c, 1) == 1 && c != '\n') answer.push_back(c);
-  close(r);
-  return answer;
-}
-
 TEST(RecordSessionTest, ControlFifoSnapshotAndStopAreAcknowledgedAfterTheWork) {
   ptd::testing::TempDir dir;
   const std::string fifo = dir.Sub("ctl");
@@ -183,11 +167,11 @@ TEST(RecordSessionTest, ControlFifoSnapshotAndStopAreAcknowledgedAfterTheWork) {
   ASSERT_TRUE(session.Prepare().ok());  // creates ctl and ctl.ack
   absl::StatusOr<std::string> reason;
   std::thread loop([&] { reason = session.Run(); });
-  EXPECT_EQ(Command(fifo, "snapshot"), "ack");
+  EXPECT_EQ(ptd::testing::ControlFifoCommand(fifo, "snapshot"), "ack");
   EXPECT_THAT(taker.reasons(), ElementsAre("control"));  // done before the ack
-  EXPECT_THAT(Command(fifo, "frobnicate"), HasSubstr("unknown command"));
-  EXPECT_EQ(Command(fifo, "snapshot"), "ack");
-  EXPECT_EQ(Command(fifo, "stop"), "ack");
+  EXPECT_THAT(ptd::testing::ControlFifoCommand(fifo, "frobnicate"), HasSubstr("unknown command"));
+  EXPECT_EQ(ptd::testing::ControlFifoCommand(fifo, "snapshot"), "ack");
+  EXPECT_EQ(ptd::testing::ControlFifoCommand(fifo, "stop"), "ack");
   loop.join();
   ASSERT_TRUE(reason.ok()) << reason.status();
   EXPECT_EQ(*reason, "control");
@@ -229,13 +213,18 @@ TEST(StatusLineTest, SaysTimeBytesSnapshotsAndLost) {
   close(fds[0]);
 }
 
-// Launches the trigger test program, resolves its symbol and runs a session with the
-// real breakpoints.
-absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTaker* taker,
-                                              uint64_t* hits, uint64_t after = 1,
-                                              std::vector<std::string>* notes = nullptr) {
+// What a session with the real breakpoints on ptd-trigger-target did.
+struct TriggerRun {
+  std::string end_reason;
+  std::vector<std::string> snapshot_reasons;  // the taker's, in order
+  std::vector<std::string> notes;
+};
+
+// Launches the trigger test program (3 calls of ptd_trigger_point), resolves its symbol
+// and runs a session with the real breakpoints.
+absl::StatusOr<TriggerRun> RunTriggerSession(bool multi, uint64_t after) {
   LaunchOptions launch;
-  launch.argv = {TriggerTargetPath(), std::to_string(calls), "300"};
+  launch.argv = {TriggerTargetPath(), "3", "300"};
   auto target = TargetProcess::Launch(launch);
   if (!target.ok()) return target.status();
   if (auto st = target->Release(); !st.ok()) return st;
@@ -252,57 +241,53 @@ absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTa
   o.trigger.symbol = "ptd_trigger_point";
   o.trigger.after = after;
   o.trigger.repeat = multi;
-  RecordSession session(o, taker);
+  RecordingTaker taker;
+  RecordSession session(o, &taker);
   if (auto st = session.WatchTarget(target->pid()); !st.ok()) return st;
   session.SetTrigger(*std::move(trigger));
   auto reason = session.Run();
   (void)target->Wait();
-  *hits = 0;
-  for (const std::string& r : taker->reasons()) *hits += r == "trigger";
-  if (notes != nullptr) *notes = session.notes();
-  return reason;
+  if (!reason.ok()) return reason.status();
+  return TriggerRun{*reason, taker.reasons(), session.notes()};
 }
 
-TEST(TriggerTest, HardwareBreakpointOnASymbolTakesOneSnapshotAndStops) {
-  RecordingTaker taker;
-  uint64_t hits = 0;
-  auto reason = RunTriggerSession(3, /*multi=*/false, &taker, &hits);
-  ASSERT_TRUE(reason.ok()) << reason.status();
-  EXPECT_EQ(*reason, "trigger");
-  EXPECT_THAT(taker.reasons(), ElementsAre("trigger"));
+struct TriggerCase {
+  std::string name;
+  bool multi = false;
+  uint64_t after = 1;  // --trigger-after
+  std::string end_reason;
+  std::vector<std::string> snapshot_reasons;
+  std::vector<std::string> note_parts;  // one note must hold all of these
+};
+
+class TriggerTest : public ::testing::TestWithParam<TriggerCase> {};
+
+TEST_P(TriggerTest, SessionEndsAndSnapshotsAsThePolicySays) {
+  const TriggerCase& c = GetParam();
+  absl::StatusOr<TriggerRun> run = RunTriggerSession(c.multi, c.after);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->end_reason, c.end_reason);
+  EXPECT_EQ(run->snapshot_reasons, c.snapshot_reasons);
+  if (!c.note_parts.empty()) {
+    std::vector<::testing::Matcher<std::string>> parts;
+    for (const std::string& part : c.note_parts) parts.push_back(HasSubstr(part));
+    EXPECT_THAT(run->notes, Contains(::testing::AllOfArray(parts)));
+  }
 }
 
-TEST(TriggerTest, MultiSnapshotRearmsAndKeepsGoingUntilExit) {
-  RecordingTaker taker;
-  uint64_t hits = 0;
-  auto reason = RunTriggerSession(3, /*multi=*/true, &taker, &hits);
-  ASSERT_TRUE(reason.ok()) << reason.status();
-  EXPECT_EQ(*reason, "exit");
-  EXPECT_THAT(taker.reasons(), ElementsAre("trigger", "trigger", "trigger", "exit"));
-}
+INSTANTIATE_TEST_SUITE_P(
+    RecordSession, TriggerTest,
+    ::testing::Values(
+        TriggerCase{"HardwareBreakpointOnASymbolTakesOneSnapshotAndStops", false, 1, "trigger", {"trigger"}, {}},
+        TriggerCase{"MultiSnapshotRearmsAndKeepsGoingUntilExit", true, 1, "exit",
+                    {"trigger", "trigger", "trigger", "exit"}, {}},
+        // The policy's account: two entries seen, fired on the second.
+        TriggerCase{"TriggerAfterFiresOnTheNthBreakpointHit", false, 2, "trigger", {"trigger"},
+                    {"2 entries", "first on hit 2"}},
+        TriggerCase{"TriggerAfterMoreHitsThanTheProgramMakesNeverFires", false, 4, "exit", {"exit"}, {}}),
+    [](const ::testing::TestParamInfo<TriggerCase>& info) { return info.param.name; });
 
-TEST(TriggerTest, TriggerAfterFiresOnTheNthBreakpointHit) {
-  RecordingTaker taker;
-  uint64_t hits = 0;
-  std::vector<std::string> notes;
-  auto reason = RunTriggerSession(3, /*multi=*/false, &taker, &hits, /*after=*/2, &notes);
-  ASSERT_TRUE(reason.ok()) << reason.status();
-  EXPECT_EQ(*reason, "trigger");
-  EXPECT_THAT(taker.reasons(), ElementsAre("trigger"));
-  // The policy's account: two entries seen, fired on the second.
-  EXPECT_THAT(notes, Contains(AllOf(HasSubstr("2 entries"), HasSubstr("first on hit 2"))));
-}
-
-TEST(TriggerTest, TriggerAfterMoreHitsThanTheProgramMakesNeverFires) {
-  RecordingTaker taker;
-  uint64_t hits = 0;
-  auto reason = RunTriggerSession(3, /*multi=*/false, &taker, &hits, /*after=*/4);
-  ASSERT_TRUE(reason.ok()) << reason.status();
-  EXPECT_EQ(*reason, "exit");
-  EXPECT_THAT(taker.reasons(), ElementsAre("exit"));
-}
-
-TEST(TriggerTest, ResolvedAddressIsWhereTheFunctionRuns) {
+TEST(TriggerSymbolTest, ResolvedAddressIsWhereTheFunctionRuns) {
   // Independent check: this test binary resolves a function of its own and compares
   // with the function pointer the compiler gives.
   auto address = ResolveSymbolInProcess(getpid(), "ptd_session_test_probe");
@@ -310,7 +295,7 @@ TEST(TriggerTest, ResolvedAddressIsWhereTheFunctionRuns) {
   EXPECT_EQ(*address, reinterpret_cast<uint64_t>(&::ptd_session_test_probe));
 }
 
-TEST(TriggerTest, UnknownSymbolNamesIt) {
+TEST(TriggerSymbolTest, UnknownSymbolNamesIt) {
   auto address = ResolveSymbolInProcess(getpid(), "no_such_function_anywhere_xyz");
   ASSERT_FALSE(address.ok());
   EXPECT_THAT(std::string(address.status().message()), HasSubstr("no_such_function_anywhere_xyz"));

@@ -134,6 +134,4 @@ bool WaitForFile(const std::string& path, double limit_s) {
   return true;
 }
 
-std::string CliPath() { return PTD_CLI_PATH; }
-
 }  // namespace ptd::testing

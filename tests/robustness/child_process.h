@@ -53,7 +53,4 @@ ChildResult RunChild(const std::vector<std::string>& argv, const ChildOptions& o
 // Polls until `path` exists (true) or `limit_s` passed (false): a hang guard.
 bool WaitForFile(const std::string& path, double limit_s = 60);
 
-// Path of the tool in this build (the test programs: tests/testing/test_util.h).
-std::string CliPath();
-
 }  // namespace ptd::testing

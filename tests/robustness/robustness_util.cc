@@ -12,12 +12,6 @@ namespace ptd::testing {
 
 using ::ptd::ftf::CheckFtfFile;
 
-CommandResult RunCli(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {CliPath()};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return RunCommand(argv);
-}
-
 nlohmann::json InfoJson(const std::string& dir) {
   CommandResult info = RunCli({"info", "--json", dir});
   EXPECT_EQ(info.exit_code, 0) << info.err;

@@ -16,9 +16,6 @@ using ::ptd::ftf::FunctionStats;
 using ::ptd::ftf::SummarizeFtfFile;
 using ::ptd::ftf::ThreadSummary;
 
-// `ptrace-direct ARGS...`
-CommandResult RunCli(const std::vector<std::string>& args);
-
 // `info --json DIR` parsed; a test failure (and null) when info fails.
 nlohmann::json InfoJson(const std::string& dir);
 

@@ -13,6 +13,7 @@
 namespace ptd {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // Appends little-endian fields; the record's size is patched by Finish().
@@ -256,19 +257,15 @@ TEST(RecordReaderTest, TruncatedHeaderNamesSourceAndOffset) {
   std::vector<uint8_t> bytes = TwoComms();
   ASSERT_EQ(bytes.size(), 2 * kCommSize);
   bytes.resize(kCommSize + 5);
-  std::string error = ReadError(bytes);
-  EXPECT_THAT(error, HasSubstr("bad.data"));
-  EXPECT_THAT(error, HasSubstr("byte offset 56"));
-  EXPECT_THAT(error, HasSubstr("truncated header"));
+  EXPECT_THAT(ReadError(bytes),
+              AllOf(HasSubstr("bad.data"), HasSubstr("byte offset 56"), HasSubstr("truncated header")));
 }
 
 TEST(RecordReaderTest, TruncatedBodyNamesRecordType) {
   std::vector<uint8_t> bytes = TwoComms();
   bytes.resize(bytes.size() - 8);
-  std::string error = ReadError(bytes);
-  EXPECT_THAT(error, HasSubstr("byte offset 56"));
-  EXPECT_THAT(error, HasSubstr("COMM record"));
-  EXPECT_THAT(error, HasSubstr("truncated"));
+  EXPECT_THAT(ReadError(bytes),
+              AllOf(HasSubstr("byte offset 56"), HasSubstr("COMM record"), HasSubstr("truncated")));
 }
 
 TEST(RecordReaderTest, ZeroAndTinySizesAreErrors) {
@@ -283,18 +280,14 @@ TEST(RecordReaderTest, ZeroAndTinySizesAreErrors) {
 TEST(RecordReaderTest, SizeNotMultipleOfEightIsAnError) {
   std::vector<uint8_t> bytes = TwoComms();
   bytes[6] = 44;  // first record claims 44 bytes
-  std::string error = ReadError(bytes);
-  EXPECT_THAT(error, HasSubstr("byte offset 0"));
-  EXPECT_THAT(error, HasSubstr("not a multiple of 8"));
+  EXPECT_THAT(ReadError(bytes), AllOf(HasSubstr("byte offset 0"), HasSubstr("not a multiple of 8")));
 }
 
 TEST(RecordReaderTest, StringWithoutNulIsAnError) {
   std::vector<uint8_t> bytes = TwoComms();
   // Fill the second COMM's string field (8 bytes after pid/tid) with non-zero bytes.
   for (int i = 0; i < 8; ++i) bytes[kCommSize + 16 + i] = 'x';
-  std::string error = ReadError(bytes);
-  EXPECT_THAT(error, HasSubstr("byte offset 56"));
-  EXPECT_THAT(error, HasSubstr("comm not NUL-terminated"));
+  EXPECT_THAT(ReadError(bytes), AllOf(HasSubstr("byte offset 56"), HasSubstr("comm not NUL-terminated")));
 }
 
 TEST(RecordReaderTest, RecordTooSmallForTrailerIsAnError) {

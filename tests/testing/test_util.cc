@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <filesystem>
 #include <regex>
@@ -61,6 +63,23 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   return result;
 }
 
+std::string ControlFifoCommand(const std::string& fifo, const std::string& line) {
+  const std::string ack = fifo + ".ack";
+  for (int i = 0; i < 2000 && !PathExists(ack); ++i) usleep(10000);
+  int w = open(fifo.c_str(), O_WRONLY);
+  EXPECT_GE(w, 0) << fifo;
+  std::string text = line + "\n";
+  EXPECT_EQ(write(w, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(w);
+  int r = open(ack.c_str(), O_RDONLY);
+  EXPECT_GE(r, 0) << ack;
+  std::string answer;
+  char c;
+  while (read(r, &c, 1) == 1 && c != '\n') answer.push_back(c);
+  close(r);
+  return answer;
+}
+
 TempDir::TempDir() {
   const char* base = getenv("TMPDIR");
   std::string tmpl = std::string(base && *base ? base : "/tmp") + "/ptd-test-XXXXXX";
@@ -69,6 +88,27 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() { (void)RemoveTree(path_); }
+
+std::string CliPath() { return PTD_CLI_PATH; }
+
+CommandResult RunCli(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {CliPath()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+std::unique_ptr<CliRecording> RecordWithCli(const std::vector<std::string>& command,
+                                            const std::vector<std::string>& record_options) {
+  auto recording = std::make_unique<CliRecording>();
+  recording->trace = recording->tmp.Sub("trace");
+  std::vector<std::string> args = {"record", "--emulate=ptrace", "-q"};
+  args.insert(args.end(), record_options.begin(), record_options.end());
+  args.insert(args.end(), {"-o", recording->trace, "--"});
+  args.insert(args.end(), command.begin(), command.end());
+  CommandResult r = RunCli(args);
+  if (r.exit_code != 0) recording->error = absl::StrCat("record failed: ", r.err);
+  return recording;
+}
 
 std::string SourceDir() { return PTD_SOURCE_DIR; }
 

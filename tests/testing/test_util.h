@@ -1,7 +1,10 @@
 #pragma once
 // Helpers shared by every test folder.
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +21,10 @@ struct CommandResult {
 // stdin is /dev/null.
 CommandResult RunCommand(const std::vector<std::string>& argv);
 
+// The ptrace-direct binary of this build, and a run of it with `args`.
+std::string CliPath();
+CommandResult RunCli(const std::vector<std::string>& args);
+
 // A fresh empty directory under $TMPDIR, removed when the object dies.
 class TempDir {
  public:
@@ -31,6 +38,31 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A trace directory written by `ptrace-direct record --emulate=ptrace -q` in a temp dir of
+// its own; `error` says why there is none.
+struct CliRecording {
+  TempDir tmp;
+  std::string trace;
+  std::string error;
+};
+// Records `command` with `record_options` (e.g. {"--psb-period", "1024"}) before `-o`.
+std::unique_ptr<CliRecording> RecordWithCli(const std::vector<std::string>& command,
+                                            const std::vector<std::string>& record_options = {});
+
+// A fixture whose tests share one `T` that is slow to make (a recording): the deriving
+// `Suite`'s SetUpTestSuite sets shared_, which is destroyed after the suite's last test.
+template <typename Suite, typename T>
+class SuiteSharedTest : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() { shared_.reset(); }
+  static inline std::unique_ptr<T> shared_;
+};
+
+// Sends one line to a recorder's control FIFO (record --control) and returns its answer
+// line from FIFO.ack, as a script would; waits up to 20 s for the recorder to create the
+// FIFOs. A FIFO that cannot be opened is a test failure.
+std::string ControlFifoCommand(const std::string& fifo, const std::string& line);
 
 // The value of `"key": N` (a non-negative integer) in a JSON text such as a
 // --stats-json file; -1 when absent.

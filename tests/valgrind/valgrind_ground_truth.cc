@@ -11,6 +11,7 @@
 #include "common/file_util.h"
 #include "decoder/slice_sink.h"
 #include "decoder/trace_decoder.h"
+#include "gtest/gtest.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::testing {
@@ -165,6 +166,29 @@ absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const s
   factory.MarkReturns();
   out.warnings = result->warnings;
   return out;
+}
+
+DecodedRecording RecordForTest(const EmulatedRecorder& record, const RecordOptions& options) {
+  DecodedRecording rec;
+  absl::StatusOr<EmulatedRecordSummary> summary = record(options);
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  if (!summary.ok()) return rec;
+  rec.summary = *summary;
+  rec.dir = options.output_dir;
+  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(rec.dir);
+  EXPECT_TRUE(meta.ok()) << meta.status();
+  if (meta.ok()) rec.meta = *meta;
+  return rec;
+}
+
+DecodedRecording RecordAndDecodeForTest(const EmulatedRecorder& record, const RecordOptions& options,
+                                        const std::string& watch) {
+  DecodedRecording rec = RecordForTest(record, options);
+  if (rec.dir.empty()) return rec;
+  absl::StatusOr<DecodedTrace> decoded = DecodeForTest(rec.dir, watch);
+  EXPECT_TRUE(decoded.ok()) << decoded.status();
+  if (decoded.ok()) rec.decoded = *decoded;
+  return rec;
 }
 
 }  // namespace ptd::testing

@@ -6,11 +6,15 @@
 // slices per function name, errors, instructions.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/trace_meta.h"
+#include "recorder/emulated_record_summary.h"
+#include "recorder/record_options.h"
 
 namespace ptd::testing {
 
@@ -50,5 +54,21 @@ struct DecodedTrace {
 };
 
 absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const std::string& watch = "");
+
+// A trace recorded by an emulation backend and what DecodeForTest made of it.
+struct DecodedRecording {
+  std::string dir;
+  TraceMeta meta;
+  EmulatedRecordSummary summary;
+  DecodedTrace decoded;
+};
+
+// Records with `record` (RecordEmulated, RecordValgrind) and reads meta.json back (not
+// decoded); then also decodes, watching `watch`. What fails is a test failure, and leaves
+// the rest empty (`dir` empty: the recording failed).
+using EmulatedRecorder = std::function<absl::StatusOr<EmulatedRecordSummary>(const RecordOptions&)>;
+DecodedRecording RecordForTest(const EmulatedRecorder& record, const RecordOptions& options);
+DecodedRecording RecordAndDecodeForTest(const EmulatedRecorder& record, const RecordOptions& options,
+                                        const std::string& watch = "");
 
 }  // namespace ptd::testing

@@ -26,57 +26,29 @@
 #include "tests/testing/test_util.h"
 #include "tests/valgrind/valgrind_ground_truth.h"
 
-namespace ptd {
+namespace ptd::testing {
 namespace {
 
-using ::ptd::testing::CallgrindCalls;
-using ::ptd::testing::DecodedTrace;
-using ::ptd::testing::DecodeForTest;
-using ::ptd::testing::LackeyInstructions;
-using ::ptd::testing::RunCommand;
-using ::ptd::testing::TempDir;
-using ::ptd::testing::WatchedSlice;
+using Recorded = DecodedRecording;
 
-// StrCat: GCC 12 warns (-Warray-bounds, falsely) about the operator+ chain here.
-std::string Program(const std::string& name) { return absl::StrCat(PTD_BINARY_DIR, "/tests/programs/", name); }
-
-#define PTD_REQUIRE_VALGRIND()                                   \
-  do {                                                           \
-    std::string why;                                             \
-    if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;           \
-  } while (0)
-
-struct Recorded {
-  std::string dir;
-  TraceMeta meta;
-  EmulatedRecordSummary summary;
-  DecodedTrace decoded;
-};
-
-// `watch`: a function whose slices the decode lists (DecodedTrace::watched).
-Recorded RecordAndDecode(const TempDir& tmp, const std::vector<std::string>& command,
-                         const std::function<void(RecordOptions&)>& tweak = nullptr,
-                         const std::string& watch = "") {
+// `record --emulate=valgrind -q -o tmp/trace.dir -- command`.
+RecordOptions ValgrindOptions(const TempDir& tmp, const std::vector<std::string>& command) {
   RecordOptions options;
   options.command = command;
   options.output_dir = tmp.Sub("trace.dir");
   options.emulate = true;
   options.emulator = "valgrind";
   options.quiet = true;
+  return options;
+}
+
+// `watch`: a function whose slices the decode lists (DecodedTrace::watched).
+Recorded RecordAndDecode(const TempDir& tmp, const std::vector<std::string>& command,
+                         const std::function<void(RecordOptions&)>& tweak = nullptr,
+                         const std::string& watch = "") {
+  RecordOptions options = ValgrindOptions(tmp, command);
   if (tweak) tweak(options);
-  Recorded rec;
-  absl::StatusOr<EmulatedRecordSummary> summary = RecordValgrind(options);
-  EXPECT_TRUE(summary.ok()) << summary.status();
-  if (!summary.ok()) return rec;
-  rec.summary = *summary;
-  rec.dir = options.output_dir;
-  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(rec.dir);
-  EXPECT_TRUE(meta.ok()) << meta.status();
-  if (meta.ok()) rec.meta = *meta;
-  absl::StatusOr<DecodedTrace> decoded = DecodeForTest(rec.dir, watch);
-  EXPECT_TRUE(decoded.ok()) << decoded.status();
-  if (decoded.ok()) rec.decoded = *decoded;
-  return rec;
+  return RecordAndDecodeForTest(RecordValgrind, options, watch);
 }
 
 // Decoding the trace finds exactly what the recorder put in, with no error.
@@ -88,18 +60,32 @@ void ExpectCleanDecode(const Recorded& rec) {
   EXPECT_EQ(rec.meta.emulator, "valgrind");
 }
 
+// Skips where Valgrind cannot run; a test's recordings go to tmp_.
+class ValgrindRecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
+  }
+  // `command` recorded and decoded, with the checks every clean recording passes.
+  Recorded RecordCleanly(const std::vector<std::string>& command) {
+    Recorded rec = RecordAndDecode(tmp_, command);
+    ExpectCleanDecode(rec);
+    return rec;
+  }
+
+  TempDir tmp_;
+};
+
 uint64_t Calls(const std::map<std::string, uint64_t>& calls, const std::string& name) {
   auto it = calls.find(name);
   return it == calls.end() ? 0 : it->second;
 }
 
-TEST(ValgrindRecorderTest, CallsPerFunctionEqualCallgrindsAndTheSource) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
+TEST_F(ValgrindRecorderTest, CallsPerFunctionEqualCallgrindsAndTheSource) {
   const std::vector<std::string> command = {Program("ptd_prog_calls")};
-  Recorded rec = RecordAndDecode(tmp, command);
-  ExpectCleanDecode(rec);
-  absl::StatusOr<std::map<std::string, uint64_t>> callgrind = CallgrindCalls(command, tmp.path());
+  Recorded rec = RecordCleanly(command);
+  absl::StatusOr<std::map<std::string, uint64_t>> callgrind = CallgrindCalls(command, tmp_.path());
   ASSERT_TRUE(callgrind.ok()) << callgrind.status();
   // From the source: the table alternates twice/thrice 100 times; fib recurses (gcc -O2
   // turns one of its two recursive calls into a loop, so the count is callgrind's).
@@ -112,23 +98,17 @@ TEST(ValgrindRecorderTest, CallsPerFunctionEqualCallgrindsAndTheSource) {
   }
 }
 
-TEST(ValgrindRecorderTest, InstructionCountIsWithinOnePercentOfLackeys) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
+TEST_F(ValgrindRecorderTest, InstructionCountIsWithinOnePercentOfLackeys) {
   const std::vector<std::string> command = {Program("ptd_prog_cxx_exceptions")};
-  Recorded rec = RecordAndDecode(tmp, command);
-  ExpectCleanDecode(rec);
+  Recorded rec = RecordCleanly(command);
   absl::StatusOr<uint64_t> lackey = LackeyInstructions(command);
   ASSERT_TRUE(lackey.ok()) << lackey.status();
   const double ratio = static_cast<double>(rec.decoded.instructions) / static_cast<double>(*lackey);
   EXPECT_NEAR(ratio, 1.0, 0.01) << rec.decoded.instructions << " vs lackey " << *lackey;
 }
 
-TEST(ValgrindRecorderTest, ExceptionsUnwindAcrossFramesInEveryThread) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_cxx_thread_exceptions")});
-  ExpectCleanDecode(rec);
+TEST_F(ValgrindRecorderTest, ExceptionsUnwindAcrossFramesInEveryThread) {
+  Recorded rec = RecordCleanly({Program("ptd_prog_cxx_thread_exceptions")});
   EXPECT_EQ(rec.summary.exit_status, 0);
   // Main and four workers, each its own track.
   EXPECT_EQ(rec.decoded.threads.size(), 5u);
@@ -137,36 +117,27 @@ TEST(ValgrindRecorderTest, ExceptionsUnwindAcrossFramesInEveryThread) {
   // counts them.
   EXPECT_EQ(Calls(rec.decoded.calls, "__cxa_throw"), 40u);
   absl::StatusOr<std::map<std::string, uint64_t>> callgrind =
-      CallgrindCalls({Program("ptd_prog_cxx_thread_exceptions")}, tmp.path());
+      CallgrindCalls({Program("ptd_prog_cxx_thread_exceptions")}, tmp_.path());
   ASSERT_TRUE(callgrind.ok()) << callgrind.status();
   for (const char* fn : {"dive(int)", "__cxa_throw", "_Unwind_RaiseException"}) {
     EXPECT_EQ(Calls(rec.decoded.calls, fn), Calls(*callgrind, fn)) << fn;
   }
 }
 
-TEST(ValgrindRecorderTest, SignalHandlersRunBetweenTheInterruptedCode) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_signal")});
-  ExpectCleanDecode(rec);
+TEST_F(ValgrindRecorderTest, SignalHandlersRunBetweenTheInterruptedCode) {
+  Recorded rec = RecordCleanly({Program("ptd_prog_signal")});
   EXPECT_EQ(rec.summary.signals_delivered, 3u);
   EXPECT_EQ(Calls(rec.decoded.calls, "in_handler"), 3u);
 }
 
-TEST(ValgrindRecorderTest, DlopenedAndClosedLibrariesDecodeAtTheirTimes) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_dlopen_swap")});
-  ExpectCleanDecode(rec);
+TEST_F(ValgrindRecorderTest, DlopenedAndClosedLibrariesDecodeAtTheirTimes) {
+  Recorded rec = RecordCleanly({Program("ptd_prog_dlopen_swap")});
   EXPECT_EQ(rec.summary.exit_status, 0);
 }
 
-TEST(ValgrindRecorderTest, ClockLoopDecodes) {
-  PTD_REQUIRE_VALGRIND();
+TEST_F(ValgrindRecorderTest, ClockLoopDecodes) {
   // Valgrind gives the program no vDSO on amd64: clock_gettime is a system call there.
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_vdso")});
-  ExpectCleanDecode(rec);
+  Recorded rec = RecordCleanly({Program("ptd_prog_vdso")});
   uint64_t clock_calls = 0;
   for (const auto& [name, n] : rec.decoded.calls) {
     if (name.find("clock_gettime") != std::string::npos) clock_calls += n;
@@ -174,13 +145,10 @@ TEST(ValgrindRecorderTest, ClockLoopDecodes) {
   EXPECT_EQ(clock_calls, 100u);  // the loop in the source
 }
 
-TEST(ValgrindRecorderTest, OcamlExceptionsDecode) {
-  PTD_REQUIRE_VALGRIND();
+TEST_F(ValgrindRecorderTest, OcamlExceptionsDecode) {
   const std::string program = Program("ptd_prog_ocaml");
   if (!PathExists(program)) GTEST_SKIP() << "ocamlopt not installed: " << program << " not built";
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {program});
-  ExpectCleanDecode(rec);
+  Recorded rec = RecordCleanly({program});
 }
 
 // The names of the slices `name`'s slices began in ("" = at the top of its thread).
@@ -196,8 +164,7 @@ std::set<std::string> ParentsOf(const Recorded& rec, const std::string& name) {
 // recovered twice, a goroutine recursing deep enough to grow its stack. Each goroutine's
 // frames stay apart across the runtime's switches (mcall, morestack, gogo): every slice
 // of a worker is at the top of its thread, every call of work is inside a worker.
-TEST(ValgrindRecorderTest, GoGoroutinesKeepTheirOwnStacks) {
-  PTD_REQUIRE_VALGRIND();
+TEST_F(ValgrindRecorderTest, GoGoroutinesKeepTheirOwnStacks) {
   const std::string program = Program("ptd_prog_go_goroutines");
   if (!PathExists(program)) GTEST_SKIP() << "go not found: " << program << " not built";
   for (const char* procs : {"1", "4"}) {
@@ -236,12 +203,10 @@ TEST(ValgrindRecorderTest, GoGoroutinesKeepTheirOwnStacks) {
 // Asynchronous preemption (GOMAXPROCS=1, a goroutine spinning without calls): the signal
 // handler makes the spinner call asyncPreempt, whose mcall parks it; it is resumed later
 // inside asyncPreempt and returns into its loop. Its frames stay its own.
-TEST(ValgrindRecorderTest, GoAsyncPreemptionParksAndResumesTheSpinningGoroutine) {
-  PTD_REQUIRE_VALGRIND();
+TEST_F(ValgrindRecorderTest, GoAsyncPreemptionParksAndResumesTheSpinningGoroutine) {
   const std::string program = Program("ptd_prog_go_preempt");
   if (!PathExists(program)) GTEST_SKIP() << "go not found: " << program << " not built";
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {"/usr/bin/env", "GOMAXPROCS=1", program});
+  Recorded rec = RecordAndDecode(tmp_, {"/usr/bin/env", "GOMAXPROCS=1", program});
   ExpectCleanDecode(rec);
   EXPECT_EQ(rec.summary.exit_status, 0);
   EXPECT_EQ(rec.decoded.unbalanced, 0u);
@@ -255,11 +220,8 @@ TEST(ValgrindRecorderTest, GoAsyncPreemptionParksAndResumesTheSpinningGoroutine)
   }
 }
 
-TEST(ValgrindRecorderTest, ForkedAndExecedChildrenAreRecordedAsThemselves) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_fork_exec")});
-  ExpectCleanDecode(rec);
+TEST_F(ValgrindRecorderTest, ForkedAndExecedChildrenAreRecordedAsThemselves) {
+  Recorded rec = RecordCleanly({Program("ptd_prog_fork_exec")});
   ASSERT_EQ(rec.decoded.threads.size(), 2u);
   std::vector<std::string> names;
   for (const auto& [tid, name] : rec.decoded.threads) names.push_back(name);
@@ -267,7 +229,7 @@ TEST(ValgrindRecorderTest, ForkedAndExecedChildrenAreRecordedAsThemselves) {
   EXPECT_NE(std::find(names.begin(), names.end(), "ptd_prog_fork_e"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "ptd_prog_calls"), names.end());
   // The child ran ptd_prog_calls' functions; the parent its own.
-  absl::StatusOr<std::map<std::string, uint64_t>> callgrind = CallgrindCalls({Program("ptd_prog_fork_exec")}, tmp.path());
+  absl::StatusOr<std::map<std::string, uint64_t>> callgrind = CallgrindCalls({Program("ptd_prog_fork_exec")}, tmp_.path());
   ASSERT_TRUE(callgrind.ok()) << callgrind.status();
   for (const char* fn : {"fib", "twice", "parent_run", "parent_step"}) {
     EXPECT_GT(Calls(rec.decoded.calls, fn), 0u) << fn;
@@ -275,22 +237,17 @@ TEST(ValgrindRecorderTest, ForkedAndExecedChildrenAreRecordedAsThemselves) {
   }
 }
 
-TEST(ValgrindRecorderTest, NoFollowRecordsOnlyTheParent) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_fork_exec")},
+TEST_F(ValgrindRecorderTest, NoFollowRecordsOnlyTheParent) {
+  Recorded rec = RecordAndDecode(tmp_, {Program("ptd_prog_fork_exec")},
                                  [](RecordOptions& o) { o.follow_children = false; });
   EXPECT_EQ(rec.decoded.errors, 0u);
   EXPECT_EQ(rec.decoded.threads.size(), 1u);
   EXPECT_EQ(Calls(rec.decoded.calls, "fib"), 0u);
 }
 
-TEST(ValgrindRecorderTest, GccCompilingAFileIsRecordedWithItsChildren) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("hello.c"), std::string_view("int square(int x) { return x * x; }\n")).ok());
-  Recorded rec = RecordAndDecode(tmp, {"gcc", "-c", "-O2", "-o", tmp.Sub("hello.o"), tmp.Sub("hello.c")});
-  ExpectCleanDecode(rec);
+TEST_F(ValgrindRecorderTest, GccCompilingAFileIsRecordedWithItsChildren) {
+  ASSERT_TRUE(WriteFileAtomic(tmp_.Sub("hello.c"), std::string_view("int square(int x) { return x * x; }\n")).ok());
+  Recorded rec = RecordCleanly({"gcc", "-c", "-O2", "-o", tmp_.Sub("hello.o"), tmp_.Sub("hello.c")});
   EXPECT_EQ(rec.summary.exit_status, 0);
   std::vector<std::string> names;
   for (const auto& [tid, name] : rec.decoded.threads) names.push_back(name);
@@ -300,24 +257,19 @@ TEST(ValgrindRecorderTest, GccCompilingAFileIsRecordedWithItsChildren) {
   }
 }
 
-TEST(ValgrindRecorderTest, Python3RunningAScriptDecodesCompletely) {
-  PTD_REQUIRE_VALGRIND();
+TEST_F(ValgrindRecorderTest, Python3RunningAScriptDecodesCompletely) {
   if (!PathExists("/usr/bin/python3")) GTEST_SKIP() << "/usr/bin/python3 not installed";
-  TempDir tmp;
   const std::vector<std::string> command = {"/usr/bin/python3", "-c",
                                             "import json\nprint(len(json.dumps(list(range(300)))))"};
-  Recorded rec = RecordAndDecode(tmp, command);
-  ExpectCleanDecode(rec);
+  Recorded rec = RecordCleanly(command);
   EXPECT_GT(rec.summary.instructions, 10'000'000u);
   absl::StatusOr<uint64_t> lackey = LackeyInstructions(command);
   ASSERT_TRUE(lackey.ok()) << lackey.status();
   EXPECT_NEAR(static_cast<double>(rec.decoded.instructions) / static_cast<double>(*lackey), 1.0, 0.01);
 }
 
-TEST(ValgrindRecorderTest, TriggerStopsAtTheFirstCallOfTheSymbol) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_calls")},
+TEST_F(ValgrindRecorderTest, TriggerStopsAtTheFirstCallOfTheSymbol) {
+  Recorded rec = RecordAndDecode(tmp_, {Program("ptd_prog_calls")},
                                  [](RecordOptions& o) { o.trigger_symbol = "fib"; });
   EXPECT_EQ(rec.summary.end_reason, "trigger");
   EXPECT_EQ(rec.summary.trigger_hits, 1u);
@@ -328,10 +280,8 @@ TEST(ValgrindRecorderTest, TriggerStopsAtTheFirstCallOfTheSymbol) {
   EXPECT_EQ(Calls(rec.decoded.calls, "fib"), 1u);
 }
 
-TEST(ValgrindRecorderTest, MultiSnapshotTakesAChunkPerTriggerHit) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_calls")}, [](RecordOptions& o) {
+TEST_F(ValgrindRecorderTest, MultiSnapshotTakesAChunkPerTriggerHit) {
+  Recorded rec = RecordAndDecode(tmp_, {Program("ptd_prog_calls")}, [](RecordOptions& o) {
     o.trigger_symbol = "twice";
     o.multi_snapshot = true;
     o.snapshot = true;
@@ -350,11 +300,9 @@ TEST(ValgrindRecorderTest, MultiSnapshotTakesAChunkPerTriggerHit) {
 // instructions, 6 ms of the virtual clock; the others take under a microsecond.
 constexpr char kSlowFunction[] = "handle_request";
 
-TEST(ValgrindRecorderTest, SlowerThanTriggerStopsAfterTheSlowCallInTheWorkerThread) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
+TEST_F(ValgrindRecorderTest, SlowerThanTriggerStopsAfterTheSlowCallInTheWorkerThread) {
   Recorded rec = RecordAndDecode(
-      tmp, {Program("ptd_prog_slow_call"), "loop"},
+      tmp_, {Program("ptd_prog_slow_call"), "loop"},
       [](RecordOptions& o) {
         o.trigger_symbol = kSlowFunction;
         o.trigger_slower_than = "1ms";
@@ -383,8 +331,7 @@ TEST(ValgrindRecorderTest, SlowerThanTriggerStopsAfterTheSlowCallInTheWorkerThre
   }
 }
 
-TEST(ValgrindRecorderTest, TriggerAfterFiresOnTheNthEntryInWhicheverThreadMakesIt) {
-  PTD_REQUIRE_VALGRIND();
+TEST_F(ValgrindRecorderTest, TriggerAfterFiresOnTheNthEntryInWhicheverThreadMakesIt) {
   for (uint64_t after : {5u, 12u}) {
     TempDir tmp;
     Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_slow_call"), "loop"}, [after](RecordOptions& o) {
@@ -407,8 +354,7 @@ TEST(ValgrindRecorderTest, TriggerAfterFiresOnTheNthEntryInWhicheverThreadMakesI
   }
 }
 
-TEST(ValgrindRecorderTest, TrimKeepsTheSlowCallAndDropsTheStart) {
-  PTD_REQUIRE_VALGRIND();
+TEST_F(ValgrindRecorderTest, TrimKeepsTheSlowCallAndDropsTheStart) {
   TempDir full_tmp, trimmed_tmp;
   auto slower = [](bool trim) {
     return [trim](RecordOptions& o) {
@@ -437,15 +383,8 @@ TEST(ValgrindRecorderTest, TrimKeepsTheSlowCallAndDropsTheStart) {
   EXPECT_TRUE(lost_before);
 }
 
-TEST(ValgrindRecorderTest, TriggerSymbolNotInTheProgramIsAnErrorBeforeRecording) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  RecordOptions options;
-  options.command = {Program("ptd_prog_slow_call"), "loop"};
-  options.output_dir = tmp.Sub("trace.dir");
-  options.emulate = true;
-  options.emulator = "valgrind";
-  options.quiet = true;
+TEST_F(ValgrindRecorderTest, TriggerSymbolNotInTheProgramIsAnErrorBeforeRecording) {
+  RecordOptions options = ValgrindOptions(tmp_, {Program("ptd_prog_slow_call"), "loop"});
   options.trigger_symbol = "handle_requets";
   options.trigger_slower_than = "5ms";
   absl::StatusOr<EmulatedRecordSummary> summary = RecordValgrind(options);
@@ -454,23 +393,19 @@ TEST(ValgrindRecorderTest, TriggerSymbolNotInTheProgramIsAnErrorBeforeRecording)
   EXPECT_FALSE(PathExists(options.output_dir));
 }
 
-TEST(ValgrindRecorderTest, KilledProgramKeepsWhatWasRecorded) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
+TEST_F(ValgrindRecorderTest, KilledProgramKeepsWhatWasRecorded) {
   // Runs a while, then SIGKILLs itself.
-  Recorded rec = RecordAndDecode(tmp, {"/bin/sh", "-c", "i=0; while [ $i -lt 200 ]; do i=$((i+1)); done; kill -9 $$"});
+  Recorded rec = RecordAndDecode(tmp_, {"/bin/sh", "-c", "i=0; while [ $i -lt 200 ]; do i=$((i+1)); done; kill -9 $$"});
   EXPECT_EQ(rec.meta.end_reason, "target_killed");
   EXPECT_EQ(rec.summary.exit_status, 128 + SIGKILL);
   EXPECT_EQ(rec.decoded.errors, 0u);
   EXPECT_GT(rec.decoded.instructions, 100000u);
 }
 
-TEST(ValgrindRecorderTest, DurationStopsRecordingAndTheProgramRunsOn) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
+TEST_F(ValgrindRecorderTest, DurationStopsRecordingAndTheProgramRunsOn) {
   // A program that mostly sleeps: the stream to drain at the stop stays small, so the
   // test takes the duration, not the converter's backlog (slow under sanitizers).
-  Recorded rec = RecordAndDecode(tmp, {"/bin/sleep", "60"}, [](RecordOptions& o) { o.duration_s = 3.0; });
+  Recorded rec = RecordAndDecode(tmp_, {"/bin/sleep", "60"}, [](RecordOptions& o) { o.duration_s = 3.0; });
   EXPECT_EQ(rec.summary.end_reason, "duration");
   EXPECT_EQ(rec.decoded.errors, 0u);
   EXPECT_GT(rec.decoded.instructions, 50000u);  // sleep's start-up, up to its nanosleep
@@ -481,21 +416,17 @@ TEST(ValgrindRecorderTest, DurationStopsRecordingAndTheProgramRunsOn) {
   waitpid(rec.meta.pids[0], nullptr, 0);
 }
 
-TEST(ValgrindRecorderTest, StaticProgramDecodes) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_calls_static")});
+TEST_F(ValgrindRecorderTest, StaticProgramDecodes) {
+  Recorded rec = RecordAndDecode(tmp_, {Program("ptd_prog_calls_static")});
   EXPECT_EQ(rec.decoded.errors, 0u) << (rec.decoded.error_details.empty() ? "" : rec.decoded.error_details[0]);
   EXPECT_EQ(rec.decoded.instructions, rec.summary.instructions);
   EXPECT_EQ(Calls(rec.decoded.calls, "twice"), 50u);
   EXPECT_EQ(Calls(rec.decoded.calls, "tail_caller"), 100u);
 }
 
-TEST(ValgrindRecorderTest, TrappingInstructionKillsTheProgramAndTheTraceDecodes) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
+TEST_F(ValgrindRecorderTest, TrappingInstructionKillsTheProgramAndTheTraceDecodes) {
   // ud2: Valgrind delivers SIGILL, as the CPU would, and the program dies of it.
-  Recorded rec = RecordAndDecode(tmp, {Program("ptd_prog_trap")});
+  Recorded rec = RecordAndDecode(tmp_, {Program("ptd_prog_trap")});
   EXPECT_EQ(rec.summary.exit_status, 128 + SIGILL);
   EXPECT_EQ(rec.meta.end_reason, "target_killed");
   EXPECT_EQ(rec.decoded.errors, 0u) << (rec.decoded.error_details.empty() ? "" : rec.decoded.error_details[0]);
@@ -503,14 +434,12 @@ TEST(ValgrindRecorderTest, TrappingInstructionKillsTheProgramAndTheTraceDecodes)
   EXPECT_EQ(Calls(rec.decoded.calls, "before_trap"), 10u);
 }
 
-TEST(ValgrindRecorderTest, SigtermToTheRecorderCommitsTheTrace) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
+TEST_F(ValgrindRecorderTest, SigtermToTheRecorderCommitsTheTrace) {
   std::thread terminator([] {
     sleep(3);
     kill(getpid(), SIGTERM);  // the recorder's handler takes it: a stop, not a death
   });
-  Recorded rec = RecordAndDecode(tmp, {"/bin/sleep", "60"});
+  Recorded rec = RecordAndDecode(tmp_, {"/bin/sleep", "60"});
   terminator.join();
   EXPECT_EQ(rec.summary.end_reason, "sigterm");
   EXPECT_EQ(rec.decoded.errors, 0u);
@@ -520,10 +449,8 @@ TEST(ValgrindRecorderTest, SigtermToTheRecorderCommitsTheTrace) {
   waitpid(rec.meta.pids[0], nullptr, 0);
 }
 
-TEST(ValgrindRecorderTest, FileSizeLimitKeepsWhatWasWrittenMarkedPartial) {
-  PTD_REQUIRE_VALGRIND();
-  TempDir tmp;
-  const std::string dir = tmp.Sub("trace.dir");
+TEST_F(ValgrindRecorderTest, FileSizeLimitKeepsWhatWasWrittenMarkedPartial) {
+  const std::string dir = tmp_.Sub("trace.dir");
   // 4 MB per file: the tool's stream of this run is far larger, so its writes fail.
   RunCommand({"/bin/sh", "-c",
               absl::StrCat("ulimit -f 4000; exec ", PTD_CLI_PATH, " record -q --emulate=valgrind -o ", dir,
@@ -538,8 +465,7 @@ TEST(ValgrindRecorderTest, FileSizeLimitKeepsWhatWasWrittenMarkedPartial) {
   EXPECT_GT(decoded->instructions, 1000000u);
 }
 
-TEST(ValgrindRecorderTest, SetuidProgramIsRefusedWithTheAlternative) {
-  PTD_REQUIRE_VALGRIND();
+TEST_F(ValgrindRecorderTest, SetuidProgramIsRefusedWithTheAlternative) {
   std::string setuid;
   for (const char* candidate : {"/usr/bin/passwd", "/usr/bin/su", "/bin/su"}) {
     struct stat st;
@@ -549,10 +475,9 @@ TEST(ValgrindRecorderTest, SetuidProgramIsRefusedWithTheAlternative) {
     }
   }
   if (setuid.empty()) GTEST_SKIP() << "no set-user-ID program (passwd, su) on this machine";
-  TempDir tmp;
   RecordOptions options;
   options.command = {setuid, "--help"};
-  options.output_dir = tmp.Sub("trace.dir");
+  options.output_dir = tmp_.Sub("trace.dir");
   options.quiet = true;
   absl::StatusOr<EmulatedRecordSummary> r = RecordValgrind(options);
   ASSERT_FALSE(r.ok());
@@ -561,7 +486,7 @@ TEST(ValgrindRecorderTest, SetuidProgramIsRefusedWithTheAlternative) {
   EXPECT_FALSE(PathExists(options.output_dir));
 }
 
-TEST(ValgrindRecorderTest, AttachingIsRefusedWithTheAlternative) {
+TEST_F(ValgrindRecorderTest, AttachingIsRefusedWithTheAlternative) {
   RecordOptions options;
   options.pid = getpid();
   options.output_dir = "unused";
@@ -570,7 +495,7 @@ TEST(ValgrindRecorderTest, AttachingIsRefusedWithTheAlternative) {
   EXPECT_NE(r.status().message().find("--emulate=ptrace"), std::string::npos) << r.status();
 }
 
-TEST(ValgrindRecorderTest, MissingValgrindNamesThePackageAndTheAlternative) {
+TEST_F(ValgrindRecorderTest, MissingValgrindNamesThePackageAndTheAlternative) {
   const char* old_path = getenv("PATH");
   const std::string saved = old_path != nullptr ? old_path : "";
   setenv("PATH", "/nonexistent", 1);
@@ -583,4 +508,4 @@ TEST(ValgrindRecorderTest, MissingValgrindNamesThePackageAndTheAlternative) {
 }
 
 }  // namespace
-}  // namespace ptd
+}  // namespace ptd::testing
