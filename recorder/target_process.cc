@@ -335,4 +335,49 @@ absl::Status TargetProcess::Kill(int signal) {
   return absl::OkStatus();
 }
 
+absl::Status CheckTargetOptions(const RecordOptions& options) {
+  const int given = (options.command.empty() ? 0 : 1) + (options.pids.empty() ? 0 : 1) +
+                    (options.cgroup.empty() ? 0 : 1);
+  if (given == 0) {
+    return absl::InvalidArgumentError("record: give a command after --, --pid PID[,PID...] or --cgroup DIR");
+  }
+  if (given > 1) {
+    return absl::InvalidArgumentError("record: give only one of a command, --pid and --cgroup");
+  }
+  for (size_t i = 0; i < options.pids.size(); ++i) {
+    if (options.pids[i] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--pid ", options.pids[i], ": not a process id"));
+    }
+    if (std::find(options.pids.begin(), options.pids.begin() + static_cast<long>(i), options.pids[i]) !=
+        options.pids.begin() + static_cast<long>(i)) {
+      return absl::InvalidArgumentError(absl::StrCat("--pid ", options.pids[i], ": given twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> CgroupProcesses(const std::string& dir) {
+  const std::string procs = absl::StrCat(dir, "/cgroup.procs");
+  if (!IsDirectory(dir)) return absl::NotFoundError(absl::StrCat("--cgroup ", dir, ": no such directory"));
+  absl::StatusOr<std::string> text = ReadFileToString(procs);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--cgroup ", dir, ": not a cgroup directory (", text.status().message(), ")"));
+  }
+  std::vector<int> pids;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
+    int pid = 0;
+    if (absl::SimpleAtoi(line, &pid) && pid > 0) pids.push_back(pid);
+  }
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  if (pids.empty()) return absl::NotFoundError(absl::StrCat("--cgroup ", dir, ": no process in ", procs));
+  return pids;
+}
+
+absl::StatusOr<std::vector<int>> ProcessesToAttach(const RecordOptions& options) {
+  if (!options.cgroup.empty()) return CgroupProcesses(options.cgroup);
+  return options.pids;
+}
+
 }  // namespace ptd

@@ -535,12 +535,25 @@ void PtraceStepper::DetachAll() {
   }
 }
 
+bool PtraceStepper::TracesProcess(int pid) const {
+  for (const auto& [tid, thread] : threads_) {
+    if (thread->pid == pid) return true;
+  }
+  return false;
+}
+
 absl::Status PtraceStepper::Run() {
   start_ns_ = Now();
   last_progress_ns_ = start_ns_;
   absl::Status result;
+  last_periodic_ns_ = start_ns_;
   while (!threads_.empty()) {
     ServeRequests();
+    if (options_.periodic &&
+        static_cast<double>(Now() - last_periodic_ns_) / 1e9 >= options_.periodic_every_s) {
+      last_periodic_ns_ = Now();
+      options_.periodic();
+    }
     if (stop_requested_.load()) {
       end_reason_ = stop_reason_.load();
       DetachAll();

@@ -56,6 +56,10 @@ struct PtraceStepperOptions {
   std::function<void(int pid, int tid, uint64_t stack_pointer, uint64_t time)> on_step;
   // Captures the code run from memory no file backs (JIT code); null: none captured.
   JitCodeCapture* jit_capture = nullptr;
+  // When set, runs on the stepper's thread between two stops, at most every
+  // periodic_every_s (--cgroup: processes that joined are attached here).
+  std::function<void()> periodic;
+  double periodic_every_s = 0.1;
 };
 
 struct PtraceStepperStats {
@@ -97,6 +101,8 @@ class PtraceStepper {
   const PtraceStepperStats& stats() const { return stats_; }
   // Wait status of `pid` if it exited while traced (-1 otherwise).
   int exit_status(int pid) const;
+  // True while a thread of process `pid` is traced.
+  bool TracesProcess(int pid) const;
   // "exit", "duration", "error", or the reason given to RequestStop.
   const char* end_reason() const { return end_reason_; }
   // The trigger address once resolved (0: not yet / none).
@@ -146,6 +152,7 @@ class PtraceStepper {
   const char* end_reason_ = "exit";
   uint64_t start_ns_ = 0;
   uint64_t last_progress_ns_ = 0;
+  uint64_t last_periodic_ns_ = 0;
   bool tracing_ = true;
   int initial_tid_ = -1;
   long start_word_ = 0;

@@ -197,17 +197,19 @@ void ExpectStartError(RecorderConfig config, absl::StatusCode code, const std::s
 
 TEST(RecorderConfigTest, PidAndCommandBothSet) {
   RecorderConfig config = PtraceConfig({PTD_COUNTED_CALLS});
-  config.pid = getpid();
+  config.pids = {getpid()};
   ExpectStartError(config, absl::StatusCode::kInvalidArgument,
-                   "RecorderConfig.pid and RecorderConfig.command are both set");
+                   "RecorderConfig.pids and RecorderConfig.command are both set");
 }
 
 TEST(RecorderConfigTest, NotAProcessId) {
   RecorderConfig config = PtraceConfig({});
-  config.pid = -5;
-  ExpectStartError(config, absl::StatusCode::kInvalidArgument, "RecorderConfig.pid = -5: not a process id");
-  config.pid = 0x3fffffff;  // above pid_max
-  ExpectStartError(config, absl::StatusCode::kNotFound, "RecorderConfig.pid = 1073741823: no such process");
+  config.pids = {getpid(), -5};
+  ExpectStartError(config, absl::StatusCode::kInvalidArgument, "RecorderConfig.pids[1] = -5: not a process id");
+  config.pids = {getpid(), getpid()};
+  ExpectStartError(config, absl::StatusCode::kInvalidArgument, "RecorderConfig.pids[1] = ");
+  config.pids = {0x3fffffff};  // above pid_max
+  ExpectStartError(config, absl::StatusCode::kNotFound, "RecorderConfig.pids[0] = 1073741823: no such process");
 }
 
 TEST(RecorderConfigTest, SizesNotAPowerOfTwoNumberOfPages) {
@@ -267,7 +269,7 @@ TEST(RecorderConfigTest, UnavailableBackends) {
   setenv("PATH", path.c_str(), 1);
   // Valgrind cannot attach.
   config.command.clear();
-  config.pid = getpid();
+  config.pids = {getpid()};
   ExpectStartError(config, absl::StatusCode::kInvalidArgument, "RecorderConfig.backend = valgrind: ");
 }
 

@@ -51,7 +51,7 @@ TEST(RecordBackendTest, PtraceOnlyOptionsPickPtraceWhenNoEmulatorIsNamed) {
 
 TEST(RecordBackendTest, AttachingEmulatesWithPtraceEvenWhenValgrindIsThere) {
   absl::StatusOr<BackendChoice> choice =
-      ChooseEmulated("", [](RecordOptions& options) { options.pid = 1; });
+      ChooseEmulated("", [](RecordOptions& options) { options.pids = {1}; });
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->backend, RecordBackend::kPtrace);
   EXPECT_NE(choice->why.find("cannot attach"), std::string::npos) << choice->why;
@@ -59,7 +59,7 @@ TEST(RecordBackendTest, AttachingEmulatesWithPtraceEvenWhenValgrindIsThere) {
 
 TEST(RecordBackendTest, ValgrindCannotAttach) {
   absl::StatusOr<BackendChoice> choice =
-      ChooseEmulated("valgrind", [](RecordOptions& options) { options.pid = 1; });
+      ChooseEmulated("valgrind", [](RecordOptions& options) { options.pids = {1}; });
   ASSERT_FALSE(choice.ok());
   EXPECT_NE(choice.status().message().find("--emulate=ptrace"), std::string::npos);
 }

@@ -69,7 +69,7 @@ class HardwareRecorderTest : public ::testing::Test {
     absl::StatusOr<TargetProcess> target = TargetProcess::Launch(launch);
     if (!target.ok()) return target.status();
     if (absl::Status released = target->Release(); !released.ok()) return released;
-    options_.pid = target->pid();
+    options_.pids = {target->pid()};
     return target;
   }
   std::string Chunk(const PtStream& stream, size_t i) {
@@ -585,7 +585,7 @@ TEST_F(HardwareRecorderTest, BadOptionsFailBeforeAnythingIsCreated) {
 TEST_F(HardwareRecorderTest, NoPmuIsTheExactMessageAndNothingIsTouched) {
   ptd::testing::TempDir empty_sysfs;
   env_.sysfs_root = empty_sysfs.path();
-  options_.pid = getpid();
+  options_.pids = {getpid()};
   auto summary = RecordHardware(options_, env_);
   ASSERT_FALSE(summary.ok());
   EXPECT_EQ(summary.status().code(), absl::StatusCode::kFailedPrecondition);

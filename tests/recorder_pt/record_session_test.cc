@@ -112,7 +112,7 @@ TEST(RecordSessionTest, TargetExitTakesTheFinalSnapshotAfterTheExit) {
   ASSERT_TRUE(target->Release().ok());
   RecordingTaker taker;
   RecordSession session(Quiet(), &taker);
-  ASSERT_TRUE(session.WatchTarget(target->pid()).ok());
+  ASSERT_TRUE(session.WatchTargets({target->pid()}).ok());
   auto reason = session.Run();
   ASSERT_TRUE(reason.ok()) << reason.status();
   EXPECT_EQ(*reason, "exit");
@@ -253,7 +253,7 @@ absl::StatusOr<std::string> RunTriggerSession(int calls, bool multi, RecordingTa
   o.trigger.after = after;
   o.trigger.repeat = multi;
   RecordSession session(o, taker);
-  if (auto st = session.WatchTarget(target->pid()); !st.ok()) return st;
+  if (auto st = session.WatchTargets({target->pid()}); !st.ok()) return st;
   session.SetTrigger(*std::move(trigger));
   auto reason = session.Run();
   (void)target->Wait();
