@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/file_util.h"
 
 extern char** environ;
@@ -333,6 +334,16 @@ absl::Status TargetProcess::Kill(int signal) {
   if (pid_ <= 0 || reaped_) return absl::FailedPreconditionError("no process to signal");
   if (::kill(pid_, signal) != 0) return ErrnoError("kill", absl::StrCat("pid ", pid_), errno);
   return absl::OkStatus();
+}
+
+int TracerPid(int pid) {
+  absl::StatusOr<std::string> status = ReadFileToString(absl::StrCat("/proc/", pid, "/status"));
+  if (!status.ok()) return 0;
+  for (absl::string_view line : absl::StrSplit(*status, '\n')) {
+    int tracer = 0;
+    if (absl::ConsumePrefix(&line, "TracerPid:") && absl::SimpleAtoi(line, &tracer)) return tracer;
+  }
+  return 0;
 }
 
 absl::Status CheckTargetOptions(const RecordOptions& options) {

@@ -101,6 +101,9 @@ absl::Status PtraceAttachError(int errno_value, int pid, int tid);
 // True when /proc/PID/stat says the process is a zombie (exited, not yet reaped).
 bool IsZombie(int pid);
 
+// The TracerPid of /proc/PID/status: 0 when not traced (or gone).
+int TracerPid(int pid);
+
 // The target part of `options`: exactly one of a command, --pid (pids > 0, no repeats)
 // and --cgroup. InvalidArgument naming the option otherwise.
 absl::Status CheckTargetOptions(const RecordOptions& options);

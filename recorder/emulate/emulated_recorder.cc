@@ -177,9 +177,10 @@ void AttachCgroupNewcomers(const std::string& cgroup, SidebandSession& session, 
   absl::StatusOr<std::vector<int>> pids = CgroupProcesses(cgroup);
   if (!pids.ok()) return;  // emptied or removed: nothing to add
   for (int pid : *pids) {
-    if (stepper.TracesProcess(pid)) continue;
-    // A process that left: stepper.TracesProcess is false for it too, but it is in the
-    // session already; do not attach twice.
+    // A child of a traced process is traced already (TracerPid is us even before the
+    // stepper has seen its parent's fork event).
+    if (stepper.TracesProcess(pid) || TracerPid(pid) == getpid()) continue;
+    // One that was attached and whose threads are gone is in the session: not twice.
     bool known = false;
     for (TargetProcess* target : session.targets()) known = known || target->pid() == pid;
     if (known) continue;

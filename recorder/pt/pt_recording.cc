@@ -282,28 +282,11 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     for (auto& capture : rec->captures_) {
       if (absl::Status st = factory->Enable(capture->ring()); !st.ok()) return st;
     }
-    for (const auto& target : rec->targets_) {
-      // The kernel only reports mappings made from now on: describe the existing ones.
-      const int target_pid = target->pid();
-      ProcSynthOptions synth_options;
-      synth_options.format.sample_type = kSidebandSampleType;
-      synth_options.format.sample_id_all = true;
-      synth_options.time_ns = synth_time;
-      absl::StatusOr<SynthesizedSideband> synth = SynthesizeProcess(target_pid, synth_options);
-      if (!synth.ok()) return synth.status();
-      SidebandFile file;
-      file.file = absl::StrCat(kSidebandSubdir, "/synth.", target_pid, ".data");
-      file.origin = "synthesized";
-      file.sample_type = kSidebandSampleType;
-      if (absl::Status st = MakeDirs(dir.FilePath(kSidebandSubdir)); !st.ok()) return st;
-      if (absl::Status st = WriteFileAtomic(dir.FilePath(file.file), absl::MakeConstSpan(synth->bytes));
-          !st.ok()) {
-        return st;
-      }
-      rec->extra_sideband_.push_back(file);
-      absl::Status dumped = rec->DumpTargetMemory(target_pid);
-      if (!dumped.ok()) rec->notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
+    // The kernel only reports mappings made from now on: describe the existing ones.
+    for (int target_pid : rec->target_pids_) {
+      if (absl::Status st = rec->DescribeRunningProcess(target_pid, synth_time); !st.ok()) return st;
     }
+    rec->cgroup_read_ns_ = synth_time;
   }
   return rec;
 }
@@ -424,6 +407,46 @@ absl::Status PtRecording::OpenCgroupRings(const std::string& cgroup, const perf_
   return status;
 }
 
+absl::Status PtRecording::DescribeRunningProcess(int pid, uint64_t time_ns) {
+  ProcSynthOptions synth_options;
+  synth_options.format.sample_type = kSidebandSampleType;
+  synth_options.format.sample_id_all = true;
+  synth_options.time_ns = time_ns;
+  absl::StatusOr<SynthesizedSideband> synth = SynthesizeProcess(pid, synth_options);
+  if (!synth.ok()) return synth.status();
+  SidebandFile file;
+  file.file = absl::StrCat(kSidebandSubdir, "/synth.", pid, ".data");
+  file.origin = "synthesized";
+  file.sample_type = kSidebandSampleType;
+  if (absl::Status st = MakeDirs(dir_.FilePath(kSidebandSubdir)); !st.ok()) return st;
+  if (absl::Status st = WriteFileAtomic(dir_.FilePath(file.file), absl::MakeConstSpan(synth->bytes)); !st.ok()) {
+    return st;
+  }
+  extra_sideband_.push_back(file);
+  absl::Status dumped = DumpTargetMemory(pid);
+  if (!dumped.ok()) notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
+  return absl::OkStatus();
+}
+
+void PtRecording::DescribeCgroupNewcomers() {
+  if (options_.record.cgroup.empty()) return;
+  const uint64_t now = Now();
+  absl::StatusOr<std::vector<int>> pids = CgroupProcesses(options_.record.cgroup);
+  if (pids.ok()) {
+    for (int pid : *pids) {
+      if (std::find(target_pids_.begin(), target_pids_.end(), pid) != target_pids_.end()) continue;
+      target_pids_.push_back(pid);  // described once, even when that fails
+      // It joined after the previous read: stamped then, before any of its trace here.
+      absl::Status st = DescribeRunningProcess(pid, cgroup_read_ns_);
+      notes_.push_back(st.ok() ? absl::StrCat("process ", pid, " joined ", options_.record.cgroup,
+                                              " while recording: described from /proc when seen")
+                               : absl::StrCat("process ", pid, " joined ", options_.record.cgroup,
+                                              " but could not be described: ", st.message()));
+    }
+  }
+  cgroup_read_ns_ = now;
+}
+
 absl::Status PtRecording::DumpTargetMemory(int pid) {
   return DumpSpecialMemoryOf(pid, dir_, &images_, &notes_).status();
 }
@@ -509,6 +532,7 @@ absl::Status PtRecording::Drain() {
     if (!st.ok() && status.ok()) status = st;
   }
   absl::Status followed = FollowNewThreads();
+  DescribeCgroupNewcomers();
   return status.ok() ? followed : status;
 }
 

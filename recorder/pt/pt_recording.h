@@ -90,6 +90,12 @@ class PtRecording : public SnapshotTaker {
   // Per-thread mode: rings for the threads the sideband reported as created.
   absl::Status FollowNewThreads();
   absl::Status DumpTargetMemory(int pid);
+  // An attached (or cgroup) process's mappings and thread names from /proc, stamped
+  // `time_ns`, into sideband/synth.PID.data; its vDSO dumped.
+  absl::Status DescribeRunningProcess(int pid, uint64_t time_ns);
+  // --cgroup, at each drain: processes that joined since the last look are described
+  // (their events exist already: the cgroup's), so their tracks are named.
+  void DescribeCgroupNewcomers();
 
   PtRecordingOptions options_;
   PtRingFactory* factory_;
@@ -101,7 +107,8 @@ class PtRecording : public SnapshotTaker {
   perf_event_attr attr_{};           // the PT event as opened (per-thread rings added later)
   perf_event_attr tracking_attr_{};  // the sideband (dummy) event beside it
   std::vector<int> traced_tids_;     // threads with a ring (per-thread mode)
-  std::vector<int> target_pids_;  // the launched or attached processes
+  std::vector<int> target_pids_;  // the launched or attached processes (--cgroup: seen in it)
+  uint64_t cgroup_read_ns_ = 0;   // --cgroup: when cgroup.procs was last read
   std::vector<SidebandFile> extra_sideband_;  // synthesized at attach
   std::vector<ImageEntry> images_;
   std::vector<std::string> notes_;

@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "ftf/ftf_reader.h"
+#include "recorder/target_process.h"
 #include "tests/testing/test_util.h"
 
 extern char** environ;
@@ -68,19 +69,9 @@ int StopWorker(Worker& worker) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// TracerPid from /proc/PID/status (0: not traced).
-int TracerOf(int pid) {
-  std::string status = ReadFileToString(absl::StrCat("/proc/", pid, "/status")).value_or("");
-  for (absl::string_view line : absl::StrSplit(status, '\n')) {
-    int tracer = 0;
-    if (absl::ConsumePrefix(&line, "TracerPid:") && absl::SimpleAtoi(line, &tracer)) return tracer;
-  }
-  return 0;
-}
-
 bool WaitUntilTraced(int pid) {
   for (int i = 0; i < 3000; ++i) {
-    if (TracerOf(pid) != 0) return true;
+    if (TracerPid(pid) != 0) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;

@@ -368,6 +368,30 @@ TEST_F(PtRecordingTest, CgroupOpensPerCpuEventsOnTheCgroupDirectory) {
   EXPECT_EQ(SynthesizedPids(meta), members);
 }
 
+TEST_F(PtRecordingTest, CgroupNewcomersAreDescribedAtTheNextDrain) {
+  // The cgroup's events count a process that joins by themselves; the recorder must
+  // still name it: the next drain reads cgroup.procs and synthesizes the newcomer.
+  SleepingChild first, newcomer;
+  ptd::testing::TempDir cgroup;
+  ASSERT_TRUE(WriteFileAtomic(cgroup.Sub("cgroup.procs"), absl::StrCat(first.pid(), "\n")).ok());
+  options_.self_tids.clear();
+  options_.record.cgroup = cgroup.path();
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_TRUE((*rec)->Drain().ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(cgroup.Sub("cgroup.procs"), absl::StrCat(first.pid(), "\n", newcomer.pid(), "\n")).ok());
+  ASSERT_TRUE((*rec)->Drain().ok());
+  ASSERT_TRUE((*rec)->Drain().ok());  // seen once only
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+  EXPECT_EQ(meta.pids, (std::vector<int>{first.pid(), newcomer.pid()}));
+  EXPECT_EQ(SynthesizedPids(meta), (std::vector<int>{first.pid(), newcomer.pid()}));
+  int notes = 0;
+  for (const std::string& note : meta.notes) notes += note.find(absl::StrCat("process ", newcomer.pid(), " joined")) == 0;
+  EXPECT_EQ(notes, 1);
+}
+
 TEST_F(PtRecordingTest, CgroupRefusesPerThreadRingsAndANonCgroupPath) {
   options_.self_tids.clear();
   ptd::testing::TempDir cgroup;
