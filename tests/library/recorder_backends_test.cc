@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -99,6 +101,38 @@ TEST(RecorderBackendsTest, AutoFallsBackFromMissingHardwareAndSaysWhy) {
   EXPECT_THAT(automatic.backend_choice(),
               HasSubstr(automatic.backend() == Backend::kValgrind ? "Valgrind emulator" : "ptrace emulator"));
   EXPECT_EQ(*automatic.Wait(), 3);
+}
+
+TEST(RecorderBackendsTest, PtraceAttachesToSeveralPidsAndLeavesThemRunning) {
+  ptd::testing::TempDir out;
+  std::vector<pid_t> targets;
+  for (const char* name : {"pid1", "pid2"}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const std::string pid_file = out.Sub(name);
+      execl(PTD_SPIN_TARGET, PTD_SPIN_TARGET, pid_file.c_str(), nullptr);
+      _exit(127);
+    }
+    targets.push_back(child);
+    ASSERT_EQ(WaitForPidFile(out.Sub(name)), child);
+  }
+  RecorderConfig config = PtraceConfig({});
+  config.pids = {targets[0], targets[1]};
+  Recorder recorder(config);
+  ASSERT_TRUE(recorder.Start().ok());
+  EXPECT_EQ(recorder.target_pid(), targets[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(recorder.Stop().ok());
+  absl::StatusOr<TraceMeta> meta = WriteAndReadMeta(recorder, out.Sub("t"));
+  for (pid_t target : targets) {
+    EXPECT_EQ(kill(target, 0), 0) << target << " did not survive the detach";
+    kill(target, SIGKILL);
+    waitpid(target, nullptr, 0);
+  }
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->pids, (std::vector<int>{targets[0], targets[1]}));
+  EXPECT_EQ(meta->streams.size(), 2u);  // one thread each, per-thread streams
 }
 
 TEST(RecorderBackendsTest, SnapshotAndStopReachThePtraceRecordingAndStopKillsTheTarget) {
