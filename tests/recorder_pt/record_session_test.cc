@@ -123,6 +123,33 @@ TEST(RecordSessionTest, TargetExitTakesTheFinalSnapshotAfterTheExit) {
   EXPECT_TRUE(status->has_value());
 }
 
+TEST(RecordSessionTest, SeveralTargetsEndTheRecordingWhenTheLastExits) {
+  // record --pid A,B: the first exit is not the end; the last one is.
+  std::vector<TargetProcess> targets;
+  std::vector<int> pids;
+  for (const char* seconds : {"0.05", "0.4"}) {
+    LaunchOptions launch;
+    launch.argv = {"/bin/sleep", seconds};
+    auto target = TargetProcess::Launch(launch);
+    ASSERT_TRUE(target.ok()) << target.status();
+    ASSERT_TRUE(target->Release().ok());
+    pids.push_back(target->pid());
+    targets.push_back(*std::move(target));
+  }
+  RecordingTaker taker;
+  RecordSession session(Quiet(), &taker);
+  ASSERT_TRUE(session.WatchTargets(pids).ok());
+  auto reason = session.Run();
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_EQ(*reason, "exit");
+  EXPECT_THAT(taker.reasons(), ElementsAre("exit"));
+  for (TargetProcess& target : targets) {
+    auto status = target.TryWait();
+    ASSERT_TRUE(status.ok());
+    EXPECT_TRUE(status->has_value()) << "process " << target.pid() << " still running at the end";
+  }
+}
+
 TEST(RecordSessionTest, SigusrTwoSnapshotsAndSigintStops) {
   RecordingTaker taker;
   SessionOptions o = Quiet();
