@@ -274,6 +274,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   absl::StatusOr<TriggerSpec> trigger_spec = TriggerSpecOf(options);
   if (!trigger_spec.ok()) return trigger_spec.status();
   if (absl::Status s = CheckTriggerSymbol(options, *trigger_spec); !s.ok()) return s;
+  absl::StatusOr<std::vector<int>> attach = ProcessesToAttach(options);
+  if (!attach.ok()) return attach.status();
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(options.output_dir, options.force);
   if (!dir.ok()) return dir.status();
 
@@ -283,8 +285,6 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
     if (!writer.ok()) return writer.status();
     truth.emplace(std::move(*writer));
   }
-  absl::StatusOr<std::vector<int>> attach = ProcessesToAttach(options);
-  if (!attach.ok()) return attach.status();
   absl::StatusOr<std::unique_ptr<SidebandSession>> started = StartSidebandSession(options, *attach, *dir);
   if (!started.ok()) return started.status();
   std::unique_ptr<SidebandSession> session = std::move(*started);
