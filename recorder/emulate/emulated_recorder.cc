@@ -298,6 +298,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   stepper_options.duration_s = options.duration_s;
   stepper_options.progress = !options.quiet && isatty(STDERR_FILENO);
   stepper_options.kill_on_exit = !options.command.empty();
+  stepper_options.follow_forks = options.follow_children;
   SetSymbolResolvers(options, pid, &stepper_options);
   // Requests are served between two steps; a stop asked for on the FIFO is answered
   // once the trace directory is committed.

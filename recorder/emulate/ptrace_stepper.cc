@@ -113,8 +113,8 @@ PtraceStepper::Thread* PtraceStepper::NewThread(int pid, int tid) {
 }
 
 absl::Status PtraceStepper::AddStoppedThread(int pid, int tid) {
-  long flags = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-               PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT;
+  long flags = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT;
+  if (options_.follow_forks) flags |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
   if (options_.kill_on_exit) flags |= PTRACE_O_EXITKILL;
   if (awaiting_start_symbol_) flags |= PTRACE_O_TRACESYSGOOD;  // syscall stops: SIGTRAP|0x80
   if (ptrace(PTRACE_SETOPTIONS, tid, nullptr, reinterpret_cast<void*>(flags)) != 0) {

@@ -35,6 +35,7 @@ struct PtraceStepperOptions {
   double duration_s = 0;      // stop after this long (0: until every thread is gone)
   bool progress = false;      // steps/s status line on stderr
   bool kill_on_exit = false;  // PTRACE_O_EXITKILL: launched targets die with the recorder
+  bool follow_forks = true;   // false (--no-follow): forked children run untraced
   // Called for every thread that appears (per-thread sideband needs a ring for it).
   std::function<void(int tid)> on_new_thread;
   // --start-at in a library not loaded yet: with start_address 0 and this set, the

@@ -179,6 +179,22 @@ TEST_F(MultiProcessRecordTest, PidListRefusesValgrindWithTheReason) {
   EXPECT_TRUE(absl::StrContains(record.err, "cannot attach to a running process")) << record.err;
 }
 
+TEST_F(MultiProcessRecordTest, NoFollowLeavesForkedChildrenUntraced) {
+  // ptd_prog_fork_exec forks a child that execs ptd_prog_calls, waits for it (exit 3 if
+  // it failed), then calls parent_step 20 times.
+  const std::string trace = tmp_.Sub("trace");
+  auto record = RunCommand({PTD_CLI_PATH, "record", "--emulate=ptrace", "-q", "--no-follow", "-o", trace, "--",
+                            testing::Program("ptd_prog_fork_exec")});
+  ASSERT_EQ(record.exit_code, 0) << record.err;
+  const std::string ftf = tmp_.Sub("out.ftf");
+  auto decode = RunCommand({PTD_CLI_PATH, "decode", trace, "-o", ftf, "-q"});
+  ASSERT_EQ(decode.exit_code, 0) << decode.err;
+  std::map<uint64_t, ProcessTracks> tracks = ReadProcessTracks(ftf);
+  std::erase_if(tracks, [](const auto& entry) { return entry.second.slices.empty(); });
+  ASSERT_EQ(tracks.size(), 1u) << Describe(tracks);  // the parent only
+  EXPECT_EQ(tracks.begin()->second.slices["parent_step"], 20) << Describe(tracks);
+}
+
 // A cgroup made for the test (v2 under /sys/fs/cgroup/unified, else the v1 pids
 // hierarchy), removed again at the end; empty path when none can be made here.
 class TestCgroup {

@@ -62,7 +62,7 @@ class HardwareRecorderTest : public ::testing::Test {
     return meta.ok() ? *meta : TraceMeta{};
   }
   // Starts `/bin/sleep 30` (killed when the returned process goes) and points
-  // options_.pid at it, for the --pid attach tests.
+  // options_.pids at it, for the --pid attach tests.
   absl::StatusOr<TargetProcess> AttachToSleeper() {
     LaunchOptions launch;
     launch.argv = {"/bin/sleep", "30"};
