@@ -387,8 +387,18 @@ absl::StatusOr<std::vector<int>> CgroupProcesses(const std::string& dir) {
 }
 
 absl::StatusOr<std::vector<int>> ProcessesToAttach(const RecordOptions& options) {
-  if (!options.cgroup.empty()) return CgroupProcesses(options.cgroup);
-  return options.pids;
+  if (options.cgroup.empty()) return options.pids;
+  absl::StatusOr<std::vector<int>> members = CgroupProcesses(options.cgroup);
+  if (!members.ok()) return members.status();
+  // A zombie still listed (its parent has not reaped it) has nothing left to trace.
+  std::vector<int> running;
+  for (int pid : *members) {
+    if (!IsZombie(pid)) running.push_back(pid);
+  }
+  if (running.empty()) {
+    return absl::NotFoundError(absl::StrCat("--cgroup ", options.cgroup, ": no running process in it"));
+  }
+  return running;
 }
 
 }  // namespace ptd

@@ -113,7 +113,7 @@ absl::Status CheckTargetOptions(const RecordOptions& options);
 absl::StatusOr<std::vector<int>> CgroupProcesses(const std::string& dir);
 
 // The running processes `record` attaches to: options.pids as given, or the members of
-// options.cgroup now. Empty when it launches a command.
+// options.cgroup now that are not zombies. Empty when it launches a command.
 absl::StatusOr<std::vector<int>> ProcessesToAttach(const RecordOptions& options);
 
 }  // namespace ptd
