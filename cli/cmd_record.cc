@@ -54,9 +54,20 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
       "record",
       "Record a trace of a process into a trace directory.\n"
       "  ptrace-direct record [options] -- CMD ARGS     launch CMD and record it\n"
-      "  ptrace-direct record [options] --pid PID       attach to a running process\n"
+      "  ptrace-direct record [options] --pid PID[,PID...]  attach to running processes\n"
+      "  ptrace-direct record [options] --cgroup DIR    attach to every process of a cgroup\n"
       "Snapshots: Ctrl-C (final), SIGUSR2, --control FIFO, target exit, --trigger.");
-  cmd->add_option("--pid,-p", opts->pid, "Attach to this running process (all its threads)");
+  cmd->add_option("--pid,-p", opts->pids,
+                  "Attach to these running processes (comma-separated; all their threads, and their "
+                  "children unless --no-follow)")
+      ->delimiter(',')
+      ->type_name("PID[,PID...]");
+  cmd->add_option("--cgroup", opts->cgroup,
+                  "Attach to every process of this cgroup directory (v2, or a v1 controller's; "
+                  "e.g. /sys/fs/cgroup/unified/app). Hardware: per-CPU events for the cgroup "
+                  "(PERF_FLAG_PID_CGROUP), processes that join later included; ptrace: its "
+                  "processes, and those that join while recording (cgroup.procs read every 100 ms)")
+      ->type_name("DIR");
   cmd->add_option("--output,-o", opts->output_dir, "Trace directory to write")->capture_default_str();
   cmd->add_flag("--force", opts->force, "Replace an existing output directory");
   auto emulate = cmd->add_option("--emulate", opts->emulator,
@@ -69,7 +80,7 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                   "work; default) or wall (Valgrind only; the ptrace emulator always uses the wall clock)")
       ->check(CLI::IsMember({"virtual", "wall"}));
   cmd->add_flag("--no-follow", [opts](int64_t) { opts->follow_children = false; },
-                "Emulation: do not trace the children (fork, exec) of the program");
+                "Emulation: do not trace the children (fork, vfork) of the program or of the --pid processes");
   cmd->add_flag("--no-archive", [opts](int64_t) { opts->archive = false; },
                 "Do not copy the mapped files into the trace directory (decode then reads them by path)");
   cmd->add_flag("--per-thread", opts->per_thread,

@@ -16,7 +16,7 @@
 
 namespace ptd {
 
-// An emulation backend's entry point: records options.command or options.pid into
+// An emulation backend's entry point: records options.command or options.pids into
 // options.output_dir and serves options.control_fifo (RecordEmulated, RecordValgrind).
 using EmulatedRecordFunction = absl::StatusOr<EmulatedRecordSummary> (*)(const RecordOptions& options);
 

@@ -46,10 +46,11 @@ absl::StatusOr<BackendChoice> ChooseBackend(const RecordOptions& options) {
   }
   std::string why_not;
   const bool valgrind = ValgrindAvailable(&why_not);
+  const bool attach = !options.pids.empty() || !options.cgroup.empty();
   if (asked == "valgrind") {
-    if (options.pid > 0) {
+    if (attach) {
       return absl::InvalidArgumentError(
-          "--emulate=valgrind cannot attach to a running process (--pid); use --emulate=ptrace");
+          "--emulate=valgrind cannot attach to a running process (--pid, --cgroup); use --emulate=ptrace");
     }
     if (!valgrind) return absl::FailedPreconditionError(why_not);
     choice.backend = RecordBackend::kValgrind;
@@ -57,9 +58,10 @@ absl::StatusOr<BackendChoice> ChooseBackend(const RecordOptions& options) {
     return choice;
   }
   const std::string no_pt = options.emulate ? "" : "no Intel PT on this machine: ";
-  if (options.pid > 0) {
+  if (attach) {
     choice.backend = RecordBackend::kPtrace;
-    choice.why = absl::StrCat(no_pt, "recording with the ptrace emulator (Valgrind cannot attach to --pid)");
+    choice.why = absl::StrCat(no_pt, "recording with the ptrace emulator (Valgrind cannot attach to ",
+                              options.cgroup.empty() ? "--pid" : "--cgroup", ")");
   } else if (valgrind) {
     choice.backend = RecordBackend::kValgrind;
     choice.why = absl::StrCat(no_pt, "recording with the Valgrind emulator");

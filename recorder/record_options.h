@@ -11,9 +11,11 @@ namespace ptd {
 enum class TimingPreset { kLow, kNormal, kHigh };
 
 struct RecordOptions {
-  // Target: launch `command` (argv) or attach to `pid`.
+  // Target: launch `command` (argv), attach to the processes `pids` (all their threads),
+  // or attach to every process of the cgroup directory `cgroup` (its cgroup.procs).
   std::vector<std::string> command;
-  int pid = -1;
+  std::vector<int> pids;
+  std::string cgroup;
 
   std::string output_dir = "trace.dir";
   bool force = false;  // replace an existing output directory

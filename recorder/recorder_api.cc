@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -84,13 +85,19 @@ bool PowerOfTwoPages(uint64_t bytes) {
 
 // The config's own consistency, before any backend is looked at.
 absl::Status ValidateConfig(const RecorderConfig& c) {
-  if (c.pid != -1 && c.pid <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("RecorderConfig.pid = ", c.pid, ": not a process id (-1: none)"));
+  for (size_t i = 0; i < c.pids.size(); ++i) {
+    if (c.pids[i] <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RecorderConfig.pids[", i, "] = ", c.pids[i], ": not a process id"));
+    }
+    if (std::find(c.pids.begin(), c.pids.begin() + static_cast<long>(i), c.pids[i]) !=
+        c.pids.begin() + static_cast<long>(i)) {
+      return absl::InvalidArgumentError(absl::StrCat("RecorderConfig.pids[", i, "] = ", c.pids[i], ": given twice"));
+    }
   }
-  if (c.pid > 0 && !c.command.empty()) {
+  if (!c.pids.empty() && !c.command.empty()) {
     return absl::InvalidArgumentError(
-        "RecorderConfig.pid and RecorderConfig.command are both set: give one (attach or launch)");
+        "RecorderConfig.pids and RecorderConfig.command are both set: give one (attach or launch)");
   }
   for (const auto& [name, bytes] : {std::pair<const char*, uint64_t>{"snapshot_size", c.snapshot_size},
                                     {"buffer_size", c.buffer_size}}) {
@@ -110,8 +117,10 @@ absl::Status ValidateConfig(const RecorderConfig& c) {
                           absl::StrCat("RecorderConfig.command[0]: ", exe.status().message()));
     }
   }
-  if (c.pid > 0 && kill(c.pid, 0) != 0 && errno == ESRCH) {
-    return absl::NotFoundError(absl::StrCat("RecorderConfig.pid = ", c.pid, ": no such process"));
+  for (size_t i = 0; i < c.pids.size(); ++i) {
+    if (kill(c.pids[i], 0) != 0 && errno == ESRCH) {
+      return absl::NotFoundError(absl::StrCat("RecorderConfig.pids[", i, "] = ", c.pids[i], ": no such process"));
+    }
   }
   return absl::OkStatus();
 }
@@ -177,7 +186,7 @@ struct Recorder::Impl {
     pt::PtRecordingOptions options;
     RecordOptions& record = options.record;
     record.command = config.command;
-    record.pid = config.pid;
+    record.pids = config.pids;
     record.snapshot = config.snapshot;
     record.snapshot_size = config.snapshot_size;
     record.buffer_size = config.buffer_size;
@@ -192,7 +201,7 @@ struct Recorder::Impl {
     record.archive = config.archive;
     record.quiet = true;
     options.sysfs_root = config.sysfs_root;
-    if (record.command.empty() && record.pid <= 0) {
+    if (record.command.empty() && record.pids.empty()) {
       options.self_tids = {static_cast<int>(syscall(SYS_gettid))};
       record.per_thread = true;  // one thread: one ring
     }
@@ -229,7 +238,7 @@ struct Recorder::Impl {
     if (absl::Status st = CheckEmulationConfig(config, backend); !st.ok()) return st;
     RecordOptions record;
     record.command = config.command;
-    record.pid = config.pid;
+    record.pids = config.pids;
     record.output_dir = StagingPath();
     record.force = true;
     record.emulate = true;
@@ -270,7 +279,7 @@ Recorder::~Recorder() {
 }
 
 int Recorder::target_pid() const {
-  if (impl_->emulated != nullptr) return impl_->config.pid;
+  if (impl_->emulated != nullptr) return impl_->config.pids.empty() ? -1 : impl_->config.pids.front();
   if (impl_->recording == nullptr || impl_->recording->target() == nullptr) return -1;
   return impl_->recording->target()->pid();
 }
@@ -282,13 +291,13 @@ absl::Status Recorder::Start() {
   Impl& m = *impl_;
   if (m.started) return absl::FailedPreconditionError("Recorder::Start called twice");
   if (absl::Status st = ValidateConfig(m.config); !st.ok()) return st;
-  const bool self = m.config.command.empty() && m.config.pid <= 0;
+  const bool self = m.config.command.empty() && m.config.pids.empty();
   const pt::PtRecordingOptions hardware = m.HardwareOptions();
   Backend chosen = m.config.backend;
   if (self && chosen != Backend::kAuto && chosen != Backend::kHardware) {
     return absl::FailedPreconditionError(absl::StrCat(
         "RecorderConfig.backend = ", BackendName(chosen),
-        " cannot trace the calling thread (RecorderConfig.command empty, RecorderConfig.pid -1): "
+        " cannot trace the calling thread (RecorderConfig.command and RecorderConfig.pids empty): "
         "only Intel PT hardware can; give a command or a pid"));
   }
   // Fail before creating anything when the backend cannot work here. Hardware is checked
@@ -304,7 +313,7 @@ absl::Status Recorder::Start() {
     } else {
       RecordOptions emulate;
       emulate.emulate = true;
-      emulate.pid = m.config.pid;
+      emulate.pids = m.config.pids;
       absl::StatusOr<BackendChoice> choice = ChooseBackend(emulate);
       if (!choice.ok()) return choice.status();
       chosen = choice->backend == RecordBackend::kValgrind ? Backend::kValgrind : Backend::kPtrace;
@@ -323,7 +332,7 @@ absl::Status Recorder::Start() {
     RecordOptions emulate;
     emulate.emulate = true;
     emulate.emulator = "valgrind";
-    emulate.pid = m.config.pid;
+    emulate.pids = m.config.pids;
     if (absl::StatusOr<BackendChoice> choice = ChooseBackend(emulate); !choice.ok()) {
       return absl::Status(choice.status().code(),
                           absl::StrCat("RecorderConfig.backend = valgrind: ", choice.status().message()));
@@ -411,7 +420,7 @@ absl::Status Recorder::WriteTo(const std::string& dir, bool force) {
 TraceScope::TraceScope(std::string output_dir, RecorderConfig config)
     : output_dir_(std::move(output_dir)) {
   config.command.clear();
-  config.pid = -1;
+  config.pids.clear();
   recorder_ = std::make_unique<Recorder>(std::move(config));
   status_ = recorder_->Start();
 }

@@ -55,11 +55,41 @@ SidebandSession::~SidebandSession() {
   if (recorder_ != nullptr) (void)recorder_->Stop();
 }
 
-absl::Status SidebandSession::DumpMemory() {
+std::vector<TargetProcess*> SidebandSession::targets() {
+  std::vector<TargetProcess*> out;
+  for (Process& p : targets_) out.push_back(p.target.get());
+  return out;
+}
+
+absl::Status SidebandSession::DumpMemory(Process& process) {
   absl::StatusOr<std::vector<ProcMapping>> maps =
-      DumpSpecialMemoryOf(target_->pid(), dir_, &images_, &notes_);
+      DumpSpecialMemoryOf(process.target->pid(), dir_, &images_, &notes_);
   if (!maps.ok()) return maps.status();
-  if (attached_) attach_maps_ = std::move(*maps);
+  if (attached_) process.attach_maps = std::move(*maps);
+  return absl::OkStatus();
+}
+
+absl::Status SidebandSession::ReadAttachState(Process& process) {
+  // /proc is read after the events exist, so a mapping made in between is seen twice
+  // (synthesized and real) rather than not at all.
+  absl::StatusOr<std::vector<ThreadComm>> threads = ReadThreadComms(process.target->pid());
+  if (!threads.ok()) return threads.status();
+  process.attach_threads = std::move(*threads);
+  return DumpMemory(process);
+}
+
+absl::Status SidebandSession::AddProcess(int pid) {
+  if (!attached_) return absl::FailedPreconditionError("SidebandSession::AddProcess: not attached");
+  absl::StatusOr<TargetProcess> target = TargetProcess::Attach(pid);
+  if (!target.ok()) return target.status();
+  Process process{std::make_unique<TargetProcess>(std::move(*target)), {}, {}};
+  absl::StatusOr<std::vector<int>> tids = process.target->Threads();
+  if (!tids.ok()) return tids.status();
+  for (int tid : *tids) {
+    if (absl::Status st = recorder_->AddThread(tid); !st.ok()) return st;
+  }
+  if (absl::Status st = ReadAttachState(process); !st.ok()) return st;
+  targets_.push_back(std::move(process));
   return absl::OkStatus();
 }
 
@@ -72,50 +102,53 @@ absl::StatusOr<std::unique_ptr<SidebandSession>> SidebandSession::Launch(
   launch.stop_at_exec = true;
   absl::StatusOr<TargetProcess> target = TargetProcess::Launch(launch);
   if (!target.ok()) return target.status();
-  session->target_ = std::make_unique<TargetProcess>(std::move(*target));
+  session->targets_.push_back({std::make_unique<TargetProcess>(std::move(*target)), {}, {}});
+  TargetProcess& launched = session->target();
 
   SidebandRecorderOptions rec_options = options.sideband;
   rec_options.enable_on_exec = true;
   session->attach_clock_ns_ = ClockNs(rec_options.clockid);
   absl::StatusOr<std::unique_ptr<SidebandRecorder>> recorder =
-      SidebandRecorder::Open({session->target_->pid()}, rec_options, dir);
+      SidebandRecorder::Open({launched.pid()}, rec_options, dir);
   if (!recorder.ok()) return recorder.status();
   session->recorder_ = std::move(*recorder);
   if (absl::Status st = session->recorder_->Start(); !st.ok()) return st;
-  if (absl::Status st = session->target_->Release(); !st.ok()) return st;
+  if (absl::Status st = launched.Release(); !st.ok()) return st;
   // Stopped right after exec: the new image's vDSO is mapped and nothing has run.
-  if (absl::Status st = session->DumpMemory(); !st.ok()) return st;
+  if (absl::Status st = session->DumpMemory(session->targets_.front()); !st.ok()) return st;
   if (!options.keep_traced) {
-    if (absl::Status st = session->target_->Detach(); !st.ok()) return st;
+    if (absl::Status st = launched.Detach(); !st.ok()) return st;
   }
   return session;
 }
 
 absl::StatusOr<std::unique_ptr<SidebandSession>> SidebandSession::Attach(
-    int pid, const SidebandSessionOptions& options, const TraceDirWriter& dir) {
+    const std::vector<int>& pids, const SidebandSessionOptions& options, const TraceDirWriter& dir) {
   std::unique_ptr<SidebandSession> session(new SidebandSession(options, dir));
   session->attached_ = true;
-  absl::StatusOr<TargetProcess> target = TargetProcess::Attach(pid);
-  if (!target.ok()) return target.status();
-  session->target_ = std::make_unique<TargetProcess>(std::move(*target));
-  absl::StatusOr<std::vector<int>> tids = session->target_->Threads();
-  if (!tids.ok()) return tids.status();
+  if (pids.empty()) return absl::InvalidArgumentError("SidebandSession::Attach: no process");
+  std::vector<int> tids;
+  for (int pid : pids) {
+    absl::StatusOr<TargetProcess> target = TargetProcess::Attach(pid);
+    if (!target.ok()) return target.status();
+    session->targets_.push_back({std::make_unique<TargetProcess>(std::move(*target)), {}, {}});
+    absl::StatusOr<std::vector<int>> threads = session->targets_.back().target->Threads();
+    if (!threads.ok()) return threads.status();
+    tids.insert(tids.end(), threads->begin(), threads->end());
+  }
 
   SidebandRecorderOptions rec_options = options.sideband;
   rec_options.enable_on_exec = false;
   session->attach_clock_ns_ = ClockNs(rec_options.clockid);
   absl::StatusOr<std::unique_ptr<SidebandRecorder>> recorder =
-      SidebandRecorder::Open(*tids, rec_options, dir);
+      SidebandRecorder::Open(tids, rec_options, dir);
   if (!recorder.ok()) return recorder.status();
   session->recorder_ = std::move(*recorder);
   if (absl::Status st = session->recorder_->Enable(); !st.ok()) return st;
   if (absl::Status st = session->recorder_->Start(); !st.ok()) return st;
-  // /proc is read after the events exist, so a mapping made in between is seen twice
-  // (synthesized and real) rather than not at all.
-  absl::StatusOr<std::vector<ThreadComm>> threads = ReadThreadComms(pid);
-  if (!threads.ok()) return threads.status();
-  session->attach_threads_ = std::move(*threads);
-  if (absl::Status st = session->DumpMemory(); !st.ok()) return st;
+  for (Process& process : session->targets_) {
+    if (absl::Status st = session->ReadAttachState(process); !st.ok()) return st;
+  }
   return session;
 }
 
@@ -129,15 +162,17 @@ absl::Status SidebandSession::Finish(TraceMeta* meta) {
   }
   std::vector<SidebandFile> files = recorder_->Files();
   TimeRange range = RecordedTimeRange(dir_, files);
-  const int pid = target_->pid();
 
-  if (attached_) {
+  // perf record -p stamps synthesized records before every real one.
+  const uint64_t synth_time = range.empty() ? attach_clock_ns_ : range.first - 1;
+  for (Process& process : targets_) {
+    if (!attached_) break;
+    const int pid = process.target->pid();
     ProcSynthOptions synth;
     synth.format = RecordFormat{kSidebandSampleType, true};
-    // perf record -p stamps synthesized records before every real one.
-    synth.time_ns = range.empty() ? attach_clock_ns_ : range.first - 1;
+    synth.time_ns = synth_time;
     synth.id = recorder_->first_event_id();
-    SynthesizedSideband records = SynthesizeRecords(pid, attach_maps_, attach_threads_, synth);
+    SynthesizedSideband records = SynthesizeRecords(pid, process.attach_maps, process.attach_threads, synth);
     SidebandFile f;
     f.file = absl::StrCat(kSidebandSubdir, "/synth.", pid, ".data");
     f.origin = "synthesized";
@@ -163,9 +198,10 @@ absl::Status SidebandSession::Finish(TraceMeta* meta) {
 
   if (meta->tool_version.empty()) meta->tool_version = kToolVersion;
   if (meta->host.kernel_release.empty()) meta->host = ReadHostInfo();
-  if (meta->command.empty()) meta->command = target_->argv();
-  if (std::find(meta->pids.begin(), meta->pids.end(), pid) == meta->pids.end()) {
-    meta->pids.push_back(pid);
+  if (meta->command.empty()) meta->command = target().argv();
+  for (Process& process : targets_) {
+    const int pid = process.target->pid();
+    if (std::find(meta->pids.begin(), meta->pids.end(), pid) == meta->pids.end()) meta->pids.push_back(pid);
   }
   meta->per = options_.sideband.per_cpu ? "cpu" : "thread";
   meta->sideband.insert(meta->sideband.end(), files.begin(), files.end());

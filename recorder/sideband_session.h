@@ -34,14 +34,20 @@ class SidebandSession {
   static absl::StatusOr<std::unique_ptr<SidebandSession>> Launch(
       const std::vector<std::string>& argv, const SidebandSessionOptions& options,
       const TraceDirWriter& dir);
-  // Opens events on every thread of `pid`, enables them, then reads /proc (maps, thread
-  // names) for the synthesized records and dumps the vDSO.
+  // Opens events on every thread of each of `pids`, enables them, then reads /proc (maps,
+  // thread names) for the synthesized records and dumps the vDSO, process by process.
   static absl::StatusOr<std::unique_ptr<SidebandSession>> Attach(
-      int pid, const SidebandSessionOptions& options, const TraceDirWriter& dir);
+      const std::vector<int>& pids, const SidebandSessionOptions& options, const TraceDirWriter& dir);
 
   ~SidebandSession();
 
-  TargetProcess& target() { return *target_; }
+  // The launched process, or the first attached one.
+  TargetProcess& target() { return *targets_.front().target; }
+  // Every launched or attached process, in the order given.
+  std::vector<TargetProcess*> targets();
+  // Attach only: one more running process (one that joined a recorded cgroup): events on
+  // its threads now, its /proc state synthesized at Finish like the others'.
+  absl::Status AddProcess(int pid);
   SidebandRecorder& recorder() { return *recorder_; }
   // A thread the caller saw appear (per-thread mode).
   absl::Status AddThread(int tid) { return recorder_->AddThread(tid); }
@@ -54,15 +60,20 @@ class SidebandSession {
 
  private:
   SidebandSession(const SidebandSessionOptions& options, const TraceDirWriter& dir);
-  absl::Status DumpMemory();
+  struct Process {
+    std::unique_ptr<TargetProcess> target;
+    std::vector<ProcMapping> attach_maps;   // /proc at attach, for synthesis
+    std::vector<ThreadComm> attach_threads;
+  };
+  absl::Status DumpMemory(Process& process);
+  // Attach: reads the process's thread names and maps once its events exist.
+  absl::Status ReadAttachState(Process& process);
 
   SidebandSessionOptions options_;
   const TraceDirWriter& dir_;
-  std::unique_ptr<TargetProcess> target_;
+  std::vector<Process> targets_;  // launched: one
   std::unique_ptr<SidebandRecorder> recorder_;
   bool attached_ = false;
-  std::vector<ProcMapping> attach_maps_;   // /proc at attach, for synthesis
-  std::vector<ThreadComm> attach_threads_;
   uint64_t attach_clock_ns_ = 0;           // clockid reading before the events existed
   std::vector<ImageEntry> images_;
   std::vector<std::string> notes_;

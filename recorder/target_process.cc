@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/file_util.h"
 #include "recorder/proc_synth.h"
 
@@ -320,6 +321,71 @@ absl::Status TargetProcess::Kill(int signal) {
   if (pid_ <= 0 || reaped_) return absl::FailedPreconditionError("no process to signal");
   if (::kill(pid_, signal) != 0) return ErrnoError("kill", absl::StrCat("pid ", pid_), errno);
   return absl::OkStatus();
+}
+
+int TracerPid(int pid) {
+  absl::StatusOr<std::string> status = ReadFileToString(absl::StrCat("/proc/", pid, "/status"));
+  if (!status.ok()) return 0;
+  for (absl::string_view line : absl::StrSplit(*status, '\n')) {
+    int tracer = 0;
+    if (absl::ConsumePrefix(&line, "TracerPid:") && absl::SimpleAtoi(line, &tracer)) return tracer;
+  }
+  return 0;
+}
+
+absl::Status CheckTargetOptions(const RecordOptions& options) {
+  const int given = (options.command.empty() ? 0 : 1) + (options.pids.empty() ? 0 : 1) +
+                    (options.cgroup.empty() ? 0 : 1);
+  if (given == 0) {
+    return absl::InvalidArgumentError("record: give a command after --, --pid PID[,PID...] or --cgroup DIR");
+  }
+  if (given > 1) {
+    return absl::InvalidArgumentError("record: give only one of a command, --pid and --cgroup");
+  }
+  for (size_t i = 0; i < options.pids.size(); ++i) {
+    if (options.pids[i] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--pid ", options.pids[i], ": not a process id"));
+    }
+    if (std::find(options.pids.begin(), options.pids.begin() + static_cast<long>(i), options.pids[i]) !=
+        options.pids.begin() + static_cast<long>(i)) {
+      return absl::InvalidArgumentError(absl::StrCat("--pid ", options.pids[i], ": given twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> CgroupProcesses(const std::string& dir) {
+  const std::string procs = absl::StrCat(dir, "/cgroup.procs");
+  if (!IsDirectory(dir)) return absl::NotFoundError(absl::StrCat("--cgroup ", dir, ": no such directory"));
+  absl::StatusOr<std::string> text = ReadFileToString(procs);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("--cgroup ", dir, ": not a cgroup directory (", text.status().message(), ")"));
+  }
+  std::vector<int> pids;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipWhitespace())) {
+    int pid = 0;
+    if (absl::SimpleAtoi(line, &pid) && pid > 0) pids.push_back(pid);
+  }
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  if (pids.empty()) return absl::NotFoundError(absl::StrCat("--cgroup ", dir, ": no process in ", procs));
+  return pids;
+}
+
+absl::StatusOr<std::vector<int>> ProcessesToAttach(const RecordOptions& options) {
+  if (options.cgroup.empty()) return options.pids;
+  absl::StatusOr<std::vector<int>> members = CgroupProcesses(options.cgroup);
+  if (!members.ok()) return members.status();
+  // A zombie still listed (its parent has not reaped it) has nothing left to trace.
+  std::vector<int> running;
+  for (int pid : *members) {
+    if (!IsZombie(pid)) running.push_back(pid);
+  }
+  if (running.empty()) {
+    return absl::NotFoundError(absl::StrCat("--cgroup ", options.cgroup, ": no running process in it"));
+  }
+  return running;
 }
 
 }  // namespace ptd

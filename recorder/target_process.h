@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "recorder/record_options.h"
 
 namespace ptd {
 
@@ -99,5 +100,20 @@ absl::Status PtraceAttachError(int errno_value, int pid, int tid);
 
 // True when /proc/PID/stat says the process is a zombie (exited, not yet reaped).
 bool IsZombie(int pid);
+
+// The TracerPid of /proc/PID/status: 0 when not traced (or gone).
+int TracerPid(int pid);
+
+// The target part of `options`: exactly one of a command, --pid (pids > 0, no repeats)
+// and --cgroup. InvalidArgument naming the option otherwise.
+absl::Status CheckTargetOptions(const RecordOptions& options);
+
+// The processes in the cgroup directory `dir` now (its cgroup.procs; v1 or v2), sorted.
+// An error naming `dir` when it is not a cgroup directory, cannot be read, or is empty.
+absl::StatusOr<std::vector<int>> CgroupProcesses(const std::string& dir);
+
+// The running processes `record` attaches to: options.pids as given, or the members of
+// options.cgroup now that are not zombies. Empty when it launches a command.
+absl::StatusOr<std::vector<int>> ProcessesToAttach(const RecordOptions& options);
 
 }  // namespace ptd

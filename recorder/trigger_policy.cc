@@ -48,11 +48,17 @@ absl::Status CheckTriggerSymbol(const RecordOptions& options, const TriggerSpec&
   if (spec.symbol.empty()) return absl::OkStatus();
   const SymbolSpec symbol = ParseSymbolSpec(spec.symbol);
   const char* option = spec.slower_than_ns > 0 ? "--trigger-slower-than" : "--trigger";
-  if (options.pid > 0) {
-    absl::StatusOr<uint64_t> address = ResolveSymbolInProcess(options.pid, spec.symbol);
+  if (options.pids.size() > 1 || !options.cgroup.empty()) {
+    // The breakpoint's address is the symbol's in one process (ASLR).
+    return absl::InvalidArgumentError(
+        absl::StrCat(option, " needs one target process (not several --pid, nor --cgroup)"));
+  }
+  if (!options.pids.empty()) {
+    const int pid = options.pids.front();
+    absl::StatusOr<uint64_t> address = ResolveSymbolInProcess(pid, spec.symbol);
     if (address.ok() || !symbol.file_suffix.empty()) return absl::OkStatus();
     return absl::NotFoundError(absl::StrCat(option, ": ", symbol.name, " is not a function of process ",
-                                            options.pid, " (", address.status().message(), ")"));
+                                            pid, " (", address.status().message(), ")"));
   }
   if (options.command.empty()) return absl::OkStatus();
   std::string file;

@@ -63,8 +63,11 @@ absl::Status DropKernelSwitchRecords(const std::string& path) {
 
 
 absl::Status CheckPtraceEmulationOptions(const RecordOptions& options) {
-  if (options.command.empty() == (options.pid <= 0)) {
-    return absl::InvalidArgumentError("record --emulate: give either a command (after --) or --pid");
+  if (absl::Status s = CheckTargetOptions(options); !s.ok()) return s;
+  if ((options.pids.size() > 1 || !options.cgroup.empty()) && !options.start_at_symbol.empty()) {
+    // The breakpoint's address is the symbol's in one process (ASLR).
+    return absl::InvalidArgumentError(
+        "record --emulate: --start-at needs one target process (not several --pid, nor --cgroup)");
   }
   if (options.virtual_cpus < 0 || options.virtual_cpus > 256) {
     return absl::InvalidArgumentError("record --emulate: --virtual-cpus must be 0..256");
@@ -83,9 +86,10 @@ absl::Status CheckPtraceEmulationOptions(const RecordOptions& options) {
   return absl::OkStatus();
 }
 
-// The kernel's sideband (mmaps, forks, exits, comm) of the launched or attached target,
-// which stays ptrace-stopped for the stepper.
+// The kernel's sideband (mmaps, forks, exits, comm) of the launched or attached targets
+// (`attach`), which stay ptrace-stopped for the stepper.
 absl::StatusOr<std::unique_ptr<SidebandSession>> StartSidebandSession(const RecordOptions& options,
+                                                                      const std::vector<int>& attach,
                                                                       TraceDirWriter& dir) {
   SidebandSessionOptions session_options;
   session_options.sideband.per_cpu = true;  // inherit: new threads and children followed
@@ -102,7 +106,7 @@ absl::StatusOr<std::unique_ptr<SidebandSession>> StartSidebandSession(const Reco
     session = std::move(*launched);
   } else {
     absl::StatusOr<std::unique_ptr<SidebandSession>> attached =
-        SidebandSession::Attach(options.pid, session_options, dir);
+        SidebandSession::Attach(attach, session_options, dir);
     if (!attached.ok()) return attached.status();
     session = std::move(*attached);
   }
@@ -136,37 +140,66 @@ void SetSymbolResolvers(const RecordOptions& options, int pid, PtraceStepperOpti
   }
 }
 
-// Launched: the target is stopped at exec. Attached: every thread is stopped here.
+// Attaches to every thread of the running process `target`, each stopped here.
+absl::Status AttachProcessThreads(const TargetProcess& target, PtraceStepper& stepper) {
+  const int pid = target.pid();
+  absl::StatusOr<std::vector<int>> tids = target.Threads();
+  if (!tids.ok()) return tids.status();
+  for (int tid : *tids) {
+    if (ptrace(PTRACE_ATTACH, tid, nullptr, nullptr) != 0) {
+      return PtraceAttachError(errno, pid, tid);
+    }
+    int status = 0;
+    if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) {
+      return absl::NotFoundError(absl::StrFormat(
+          "thread %d of process %d did not stop after attach (it exited during the attach?)", tid, pid));
+    }
+    if (absl::Status s = stepper.AddStoppedThread(pid, tid); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// Launched: the target is stopped at exec. Attached: every thread of every process is
+// stopped here.
 absl::Status AddTargetThreads(const RecordOptions& options, SidebandSession& session, int pid,
                               PtraceStepper& stepper) {
-  if (!options.command.empty()) {
-    if (absl::Status s = stepper.AddStoppedThread(pid, pid); !s.ok()) return s;
-  } else {
-    absl::StatusOr<std::vector<int>> tids = session.target().Threads();
-    if (!tids.ok()) return tids.status();
-    for (int tid : *tids) {
-      if (ptrace(PTRACE_ATTACH, tid, nullptr, nullptr) != 0) {
-        return PtraceAttachError(errno, pid, tid);
-      }
-      int status = 0;
-      if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) {
-        return absl::NotFoundError(absl::StrFormat(
-            "thread %d of process %d did not stop after attach (it exited during the attach?)", tid, pid));
-      }
-      if (absl::Status s = stepper.AddStoppedThread(pid, tid); !s.ok()) return s;
-    }
+  if (!options.command.empty()) return stepper.AddStoppedThread(pid, pid);
+  for (TargetProcess* target : session.targets()) {
+    if (absl::Status s = AttachProcessThreads(*target, stepper); !s.ok()) return s;
   }
-
   return absl::OkStatus();
+}
+
+// --cgroup: the processes that joined the cgroup since the last look (and are not traced
+// yet, as children of a traced process are) are attached to, sideband and threads.
+void AttachCgroupNewcomers(const std::string& cgroup, SidebandSession& session, PtraceStepper& stepper,
+                           std::vector<std::string>* notes) {
+  absl::StatusOr<std::vector<int>> pids = CgroupProcesses(cgroup);
+  if (!pids.ok()) return;  // emptied or removed: nothing to add
+  for (int pid : *pids) {
+    // A child of a traced process is traced already (TracerPid is us even before the
+    // stepper has seen its parent's fork event).
+    if (stepper.TracesProcess(pid) || TracerPid(pid) == getpid()) continue;
+    // One that was attached and whose threads are gone is in the session: not twice.
+    bool known = false;
+    for (TargetProcess* target : session.targets()) known = known || target->pid() == pid;
+    if (known) continue;
+    absl::Status st = session.AddProcess(pid);
+    if (st.ok()) st = AttachProcessThreads(*session.targets().back(), stepper);
+    notes->push_back(st.ok() ? absl::StrCat("process ", pid, " joined ", cgroup, " while recording: traced from then on")
+                             : absl::StrCat("process ", pid, " joined ", cgroup, " but was not traced: ", st.message()));
+  }
 }
 
 // What `info` shows about the run: how the target ended, the stepper's counts, triggers.
 void AddRunNotes(const RecordOptions& options, int pid, const PtraceStepper& stepper, const PtStreamSet& streams,
                  const TriggerPolicy& trigger, const std::vector<std::string>& request_notes, TraceMeta* meta) {
   // How the target ended, for `info` (docs/robustness.md).
-  if (const int target_status = stepper.exit_status(pid); target_status >= 0) {
-    meta->notes.push_back(absl::StrCat("target process ", pid, " ", DescribeWaitStatus(target_status)));
-    if (WIFSIGNALED(target_status) && meta->end_reason == "exit") meta->end_reason = "target_killed";
+  for (int target : meta->pids) {
+    const int target_status = stepper.exit_status(target);
+    if (target_status < 0) continue;
+    meta->notes.push_back(absl::StrCat("target process ", target, " ", DescribeWaitStatus(target_status)));
+    if (target == pid && WIFSIGNALED(target_status) && meta->end_reason == "exit") meta->end_reason = "target_killed";
   }
   const PtraceStepperStats& stats = stepper.stats();
   meta->notes.push_back(absl::StrFormat(
@@ -241,6 +274,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   absl::StatusOr<TriggerSpec> trigger_spec = TriggerSpecOf(options);
   if (!trigger_spec.ok()) return trigger_spec.status();
   if (absl::Status s = CheckTriggerSymbol(options, *trigger_spec); !s.ok()) return s;
+  absl::StatusOr<std::vector<int>> attach = ProcessesToAttach(options);
+  if (!attach.ok()) return attach.status();
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(options.output_dir, options.force);
   if (!dir.ok()) return dir.status();
 
@@ -250,7 +285,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
     if (!writer.ok()) return writer.status();
     truth.emplace(std::move(*writer));
   }
-  absl::StatusOr<std::unique_ptr<SidebandSession>> started = StartSidebandSession(options, *dir);
+  absl::StatusOr<std::unique_ptr<SidebandSession>> started = StartSidebandSession(options, *attach, *dir);
   if (!started.ok()) return started.status();
   std::unique_ptr<SidebandSession> session = std::move(*started);
   const int pid = session->target().pid();
@@ -263,6 +298,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   stepper_options.duration_s = options.duration_s;
   stepper_options.progress = !options.quiet && isatty(STDERR_FILENO);
   stepper_options.kill_on_exit = !options.command.empty();
+  stepper_options.follow_forks = options.follow_children;
   SetSymbolResolvers(options, pid, &stepper_options);
   // Requests are served between two steps; a stop asked for on the FIFO is answered
   // once the trace directory is committed.
@@ -315,6 +351,9 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   }
   JitCodeCapture jit_capture;
   stepper_options.jit_capture = &jit_capture;
+  if (!options.cgroup.empty()) {
+    stepper_options.periodic = [&]() { AttachCgroupNewcomers(options.cgroup, *session, *stepper_ptr, &request_notes); };
+  }
   PtraceStepper stepper(stepper_options, &streams, truth ? &*truth : nullptr);
   stepper_ptr = &stepper;
 

@@ -113,8 +113,8 @@ PtraceStepper::Thread* PtraceStepper::NewThread(int pid, int tid) {
 }
 
 absl::Status PtraceStepper::AddStoppedThread(int pid, int tid) {
-  long flags = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK |
-               PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT;
+  long flags = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT;
+  if (options_.follow_forks) flags |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
   if (options_.kill_on_exit) flags |= PTRACE_O_EXITKILL;
   if (awaiting_start_symbol_) flags |= PTRACE_O_TRACESYSGOOD;  // syscall stops: SIGTRAP|0x80
   if (ptrace(PTRACE_SETOPTIONS, tid, nullptr, reinterpret_cast<void*>(flags)) != 0) {
@@ -535,12 +535,25 @@ void PtraceStepper::DetachAll() {
   }
 }
 
+bool PtraceStepper::TracesProcess(int pid) const {
+  for (const auto& [tid, thread] : threads_) {
+    if (thread->pid == pid) return true;
+  }
+  return false;
+}
+
 absl::Status PtraceStepper::Run() {
   start_ns_ = Now();
   last_progress_ns_ = start_ns_;
   absl::Status result;
+  last_periodic_ns_ = start_ns_;
   while (!threads_.empty()) {
     ServeRequests();
+    if (options_.periodic &&
+        static_cast<double>(Now() - last_periodic_ns_) / 1e9 >= options_.periodic_every_s) {
+      last_periodic_ns_ = Now();
+      options_.periodic();
+    }
     if (stop_requested_.load()) {
       end_reason_ = stop_reason_.load();
       DetachAll();

@@ -35,6 +35,7 @@ struct PtraceStepperOptions {
   double duration_s = 0;      // stop after this long (0: until every thread is gone)
   bool progress = false;      // steps/s status line on stderr
   bool kill_on_exit = false;  // PTRACE_O_EXITKILL: launched targets die with the recorder
+  bool follow_forks = true;   // false (--no-follow): forked children run untraced
   // Called for every thread that appears (per-thread sideband needs a ring for it).
   std::function<void(int tid)> on_new_thread;
   // --start-at in a library not loaded yet: with start_address 0 and this set, the
@@ -56,6 +57,10 @@ struct PtraceStepperOptions {
   std::function<void(int pid, int tid, uint64_t stack_pointer, uint64_t time)> on_step;
   // Captures the code run from memory no file backs (JIT code); null: none captured.
   JitCodeCapture* jit_capture = nullptr;
+  // When set, runs on the stepper's thread between two stops, at most every
+  // periodic_every_s (--cgroup: processes that joined are attached here).
+  std::function<void()> periodic;
+  double periodic_every_s = 0.1;
 };
 
 struct PtraceStepperStats {
@@ -97,6 +102,8 @@ class PtraceStepper {
   const PtraceStepperStats& stats() const { return stats_; }
   // Wait status of `pid` if it exited while traced (-1 otherwise).
   int exit_status(int pid) const;
+  // True while a thread of process `pid` is traced.
+  bool TracesProcess(int pid) const;
   // "exit", "duration", "error", or the reason given to RequestStop.
   const char* end_reason() const { return end_reason_; }
   // The trigger address once resolved (0: not yet / none).
@@ -146,6 +153,7 @@ class PtraceStepper {
   const char* end_reason_ = "exit";
   uint64_t start_ns_ = 0;
   uint64_t last_progress_ns_ = 0;
+  uint64_t last_periodic_ns_ = 0;
   bool tracing_ = true;
   int initial_tid_ = -1;
   long start_word_ = 0;

@@ -109,7 +109,13 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
   if (!started.ok()) return started.status();
   recording = *std::move(started);
   TargetProcess* target = recording->target();
-  if (absl::Status st = session.WatchTarget(target->pid()); !st.ok()) return st;
+  // A cgroup outlives its processes (and gains new ones): it is recorded until a stop
+  // (Ctrl-C, --duration, the control FIFO), not until its first members exit.
+  std::vector<int> watched;
+  if (options.cgroup.empty()) {
+    for (const auto& each : recording->targets()) watched.push_back(each->pid());
+  }
+  if (absl::Status st = session.WatchTargets(watched); !st.ok()) return st;
   if (!options.trigger_symbol.empty() && !target->launched()) {
     absl::StatusOr<std::vector<int>> tids = target->Threads();
     if (!tids.ok()) return tids.status();

@@ -36,10 +36,11 @@ class KernelPtRing : public PtRingSource {
   int cpu() const override { return request_.cpu; }
   int tid() const override { return request_.cpu < 0 ? request_.tid : -1; }
 
-  // The PT event and the tracking event of `tid`; the first thread's PT event owns the
-  // mapping, everything else is redirected into it.
+  // The PT event and the tracking event of `tid` (of the cgroup, for a cgroup request);
+  // the first PT event owns the mapping, everything else is redirected into it.
   absl::Status AddThread(int tid) {
-    absl::StatusOr<PerfEvent> pt = PerfEvent::Open(request_.attr, tid, request_.cpu);
+    const PerfOpenTarget on = PerfOpenTargetOf(request_, tid);
+    absl::StatusOr<PerfEvent> pt = PerfEvent::Open(request_.attr, on.pid, on.cpu, -1, on.flags);
     if (!pt.ok()) return pt.status();
     if (!request_.filter.empty()) {
       if (absl::Status st = pt->SetFilter(request_.filter); !st.ok()) {
@@ -48,7 +49,7 @@ class KernelPtRing : public PtRingSource {
       }
     }
     absl::StatusOr<PerfEvent> tracking =
-        PerfEvent::Open(request_.tracking_attr, tid, request_.cpu);
+        PerfEvent::Open(request_.tracking_attr, on.pid, on.cpu, -1, on.flags);
     if (!tracking.ok()) return tracking.status();
     if (pt_events_.empty()) {
       absl::StatusOr<PerfMmap> mmap = PerfMmap::Map(*pt, request_.data_size);
@@ -88,7 +89,9 @@ class KernelPtRing : public PtRingSource {
 class KernelPtRingFactory : public PtRingFactory {
  public:
   absl::StatusOr<std::unique_ptr<PtRingSource>> Open(const PtRingRequest& request) override {
-    if (request.tid <= 0) return absl::InvalidArgumentError("PT ring without a thread");
+    if (request.tid <= 0 && request.cgroup_fd < 0) {
+      return absl::InvalidArgumentError("PT ring without a thread or cgroup");
+    }
     auto ring = std::make_unique<KernelPtRing>(request);
     if (absl::Status st = ring->AddThread(request.tid); !st.ok()) return st;
     return ring;
@@ -102,6 +105,11 @@ class KernelPtRingFactory : public PtRingFactory {
 };
 
 }  // namespace
+
+PerfOpenTarget PerfOpenTargetOf(const PtRingRequest& request, int tid) {
+  if (request.cgroup_fd >= 0) return {request.cgroup_fd, request.cpu, PERF_FLAG_PID_CGROUP};
+  return {tid, request.cpu, 0};
+}
 
 std::unique_ptr<PtRingFactory> MakeKernelPtRingFactory() {
   return std::make_unique<KernelPtRingFactory>();

@@ -1,6 +1,7 @@
 #include "recorder/pt/pt_recording.h"
 #include "common/monotonic_clock.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -164,11 +165,12 @@ absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
       pmu->caps.count("ip_filtering") != 0) {
     return absl::FailedPreconditionError("--filter: this CPU has no IP filtering (caps/ip_filtering is 0)");
   }
-  if (options.self_tids.empty() && record.command.empty() && record.pid <= 0) {
-    return absl::InvalidArgumentError("record: give a command after -- or --pid PID");
+  if (options.self_tids.empty()) {
+    if (absl::Status st = CheckTargetOptions(record); !st.ok()) return st;
   }
-  if (!record.command.empty() && record.pid > 0) {
-    return absl::InvalidArgumentError("record: give either a command or --pid, not both");
+  if (!record.cgroup.empty() && record.per_thread) {
+    return absl::InvalidArgumentError(
+        "--cgroup needs per-CPU rings (the kernel counts a cgroup per CPU); drop --per-thread");
   }
   if (config_out != nullptr) *config_out = *config;
   return pmu;
@@ -227,17 +229,22 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     launch_options.stop_at_exec = true;  // dump the new image's vDSO before it runs
     absl::StatusOr<TargetProcess> target = TargetProcess::Launch(launch_options);
     if (!target.ok()) return target.status();
-    rec->target_ = std::make_unique<TargetProcess>(*std::move(target));
-    pid = rec->target_->pid();
+    rec->targets_.push_back(std::make_unique<TargetProcess>(*std::move(target)));
+    pid = rec->targets_.front()->pid();
     tids = {pid};
   } else if (options.self_tids.empty()) {
-    absl::StatusOr<TargetProcess> target = TargetProcess::Attach(record.pid);
-    if (!target.ok()) return target.status();
-    rec->target_ = std::make_unique<TargetProcess>(*std::move(target));
-    pid = record.pid;
-    absl::StatusOr<std::vector<int>> threads = rec->target_->Threads();
-    if (!threads.ok()) return threads.status();
-    tids = *threads;
+    absl::StatusOr<std::vector<int>> attach = ProcessesToAttach(record);
+    if (!attach.ok()) return attach.status();
+    for (int attach_pid : *attach) {
+      absl::StatusOr<TargetProcess> target = TargetProcess::Attach(attach_pid);
+      if (!target.ok()) return target.status();
+      rec->targets_.push_back(std::make_unique<TargetProcess>(*std::move(target)));
+      if (!record.cgroup.empty()) continue;  // the cgroup's events follow its tasks
+      absl::StatusOr<std::vector<int>> threads = rec->targets_.back()->Threads();
+      if (!threads.ok()) return threads.status();
+      tids.insert(tids.end(), threads->begin(), threads->end());
+    }
+    pid = attach->front();
   }
   if (!record.filter.empty()) {
     // The kernel takes numeric file-offset ranges only: resolve names in the target's
@@ -252,18 +259,22 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     rec->options_.record.filter = *resolved;
   }
   rec->attr_ = attr;
-  rec->target_pid_ = pid;
-  if (absl::Status st = rec->OpenRings(tids, attr, rec->tracking_attr_); !st.ok()) return st;
+  for (const auto& target : rec->targets_) rec->target_pids_.push_back(target->pid());
+  if (!record.cgroup.empty()) {
+    if (absl::Status st = rec->OpenCgroupRings(record.cgroup, attr, rec->tracking_attr_); !st.ok()) return st;
+  } else if (absl::Status st = rec->OpenRings(tids, attr, rec->tracking_attr_); !st.ok()) {
+    return st;
+  }
   rec->start_ns_ = rec->Now();
 
   if (launch) {
-    if (absl::Status st = rec->target_->Release(); !st.ok()) return st;
+    if (absl::Status st = rec->target()->Release(); !st.ok()) return st;
     absl::Status dumped = rec->DumpTargetMemory(pid);
     if (!dumped.ok()) rec->notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
     if (options.before_run) {
       if (absl::Status st = options.before_run(pid); !st.ok()) return st;
     }
-    if (absl::Status st = rec->target_->Detach(); !st.ok()) return st;
+    if (absl::Status st = rec->target()->Detach(); !st.ok()) return st;
   } else {
     // Read before the events are enabled, so the synthesized records precede every real
     // one, on the events' own clock.
@@ -271,29 +282,32 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     for (auto& capture : rec->captures_) {
       if (absl::Status st = factory->Enable(capture->ring()); !st.ok()) return st;
     }
-    if (options.self_tids.empty()) {
-      // The kernel only reports mappings made from now on: describe the existing ones.
-      ProcSynthOptions synth_options;
-      synth_options.format.sample_type = kSidebandSampleType;
-      synth_options.format.sample_id_all = true;
-      synth_options.time_ns = synth_time;
-      absl::StatusOr<SynthesizedSideband> synth = SynthesizeProcess(pid, synth_options);
-      if (!synth.ok()) return synth.status();
-      SidebandFile file;
-      file.file = absl::StrCat(kSidebandSubdir, "/synth.", pid, ".data");
-      file.origin = "synthesized";
-      file.sample_type = kSidebandSampleType;
-      if (absl::Status st = MakeDirs(dir.FilePath(kSidebandSubdir)); !st.ok()) return st;
-      if (absl::Status st = WriteFileAtomic(dir.FilePath(file.file), absl::MakeConstSpan(synth->bytes));
-          !st.ok()) {
-        return st;
-      }
-      rec->extra_sideband_.push_back(file);
-      absl::Status dumped = rec->DumpTargetMemory(pid);
-      if (!dumped.ok()) rec->notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
+    // The kernel only reports mappings made from now on: describe the existing ones.
+    for (int target_pid : rec->target_pids_) {
+      if (absl::Status st = rec->DescribeRunningProcess(target_pid, synth_time); !st.ok()) return st;
     }
+    rec->cgroup_read_ns_ = synth_time;
   }
   return rec;
+}
+
+absl::Status PtRecording::AddCapture(std::unique_ptr<PtRingSource> ring) {
+  const std::string name = StreamName(ring->cpu(), ring->tid());
+  if (captures_.empty()) {
+    const perf_event_mmap_page* h = ring->header();
+    time_.time_shift = h->time_shift;
+    time_.time_mult = h->time_mult;
+    time_.time_zero = h->time_zero;
+    time_.cap_user_time_zero = h->cap_user_time_zero;
+  }
+  auto capture = std::make_unique<PtStreamCapture>(
+      std::move(ring),
+      StreamFiles{dir_.staging_dir(), absl::StrCat(kAuxSubdir, "/", name, ".pt"),
+                  absl::StrCat(kSidebandSubdir, "/", name, ".data")},
+      kSidebandSampleType);
+  if (absl::Status st = capture->Open(); !st.ok()) return st;
+  captures_.push_back(std::move(capture));
+  return absl::OkStatus();
 }
 
 absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_event_attr& attr,
@@ -313,24 +327,6 @@ absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_eve
     notes_.push_back(absl::StrCat("thread ", tid, " exited before it was traced"));
     return true;
   };
-  auto add_capture = [&](std::unique_ptr<PtRingSource> ring) -> absl::Status {
-    const std::string name = StreamName(ring->cpu(), ring->tid());
-    if (captures_.empty()) {
-      const perf_event_mmap_page* h = ring->header();
-      time_.time_shift = h->time_shift;
-      time_.time_mult = h->time_mult;
-      time_.time_zero = h->time_zero;
-      time_.cap_user_time_zero = h->cap_user_time_zero;
-    }
-    auto capture = std::make_unique<PtStreamCapture>(
-        std::move(ring),
-        StreamFiles{dir_.staging_dir(), absl::StrCat(kAuxSubdir, "/", name, ".pt"),
-                    absl::StrCat(kSidebandSubdir, "/", name, ".data")},
-        kSidebandSampleType);
-    if (absl::Status st = capture->Open(); !st.ok()) return st;
-    captures_.push_back(std::move(capture));
-    return absl::OkStatus();
-  };
   if (record.per_thread) {
     for (int tid : tids) {
       PtRingRequest request = base;
@@ -343,7 +339,7 @@ absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_eve
         if (vanished(tid, ring.status())) continue;
         return ring.status();
       }
-      if (absl::Status st = add_capture(*std::move(ring)); !st.ok()) return st;
+      if (absl::Status st = AddCapture(*std::move(ring)); !st.ok()) return st;
       traced_tids_.push_back(tid);
     }
   } else {
@@ -371,11 +367,84 @@ absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_eve
         if (!st.ok() && !vanished(tid, st)) return st;
       }
       if (ring == nullptr) continue;
-      if (absl::Status st = add_capture(std::move(ring)); !st.ok()) return st;
+      if (absl::Status st = AddCapture(std::move(ring)); !st.ok()) return st;
     }
   }
   if (captures_.empty()) return absl::NotFoundError("no thread of the target could be traced");
   return absl::OkStatus();
+}
+
+absl::Status PtRecording::OpenCgroupRings(const std::string& cgroup, const perf_event_attr& attr,
+                                          const perf_event_attr& tracking_attr) {
+  // The kernel takes the cgroup as an fd of its directory, passed as the pid, with
+  // PERF_FLAG_PID_CGROUP, and only per CPU (kernel/events/core.c, perf_event_open; perf's
+  // -G). The events are only needed open: the fd is closed once they are.
+  const int fd = ::open(cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("--cgroup: cannot open", cgroup, errno);
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  absl::Status status = cpus.status();
+  for (size_t i = 0; status.ok() && i < cpus->size(); ++i) {
+    PtRingRequest request;
+    request.attr = attr;
+    request.tracking_attr = tracking_attr;
+    // CPU-wide events have no task to inherit from.
+    request.attr.inherit = request.tracking_attr.inherit = 0;
+    request.attr.enable_on_exec = request.tracking_attr.enable_on_exec = 0;
+    request.data_size = options_.record.data_size;
+    request.aux_size = options_.record.snapshot ? options_.record.snapshot_size : options_.record.buffer_size;
+    request.overwrite = options_.record.snapshot;
+    request.filter = options_.record.filter;
+    request.cpu = (*cpus)[i];
+    request.cgroup_fd = fd;
+    absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
+    if (!ring.ok()) {
+      status = absl::Status(ring.status().code(), absl::StrCat("--cgroup ", cgroup, ": ", ring.status().message()));
+      break;
+    }
+    status = AddCapture(*std::move(ring));
+  }
+  ::close(fd);
+  return status;
+}
+
+absl::Status PtRecording::DescribeRunningProcess(int pid, uint64_t time_ns) {
+  ProcSynthOptions synth_options;
+  synth_options.format.sample_type = kSidebandSampleType;
+  synth_options.format.sample_id_all = true;
+  synth_options.time_ns = time_ns;
+  absl::StatusOr<SynthesizedSideband> synth = SynthesizeProcess(pid, synth_options);
+  if (!synth.ok()) return synth.status();
+  SidebandFile file;
+  file.file = absl::StrCat(kSidebandSubdir, "/synth.", pid, ".data");
+  file.origin = "synthesized";
+  file.sample_type = kSidebandSampleType;
+  if (absl::Status st = MakeDirs(dir_.FilePath(kSidebandSubdir)); !st.ok()) return st;
+  if (absl::Status st = WriteFileAtomic(dir_.FilePath(file.file), absl::MakeConstSpan(synth->bytes)); !st.ok()) {
+    return st;
+  }
+  extra_sideband_.push_back(file);
+  absl::Status dumped = DumpTargetMemory(pid);
+  if (!dumped.ok()) notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
+  return absl::OkStatus();
+}
+
+void PtRecording::DescribeCgroupNewcomers() {
+  if (options_.record.cgroup.empty()) return;
+  const uint64_t now = Now();
+  absl::StatusOr<std::vector<int>> pids = CgroupProcesses(options_.record.cgroup);
+  if (pids.ok()) {
+    for (int pid : *pids) {
+      if (std::find(target_pids_.begin(), target_pids_.end(), pid) != target_pids_.end()) continue;
+      target_pids_.push_back(pid);  // described once, even when that fails
+      // It joined after the previous read: stamped then, before any of its trace here.
+      absl::Status st = DescribeRunningProcess(pid, cgroup_read_ns_);
+      notes_.push_back(st.ok() ? absl::StrCat("process ", pid, " joined ", options_.record.cgroup,
+                                              " while recording: described from /proc when seen")
+                               : absl::StrCat("process ", pid, " joined ", options_.record.cgroup,
+                                              " but could not be described: ", st.message()));
+    }
+  }
+  cgroup_read_ns_ = now;
 }
 
 absl::Status PtRecording::DumpTargetMemory(int pid) {
@@ -416,12 +485,15 @@ absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64
 }
 
 absl::Status PtRecording::FollowNewThreads() {
-  if (!options_.record.per_thread || target_pid_ <= 0) return absl::OkStatus();
+  if (!options_.record.per_thread || target_pids_.empty()) return absl::OkStatus();
   std::vector<int> fresh;
   for (auto& capture : captures_) {
     for (const ForkRecord& fork : capture->TakeNewThreads()) {
       const int tid = static_cast<int>(fork.tid);
-      if (static_cast<int>(fork.pid) != target_pid_) continue;
+      if (std::find(target_pids_.begin(), target_pids_.end(), static_cast<int>(fork.pid)) ==
+          target_pids_.end()) {
+        continue;
+      }
       if (std::find(traced_tids_.begin(), traced_tids_.end(), tid) != traced_tids_.end()) continue;
       if (std::find(fresh.begin(), fresh.end(), tid) == fresh.end()) fresh.push_back(tid);
     }
@@ -460,6 +532,7 @@ absl::Status PtRecording::Drain() {
     if (!st.ok() && status.ok()) status = st;
   }
   absl::Status followed = FollowNewThreads();
+  DescribeCgroupNewcomers();
   return status.ok() ? followed : status;
 }
 
@@ -515,7 +588,7 @@ absl::Status PtRecording::Finish(const std::string& end_reason,
   }
   meta->time = time_;
   meta->command = options_.record.command;
-  if (target_ != nullptr) meta->pids = {target_->pid()};
+  meta->pids = target_pids_;
   if (!options_.self_tids.empty()) meta->pids = {static_cast<int>(getpid())};
   meta->per = options_.record.per_thread ? "thread" : "cpu";
   for (const auto& capture : captures_) {

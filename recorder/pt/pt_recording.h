@@ -29,7 +29,7 @@ struct PtRecordingOptions {
   std::string sysfs_root = "/sys";   // where intel_pt is looked for (tests: a fake tree)
   std::string proc_root = "/proc";   // perf_event_paranoid, capabilities
   // Self-tracing (ptd::TraceScope): trace these threads of this process; no launch or
-  // attach, no exit watch. Empty: use record.command / record.pid.
+  // attach, no exit watch. Empty: use record.command / record.pids / record.cgroup.
   std::vector<int> self_tids;
   // Launched targets: runs once the target is stopped right after exec (its image
   // mapped, nothing run yet), before it goes on: the trigger's breakpoints go in here
@@ -66,8 +66,10 @@ class PtRecording : public SnapshotTaker {
   absl::Status Finish(const std::string& end_reason, const std::vector<std::string>& notes,
                       TraceMeta* meta);
 
-  // The launched or attached process; null when self-tracing.
-  TargetProcess* target() { return target_.get(); }
+  // The launched process or the first attached one; null when self-tracing.
+  TargetProcess* target() { return targets_.empty() ? nullptr : targets_.front().get(); }
+  // Every launched or attached process (--cgroup: its members at the start).
+  const std::vector<std::unique_ptr<TargetProcess>>& targets() const { return targets_; }
   const PtEventConfig& config() const { return config_; }
   size_t ring_count() const { return captures_.size(); }
 
@@ -75,6 +77,11 @@ class PtRecording : public SnapshotTaker {
   PtRecording(PtRecordingOptions options, PtRingFactory* factory, const TraceDirWriter& dir);
   absl::Status OpenRings(const std::vector<int>& tids, const perf_event_attr& attr,
                          const perf_event_attr& tracking_attr);
+  // --cgroup: one ring per online CPU whose events count the cgroup's tasks there.
+  absl::Status OpenCgroupRings(const std::string& cgroup, const perf_event_attr& attr,
+                               const perf_event_attr& tracking_attr);
+  // A ring opened: its files created, its capture kept.
+  absl::Status AddCapture(std::unique_ptr<PtRingSource> ring);
   // The events' clock now (EventClockNow of the first ring).
   uint64_t Now() const;
   // Linear mode, after `capture` was read: PERF_EVENT_IOC_ENABLE when that read found a
@@ -83,18 +90,25 @@ class PtRecording : public SnapshotTaker {
   // Per-thread mode: rings for the threads the sideband reported as created.
   absl::Status FollowNewThreads();
   absl::Status DumpTargetMemory(int pid);
+  // An attached (or cgroup) process's mappings and thread names from /proc, stamped
+  // `time_ns`, into sideband/synth.PID.data; its vDSO dumped.
+  absl::Status DescribeRunningProcess(int pid, uint64_t time_ns);
+  // --cgroup, at each drain: processes that joined since the last look are described
+  // (their events exist already: the cgroup's), so their tracks are named.
+  void DescribeCgroupNewcomers();
 
   PtRecordingOptions options_;
   PtRingFactory* factory_;
   const TraceDirWriter& dir_;
   PtPmuInfo pmu_;
   PtEventConfig config_;
-  std::unique_ptr<TargetProcess> target_;
+  std::vector<std::unique_ptr<TargetProcess>> targets_;
   std::vector<std::unique_ptr<PtStreamCapture>> captures_;
   perf_event_attr attr_{};           // the PT event as opened (per-thread rings added later)
   perf_event_attr tracking_attr_{};  // the sideband (dummy) event beside it
   std::vector<int> traced_tids_;     // threads with a ring (per-thread mode)
-  int target_pid_ = -1;
+  std::vector<int> target_pids_;  // the launched or attached processes (--cgroup: seen in it)
+  uint64_t cgroup_read_ns_ = 0;   // --cgroup: when cgroup.procs was last read
   std::vector<SidebandFile> extra_sideband_;  // synthesized at attach
   std::vector<ImageEntry> images_;
   std::vector<std::string> notes_;

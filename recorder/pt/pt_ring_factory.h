@@ -24,11 +24,25 @@ struct PtRingRequest {
   perf_event_attr tracking_attr{};  // the dummy event carrying the sideband
   int cpu = -1;             // -1: per-thread ring
   int tid = -1;             // the thread whose events own the ring (AddThread adds more)
+  // >= 0 (with cpu >= 0, tid -1): the events count every task of the cgroup whose
+  // directory this fd is open on, on `cpu` (perf_event_open's PERF_FLAG_PID_CGROUP, as
+  // perf record -a -G). Only valid during Open().
+  int cgroup_fd = -1;
   size_t data_size = 0;     // DATA ring bytes (2^n pages)
   size_t aux_size = 0;      // AUX bytes (2^n pages)
   bool overwrite = false;   // snapshot mode: PROT_READ AUX mapping
   std::string filter;       // PERF_EVENT_IOC_SET_FILTER, empty for none
 };
+
+// The pid, cpu and flags perf_event_open takes for `request`'s events of thread `tid`:
+// (tid, cpu, 0), or for a cgroup request (cgroup_fd, cpu, PERF_FLAG_PID_CGROUP). The
+// kernel refuses PERF_FLAG_PID_CGROUP with cpu -1 (EINVAL).
+struct PerfOpenTarget {
+  int pid = -1;
+  int cpu = -1;
+  unsigned long flags = 0;
+};
+PerfOpenTarget PerfOpenTargetOf(const PtRingRequest& request, int tid);
 
 class PtRingFactory {
  public:

@@ -29,7 +29,7 @@ RecordSession::RecordSession(SessionOptions options, SnapshotTaker* taker)
       status_line_(stderr, options_.quiet) {}
 
 RecordSession::~RecordSession() {
-  if (pidfd_ >= 0) close(pidfd_);
+  for (int fd : pidfds_) close(fd);
 }
 
 absl::Status RecordSession::Prepare() {
@@ -46,13 +46,14 @@ absl::Status RecordSession::Prepare() {
   return absl::OkStatus();
 }
 
-absl::Status RecordSession::WatchTarget(int pid) {
-  if (pidfd_ >= 0) close(pidfd_);
-  pidfd_ = -1;
-  if (pid <= 0) return absl::OkStatus();
-  long fd = syscall(SYS_pidfd_open, pid, 0);
-  if (fd < 0) return ErrnoError("pidfd_open", absl::StrCat("process ", pid), errno);
-  pidfd_ = static_cast<int>(fd);
+absl::Status RecordSession::WatchTargets(const std::vector<int>& pids) {
+  for (int fd : pidfds_) close(fd);
+  pidfds_.clear();
+  for (int pid : pids) {
+    long fd = syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0) return ErrnoError("pidfd_open", absl::StrCat("process ", pid), errno);
+    pidfds_.push_back(static_cast<int>(fd));
+  }
   return absl::OkStatus();
 }
 
@@ -118,7 +119,8 @@ absl::StatusOr<std::string> RecordSession::Run() {
   };
   if (signals_) add(signals_->fd(), Kind::kSignal);
   if (control_) add(control_->fd(), Kind::kControl);
-  if (pidfd_ >= 0) add(pidfd_, Kind::kTarget);
+  for (int fd : pidfds_) add(fd, Kind::kTarget);
+  size_t targets_running = pidfds_.size();
   if (trigger_) {
     for (int fd : trigger_->fds()) add(fd, Kind::kTrigger);
   }
@@ -195,8 +197,10 @@ absl::StatusOr<std::string> RecordSession::Run() {
           }
           break;
         case Kind::kTarget:
-          // After the trigger hits of this round: they happened before the exit.
-          target_exited = true;
+          // A pidfd stays readable once its process has exited: stop polling it. The
+          // recording ends after the trigger hits of this round (they happened before).
+          fds[i].fd = -1;
+          target_exited = --targets_running == 0;
           break;
         case Kind::kTrigger: {
           absl::StatusOr<std::vector<BreakpointHit>> hits = trigger_->TakeHits(fds[i].fd);

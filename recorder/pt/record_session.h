@@ -52,8 +52,9 @@ class RecordSession {
   // Sets up signals and the control FIFO. Call before starting the target's trace so a
   // Ctrl-C right away is already a clean stop.
   absl::Status Prepare();
-  // The process whose exit ends the recording (pidfd); -1 for none.
-  absl::Status WatchTarget(int pid);
+  // The processes whose exit ends the recording (pidfds): "exit" once every one of them
+  // has exited. Empty: none.
+  absl::Status WatchTargets(const std::vector<int>& pids);
   // Takes ownership; options.trigger says which hits fire.
   void SetTrigger(BreakpointTrigger trigger);
 
@@ -79,7 +80,7 @@ class RecordSession {
   std::unique_ptr<BreakpointTrigger> trigger_;
   TriggerPolicy trigger_policy_;
   uint64_t return_sites_failed_ = 0;
-  int pidfd_ = -1;
+  std::vector<int> pidfds_;
   std::vector<std::string> notes_;
   StatusLine status_line_;
 };

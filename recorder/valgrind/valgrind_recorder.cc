@@ -48,10 +48,10 @@ constexpr double kOrphanQuietSeconds = 0.5;
 
 
 absl::Status CheckValgrindOptions(const RecordOptions& options) {
-  if (options.pid > 0) {
+  if (!options.pids.empty() || !options.cgroup.empty()) {
     return absl::InvalidArgumentError(
         "record --emulate=valgrind: Valgrind cannot attach to a running process; "
-        "use --emulate=ptrace with --pid");
+        "use --emulate=ptrace with --pid or --cgroup");
   }
   if (options.command.empty()) {
     return absl::InvalidArgumentError("record --emulate=valgrind: give the command to run after --");

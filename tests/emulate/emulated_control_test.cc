@@ -301,7 +301,7 @@ TEST(EmulatedAttachTest, AttachMidRunRecordsAndDetachLeavesTheTargetRunning) {
   EXPECT_EQ(ReadLine(out[0]), "ready");  // running its loop now
   TempDir tmp;
   RecordOptions options = BaseOptions(tmp, "attach");
-  options.pid = child;
+  options.pids = {child};
   options.duration_s = 0.3;
   Recording rec = Finish(options, RecordEmulated(options));
   int status = 0;

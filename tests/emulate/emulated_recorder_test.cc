@@ -286,10 +286,10 @@ TEST(EmulatedRecorderTest, RefusesBadOptions) {
   options.emulate = true;
   EXPECT_EQ(RecordEmulated(options).status().code(), absl::StatusCode::kInvalidArgument);
   options.command = {"/bin/true"};
-  options.pid = 1;
+  options.pids = {1};
   EXPECT_EQ(RecordEmulated(options).status().code(), absl::StatusCode::kInvalidArgument);
   // Overflow injection is per-thread only.
-  options.pid = 0;
+  options.pids.clear();
   options.virtual_cpus = 2;
   options.emulate_overflow_every = 4096;
   absl::Status per_cpu = RecordEmulated(options).status();

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -99,6 +101,38 @@ TEST(RecorderBackendsTest, AutoFallsBackFromMissingHardwareAndSaysWhy) {
   EXPECT_THAT(automatic.backend_choice(),
               HasSubstr(automatic.backend() == Backend::kValgrind ? "Valgrind emulator" : "ptrace emulator"));
   EXPECT_EQ(*automatic.Wait(), 3);
+}
+
+TEST(RecorderBackendsTest, PtraceAttachesToSeveralPidsAndLeavesThemRunning) {
+  ptd::testing::TempDir out;
+  std::vector<pid_t> targets;
+  for (const char* name : {"pid1", "pid2"}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const std::string pid_file = out.Sub(name);
+      execl(PTD_SPIN_TARGET, PTD_SPIN_TARGET, pid_file.c_str(), nullptr);
+      _exit(127);
+    }
+    targets.push_back(child);
+    ASSERT_EQ(WaitForPidFile(out.Sub(name)), child);
+  }
+  RecorderConfig config = PtraceConfig({});
+  config.pids = {targets[0], targets[1]};
+  Recorder recorder(config);
+  ASSERT_TRUE(recorder.Start().ok());
+  EXPECT_EQ(recorder.target_pid(), targets[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(recorder.Stop().ok());
+  absl::StatusOr<TraceMeta> meta = WriteAndReadMeta(recorder, out.Sub("t"));
+  for (pid_t target : targets) {
+    EXPECT_EQ(kill(target, 0), 0) << target << " did not survive the detach";
+    kill(target, SIGKILL);
+    waitpid(target, nullptr, 0);
+  }
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->pids, (std::vector<int>{targets[0], targets[1]}));
+  EXPECT_EQ(meta->streams.size(), 2u);  // one thread each, per-thread streams
 }
 
 TEST(RecorderBackendsTest, SnapshotAndStopReachThePtraceRecordingAndStopKillsTheTarget) {
@@ -197,17 +231,19 @@ void ExpectStartError(RecorderConfig config, absl::StatusCode code, const std::s
 
 TEST(RecorderConfigTest, PidAndCommandBothSet) {
   RecorderConfig config = PtraceConfig({PTD_COUNTED_CALLS});
-  config.pid = getpid();
+  config.pids = {getpid()};
   ExpectStartError(config, absl::StatusCode::kInvalidArgument,
-                   "RecorderConfig.pid and RecorderConfig.command are both set");
+                   "RecorderConfig.pids and RecorderConfig.command are both set");
 }
 
 TEST(RecorderConfigTest, NotAProcessId) {
   RecorderConfig config = PtraceConfig({});
-  config.pid = -5;
-  ExpectStartError(config, absl::StatusCode::kInvalidArgument, "RecorderConfig.pid = -5: not a process id");
-  config.pid = 0x3fffffff;  // above pid_max
-  ExpectStartError(config, absl::StatusCode::kNotFound, "RecorderConfig.pid = 1073741823: no such process");
+  config.pids = {getpid(), -5};
+  ExpectStartError(config, absl::StatusCode::kInvalidArgument, "RecorderConfig.pids[1] = -5: not a process id");
+  config.pids = {getpid(), getpid()};
+  ExpectStartError(config, absl::StatusCode::kInvalidArgument, "RecorderConfig.pids[1] = ");
+  config.pids = {0x3fffffff};  // above pid_max
+  ExpectStartError(config, absl::StatusCode::kNotFound, "RecorderConfig.pids[0] = 1073741823: no such process");
 }
 
 TEST(RecorderConfigTest, SizesNotAPowerOfTwoNumberOfPages) {
@@ -267,7 +303,7 @@ TEST(RecorderConfigTest, UnavailableBackends) {
   setenv("PATH", path.c_str(), 1);
   // Valgrind cannot attach.
   config.command.clear();
-  config.pid = getpid();
+  config.pids = {getpid()};
   ExpectStartError(config, absl::StatusCode::kInvalidArgument, "RecorderConfig.backend = valgrind: ");
 }
 

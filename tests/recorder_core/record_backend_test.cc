@@ -60,12 +60,12 @@ INSTANTIATE_TEST_SUITE_P(
                                  },
                                  "--ground-truth"},
                       PtraceCase{"AttachingEmulatesWithPtraceEvenWhenValgrindIsThere", "",
-                                 [](RecordOptions& options) { options.pid = 1; }, "cannot attach"}),
+                                 [](RecordOptions& options) { options.pids = {1}; }, "cannot attach"}),
     [](const ::testing::TestParamInfo<PtraceCase>& info) { return info.param.name; });
 
 TEST(RecordBackendTest, ValgrindCannotAttach) {
   absl::StatusOr<BackendChoice> choice =
-      ChooseEmulated("valgrind", [](RecordOptions& options) { options.pid = 1; });
+      ChooseEmulated("valgrind", [](RecordOptions& options) { options.pids = {1}; });
   ASSERT_FALSE(choice.ok());
   EXPECT_NE(choice.status().message().find("--emulate=ptrace"), std::string::npos);
 }

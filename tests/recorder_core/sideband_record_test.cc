@@ -250,7 +250,7 @@ TEST(SidebandAttachTest, AttachedProcessGetsSynthesizedThenRealRecords) {
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(trace_dir, false);
   ASSERT_TRUE(dir.ok());
   absl::StatusOr<std::unique_ptr<SidebandSession>> session =
-      SidebandSession::Attach(pid, SidebandSessionOptions{}, *dir);
+      SidebandSession::Attach({pid}, SidebandSessionOptions{}, *dir);
   ASSERT_TRUE(session.ok()) << session.status();
   ASSERT_TRUE(WriteFileAtomic(out_dir + "/go", std::string_view("go")).ok());
   int status = 0;

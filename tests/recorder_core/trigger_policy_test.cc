@@ -163,9 +163,15 @@ TEST(TriggerPolicyTest, SymbolMissingFromTheProgramIsAnErrorBeforeAnyWork) {
   EXPECT_TRUE(CheckTriggerSymbol(options, *TriggerSpecOf(options)).ok());
   // Attached: looked up in the running process.
   RecordOptions attach;
-  attach.pid = getpid();
+  attach.pids = {getpid()};
   attach.trigger_symbol = "no_such_function_anywhere";
   EXPECT_FALSE(CheckTriggerSymbol(attach, *TriggerSpecOf(attach)).ok());
+  // Several processes (or a cgroup): each has the symbol at its own address.
+  attach.pids = {getpid(), getppid()};
+  attach.trigger_symbol = "main";
+  absl::Status several = CheckTriggerSymbol(attach, *TriggerSpecOf(attach));
+  EXPECT_EQ(several.code(), absl::StatusCode::kInvalidArgument) << several;
+  EXPECT_THAT(std::string(several.message()), HasSubstr("one target process"));
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "tests/recorder_pt/fake_ring_factory.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -20,7 +23,18 @@ bool AsksForSideband(const perf_event_attr& attr) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRingRequest& request) {
-  if (gone_tids.count(request.tid) != 0) {
+  std::string cgroup_dir;
+  if (request.cgroup_fd >= 0) {
+    // perf_event_open: PERF_FLAG_PID_CGROUP with cpu -1 is EINVAL; perf_cgroup_connect
+    // wants the fd of a cgroup directory.
+    const PerfOpenTarget on = PerfOpenTargetOf(request, request.tid);
+    if (on.cpu < 0) return PerfOpenError(EINVAL, request.attr, on.pid, on.cpu);
+    struct stat st {};
+    if (fstat(on.pid, &st) != 0 || !S_ISDIR(st.st_mode)) return PerfOpenError(EBADF, request.attr, on.pid, on.cpu);
+    char path[4096];
+    const ssize_t n = readlink(absl::StrCat("/proc/self/fd/", on.pid).c_str(), path, sizeof(path));
+    cgroup_dir.assign(path, n > 0 ? static_cast<size_t>(n) : 0);
+  } else if (gone_tids.count(request.tid) != 0) {
     return PerfOpenError(ESRCH, request.attr, request.tid, request.cpu);
   }
   if (open_errno != 0) return PerfOpenError(open_errno, request.attr, request.tid, request.cpu);
@@ -63,6 +77,7 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
   kernels_.push_back(std::move(kernel));
   requests_.push_back(request);
   threads_.push_back({request.tid});
+  cgroup_dirs_.push_back(cgroup_dir);
   sources_.push_back(source.get());
   return source;
 }
@@ -103,6 +118,11 @@ std::vector<PtRingRequest> FakeRingFactory::requests() const {
 std::vector<int> FakeRingFactory::threads(size_t i) const {
   std::lock_guard<std::mutex> lock(mu_);
   return threads_.at(i);
+}
+
+std::string FakeRingFactory::cgroup_dir(size_t i) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cgroup_dirs_.at(i);
 }
 
 int FakeRingFactory::enables() const {

@@ -3,14 +3,16 @@
 // the recording flow above it (PtRecording, RecordHardware, ptd::Recorder) runs unchanged.
 // It refuses what the kernel would, with the kernel's errno and the recorder's messages
 // for it (PerfOpenError, PerfMmapError): ESRCH for threads that are gone, EBUSY when PT
-// is taken, EPERM when the rings exceed the locked-memory allowance, and address filters
-// the kernel's grammar refuses (CheckKernelAddressFilter).
+// is taken, EPERM when the rings exceed the locked-memory allowance, address filters
+// the kernel's grammar refuses (CheckKernelAddressFilter), and cgroup events that are not
+// per CPU (EINVAL) or whose fd is not a directory (EBADF), as perf_event_open does.
 
 #include <cerrno>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "recorder/pt/pt_ring_factory.h"
@@ -41,6 +43,9 @@ class FakeRingFactory : public PtRingFactory {
   std::vector<PtRingRequest> requests() const;
   // Threads whose events were added to ring i (the owner first).
   std::vector<int> threads(size_t i) const;
+  // Ring i's cgroup request: the directory its cgroup_fd was open on when the events
+  // were opened ("" for a thread request).
+  std::string cgroup_dir(size_t i) const;
   int enables() const;
 
  private:
@@ -48,6 +53,7 @@ class FakeRingFactory : public PtRingFactory {
   std::vector<std::unique_ptr<FakePtKernel>> kernels_;
   std::vector<PtRingRequest> requests_;
   std::vector<std::vector<int>> threads_;
+  std::vector<std::string> cgroup_dirs_;
   std::vector<const PtRingSource*> sources_;
   uint64_t mapped_bytes_ = 0;
   int enables_ = 0;

@@ -62,14 +62,14 @@ class HardwareRecorderTest : public ::testing::Test {
     return meta.ok() ? *meta : TraceMeta{};
   }
   // Starts `/bin/sleep 30` (killed when the returned process goes) and points
-  // options_.pid at it, for the --pid attach tests.
+  // options_.pids at it, for the --pid attach tests.
   absl::StatusOr<TargetProcess> AttachToSleeper() {
     LaunchOptions launch;
     launch.argv = {"/bin/sleep", "30"};
     absl::StatusOr<TargetProcess> target = TargetProcess::Launch(launch);
     if (!target.ok()) return target.status();
     if (absl::Status released = target->Release(); !released.ok()) return released;
-    options_.pid = target->pid();
+    options_.pids = {target->pid()};
     return target;
   }
   // tests/recorder_pt/trigger_target.c making `calls` calls of ptd_trigger_point, with
@@ -564,7 +564,7 @@ TEST_F(HardwareRecorderTest, BadOptionsFailBeforeAnythingIsCreated) {
 TEST_F(HardwareRecorderTest, NoPmuIsTheExactMessageAndNothingIsTouched) {
   ptd::testing::TempDir empty_sysfs;
   env_.sysfs_root = empty_sysfs.path();
-  options_.pid = getpid();
+  options_.pids = {getpid()};
   auto summary = RecordHardware(options_, env_);
   ASSERT_FALSE(summary.ok());
   EXPECT_EQ(summary.status().code(), absl::StatusCode::kFailedPrecondition);

@@ -66,5 +66,35 @@ TEST(RecordCliTest, TriggerNonsenseIsRefusedBeforeAnythingRuns) {
   }
 }
 
+TEST(RecordCliTest, TargetNonsenseIsRefusedBeforeAnythingRuns) {
+  // Pids above any pid_max: nothing can be attached to even if a check came too late.
+  ptd::testing::TempDir tmp;
+  const std::string out = tmp.Sub("t.dir");
+  const std::string not_a_cgroup = tmp.Sub("plain");
+  ASSERT_TRUE(MakeDirs(not_a_cgroup).ok());
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    const char* names;
+  };
+  const Case cases[] = {
+      {{"--emulate=ptrace", "--pid", "1999999999,1999999999"}, 2, "given twice"},
+      {{"--emulate=ptrace", "--pid", "0"}, 2, "not a process id"},
+      {{"--emulate=ptrace", "--pid", "1999999999", "--cgroup", not_a_cgroup}, 2, "only one of"},
+      {{"--emulate=ptrace", "--pid", "1999999998,1999999999", "--trigger", "main"}, 2, "one target process"},
+      {{"--emulate=ptrace", "--cgroup", "/nonexistent/ptd-cgroup"}, 1, "--cgroup /nonexistent/ptd-cgroup: no such directory"},
+      {{"--emulate=ptrace", "--cgroup", not_a_cgroup}, 1, "not a cgroup directory"},
+      {{"--emulate=valgrind", "--cgroup", not_a_cgroup}, 2, "cannot attach to a running process"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {PTD_CLI_PATH, "record", "-q", "-o", out};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    auto r = RunCommand(argv);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.names << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.names));
+    EXPECT_FALSE(PathExists(out)) << c.names;
+  }
+}
+
 }  // namespace
 }  // namespace ptd

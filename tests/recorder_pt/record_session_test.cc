@@ -112,7 +112,7 @@ TEST(RecordSessionTest, TargetExitTakesTheFinalSnapshotAfterTheExit) {
   ASSERT_TRUE(target->Release().ok());
   RecordingTaker taker;
   RecordSession session(Quiet(), &taker);
-  ASSERT_TRUE(session.WatchTarget(target->pid()).ok());
+  ASSERT_TRUE(session.WatchTargets({target->pid()}).ok());
   auto reason = session.Run();
   ASSERT_TRUE(reason.ok()) << reason.status();
   EXPECT_EQ(*reason, "exit");
@@ -121,6 +121,33 @@ TEST(RecordSessionTest, TargetExitTakesTheFinalSnapshotAfterTheExit) {
   auto status = target->TryWait();
   ASSERT_TRUE(status.ok());
   EXPECT_TRUE(status->has_value());
+}
+
+TEST(RecordSessionTest, SeveralTargetsEndTheRecordingWhenTheLastExits) {
+  // record --pid A,B: the first exit is not the end; the last one is.
+  std::vector<TargetProcess> targets;
+  std::vector<int> pids;
+  for (const char* seconds : {"0.05", "0.4"}) {
+    LaunchOptions launch;
+    launch.argv = {"/bin/sleep", seconds};
+    auto target = TargetProcess::Launch(launch);
+    ASSERT_TRUE(target.ok()) << target.status();
+    ASSERT_TRUE(target->Release().ok());
+    pids.push_back(target->pid());
+    targets.push_back(*std::move(target));
+  }
+  RecordingTaker taker;
+  RecordSession session(Quiet(), &taker);
+  ASSERT_TRUE(session.WatchTargets(pids).ok());
+  auto reason = session.Run();
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_EQ(*reason, "exit");
+  EXPECT_THAT(taker.reasons(), ElementsAre("exit"));
+  for (TargetProcess& target : targets) {
+    auto status = target.TryWait();
+    ASSERT_TRUE(status.ok());
+    EXPECT_TRUE(status->has_value()) << "process " << target.pid() << " still running at the end";
+  }
 }
 
 TEST(RecordSessionTest, SigusrTwoSnapshotsAndSigintStops) {
@@ -243,7 +270,7 @@ absl::StatusOr<TriggerRun> RunTriggerSession(bool multi, uint64_t after) {
   o.trigger.repeat = multi;
   RecordingTaker taker;
   RecordSession session(o, &taker);
-  if (auto st = session.WatchTarget(target->pid()); !st.ok()) return st;
+  if (auto st = session.WatchTargets({target->pid()}); !st.ok()) return st;
   session.SetTrigger(*std::move(trigger));
   auto reason = session.Run();
   (void)target->Wait();

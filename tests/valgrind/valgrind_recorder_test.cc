@@ -488,7 +488,7 @@ TEST_F(ValgrindRecorderTest, SetuidProgramIsRefusedWithTheAlternative) {
 
 TEST_F(ValgrindRecorderTest, AttachingIsRefusedWithTheAlternative) {
   RecordOptions options;
-  options.pid = getpid();
+  options.pids = {getpid()};
   options.output_dir = "unused";
   absl::StatusOr<EmulatedRecordSummary> r = RecordValgrind(options);
   ASSERT_FALSE(r.ok());

@@ -9,7 +9,7 @@
 //   absl::StatusOr<int> exit_code = recorder.Wait();             // the command exits
 //   recorder.WriteTo("run.trace");  // a trace directory for ptd::DecodeSummary (ptd/decoder.h)
 //
-// Leaving `command` empty and `pid` at -1 traces the calling thread itself (see
+// Leaving `command` and `pids` empty traces the calling thread itself (see
 // TraceScope in ptd/trace_scope.h); only Intel PT hardware can do that. CMake:
 // find_package(ptrace_direct) and link ptd::recorder; pkg-config: ptrace-direct.
 
@@ -42,7 +42,7 @@ const char* BackendName(Backend backend);
 struct RecorderConfig {
   Backend backend = Backend::kAuto;
   std::vector<std::string> command;  // launch this (argv) ...
-  int pid = -1;                      // ... or attach to this process; neither: this thread
+  std::vector<int> pids;             // ... or attach to these processes; neither: this thread
   bool snapshot = true;              // overwrite ring, newest data only; false: full trace
   // Left at both defaults, a user without CAP_IPC_LOCK gets perf's 128 KiB (the kernel's
   // locked-memory limit would refuse these).
@@ -88,8 +88,8 @@ class Recorder {
   // Writes the trace directory (stops first if needed). `force` replaces `dir`.
   absl::Status WriteTo(const std::string& dir, bool force = false);
 
-  // The launched or attached process; -1 when tracing this thread (or, with an emulation
-  // backend, not yet known).
+  // The launched process, or the first of `pids`; -1 when tracing this thread (or, with
+  // an emulation backend, not yet known).
   int target_pid() const;
   // The backend Start() chose (kAuto before Start); why kAuto passed over the others.
   Backend backend() const;

@@ -21,7 +21,7 @@ namespace ptd {
 
 class TraceScope {
  public:
-  // `config.command` / `config.pid` are ignored: the calling thread is traced.
+  // `config.command` / `config.pids` are ignored: the calling thread is traced.
   explicit TraceScope(std::string output_dir, RecorderConfig config = {});
   ~TraceScope();
   TraceScope(const TraceScope&) = delete;
