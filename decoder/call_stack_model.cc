@@ -82,11 +82,11 @@ void CallStackModel::Push(Frame frame) {
     frame.fold_marker = true;
   } else {
     frame.emitted = false;
-    ++stats_.folded_frames;
+    stats_.Add(Stat::kFoldedFrames);
   }
   if (frame.emitted) ++emitted_on_stack_;
   frames_.push_back(frame);
-  stats_.max_depth = std::max<uint64_t>(stats_.max_depth, frames_.size());
+  stats_.RaiseTo(Stat::kMaxDepth, frames_.size());
   if (!frame.plt_pending) Begin(frames_.back());
 }
 
@@ -115,7 +115,7 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
   frame.begin_instructions = segment_start_instructions_;
   frame.begin_cycles = segment_start_cycles_;
   ++inferred_in_segment_;
-  ++stats_.inferred_frames;
+  stats_.Add(Stat::kInferredFrames);
   frame.begun = true;
   frame.emitted = emitted_on_stack_ < kFoldDepth;
   if (frame.emitted) {
@@ -136,19 +136,19 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
   frames_.insert(frames_.begin(), frame);
   for (size_t& depth : trap_depths_) ++depth;
   ++raise_depth_;
-  stats_.max_depth = std::max<uint64_t>(stats_.max_depth, frames_.size());
+  stats_.RaiseTo(Stat::kMaxDepth, frames_.size());
 }
 
 void CallStackModel::StartSegment(const FlowEvent& event) {
   in_segment_ = true;
-  ++stats_.segments;
+  stats_.Add(Stat::kSegments);
   segment_start_time_ = event.time;
   segment_start_instructions_ = event.instructions;
   segment_start_cycles_ = event.cycles;
   inferred_in_segment_ = 0;
   raise_pending_ = false;
   trap_depths_.clear();
-  ++stats_.inferred_frames;
+  stats_.Add(Stat::kInferredFrames);
   holding_ = true;
   Push(MakeFrame(event.target, event.target_known, event));
   if (frames_.back().plt_pending) MaterializeTop();
@@ -172,15 +172,15 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
   last_time_ = event.time;
   switch (event.kind) {
     case FlowKind::kError:
-      ++stats_.errors;
+      stats_.Add(Stat::kErrors);
       EndSegment(event, "decode error");
       return;
     case FlowKind::kOverflow:
-      ++stats_.overflows;
+      stats_.Add(Stat::kOverflows);
       EndSegment(event, "trace overflow");
       return;
     case FlowKind::kLostData:
-      ++stats_.lost;
+      stats_.Add(Stat::kLost);
       EndSegment(event, "lost trace data");
       return;
     case FlowKind::kEnable:
@@ -248,7 +248,7 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
 void CallStackModel::OnCall(const FlowEvent& event) {
   PopMarkers(event);
   raise_pending_ = false;
-  ++stats_.calls;
+  stats_.Add(Stat::kCalls);
   // "call next; pop reg" reads the PC; it never returns, and the CPU does not push it
   // on its return stack either.
   if (event.target_known && event.target == event.fallthrough) return;
@@ -258,7 +258,7 @@ void CallStackModel::OnCall(const FlowEvent& event) {
 }
 
 void CallStackModel::UnwindTo(size_t depth, const FlowEvent& event) {
-  if (frames_.size() > depth) ++stats_.unwinds;
+  if (frames_.size() > depth) stats_.Add(Stat::kUnwinds);
   while (frames_.size() > depth) PopTop(event);
 }
 
@@ -277,7 +277,7 @@ size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) cons
 
 void CallStackModel::OnReturn(const FlowEvent& event) {
   PopMarkers(event);
-  ++stats_.returns;
+  stats_.Add(Stat::kReturns);
   if (raise_pending_) {
     raise_pending_ = false;
     UnwindTo(raise_depth_, event);
@@ -293,7 +293,7 @@ void CallStackModel::OnReturn(const FlowEvent& event) {
   }
   for (size_t i = frames_.size(); i-- > 0;) {
     if (frames_[i].return_address == event.target) {
-      if (frames_.size() - i > 1) ++stats_.unwinds;
+      if (frames_.size() - i > 1) stats_.Add(Stat::kUnwinds);
       while (frames_.size() > i) PopTop(event);
       if (frames_.empty()) {
         InferParent(event.target, event);
@@ -374,7 +374,7 @@ void CallStackModel::OnJump(const FlowEvent& event) {
     if (!info.plt) MaterializeTop();
     return;
   }
-  ++stats_.tail_calls;
+  stats_.Add(Stat::kTailCalls);
   Frame frame = MakeFrame(event.target, true, event);
   frame.return_address = top.return_address;
   PopTop(event);

@@ -28,22 +28,9 @@
 #include "decoder/flow_event.h"
 #include "decoder/function_resolver.h"
 #include "decoder/slice_sink.h"
+#include "decoder/stats.h"
 
 namespace ptd::decoder {
-
-struct CallStackStats {
-  uint64_t calls = 0;
-  uint64_t returns = 0;
-  uint64_t errors = 0;
-  uint64_t overflows = 0;
-  uint64_t lost = 0;
-  uint64_t segments = 0;
-  uint64_t tail_calls = 0;
-  uint64_t unwinds = 0;        // returns that ended more than one frame
-  uint64_t inferred_frames = 0;
-  uint64_t folded_frames = 0;  // frames hidden beyond the depth limit
-  uint64_t max_depth = 0;
-};
 
 class CallStackModel {
  public:
@@ -64,7 +51,9 @@ class CallStackModel {
   // Closes every open frame at `time` (end of the thread's trace).
   void Finish(uint64_t time, uint64_t instructions, uint64_t cycles);
 
-  const CallStackStats& stats() const { return stats_; }
+  // calls, returns, errors, overflows, lost, segments, tail_calls, unwinds,
+  // inferred_frames, folded_frames, max_depth.
+  const Stats& stats() const { return stats_; }
   size_t depth() const { return frames_.size(); }
 
  private:
@@ -133,7 +122,7 @@ class CallStackModel {
   bool holding_ = false;
   uint64_t last_time_ = 0;
   std::string detail_;  // scratch for instant event details
-  CallStackStats stats_;
+  Stats stats_;
 };
 
 }  // namespace ptd::decoder

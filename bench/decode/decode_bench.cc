@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "decode_bench: %s\n", std::string(result.status().message()).c_str());
         return 1;
       }
-      (fast ? fast_insns : block_insns) = result->stats.instructions;
+      (fast ? fast_insns : block_insns) = result->stats[ptd::decoder::Stat::kInstructions];
     }
     if (i == 0) identical = *ptd::ReadFileToString(tmp + "/fast.ftf") == *ptd::ReadFileToString(tmp + "/block.ftf");
     // Same decode, wall time, with one and with two jobs (identical output).

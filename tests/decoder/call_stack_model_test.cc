@@ -97,7 +97,7 @@ TEST_F(ModelTest, JumpIntoAnotherFunctionIsATailCallSibling) {
   Call(0x1020, 0x4000);
   Finish();
   EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "E foo", "B bar", "E bar", "B baz", "E baz", "E main"));
-  EXPECT_EQ(model_.stats().tail_calls, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 1u);
   ExpectBalanced();
 }
 
@@ -134,7 +134,7 @@ TEST_F(ModelTest, ReturnToDeeperFrameUnwindsEveryFrameAbove) {
   Ret(0x4050, 0x1015);   // longjmp-like: back in main
   Finish();
   EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().unwinds, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kUnwinds], 1u);
   ExpectBalanced();
 }
 
@@ -157,7 +157,7 @@ TEST_F(ModelTest, MidStackStartInfersParentsFromReturns) {
   Finish();
   // Parents are written before what they enclose, so the output nests properly.
   EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "E bar", "E foo", "B baz", "E baz", "E main"));
-  EXPECT_EQ(model_.stats().inferred_frames, 3u);
+  EXPECT_EQ(model_.stats()[Stat::kInferredFrames], 3u);
   ExpectBalanced();
 }
 
@@ -234,8 +234,8 @@ TEST_F(ModelTest, JumpIntoTheMiddleOfAnAncestorUnwindsToIt) {
   Finish();
   EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo",
                                          "B foo", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().tail_calls, 0u);
-  EXPECT_EQ(model_.stats().unwinds, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 0u);
+  EXPECT_EQ(model_.stats()[Stat::kUnwinds], 1u);
   ExpectBalanced();
 }
 
@@ -246,7 +246,7 @@ TEST_F(ModelTest, JumpToAnAncestorsEntryIsStillATailCall) {
   Jump(0x3020, 0x2000);  // bar tail-calls foo (recursion through a sibling call)
   Finish();
   EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "E bar", "B foo", "E foo", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().tail_calls, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 1u);
 }
 
 TEST_F(ModelTest, ReturnIntoTheMiddleOfAnAncestorUnwindsToIt) {
@@ -257,7 +257,7 @@ TEST_F(ModelTest, ReturnIntoTheMiddleOfAnAncestorUnwindsToIt) {
   Ret(0x4050, 0x1040);   // the unwinder's ret lands on main's landing pad
   Finish();
   EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().unwinds, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kUnwinds], 1u);
   ExpectBalanced();
 }
 
@@ -288,7 +288,7 @@ TEST_F(ModelTest, OcamlRaiseUnwindsToTheInnermostTrapDepth) {
   Ret(0x2090, 0x1015);                                // foo returns normally
   Finish();
   EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().tail_calls, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 0u);
   ExpectBalanced();
 }
 
@@ -315,8 +315,8 @@ TEST_F(ModelTest, DecodeErrorClosesEveryFrameAndStartsANewSegment) {
   Enable(0x3000);
   Finish();
   EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "E foo", "E main", "I decode error", "B bar", "E bar"));
-  EXPECT_EQ(model_.stats().segments, 2u);
-  EXPECT_EQ(model_.stats().errors, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kSegments], 2u);
+  EXPECT_EQ(model_.stats()[Stat::kErrors], 1u);
   ExpectBalanced();
 }
 
@@ -342,7 +342,7 @@ TEST_F(ModelTest, DeepRecursionIsFoldedBelowPerfettosDepthLimit) {
   int folded = 0;
   for (const std::string& name : sink_.Names()) folded += name == "B [deeper frames folded]";
   EXPECT_EQ(folded, 1);
-  EXPECT_EQ(model_.stats().folded_frames, static_cast<uint64_t>(kDepth + 1 - CallStackModel::kFoldDepth - 1));
+  EXPECT_EQ(model_.stats()[Stat::kFoldedFrames], static_cast<uint64_t>(kDepth + 1 - CallStackModel::kFoldDepth - 1));
   ExpectBalanced();
 }
 

@@ -46,9 +46,9 @@ TEST(DetailFilterTest, MinDurationDropsShortSlicesAndKeepsCounts) {
   EXPECT_FALSE(out.out_of_order());
   EXPECT_FALSE(out.unbalanced());
   EXPECT_EQ(out.open(), 0u);
-  EXPECT_EQ(filter.stats().dropped_short, 3u);  // a, c, e
-  EXPECT_EQ(filter.stats().kept, 3u);
-  EXPECT_EQ(filter.stats().dropped_deep, 0u);
+  EXPECT_EQ(filter.stats()[Stat::kDroppedShort], 3u);  // a, c, e
+  EXPECT_EQ(filter.stats()[Stat::kDetailKept], 3u);
+  EXPECT_EQ(filter.stats()[Stat::kDroppedDeep], 0u);
 }
 
 TEST(DetailFilterTest, HeldParentsAreWrittenBeforeALongChild) {
@@ -74,7 +74,7 @@ TEST(DetailFilterTest, MaxDepthDropsDeepSlices) {
   DetailFilterSink filter(&out, options);
   Feed(&filter);
   EXPECT_THAT(out.Names(), ElementsAre("B main", "B a", "E a", "B b", "E b", "E main", "B e", "E e"));
-  EXPECT_EQ(filter.stats().dropped_deep, 2u);  // c, d
+  EXPECT_EQ(filter.stats()[Stat::kDroppedDeep], 2u);  // c, d
   EXPECT_EQ(out.max_depth(), 2u);
 }
 
@@ -91,7 +91,7 @@ TEST(DetailFilterTest, InstantKeepsTheSlicesAroundIt) {
   filter.Begin(9, "short");
   filter.End(10, Insns(1));
   EXPECT_THAT(out.Names(), ElementsAre("B outer", "B inner", "I trace overflow", "E inner", "E outer"));
-  EXPECT_EQ(filter.stats().dropped_short, 1u);
+  EXPECT_EQ(filter.stats()[Stat::kDroppedShort], 1u);
 }
 
 TEST(DetailFilterTest, FullDetailFromATime) {
@@ -103,7 +103,7 @@ TEST(DetailFilterTest, FullDetailFromATime) {
   Feed(&filter);
   // a and c began before 35 and are short: dropped; e began after: kept.
   EXPECT_THAT(out.Names(), ElementsAre("B main", "B b", "B d", "E d", "E b", "E main", "B e", "E e"));
-  EXPECT_EQ(filter.stats().dropped_short, 2u);
+  EXPECT_EQ(filter.stats()[Stat::kDroppedShort], 2u);
 }
 
 }  // namespace
