@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
       double w0 = WallNow();
       auto timed = ptd::decoder::DecodeTraceToFtf(trace_dir, tmp + "/out-jobs.ftf", options);
       double wall = WallNow() - w0;
-      if (!timed.ok() || timed->stats.instructions != block_insns) {
+      if (!timed.ok() || timed->stats[ptd::decoder::Stat::kInstructions] != block_insns) {
         std::fprintf(stderr, "decode_bench: --jobs %d decode failed or differs\n", jobs);
         return 1;
       }
