@@ -306,6 +306,14 @@ void PtStreamDecoder::StartRun(uint64_t first_ip) {
   instructions_ += count;
 }
 
+// Tracing stops; the pending branch went to `ip` (unknown when not `known`).
+void PtStreamDecoder::Disable(uint64_t ip, bool known) {
+  FlushPending(ip, known);
+  if (!ReadNeedEnable()) Emit(FlowKind::kDisable, 0, false);
+  need_enable_ = false;
+  need_enable_carried_ = false;
+}
+
 void PtStreamDecoder::HandleEvent(const pt_event& event) {
   if (event.has_tsc && image_clock_ != nullptr) AdvanceImage(event.tsc);
   if (event.has_tsc) UpdateTime(event.tsc);
@@ -319,16 +327,10 @@ void PtStreamDecoder::HandleEvent(const pt_event& event) {
       enable_time_ = 0;
       break;
     case ptev_disabled:
-      FlushPending(event.variant.disabled.ip, !event.ip_suppressed);
-      if (!ReadNeedEnable()) Emit(FlowKind::kDisable, 0, false);
-      need_enable_ = false;
-      need_enable_carried_ = false;
+      Disable(event.variant.disabled.ip, !event.ip_suppressed);
       break;
     case ptev_async_disabled:
-      FlushPending(event.variant.async_disabled.at, true);
-      if (!ReadNeedEnable()) Emit(FlowKind::kDisable, 0, false);
-      need_enable_ = false;
-      need_enable_carried_ = false;
+      Disable(event.variant.async_disabled.at, true);
       break;
     case ptev_async_branch:
       FlushPending(event.variant.async_branch.from, true);

@@ -93,6 +93,7 @@ class PtStreamDecoder : public FlowDecoder {
   void FlushPending(uint64_t target, bool known);
   bool PendingStaysInFunction(uint64_t target, bool known);
   void HandleEvent(const pt_event& event);
+  void Disable(uint64_t ip, bool known);
   void Emit(FlowKind kind, uint64_t target, bool known, uint64_t offset = 0, const char* message = "");
   // To the consumer, or (pieces) to the piece's events stamped with the image time.
   void Deliver(FlowEvent& event);
