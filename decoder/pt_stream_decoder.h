@@ -132,7 +132,6 @@ class PtStreamDecoder : public FlowDecoder {
   uint64_t enable_time_ = 0;  // FlowEvent::enable_time of the kEnable being emitted
   // config.cycles: the current buffer's index, looked up after each libipt step.
   CycleIndex chunk_cycles_;
-  const CycleIndex* piece_cycle_index_ = nullptr;
   CycleCursor cycles_;
   uint64_t cycles_total_ = 0;
   TimeInterpolator clock_;
