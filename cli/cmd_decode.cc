@@ -201,25 +201,27 @@ absl::Status RunDecode(const DecodeArgs& args) {
   if (!args.quiet) {
     for (const std::string& n : result->notes) std::fprintf(stderr, "%s\n", n.c_str());
   }
-  const decoder::DecodeStats& s = result->stats;
+  using decoder::Stat;
+  const decoder::Stats& s = result->stats;
   MissingBinaries missing = result->missing_binaries;
   if (perf_import) missing.Add(perf_import->missing_binaries());
-  WarnMissingBinaries(missing, static_cast<int64_t>(s.errors), args.verbose,
+  WarnMissingBinaries(missing, static_cast<int64_t>(s[Stat::kErrors]), args.verbose,
                       perf_import ? perf_import->buildid_dirs() : std::vector<std::string>{});
   std::fprintf(stderr,
                "decoded %llu instructions, %llu calls, %llu returns, %llu errors, %llu overflows, "
                "%llu threads in %.3f s → %s\n",
-               static_cast<unsigned long long>(s.instructions), static_cast<unsigned long long>(s.calls),
-               static_cast<unsigned long long>(s.returns), static_cast<unsigned long long>(s.errors),
-               static_cast<unsigned long long>(s.overflows), static_cast<unsigned long long>(s.threads), s.seconds,
+               static_cast<unsigned long long>(s[Stat::kInstructions]), static_cast<unsigned long long>(s[Stat::kCalls]),
+               static_cast<unsigned long long>(s[Stat::kReturns]), static_cast<unsigned long long>(s[Stat::kErrors]),
+               static_cast<unsigned long long>(s[Stat::kOverflows]), static_cast<unsigned long long>(s[Stat::kThreads]),
+               result->seconds,
                args.output.empty() ? "(no output file)" : args.output.c_str());
   if (options.detail.min_duration > 0) {
     std::fprintf(stderr, "level of detail: left out %llu slices shorter than %s\n",
-                 static_cast<unsigned long long>(s.dropped_short), FormatDurationNs(options.detail.min_duration).c_str());
+                 static_cast<unsigned long long>(s[Stat::kDroppedShort]), FormatDurationNs(options.detail.min_duration).c_str());
   }
   if (options.detail.max_depth > 0) {
     std::fprintf(stderr, "level of detail: left out %llu slices deeper than %u\n",
-                 static_cast<unsigned long long>(s.dropped_deep), options.detail.max_depth);
+                 static_cast<unsigned long long>(s[Stat::kDroppedDeep]), options.detail.max_depth);
   }
   if (function_stats) {
     const ftf::FunctionStatsSummary summary = function_stats->Finish();
@@ -229,7 +231,7 @@ absl::Status RunDecode(const DecodeArgs& args) {
     std::fflush(stdout);
   }
   if (!args.stats_json.empty()) {
-    absl::Status w = WriteFileAtomic(args.stats_json, decoder::DecodeStatsJson(s));
+    absl::Status w = WriteFileAtomic(args.stats_json, decoder::DecodeStatsJson(*result));
     if (!w.ok()) return w;
   }
   if (result->interrupted) {

@@ -106,11 +106,11 @@ void CallStackModel::Push(Frame frame) {
     frame.fold_marker = true;
   } else {
     frame.emitted = false;
-    ++stats_.folded_frames;
+    stats_.Add(Stat::kFoldedFrames);
   }
   if (frame.emitted) ++emitted_on_stack_;
   frames_.push_back(frame);
-  stats_.max_depth = std::max<uint64_t>(stats_.max_depth, frames_.size());
+  stats_.RaiseTo(Stat::kMaxDepth, frames_.size());
   if (!frame.plt_pending) Begin(frames_.back());
 }
 
@@ -142,7 +142,7 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
   frame.begin_instructions = segment_start_instructions_;
   frame.begin_cycles = segment_start_cycles_;
   ++inferred_in_segment_;
-  ++stats_.inferred_frames;
+  stats_.Add(Stat::kInferredFrames);
   frame.begun = true;
   frame.emitted = emitted_on_stack_ < kFoldDepth;
   if (frame.emitted) {
@@ -163,7 +163,7 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
   frames_.insert(frames_.begin(), frame);
   for (size_t& depth : trap_depths_) ++depth;
   ++raise_depth_;
-  stats_.max_depth = std::max<uint64_t>(stats_.max_depth, frames_.size());
+  stats_.RaiseTo(Stat::kMaxDepth, frames_.size());
 }
 
 void CallStackModel::BeginStack(const FlowEvent& event, bool bottom_known) {
@@ -181,8 +181,8 @@ void CallStackModel::BeginStack(const FlowEvent& event, bool bottom_known) {
 
 void CallStackModel::StartSegment(const FlowEvent& event) {
   in_segment_ = true;
-  ++stats_.segments;
-  ++stats_.inferred_frames;
+  stats_.Add(Stat::kSegments);
+  stats_.Add(Stat::kInferredFrames);
   BeginStack(event, /*bottom_known=*/false);
   Push(MakeFrame(event.target, event.target_known, event));
   if (frames_.back().plt_pending) MaterializeTop();
@@ -206,15 +206,15 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
   last_time_ = event.time;
   switch (event.kind) {
     case FlowKind::kError:
-      ++stats_.errors;
+      stats_.Add(Stat::kErrors);
       EndSegment(event, "decode error");
       return;
     case FlowKind::kOverflow:
-      ++stats_.overflows;
+      stats_.Add(Stat::kOverflows);
       EndSegment(event, "trace overflow");
       return;
     case FlowKind::kLostData:
-      ++stats_.lost;
+      stats_.Add(Stat::kLost);
       EndSegment(event, "lost trace data");
       return;
     case FlowKind::kEnable:
@@ -276,7 +276,7 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
 void CallStackModel::OnCall(const FlowEvent& event) {
   PopMarkers(event);
   raise_pending_ = false;
-  ++stats_.calls;
+  stats_.Add(Stat::kCalls);
   // "call next; pop reg" reads the PC; it never returns, and the CPU does not push it
   // on its return stack either.
   if (event.target_known && event.target == event.fallthrough) return;
@@ -292,7 +292,7 @@ void CallStackModel::OnCall(const FlowEvent& event) {
 }
 
 void CallStackModel::UnwindTo(size_t depth, const FlowEvent& event) {
-  if (frames_.size() > depth) ++stats_.unwinds;
+  if (frames_.size() > depth) stats_.Add(Stat::kUnwinds);
   while (frames_.size() > depth) PopTop(event);
 }
 
@@ -311,7 +311,7 @@ size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) cons
 
 void CallStackModel::OnReturn(const FlowEvent& event) {
   PopMarkers(event);
-  ++stats_.returns;
+  stats_.Add(Stat::kReturns);
   if (raise_pending_) {
     raise_pending_ = false;
     UnwindTo(raise_depth_, event);
@@ -341,7 +341,7 @@ void CallStackModel::OnReturn(const FlowEvent& event) {
   }
   for (size_t i = frames_.size(); i-- > 0;) {
     if (frames_[i].return_address == event.target) {
-      if (frames_.size() - i > 1) ++stats_.unwinds;
+      if (frames_.size() - i > 1) stats_.Add(Stat::kUnwinds);
       ReturnFrom(i, event);
       return;
     }
@@ -431,7 +431,7 @@ void CallStackModel::OnJump(const FlowEvent& event) {
     if (!info.plt) MaterializeTop();
     return;
   }
-  ++stats_.tail_calls;
+  stats_.Add(Stat::kTailCalls);
   Frame frame = MakeFrame(event.target, true, event);
   frame.return_address = top.return_address;
   if (top.go_role == GoRole::kGogo) frame.go_role = GoRole::kGogo;  // runtime.gogo → gogo<>
@@ -480,7 +480,7 @@ bool CallStackModel::IsGogoHelper(uint64_t address) {
 void CallStackModel::SwitchStacks(const FlowEvent& event, bool bottom_known) {
   while (!frames_.empty()) PopTop(event);
   Release();
-  ++stats_.goroutine_switches;
+  stats_.Add(Stat::kGoroutineSwitches);
   BeginStack(event, bottom_known);
 }
 
@@ -501,7 +501,7 @@ void CallStackModel::Park(uint64_t resume_pc, size_t count) {
       victim->second.pop_front();
       if (victim->second.empty()) parked_.erase(victim);
       --parked_count_;
-      ++stats_.goroutine_stacks_dropped;
+      stats_.Add(Stat::kGoroutineStacksDropped);
     }
     parked_[resume_pc].push_back(
         ParkedStack{std::vector<Frame>(frames_.begin(), frames_.begin() + count), bottom_known_, ++park_order_});
@@ -573,7 +573,7 @@ void CallStackModel::GoResume(const FlowEvent& event) {
   FunctionInfo info = resolver_->Resolve(pc);
   if (info.symbol && info.start == pc) {
     // A new goroutine (newproc's gobuf: its function, goexit as the return address).
-    ++stats_.goroutines_started;
+    stats_.Add(Stat::kGoroutinesStarted);
     bottom_known_ = true;
     Push(MakeFrame(pc, true, event));
     return;
@@ -591,7 +591,7 @@ void CallStackModel::GoResume(const FlowEvent& event) {
         it->second.pop_back();
         --parked_count_;
         if (it->second.empty()) parked_.erase(it);
-        ++stats_.unwinds;
+        stats_.Add(Stat::kUnwinds);
         bottom_known_ = stack.bottom_known;
         Restore(stack.frames, i + 1, event);
         return;
@@ -600,8 +600,8 @@ void CallStackModel::GoResume(const FlowEvent& event) {
   }
   // A goroutine parked before the trace began, or on another thread: its function is
   // inferred, and its callers as it returns into them.
-  ++stats_.goroutines_unknown;
-  ++stats_.inferred_frames;
+  stats_.Add(Stat::kGoroutinesUnknown);
+  stats_.Add(Stat::kInferredFrames);
   Push(MakeFrame(pc, true, event));
 }
 
@@ -640,13 +640,13 @@ bool CallStackModel::SwapResumedStack(size_t i, const FlowEvent& event) {
     held_.erase(held_.begin(), held_.begin() + i + 1);
     held_.insert(held_.begin(), begins.begin(), begins.end());
     emitted_on_stack_ = emitted_on_stack_ - (i + 1) + (j + 1);
-    stats_.max_depth = std::max<uint64_t>(stats_.max_depth, frames_.size());
+    stats_.RaiseTo(Stat::kMaxDepth, frames_.size());
     // The stack chosen first is still parked; it takes other's place in the queue.
     std::swap(other, pending_.stack);
     other.order = pending_.stack.order;
     pending_.unchecked = j;  // the return under way checks frame j
     if (j == 0) pending_.active = false;
-    ++stats_.goroutine_swaps;
+    stats_.Add(Stat::kGoroutineSwaps);
     return true;
   }
   return false;
@@ -661,7 +661,7 @@ void CallStackModel::Unresume(size_t i) {
   parked_[pending_.resume_pc].push_front(std::move(pending_.stack));
   ++parked_count_;
   pending_.active = false;
-  ++stats_.goroutines_unknown;
+  stats_.Add(Stat::kGoroutinesUnknown);
 }
 
 void CallStackModel::Finish(uint64_t time, uint64_t instructions, uint64_t cycles) {

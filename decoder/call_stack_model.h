@@ -37,28 +37,9 @@
 #include "decoder/flow_event.h"
 #include "decoder/function_resolver.h"
 #include "decoder/slice_sink.h"
+#include "decoder/stats.h"
 
 namespace ptd::decoder {
-
-struct CallStackStats {
-  uint64_t calls = 0;
-  uint64_t returns = 0;
-  uint64_t errors = 0;
-  uint64_t overflows = 0;
-  uint64_t lost = 0;
-  uint64_t segments = 0;
-  uint64_t tail_calls = 0;
-  uint64_t unwinds = 0;        // returns that ended more than one frame
-  uint64_t inferred_frames = 0;
-  uint64_t folded_frames = 0;  // frames hidden beyond the depth limit
-  uint64_t max_depth = 0;
-  // Go (docs/decoder.md, "Go goroutines"):
-  uint64_t goroutine_switches = 0;  // stacks parked (mcall, morestack) or resumed (gogo)
-  uint64_t goroutines_started = 0;  // gogo to a function's entry: a new goroutine
-  uint64_t goroutines_unknown = 0;  // gogo to a PC with no parked stack: inferred
-  uint64_t goroutine_swaps = 0;     // a resume's FIFO choice corrected by a return
-  uint64_t goroutine_stacks_dropped = 0;  // parked stacks dropped beyond kMaxParkedStacks
-};
 
 class CallStackModel {
  public:
@@ -82,7 +63,9 @@ class CallStackModel {
   // Closes every open frame at `time` (end of the thread's trace).
   void Finish(uint64_t time, uint64_t instructions, uint64_t cycles);
 
-  const CallStackStats& stats() const { return stats_; }
+  // calls, returns, errors, overflows, lost, segments, tail_calls, unwinds,
+  // inferred_frames, folded_frames, max_depth.
+  const Stats& stats() const { return stats_; }
   size_t depth() const { return frames_.size(); }
 
  private:
@@ -210,7 +193,7 @@ class CallStackModel {
     size_t unchecked = 0; // frames [0, unchecked) of frames_ are its still-unchecked ones
   };
   PendingResume pending_;
-  CallStackStats stats_;
+  Stats stats_;
 };
 
 }  // namespace ptd::decoder

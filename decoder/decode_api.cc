@@ -43,15 +43,16 @@ absl::StatusOr<decoder::DecodeOptions> InternalOptions(const DecodeOptions& opti
 
 DecodeTotals Totals(const decoder::DecodeResult& result) {
   DecodeTotals totals;
-  const decoder::DecodeStats& s = result.stats;
-  totals.instructions = s.instructions;
-  totals.calls = s.calls;
-  totals.returns = s.returns;
-  totals.errors = s.errors;
-  totals.overflows = s.overflows;
-  totals.lost = s.lost;
-  totals.threads = s.threads;
-  totals.seconds = s.seconds;
+  using decoder::Stat;
+  const decoder::Stats& s = result.stats;
+  totals.instructions = s[Stat::kInstructions];
+  totals.calls = s[Stat::kCalls];
+  totals.returns = s[Stat::kReturns];
+  totals.errors = s[Stat::kErrors];
+  totals.overflows = s[Stat::kOverflows];
+  totals.lost = s[Stat::kLost];
+  totals.threads = s[Stat::kThreads];
+  totals.seconds = result.seconds;
   totals.time_is_instructions = result.time_axis_is_instructions;
   totals.warnings = result.warnings;
   return totals;

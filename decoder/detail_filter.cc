@@ -20,7 +20,7 @@ void DetailFilterSink::Begin(uint64_t time, absl::string_view name) {
   frame.begin = time;
   frame.too_deep = options_.max_depth > 0 && open_ > options_.max_depth;
   if (frame.too_deep) {
-    ++stats_.dropped_deep;
+    stats_.Add(Stat::kDroppedDeep);
     return;
   }
   frame.name.assign(name.data(), name.size());
@@ -35,9 +35,9 @@ void DetailFilterSink::End(uint64_t time, const SliceCounts& counts) {
   if (written_ == open_) {
     next_->End(time, counts);
     --written_;
-    ++stats_.kept;
+    stats_.Add(Stat::kDetailKept);
   } else if (!frame.too_deep) {
-    ++stats_.dropped_short;
+    stats_.Add(Stat::kDroppedShort);
   }
   --open_;
 }

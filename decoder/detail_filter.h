@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "decoder/slice_sink.h"
+#include "decoder/stats.h"
 
 namespace ptd::decoder {
 
@@ -26,12 +27,6 @@ struct DetailOptions {
   bool active() const { return min_duration > 0 || max_depth > 0; }
 };
 
-struct DetailStats {
-  uint64_t kept = 0;
-  uint64_t dropped_short = 0;
-  uint64_t dropped_deep = 0;
-};
-
 class DetailFilterSink : public SliceSink {
  public:
   DetailFilterSink(SliceSink* next, const DetailOptions& options) : next_(next), options_(options) {}
@@ -41,7 +36,8 @@ class DetailFilterSink : public SliceSink {
   // Instants are kept with every slice open around them.
   void Instant(uint64_t time, absl::string_view name, absl::string_view detail) override;
 
-  const DetailStats& stats() const { return stats_; }
+  // detail_kept, dropped_short, dropped_deep.
+  const Stats& stats() const { return stats_; }
 
  private:
   struct Open {
@@ -57,7 +53,7 @@ class DetailFilterSink : public SliceSink {
   std::vector<Open> stack_;
   size_t open_ = 0;     // frames in use in stack_ (entries above keep their strings)
   size_t written_ = 0;  // the bottom `written_` frames have had their Begin written
-  DetailStats stats_;
+  Stats stats_;
 };
 
 }  // namespace ptd::decoder

@@ -7,6 +7,8 @@
 #include <set>
 #include <thread>
 
+#include "decoder/piece_decoder.h"
+#include "decoder/pt_stream_decoder.h"
 #include "image/padded_chunk.h"
 
 namespace ptd::decoder {
@@ -61,7 +63,6 @@ struct Piece {
   std::vector<FlowEvent> events;
   std::vector<TimeStep> steps;
   PieceOutcome outcome;
-  PtDecodeStats stats;
   std::vector<std::string> warnings;
 };
 
@@ -69,11 +70,11 @@ struct Piece {
 // time), so capstone's cache and libipt's block cache are reused from piece to piece.
 struct ThreadStream {
   ThreadStream(const PtDecodeConfig& config, std::unique_ptr<ImageClock> own_clock)
-      : clock(std::move(own_clock)), decoder(config, clock->image(), nullptr) {
-    decoder.set_image_clock(clock.get());
+      : clock(std::move(own_clock)), decoder(MakeFlowDecoder(config, clock->image(), nullptr)) {
+    decoder->set_image_clock(clock.get());
   }
   std::unique_ptr<ImageClock> clock;
-  PtStreamDecoder decoder;
+  std::unique_ptr<FlowDecoder> decoder;
 };
 
 // Turns pieces back into the single decoder's event sequence for one stream.
@@ -124,8 +125,8 @@ class PieceStitcher {
           times_[i] = clock_.Now(base + step.instructions);
         }
       }
-    } else if (piece.outcome.sampled_time) {
-      clock_.Now(base + piece.outcome.last_sample);
+    } else if (piece.outcome.recorded.sampled_time) {
+      clock_.Now(base + piece.outcome.recorded.last_sample);
     }
     // Cycles come from the buffer's index: only the chunk's base is added (and the clamp
     // the single decoder's cursor applies). On the cycles axis they are the time.
@@ -140,11 +141,12 @@ class PieceStitcher {
       *time = timed ? times_[*time] : *time + base;
     };
     const PieceOutcome& o = piece.outcome;
+    const PieceRecording& r = o.recorded;
     for (size_t i = 0; i <= piece.events.size(); ++i) {
-      if (o.carried_flush && i == o.carried_flush_index && carried_.valid) {
+      if (r.carried_flush && i == r.carried_flush_index && carried_.valid) {
         FlowEvent event;
-        if (!CarriedStaysInFunction(o.carried_flush_target, o.carried_flush_known) &&
-            PtStreamDecoder::PendingEvent(carried_, o.carried_flush_target, o.carried_flush_known, &event)) {
+        if (!CarriedStaysInFunction(r.carried_flush_target, r.carried_flush_known) &&
+            PendingEvent(carried_, r.carried_flush_target, r.carried_flush_known, &event)) {
           consumer_->OnFlow(event);
         }
         carried_.valid = false;
@@ -164,7 +166,7 @@ class PieceStitcher {
     } else if (!o.pending.valid) {
       carried_.valid = false;
     }
-    instructions_ += piece.stats.instructions;
+    instructions_ += piece.outcome.stats[Stat::kInstructions];
   }
 
   uint64_t instructions() const { return instructions_; }
@@ -174,7 +176,7 @@ class PieceStitcher {
   bool CarriedMakesEvent(uint64_t target, bool known) {
     FlowEvent event;
     return carried_.valid && !CarriedStaysInFunction(target, known) &&
-           PtStreamDecoder::PendingEvent(carried_, target, known, &event);
+           PendingEvent(carried_, target, known, &event);
   }
   // The stream's image (untimed streams; timed ones follow the image clock).
   void set_image(const image::ProcessImage* image) { image_ = image; }
@@ -184,10 +186,10 @@ class PieceStitcher {
   // for the branch a piece ends with.
   bool CarriedStaysInFunction(uint64_t target, bool known) {
     const image::ProcessImage* image = image_clock_ != nullptr ? image_clock_->image() : image_;
-    return image != nullptr && PtStreamDecoder::StaysInFunction(*image, carried_, target, known);
+    return image != nullptr && StaysInFunction(*image, carried_, target, known);
   }
 
-  // As PtStreamDecoder::AdvanceImage: the same changes at the same events' times.
+  // As the flow decoders' AdvanceImage: the same changes at the same events' times.
   void AdvanceImage(uint64_t ns) {
     if (ns == 0 || ns < next_image_change_) return;
     image_clock_->AdvanceTo(ns);
@@ -209,20 +211,6 @@ class PieceStitcher {
   PendingBranch carried_;
   std::vector<uint64_t> times_;
 };
-
-// Whether a piece decoded speculatively holds for the state the previous piece ended in.
-bool SpeculationHolds(const PieceSpec& expected, const Piece& piece) {
-  const PieceSpec& guess = piece.spec;
-  if (expected.start != guess.start || expected.start_psb != guess.start_psb) return false;
-  if (expected.start != PieceSpec::Start::kContinue) return true;
-  const PieceOutcome& o = piece.outcome;
-  if (o.used_carried_need_enable && expected.need_enable != guess.need_enable) return false;
-  if (o.used_carried_resync && (expected.previous_call != guess.previous_call ||
-                                expected.sync_offset != guess.sync_offset || expected.synced_once != guess.synced_once)) {
-    return false;
-  }
-  return true;
-}
 
 class Engine {
  public:
@@ -287,9 +275,9 @@ void Engine::Plan() {
         piece->stream = s;
         piece->chunk = c;
         piece->buffer = buffer;
-        piece->spec.start = k == 0 ? PieceSpec::Start::kSyncForward : PieceSpec::Start::kContinue;
-        piece->spec.start_psb = starts[k];
-        piece->spec.previous_call = starts[k];
+        piece->spec.start.kind = k == 0 ? DecodeStart::Kind::kSyncForward : DecodeStart::Kind::kContinue;
+        piece->spec.start.psb = starts[k];
+        piece->spec.start.sync.previous_call = starts[k];
         piece->spec.stop_offset = k + 1 < starts.size() ? starts[k + 1] : UINT64_MAX;
         // The first PSB after the start and after the stop: digests compare the interval
         // a piece decodes first with the one its predecessor decodes past its stop.
@@ -312,7 +300,7 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   std::unique_ptr<ThreadStream>& ts = (*decoders)[piece->stream];
   if (ts == nullptr) {
     ts = std::make_unique<ThreadStream>(job.config, job.make_clock());
-    ts->decoder.set_cancel_flag(options_.cancel);
+    ts->decoder->set_cancel_flag(options_.cancel);
   }
   {
     // Reuse the lists of consumed pieces: their pages are already touched.
@@ -331,16 +319,15 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   // About one event per PT byte or less: grow once, not by doubling.
   piece->events.reserve(static_cast<size_t>(piece->bytes));
   const uint8_t* padded = piece->buffer->Load();
-  ts->decoder.set_piece_cycle_index(job.config.cycles ? &piece->buffer->cycles : nullptr);
+  const PtBuffer buffer{padded, piece->buffer->size, piece->buffer->file_offset, &piece->buffer->psbs};
   absl::StatusOr<PieceOutcome> outcome =
-      ts->decoder.DecodePiece(padded, piece->buffer->size, piece->buffer->file_offset, piece->buffer->psbs, spec,
-                              &piece->events, &piece->steps);
+      DecodePiece(ts->decoder.get(), buffer, job.config.cycles ? &piece->buffer->cycles : nullptr, spec,
+                  &piece->events, &piece->steps);
   piece->ran = spec;
   piece->status = outcome.status();
   if (outcome.ok()) piece->outcome = *outcome;
-  piece->stats = piece->outcome.stats;
   // Only the errata warning comes from here: once per stream is enough.
-  piece->warnings = ts->decoder.warnings();
+  piece->warnings = ts->decoder->warnings();
 }
 
 void Engine::Work() {
@@ -391,7 +378,7 @@ absl::Status Engine::Run() {
       stitcher.StartChunk();
       if (c > 0 && (chunk.lost_before || previous_truncated)) stitcher.MarkLostData(chunk.file_offset);
       previous_truncated = chunk.truncated;
-      job.stats.bytes += chunk.size;
+      job.stats.Add(Stat::kBytes, chunk.size);
       PieceSpec expected;
       PieceOutcome::Digest previous_tail;
       bool ended = false;
@@ -409,40 +396,18 @@ absl::Status Engine::Run() {
           expected = piece.spec;
           continuous = false;
         }
-        bool use = !ended && !continuous && expected.start_psb < piece.spec.stop_offset;
+        bool use = !ended && !continuous && expected.start.psb < piece.spec.stop_offset;
         // The head as the single decoder counts it: with the carried branch's event.
         PieceOutcome::Digest head = piece.outcome.head;
-        if (piece.outcome.carried_flush && piece.outcome.carried_flush_index <= head.events &&
-            stitcher.CarriedMakesEvent(piece.outcome.carried_flush_target, piece.outcome.carried_flush_known)) {
+        const PieceRecording& r = piece.outcome.recorded;
+        if (r.carried_flush && r.carried_flush_index <= head.events &&
+            stitcher.CarriedMakesEvent(r.carried_flush_target, r.carried_flush_known)) {
           ++head.events;
         }
-        if (use && !first && !(expected.start == PieceSpec::Start::kContinue && SpeculationHolds(expected, piece) &&
-                               previous_tail == head && piece.outcome.stats.errors == 0)) {
-          const PieceSpec& before = pieces_[i - 1]->ran;
-          if (expected.start == PieceSpec::Start::kContinue && before.emit_from == 0) {
-            // The piece did not start where the single decoder was (TNT held across the
-            // PSB, a compressed return of a call before it, ...), but the previous piece's
-            // decoder was there (its tail matched what came before): that decoder again,
-            // through the previous piece, keeping this piece's part.
-            PieceSpec exact = before;
-            exact.emit_from = expected.start_psb;
-            exact.head_psb = 0;
-            exact.stop_offset = piece.spec.stop_offset;
-            exact.tail_psb = piece.spec.tail_psb;
-            Decode(&redo_decoders, &piece, exact);
-          } else if (expected.start == PieceSpec::Start::kContinue) {
-            // Twice in a row: one decoder from the buffer's start, keeping what follows
-            // the previous piece, to the end.
-            PieceSpec exact;
-            exact.emit_from = expected.start_psb;
-            Decode(&redo_decoders, &piece, exact);
-            continuous = true;
-          } else {
-            PieceSpec exact = expected;
-            exact.stop_offset = piece.spec.stop_offset;
-            exact.tail_psb = piece.spec.tail_psb;
-            Decode(&redo_decoders, &piece, exact);
-          }
+        if (use && !first && !SeamHolds(expected, previous_tail, piece.spec, piece.outcome, head)) {
+          bool rest_of_buffer = false;
+          Decode(&redo_decoders, &piece, RedoSpec(expected, pieces_[i - 1]->ran, piece.spec, &rest_of_buffer));
+          continuous = rest_of_buffer;
         }
         if (use && !piece.status.ok()) {
           result = piece.status;
@@ -450,11 +415,7 @@ absl::Status Engine::Run() {
         }
         if (use) {
           stitcher.Append(piece);
-          job.stats.blocks += piece.stats.blocks;
-          job.stats.errors += piece.stats.errors;
-          job.stats.overflows += piece.stats.overflows;
-          job.stats.syncs += piece.stats.syncs;
-          job.stats.undecodable += piece.stats.undecodable;
+          job.stats.Merge(piece.outcome.stats);
           for (const std::string& w : piece.warnings) {
             if (warned.insert(w).second) job.warnings.push_back(w);
           }
@@ -466,13 +427,13 @@ absl::Status Engine::Run() {
             case PieceOutcome::End::kBoundary:
               previous_tail = o.tail;
               expected = o.next;
-              expected.start = PieceSpec::Start::kContinue;
-              expected.start_psb = piece.spec.stop_offset;
+              expected.start.kind = DecodeStart::Kind::kContinue;
+              expected.start.psb = piece.spec.stop_offset;
               break;
             case PieceOutcome::End::kResyncAt:
               expected = PieceSpec();
-              expected.start = PieceSpec::Start::kResync;
-              expected.start_psb = o.resync_at;
+              expected.start.kind = DecodeStart::Kind::kResync;
+              expected.start.psb = o.resync_at;
               break;
           }
         }
@@ -498,7 +459,7 @@ absl::Status Engine::Run() {
     job.instructions = stitcher.instructions();
     job.last_time = stitcher.last_time();
     job.cycles = stitcher.cycles_total();
-    job.stats.instructions = job.instructions;
+    job.stats.Set(Stat::kInstructions, job.instructions);
     if (Cancelled() || !result.ok()) break;
     if (options_.stream_done) options_.stream_done(s);
   }

@@ -19,7 +19,8 @@
 
 #include "absl/status/status.h"
 #include "common/trace_meta.h"
-#include "decoder/pt_stream_decoder.h"
+#include "decoder/flow_decoder.h"
+#include "decoder/stats.h"
 #include "image/mapped_file.h"
 #include "image/process_image.h"
 
@@ -40,7 +41,7 @@ struct StreamJob {
   std::shared_ptr<const image::MappedFile> file;
   std::vector<PtChunk> chunks;       // already checked to lie inside the file
   // Results, once the stream is done.
-  PtDecodeStats stats;
+  Stats stats;  // the decoders' counters
   std::vector<std::string> warnings;
   uint64_t instructions = 0;
   uint64_t last_time = 0;

@@ -64,7 +64,7 @@ uint64_t PtStreamDecoder::Now() {
   // Cycles axis: the cycle count (a piece's is relative to its buffer: the stitcher
   // makes it absolute and uses it as the time).
   if (config_.axis == TimeAxis::kCycles) [[unlikely]] {
-    return time_steps_ == nullptr ? clock_.Now(cycles_.last()) : cycles_.last();
+    return piece_ == nullptr ? clock_.Now(cycles_.last()) : cycles_.last();
   }
   SettleBranchSample();
   return TimeSample(instructions_);
@@ -73,14 +73,14 @@ uint64_t PtStreamDecoder::Now() {
 // The time when `instructions` had executed (time or instruction axis). In a piece on the
 // time axis: the index of the logged step.
 uint64_t PtStreamDecoder::TimeSample(uint64_t instructions) {
-  if (time_steps_ == nullptr) return clock_.Now(instructions);
+  if (piece_ == nullptr) return clock_.Now(instructions);
   if (config_.axis == TimeAxis::kInstructions) {
-    outcome_->sampled_time = true;
-    outcome_->last_sample = instructions;
+    piece_->sampled_time = true;
+    piece_->last_sample = instructions;
     return instructions;
   }
-  time_steps_->push_back({false, 0, instructions});
-  return time_steps_->size() - 1;
+  piece_->time_steps->push_back({false, 0, instructions});
+  return piece_->time_steps->size() - 1;
 }
 
 // Most branches are jumps the filter drops, so a branch's time is sampled late: just
@@ -104,10 +104,10 @@ void PtStreamDecoder::UpdateTime(uint64_t tsc) {
   if (config_.axis != TimeAxis::kTime || tsc == 0 || tsc == last_update_tsc_) return;
   last_update_tsc_ = tsc;
   SettleBranchSample();
-  if (time_steps_ == nullptr) {
+  if (piece_ == nullptr) {
     clock_.Update(tsc, instructions_);
   } else {
-    time_steps_->push_back({true, tsc, instructions_});
+    piece_->time_steps->push_back({true, tsc, instructions_});
   }
 }
 
@@ -164,9 +164,9 @@ void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t 
 }
 
 void PtStreamDecoder::Deliver(FlowEvent& event) {
-  if (piece_events_ != nullptr) {
+  if (piece_ != nullptr) {
     event.image_tsc = image_tsc_;
-    piece_events_->push_back(event);
+    piece_->events->push_back(event);
   } else {
     consumer_->OnFlow(event);
   }
@@ -199,7 +199,7 @@ void PtStreamDecoder::SetPending(InsnClass klass, uint64_t ip, uint64_t size) {
   pending_.run_start = run_start_;
 }
 
-bool PtStreamDecoder::PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event) {
+bool PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event) {
   switch (pending.klass) {
     case InsnClass::kCall: event->kind = FlowKind::kCall; break;
     case InsnClass::kReturn: event->kind = FlowKind::kReturn; break;
@@ -235,8 +235,7 @@ bool RunAndTargetInside(const image::FunctionRange& range, const PendingBranch& 
 
 }  // namespace
 
-bool PtStreamDecoder::StaysInFunction(const image::ProcessImage& image, const PendingBranch& pending,
-                                      uint64_t target, bool known) {
+bool StaysInFunction(const image::ProcessImage& image, const PendingBranch& pending, uint64_t target, bool known) {
   return MayStayInFunction(pending, known) && RunAndTargetInside(image.RangeOf(pending.ip), pending, target);
 }
 
@@ -258,19 +257,19 @@ bool PtStreamDecoder::StaysInFunction(const image::ProcessImage& image, const Pe
   if (PendingEvent(pending_, target, known, &event)) {
     if (event.kind == FlowKind::kReturn || event.kind == FlowKind::kJump) raise_emitted_ = false;
     Deliver(event);
-  } else if (pending_.klass == InsnClass::kUnknown && outcome_ != nullptr) {
+  } else if (pending_.klass == InsnClass::kUnknown && piece_ != nullptr) {
     // The previous piece's last branch (kUnknown marks it): the stitcher flushes it here.
-    outcome_->carried_flush = true;
-    outcome_->carried_flush_index = piece_events_->size();
-    outcome_->carried_flush_target = target;
-    outcome_->carried_flush_known = known;
+    piece_->carried_flush = true;
+    piece_->carried_flush_index = piece_->events->size();
+    piece_->carried_flush_target = target;
+    piece_->carried_flush_known = known;
   }
 }
 
 // need_enable_ as the single decoder would have it; a piece that starts by continuing
 // the previous one only guesses it until it is first overwritten.
 bool PtStreamDecoder::ReadNeedEnable() {
-  if (need_enable_carried_ && outcome_ != nullptr) outcome_->used_carried_need_enable = true;
+  if (need_enable_carried_ && piece_ != nullptr) piece_->used_carried_need_enable = true;
   return need_enable_;
 }
 
@@ -307,6 +306,14 @@ void PtStreamDecoder::StartRun(uint64_t first_ip) {
   instructions_ += count;
 }
 
+// Tracing stops; the pending branch went to `ip` (unknown when not `known`).
+void PtStreamDecoder::Disable(uint64_t ip, bool known) {
+  FlushPending(ip, known);
+  if (!ReadNeedEnable()) Emit(FlowKind::kDisable, 0, false);
+  need_enable_ = false;
+  need_enable_carried_ = false;
+}
+
 void PtStreamDecoder::HandleEvent(const pt_event& event) {
   if (event.has_tsc && image_clock_ != nullptr) AdvanceImage(event.tsc);
   if (event.has_tsc) UpdateTime(event.tsc);
@@ -320,22 +327,15 @@ void PtStreamDecoder::HandleEvent(const pt_event& event) {
       enable_time_ = 0;
       break;
     case ptev_disabled:
-      FlushPending(event.variant.disabled.ip, !event.ip_suppressed);
-      if (!ReadNeedEnable()) Emit(FlowKind::kDisable, 0, false);
-      need_enable_ = false;
-      need_enable_carried_ = false;
+      Disable(event.variant.disabled.ip, !event.ip_suppressed);
       break;
     case ptev_async_disabled:
-      FlushPending(event.variant.async_disabled.at, true);
-      if (!ReadNeedEnable()) Emit(FlowKind::kDisable, 0, false);
-      need_enable_ = false;
-      need_enable_carried_ = false;
+      Disable(event.variant.async_disabled.at, true);
       break;
     case ptev_async_branch:
       FlushPending(event.variant.async_branch.from, true);
       break;
     case ptev_overflow: {
-      ++stats_.overflows;
       pending_.valid = false;
       Emit(FlowKind::kOverflow, 0, false);
       need_enable_ = true;
@@ -418,7 +418,7 @@ constexpr uint32_t kCancelCheckInterval = 4096;
 
 // The flow decoders (libipt's block and instruction decoders, the fast one) differ only
 // in their function names and in what one step yields (a block or an instruction); the
-// loop around them is written once, in Run, against this interface.
+// loop around them is written once, in RunWith, against this interface.
 template <class Api>
 concept FlowDecoderApi = requires(typename Api::Decoder* d, const typename Api::Decoder* cd, PtStreamDecoder* self,
                                   const pt_config* c, pt_image* image, uint64_t* u64, uint32_t* u32, pt_event* ev) {
@@ -434,36 +434,36 @@ concept FlowDecoderApi = requires(typename Api::Decoder* d, const typename Api::
   { Api::Next(self, d) } -> std::same_as<int>;
 };
 
-struct BlockApi {
-  using Decoder = pt_block_decoder;
-  static Decoder* Alloc(PtStreamDecoder*, const pt_config* c) { return pt_blk_alloc_decoder(c); }
-  static void Free(Decoder* d) { pt_blk_free_decoder(d); }
-  static int SetImage(Decoder* d, pt_image* image) { return pt_blk_set_image(d, image); }
-  static int SyncForward(Decoder* d) { return pt_blk_sync_forward(d); }
-  static int SyncSet(Decoder* d, uint64_t offset) { return pt_blk_sync_set(d, offset); }
-  static int GetOffset(const Decoder* d, uint64_t* offset) { return pt_blk_get_offset(d, offset); }
-  static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return pt_blk_get_sync_offset(d, offset); }
+// libipt's block and instruction decoders: the same calls under other names.
+template <class D, D* (*kAlloc)(const pt_config*), void (*kFree)(D*), int (*kSetImage)(D*, pt_image*),
+          int (*kSyncForward)(D*), int (*kSyncSet)(D*, uint64_t), int (*kGetOffset)(const D*, uint64_t*),
+          int (*kGetSyncOffset)(const D*, uint64_t*), int (*kTime)(D*, uint64_t*, uint32_t*, uint32_t*),
+          int (*kEvent)(D*, pt_event*, size_t)>
+struct LibiptApi {
+  using Decoder = D;
+  static Decoder* Alloc(PtStreamDecoder*, const pt_config* c) { return kAlloc(c); }
+  static void Free(Decoder* d) { kFree(d); }
+  static int SetImage(Decoder* d, pt_image* image) { return kSetImage(d, image); }
+  static int SyncForward(Decoder* d) { return kSyncForward(d); }
+  static int SyncSet(Decoder* d, uint64_t offset) { return kSyncSet(d, offset); }
+  static int GetOffset(const Decoder* d, uint64_t* offset) { return kGetOffset(d, offset); }
+  static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return kGetSyncOffset(d, offset); }
   static int Time(Decoder* d, uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
-    return pt_blk_time(d, tsc, lost_mtc, lost_cyc);
+    return kTime(d, tsc, lost_mtc, lost_cyc);
   }
-  static int Event(Decoder* d, pt_event* event) { return pt_blk_event(d, event, sizeof *event); }
+  static int Event(Decoder* d, pt_event* event) { return kEvent(d, event, sizeof *event); }
+};
+
+struct BlockApi : LibiptApi<pt_block_decoder, pt_blk_alloc_decoder, pt_blk_free_decoder, pt_blk_set_image,
+                            pt_blk_sync_forward, pt_blk_sync_set, pt_blk_get_offset, pt_blk_get_sync_offset,
+                            pt_blk_time, pt_blk_event> {
   static int Next(PtStreamDecoder* self, Decoder* d) { return self->NextBlock(d); }
   static constexpr const char* kAllocName = "pt_blk_alloc_decoder";
 };
 
-struct InsnApi {
-  using Decoder = pt_insn_decoder;
-  static Decoder* Alloc(PtStreamDecoder*, const pt_config* c) { return pt_insn_alloc_decoder(c); }
-  static void Free(Decoder* d) { pt_insn_free_decoder(d); }
-  static int SetImage(Decoder* d, pt_image* image) { return pt_insn_set_image(d, image); }
-  static int SyncForward(Decoder* d) { return pt_insn_sync_forward(d); }
-  static int SyncSet(Decoder* d, uint64_t offset) { return pt_insn_sync_set(d, offset); }
-  static int GetOffset(const Decoder* d, uint64_t* offset) { return pt_insn_get_offset(d, offset); }
-  static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return pt_insn_get_sync_offset(d, offset); }
-  static int Time(Decoder* d, uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
-    return pt_insn_time(d, tsc, lost_mtc, lost_cyc);
-  }
-  static int Event(Decoder* d, pt_event* event) { return pt_insn_event(d, event, sizeof *event); }
+struct InsnApi : LibiptApi<pt_insn_decoder, pt_insn_alloc_decoder, pt_insn_free_decoder, pt_insn_set_image,
+                           pt_insn_sync_forward, pt_insn_sync_set, pt_insn_get_offset, pt_insn_get_sync_offset,
+                           pt_insn_time, pt_insn_event> {
   static int Next(PtStreamDecoder* self, Decoder* d) { return self->NextInsn(d); }
   static constexpr const char* kAllocName = "pt_insn_alloc_decoder";
 };
@@ -516,7 +516,7 @@ template <class Api>
   const bool timed = cycles_.active() && Api::GetOffset(decoder, &offset) >= 0;
   if (timed && !starts_run) [[unlikely]] cycles_.At(offset);
   if (block.ninsn > 0) {
-    ++stats_.blocks;
+    stats_.Add(Stat::kBlocks);
     OnInstructionRun(block.ip, block.ninsn);
   }
   if (timed && starts_run) [[unlikely]] cycles_.At(offset);
@@ -570,7 +570,7 @@ int PtStreamDecoder::NextInsn(pt_insn_decoder* decoder) {
   if (observer_ != nullptr) observer_->OnBlock(insn.ip, insn.ip, 1);
   InsnClass klass = FromLibipt(insn.iclass);
   if (klass != InsnClass::kOther && klass != InsnClass::kUnknown) {
-    ++stats_.blocks;
+    stats_.Add(Stat::kBlocks);
     SetPending(klass, insn.ip, insn.size);
   }
   return status;
@@ -585,12 +585,12 @@ void PtStreamDecoder::WarnErrata() {
 }
 
 // The decode loop: sync, drain events, next block/instruction, time; after an error the
-// resync remedy. With a piece spec it may start mid-buffer and stops at the next piece.
+// resync remedy. A watcher (the piece protocol) may start it mid-buffer and stop it at
+// a PSB.
 template <class Api>
-absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t base_offset,
-                                  const std::vector<uint64_t>& psbs, const PieceSpec& spec, PieceOutcome* outcome) {
+absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart& start, PsbWatcher* watcher) {
   bool errata_ok = true;
-  pt_config c = MakeConfig(config_, begin, size, &errata_ok);
+  pt_config c = MakeConfig(config_, buffer.padded, buffer.size, &errata_ok);
   if (!errata_ok) WarnErrata();
   typename Api::Decoder* decoder = Api::Alloc(this, &c);
   if (decoder == nullptr) return absl::InternalError(absl::StrCat(Api::kAllocName, " failed"));
@@ -599,109 +599,34 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
   set_libipt_image_ = [decoder](pt_image* image) { Api::SetImage(decoder, image); };
   Api::SetImage(decoder, libipt_image_);
 
-  // Piece mode checkpoints, each a PSB the single decoder passes: where to start
-  // keeping events (emit_from), the head digest, the stop, the tail digest.
-  const bool piece = outcome != nullptr;
-  uint64_t stop = spec.stop_offset;
-  bool emitting = spec.emit_from == 0;
-  bool head_done = !piece || spec.head_psb == 0;
-  bool in_overlap = false;
-  Mark at_stop_mark;
-  PtDecodeStats base_stats = stats_;
-  auto relative_stats = [&]() {
-    PtDecodeStats d;
-    d.instructions = instructions_;
-    d.blocks = stats_.blocks - base_stats.blocks;
-    d.errors = stats_.errors - base_stats.errors;
-    d.overflows = stats_.overflows - base_stats.overflows;
-    d.syncs = stats_.syncs - base_stats.syncs;
-    d.undecodable = classifier_.undecodable() - base_stats.undecodable;
-    return d;
-  };
-  base_stats.undecodable = classifier_.undecodable();
-  auto digest = [&](bool ended) {
-    PieceOutcome::Digest d;
-    d.instructions = instructions_;
-    d.events = piece_events_->size();
-    d.ended = ended;
-    return d;
-  };
-  // Called when the decoder reports a PSB anchor (or waits with tracing off) at `at`.
-  // True: stop the loop here, before the event is handled.
-  uint64_t previous_call = spec.previous_call;
-  uint64_t sync_offset = spec.sync_offset;
-  bool synced_once = spec.synced_once;
-  auto checkpoint = [&](uint64_t at) -> bool {
-    if (!emitting && at > spec.emit_from) {
-      // Where the piece before stopped: from here on, this is the continuing piece.
-      emitting = true;
-      piece_events_->clear();
-      time_steps_->clear();
-      last_update_tsc_ = 0;
-      image_tsc_ = 0;
-      instructions_ = 0;
-      base_stats = stats_;
-      base_stats.undecodable = classifier_.undecodable();
-      // The stitcher holds that branch, sampled where the piece before ended.
-      if (pending_.valid) pending_.klass = InsnClass::kUnknown;
-      pending_.timed = true;
-      unsampled_ = false;
-      // What the part before did with a branch carried into it, or sampled, is not this
-      // piece's (a redo may start at an earlier piece's PSB, carrying a branch too).
-      outcome->carried_flush = false;
-      outcome->sampled_time = false;
-      outcome->last_sample = 0;
-      return false;
-    }
-    if (!emitting) return false;
-    if (!head_done && at > spec.head_psb) {
-      head_done = true;
-      outcome->head = digest(false);
-    }
-    if (!in_overlap && at > stop) {
-      SettleBranchSample();  // the branch carried to the next piece needs its time
-      at_stop_mark = MarkHere(previous_call, sync_offset, synced_once);
-      if (spec.tail_psb == 0) return true;
-      in_overlap = true;  // decode on to the next PSB for the tail digest
-      return false;
-    }
-    if (in_overlap && at > spec.tail_psb) {
-      outcome->tail = digest(false);
-      outcome->tail.instructions -= at_stop_mark.instructions;
-      outcome->tail.events -= at_stop_mark.events;
-      return true;
-    }
-    return false;
-  };
-  const bool watching = piece && (stop != UINT64_MAX || !emitting || !head_done);
-
-  int status = spec.start == PieceSpec::Start::kSyncForward ? Api::SyncForward(decoder)
-                                                            : Api::SyncSet(decoder, spec.start_psb);
-  bool continuing = spec.start == PieceSpec::Start::kContinue;
-  bool previous_call_carried = continuing;
+  const bool watching = watcher != nullptr && watcher->watches_psbs();
+  SyncState sync = start.sync;
+  int status = start.kind == DecodeStart::Kind::kSyncForward ? Api::SyncForward(decoder)
+                                                             : Api::SyncSet(decoder, start.psb);
+  bool continuing = start.kind == DecodeStart::Kind::kContinue;
+  bool sync_carried = continuing;  // the remedy's state is still the one carried in
   uint32_t until_cancel_check = kCancelCheckInterval;
-  bool at_stop = false;
-  if (piece) outcome->end = PieceOutcome::End::kEnd;
+  bool stopped = false;
   while (true) {
     if (status < 0) break;  // no (further) PSB
     if (continuing) {
       // The single decoder meets this PSB in flight: its PSB+ is status updates only.
       continuing = false;
     } else {
-      Api::GetSyncOffset(decoder, &sync_offset);
-      synced_once = true;
+      Api::GetSyncOffset(decoder, &sync.sync_offset);
+      sync.synced_once = true;
       if (config_.axis == TimeAxis::kTime) {
         // The PSB+ just read carries the TSC: the segment's first events need it.
         uint64_t tsc = 0;
         uint32_t lost_mtc = 0, lost_cyc = 0;
         if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
       }
-      ++stats_.syncs;
+      stats_.Add(Stat::kSyncs);
       need_enable_ = true;
       need_enable_carried_ = false;
       pending_.valid = false;
-      previous_call = sync_offset;
-      previous_call_carried = false;
+      sync.previous_call = sync.sync_offset;
+      sync_carried = false;
     }
     // The decoder's offset after the last block, while no event has moved it since; and
     // the offset of the last time query: libipt's time changes only with packets read,
@@ -713,11 +638,11 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
       while (status & pts_event_pending) {
         offset_fresh = false;
         time_offset = UINT64_MAX;
-        // Tracing off and a checkpoint's PSB read: nothing left to run before it.
+        // Tracing off and a watched PSB read: nothing left to run before it.
         if (watching && (status & pts_ip_suppressed)) {
           uint64_t at = 0;
-          if (Api::GetOffset(decoder, &at) >= 0 && checkpoint(at)) {
-            at_stop = true;
+          if (Api::GetOffset(decoder, &at) >= 0 && watcher->AtPsb(at, sync)) {
+            stopped = true;
             break;
           }
         }
@@ -731,23 +656,23 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
         // A PSB+ bound at its IP: every instruction before that PSB has run.
         if (watching && IsPsbAnchor(event)) {
           uint64_t at = 0;
-          if (Api::GetOffset(decoder, &at) >= 0 && checkpoint(at)) {
-            at_stop = true;
+          if (Api::GetOffset(decoder, &at) >= 0 && watcher->AtPsb(at, sync)) {
+            stopped = true;
             break;
           }
         }
         HandleEvent(event);
       }
-      if (at_stop || status < 0) break;
+      if (stopped || status < 0) break;
       if (offset_fresh) {
-        previous_call = offset_after_block;
+        sync.previous_call = offset_after_block;
       } else {
-        Api::GetOffset(decoder, &previous_call);
+        Api::GetOffset(decoder, &sync.previous_call);
       }
-      previous_call_carried = false;
+      sync_carried = false;
       if ((cancel_ != nullptr || progress_) && --until_cancel_check == 0) {
         until_cancel_check = kCancelCheckInterval;
-        if (progress_) progress_(previous_call);
+        if (progress_) progress_(sync.previous_call);
         if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) {
           cancelled_ = true;
           break;
@@ -763,85 +688,38 @@ absl::Status PtStreamDecoder::Run(const uint8_t* begin, size_t size, uint64_t ba
         if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
       }
     }
-    if (at_stop || cancelled_ || status == -pte_eos) break;
-    if (in_overlap) break;  // an error past the stop ends the tail
+    if (stopped || cancelled_ || status == -pte_eos) break;
+    if (watcher != nullptr && watcher->EndsAtError(sync_carried)) break;
     uint64_t error_offset = 0;
     Api::GetOffset(decoder, &error_offset);
-    ++stats_.errors;
     pending_.valid = false;
-    Emit(FlowKind::kError, 0, false, base_offset + error_offset, pt_errstr(pt_errcode(status)));
-    // The remedy below reads the state carried in when nothing here replaced it yet.
-    if (previous_call_carried && piece) outcome->used_carried_resync = true;
+    Emit(FlowKind::kError, 0, false, buffer.base_offset + error_offset, pt_errstr(pt_errcode(status)));
     uint64_t next = 0;
-    if (!NextSyncPoint(psbs, previous_call, sync_offset, synced_once, &next)) break;
-    if (piece && emitting && next >= stop) {
-      outcome->end = PieceOutcome::End::kResyncAt;
-      outcome->resync_at = next;
-      break;
-    }
+    if (!NextSyncPoint(*buffer.psbs, sync.previous_call, sync.sync_offset, sync.synced_once, &next)) break;
+    if (watcher != nullptr && watcher->StopsBeforeResync(next)) break;
     status = Api::SyncSet(decoder, next);
     if (status < 0) break;
   }
-  if (piece) {
-    if (!head_done) outcome->head = digest(true);
-    if (in_overlap) {
-      if (!at_stop) {
-        outcome->tail = digest(true);
-        outcome->tail.instructions -= at_stop_mark.instructions;
-        outcome->tail.events -= at_stop_mark.events;
-      }
-      at_stop = true;
-    }
-    if (at_stop) {
-      // Back to the stop: the overlap was only looked at.
-      if (in_overlap) {
-        piece_events_->resize(at_stop_mark.events);
-        time_steps_->resize(at_stop_mark.steps);
-        outcome->sampled_time = at_stop_mark.sampled_time;
-        outcome->last_sample = at_stop_mark.last_sample;
-        instructions_ = at_stop_mark.instructions;
-        stats_ = at_stop_mark.stats;
-      }
-      outcome->end = PieceOutcome::End::kBoundary;
-      outcome->next = at_stop_mark.next;
-      outcome->pending = at_stop_mark.pending;
-    } else {
-      SettleBranchSample();
-      outcome->next.need_enable = need_enable_;
-      outcome->next.previous_call = previous_call;
-      outcome->next.sync_offset = sync_offset;
-      outcome->next.synced_once = synced_once;
-      outcome->pending = pending_;
-    }
-    outcome->stats = relative_stats();
+  if (watcher != nullptr) {
+    watcher->AtEnd(sync);
+  } else {
+    SettleBranchSample();  // the clock's last time includes the last branch's
   }
-  if (!piece) SettleBranchSample();  // the clock's last time includes the last branch's
-  stats_.instructions = instructions_;
-  stats_.undecodable = classifier_.undecodable();
   set_libipt_image_ = nullptr;
   fast_ = nullptr;
   Api::Free(decoder);
   return absl::OkStatus();
 }
 
-PtStreamDecoder::Mark PtStreamDecoder::MarkHere(uint64_t previous_call, uint64_t sync_offset, bool synced_once) const {
-  Mark mark;
-  mark.events = piece_events_->size();
-  mark.steps = time_steps_->size();
-  mark.sampled_time = outcome_->sampled_time;
-  mark.last_sample = outcome_->last_sample;
-  mark.instructions = instructions_;
-  mark.stats = stats_;
-  mark.next.need_enable = need_enable_;
-  mark.next.previous_call = previous_call;
-  mark.next.sync_offset = sync_offset;
-  mark.next.synced_once = synced_once;
-  mark.pending = pending_;
-  return mark;
+Stats PtStreamDecoder::stats() const {
+  Stats stats = stats_;
+  stats.Set(Stat::kInstructions, instructions_);
+  stats.Set(Stat::kUndecodable, classifier_.undecodable());
+  return stats;
 }
 
 absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, uint64_t base_offset) {
-  stats_.bytes += size;
+  stats_.Add(Stat::kBytes, size);
   if (config_.cycles) {
     // This chunk's cycles continue from the chunks before it.
     chunk_cycles_ = CycleIndex::Build(padded, size);
@@ -851,23 +729,16 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
   need_enable_ = true;
   pending_.valid = false;
   std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
-  PieceSpec whole;
-  switch (config_.kind) {
-    case DecoderKind::kFast: return Run<FastApi>(padded, size, base_offset, psbs, whole, nullptr);
-    case DecoderKind::kBlock: return Run<BlockApi>(padded, size, base_offset, psbs, whole, nullptr);
-    case DecoderKind::kInsn: break;
-  }
-  return Run<InsnApi>(padded, size, base_offset, psbs, whole, nullptr);
+  return Run(PtBuffer{padded, size, base_offset, &psbs}, DecodeStart(), nullptr);
 }
 
-absl::StatusOr<PieceOutcome> PtStreamDecoder::DecodePiece(const uint8_t* padded, size_t size, uint64_t base_offset,
-                                                          const std::vector<uint64_t>& psbs, const PieceSpec& spec,
-                                                          std::vector<FlowEvent>* events,
-                                                          std::vector<TimeStep>* time_steps) {
-  PieceOutcome outcome;
-  outcome_ = &outcome;
-  time_steps_ = time_steps;
-  piece_events_ = events;
+absl::Status PtStreamDecoder::DecodeWatched(const PtBuffer& buffer, const DecodeStart& start, PsbWatcher* watcher) {
+  return Run(buffer, start, watcher);
+}
+
+void PtStreamDecoder::BeginPiece(PieceRecording* recording, const CycleIndex* cycle_index, bool continuing,
+                                 bool need_enable) {
+  piece_ = recording;
   instructions_ = 0;
   last_update_tsc_ = 0;
   image_tsc_ = 0;
@@ -879,25 +750,70 @@ absl::StatusOr<PieceOutcome> PtStreamDecoder::DecodePiece(const uint8_t* padded,
   run_start_ = 0;  // the piece's own first instruction starts its first run
   raise_emitted_ = false;
   cycles_.Clear();
-  if (config_.cycles && piece_cycle_index_ != nullptr) cycles_.Start(piece_cycle_index_, 0);
-  if (spec.start == PieceSpec::Start::kContinue) {
-    need_enable_ = spec.need_enable;
+  if (config_.cycles && cycle_index != nullptr) cycles_.Start(cycle_index, 0);
+  if (continuing) {
+    need_enable_ = need_enable;
     need_enable_carried_ = true;
     // The previous piece's last branch, whatever it is: kUnknown marks it.
     pending_.valid = true;
     pending_.klass = InsnClass::kUnknown;
   }
-  absl::Status status;
-  switch (config_.kind) {
-    case DecoderKind::kFast: status = Run<FastApi>(padded, size, base_offset, psbs, spec, &outcome); break;
-    case DecoderKind::kBlock: status = Run<BlockApi>(padded, size, base_offset, psbs, spec, &outcome); break;
-    case DecoderKind::kInsn: status = Run<InsnApi>(padded, size, base_offset, psbs, spec, &outcome); break;
+}
+
+void PtStreamDecoder::EndPiece() { piece_ = nullptr; }
+
+void PtStreamDecoder::RestartPieceHere() {
+  piece_->events->clear();
+  piece_->time_steps->clear();
+  last_update_tsc_ = 0;
+  image_tsc_ = 0;
+  instructions_ = 0;
+  // The stitcher holds the branch pending here, sampled where the piece before ended.
+  if (pending_.valid) pending_.klass = InsnClass::kUnknown;
+  pending_.timed = true;
+  unsampled_ = false;
+  // What the part before did with a branch carried into it, or sampled, is not this
+  // piece's (a redo may start at an earlier piece's PSB, carrying a branch too).
+  piece_->carried_flush = false;
+  piece_->sampled_time = false;
+  piece_->last_sample = 0;
+}
+
+FlowState PtStreamDecoder::SaveState() const {
+  return FlowState{instructions_, stats_, need_enable_, pending_};
+}
+
+void PtStreamDecoder::RestoreState(const FlowState& state) {
+  instructions_ = state.instructions;
+  stats_ = state.stats;
+  need_enable_ = state.need_enable;
+  pending_ = state.pending;
+}
+
+namespace {
+
+// An implementation: the loop over one kind of step.
+template <class Api>
+class StepFlowDecoder final : public PtStreamDecoder {
+ public:
+  using PtStreamDecoder::PtStreamDecoder;
+
+ protected:
+  absl::Status Run(const PtBuffer& buffer, const DecodeStart& start, PsbWatcher* watcher) override {
+    return RunWith<Api>(buffer, start, watcher);
   }
-  outcome_ = nullptr;
-  time_steps_ = nullptr;
-  piece_events_ = nullptr;
-  if (!status.ok()) return status;
-  return outcome;
+};
+
+}  // namespace
+
+std::unique_ptr<FlowDecoder> MakeFlowDecoder(const PtDecodeConfig& config, image::ProcessImage* image,
+                                             FlowConsumer* consumer) {
+  switch (config.kind) {
+    case DecoderKind::kFast: return std::make_unique<StepFlowDecoder<FastApi>>(config, image, consumer);
+    case DecoderKind::kBlock: return std::make_unique<StepFlowDecoder<BlockApi>>(config, image, consumer);
+    case DecoderKind::kInsn: break;
+  }
+  return std::make_unique<StepFlowDecoder<InsnApi>>(config, image, consumer);
 }
 
 }  // namespace ptd::decoder

@@ -29,6 +29,7 @@
 #include "decoder/output_size_plan.h"
 #include "decoder/parallel_decode.h"
 #include "decoder/psb_window.h"
+#include "decoder/pt_stream_decoder.h"
 #include "ftf/ftf_writer.h"
 #include "image/mapped_file.h"
 #include "image/module_cache.h"
@@ -571,7 +572,9 @@ void Decoding::Progress(uint64_t done_bytes) {
 absl::Status Decoding::DecodeStream(StreamState* state) {
   StreamJob& job = state->job;
   FlowTee tee(options_.flow_observer, job.consumer);
-  PtStreamDecoder decoder(job.config, job.image, options_.flow_observer != nullptr ? &tee : job.consumer);
+  std::unique_ptr<FlowDecoder> owned =
+      MakeFlowDecoder(job.config, job.image, options_.flow_observer != nullptr ? &tee : job.consumer);
+  FlowDecoder& decoder = *owned;
   if (job.clock != nullptr) decoder.set_image_clock(job.clock);
   decoder.set_block_observer(options_.block_observer);
   decoder.set_cancel_flag(options_.cancel);
@@ -604,14 +607,10 @@ void Decoding::FinishStream(StreamState* state) {
   uint64_t end_time = job.config.axis == TimeAxis::kCycles ? std::max(job.last_time, job.cycles) : job.last_time;
   state->router->Finish(end_time, job.instructions, job.cycles);
   if (job.config.cycles) {
-    result_.stats.has_cycles = true;
-    result_.stats.cycles += job.cycles;
+    result_.has_cycles = true;
+    result_.stats.Add(Stat::kCycles, job.cycles);
   }
-  result_.stats.instructions += job.stats.instructions;
-  result_.stats.blocks += job.stats.blocks;
-  result_.stats.syncs += job.stats.syncs;
-  result_.stats.bytes += job.stats.bytes;
-  result_.stats.undecodable += job.stats.undecodable;
+  result_.stats.Merge(job.stats);
   for (const std::string& w : job.warnings) AddWarningOnce(w);
 }
 
@@ -684,17 +683,8 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   }
   if (progress_ != nullptr) progress_->Finish(!Cancelled());
   for (const auto& [tid, thread] : threads_) {
-    const CallStackStats& ms = thread->model->stats();
-    result_.stats.calls += ms.calls;
-    result_.stats.returns += ms.returns;
-    result_.stats.errors += ms.errors;
-    result_.stats.overflows += ms.overflows;
-    result_.stats.lost += ms.lost;
-    result_.stats.segments += ms.segments;
-    if (thread->detail_sink != nullptr) {
-      result_.stats.dropped_short += thread->detail_sink->stats().dropped_short;
-      result_.stats.dropped_deep += thread->detail_sink->stats().dropped_deep;
-    }
+    result_.stats.Merge(thread->model->stats());
+    if (thread->detail_sink != nullptr) result_.stats.Merge(thread->detail_sink->stats());
   }
   // Each process's image warns about the files it maps; a file several processes map
   // (libc, a damaged archive entry) is warned about once.
@@ -705,8 +695,8 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     }
     result_.missing_binaries.Add(image->missing_binaries());
   }
-  result_.stats.threads = threads_.size();
-  result_.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result_.stats.Set(Stat::kThreads, threads_.size());
+  result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result_;
 }
 
@@ -822,7 +812,7 @@ static absl::StatusOr<DecodeResult> DecodeTraceToFtfWithinSize(const std::string
     if (done) {
       result->notes.insert(result->notes.begin(), notes.begin(), notes.end());
       // The count decoded the same trace: its stats are the full-detail ones.
-      result->stats.seconds += counted.stats.seconds;
+      result->seconds += counted.seconds;
       return result;
     }
   }
@@ -848,15 +838,18 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
   return result;
 }
 
-std::string DecodeStatsJson(const DecodeStats& s) {
-  // "cycles" only when some stream had CYC packets.
-  std::string cycles = s.has_cycles ? absl::StrFormat(", \"cycles\": %d", s.cycles) : "";
-  return absl::StrFormat(
-      "{\"instructions\": %d, \"blocks\": %d, \"calls\": %d, \"returns\": %d, \"errors\": %d, "
-      "\"overflows\": %d, \"threads\": %d, \"segments\": %d, \"seconds\": %.6f, \"lost\": %d, "
-      "\"syncs\": %d, \"bytes\": %d, \"undecodable\": %d, \"dropped_short\": %d, \"dropped_deep\": %d%s}\n",
-      s.instructions, s.blocks, s.calls, s.returns, s.errors, s.overflows, s.threads, s.segments,
-      s.seconds, s.lost, s.syncs, s.bytes, s.undecodable, s.dropped_short, s.dropped_deep, cycles);
+std::string DecodeStatsJson(const DecodeResult& result) {
+  std::string json = "{";
+  for (size_t i = 0; i < kStatCount; ++i) {
+    const Stat stat = static_cast<Stat>(i);
+    // "cycles" only when some stream had CYC packets.
+    if (stat == Stat::kCycles && !result.has_cycles) continue;
+    absl::StrAppend(&json, i == 0 ? "" : ", ", "\"", Stats::Key(stat), "\": ", result.stats[stat]);
+    // Where it always was (scripts read the keys, but people read the file).
+    if (stat == Stat::kSegments) absl::StrAppend(&json, absl::StrFormat(", \"seconds\": %.6f", result.seconds));
+  }
+  json += "}\n";
+  return json;
 }
 
 }  // namespace ptd::decoder

@@ -1,6 +1,6 @@
 #pragma once
 // Decodes a whole trace directory: reads meta.json and the sideband, builds one process
-// image per process over one shared section cache, runs a PtStreamDecoder per stream and
+// image per process over one shared section cache, runs a FlowDecoder per stream and
 // a CallStackModel per thread, and hands slices to per-thread sinks (FTF in the product).
 
 #include <atomic>
@@ -15,8 +15,9 @@
 #include "common/missing_binaries.h"
 #include "ftf/function_stats.h"
 #include "decoder/detail_filter.h"
-#include "decoder/pt_stream_decoder.h"
+#include "decoder/flow_decoder.h"
 #include "decoder/slice_sink.h"
+#include "decoder/stats.h"
 
 namespace ptd::decoder {
 
@@ -52,7 +53,7 @@ struct DecodeOptions {
   uint64_t piece_bytes = 0;                  // parallel: PT bytes per piece (0: automatic)
   const std::atomic<bool>* cancel = nullptr;  // turns true (SIGINT): stop, close, mark
   // Level of detail of what reaches the sinks (--min-duration, --max-depth): see
-  // decoder/detail_filter.h; counts of dropped slices in DecodeStats.
+  // decoder/detail_filter.h; counts of dropped slices in DecodeResult::stats.
   DetailOptions detail;
   DecodeWindow window;
   // DecodeTraceToFtf only: the largest FTF file wanted (0: no limit). The detail is
@@ -63,28 +64,11 @@ struct DecodeOptions {
   ftf::FunctionStatsBuilder* function_stats = nullptr;
 };
 
-struct DecodeStats {
-  uint64_t instructions = 0;
-  uint64_t blocks = 0;
-  uint64_t calls = 0;
-  uint64_t returns = 0;
-  uint64_t errors = 0;
-  uint64_t overflows = 0;
-  uint64_t lost = 0;
-  uint64_t threads = 0;
-  uint64_t segments = 0;
-  uint64_t syncs = 0;
-  uint64_t bytes = 0;
-  uint64_t undecodable = 0;
-  uint64_t cycles = 0;       // CYC payloads of the streams that have CYC packets
-  uint64_t dropped_short = 0;  // slices left out by DecodeOptions::detail.min_duration
-  uint64_t dropped_deep = 0;   // ... by detail.max_depth
-  bool has_cycles = false;   // some stream had CYC packets
-  double seconds = 0;
-};
-
 struct DecodeResult {
-  DecodeStats stats;
+  // Every decoder's, call-stack model's and level-of-detail filter's counters, merged.
+  Stats stats;
+  double seconds = 0;
+  bool has_cycles = false;  // some stream had CYC packets
   std::vector<std::string> warnings;
   MissingBinaries missing_binaries;  // mapped, not on this machine: their code is not decoded
   bool time_axis_is_instructions = false;
@@ -112,8 +96,8 @@ absl::StatusOr<DecodeResult> DecodeTrace(const std::string& trace_dir, const Dec
 absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
                                               const DecodeOptions& options);
 
-// {"instructions", "blocks", "calls", "returns", "errors", "overflows", "threads",
-//  "segments", "seconds"} plus a few extra keys ("cycles" when the trace has CYC).
-std::string DecodeStatsJson(const DecodeStats& stats);
+// `decode --stats-json`: every counter of `result.stats` by its key (decoder/stats.h),
+// and "seconds"; "cycles" only when the trace has CYC.
+std::string DecodeStatsJson(const DecodeResult& result);
 
 }  // namespace ptd::decoder

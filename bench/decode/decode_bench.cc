@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "decode_bench: %s\n", std::string(result.status().message()).c_str());
         return 1;
       }
-      (fast ? fast_insns : block_insns) = result->stats.instructions;
+      (fast ? fast_insns : block_insns) = result->stats[ptd::decoder::Stat::kInstructions];
     }
     if (i == 0) identical = *ptd::ReadFileToString(tmp + "/fast.ftf") == *ptd::ReadFileToString(tmp + "/block.ftf");
     // Same decode, wall time, with one and with two jobs (identical output).
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
       double w0 = WallNow();
       auto timed = ptd::decoder::DecodeTraceToFtf(trace_dir, tmp + "/out-jobs.ftf", options);
       double wall = WallNow() - w0;
-      if (!timed.ok() || timed->stats.instructions != block_insns) {
+      if (!timed.ok() || timed->stats[ptd::decoder::Stat::kInstructions] != block_insns) {
         std::fprintf(stderr, "decode_bench: --jobs %d decode failed or differs\n", jobs);
         return 1;
       }

@@ -102,7 +102,7 @@ TEST_F(ModelTest, JumpIntoAnotherFunctionIsATailCallSibling) {
   Ret(0x3050, 0x1015);   // bar returns to main (foo's return address)
   Call(0x1020, 0x4000);
   EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "E foo", "B bar", "E bar", "B baz", "E baz", "E main"));
-  EXPECT_EQ(model_.stats().tail_calls, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 1u);
 }
 
 // A call that is the last instruction of main (0x10fb + 5 = 0x1100, past main's end):
@@ -133,7 +133,7 @@ TEST_F(ModelTest, ReturnToDeeperFrameUnwindsEveryFrameAbove) {
   Call(0x3010, 0x4000);  // bar → baz (ret 0x3015)
   Ret(0x4050, 0x1015);   // longjmp-like: back in main
   EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().unwinds, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kUnwinds], 1u);
 }
 
 TEST_F(ModelTest, PltCallIsOneSliceNamedAfterTheTarget) {
@@ -152,7 +152,7 @@ TEST_F(ModelTest, MidStackStartInfersParentsFromReturns) {
   Call(0x1020, 0x4000);
   // Parents are written before what they enclose, so the output nests properly.
   EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "E bar", "E foo", "B baz", "E baz", "E main"));
-  EXPECT_EQ(model_.stats().inferred_frames, 3u);
+  EXPECT_EQ(model_.stats()[Stat::kInferredFrames], 3u);
 }
 
 TEST_F(ModelTest, InferredParentsBeginBeforeTheirChildren) {
@@ -221,8 +221,8 @@ TEST_F(ModelTest, JumpIntoTheMiddleOfAnAncestorUnwindsToIt) {
   Call(0x1030, 0x2000);  // main calls foo again: a child of main, not of baz
   EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo",
                                          "B foo", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().tail_calls, 0u);
-  EXPECT_EQ(model_.stats().unwinds, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 0u);
+  EXPECT_EQ(model_.stats()[Stat::kUnwinds], 1u);
 }
 
 TEST_F(ModelTest, JumpToAnAncestorsEntryIsStillATailCall) {
@@ -232,7 +232,7 @@ TEST_F(ModelTest, JumpToAnAncestorsEntryIsStillATailCall) {
   Jump(0x3020, 0x2000);  // bar tail-calls foo (recursion through a sibling call)
   Finish();
   EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B bar", "E bar", "B foo", "E foo", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().tail_calls, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 1u);
 }
 
 TEST_F(ModelTest, ReturnIntoTheMiddleOfAnAncestorUnwindsToIt) {
@@ -242,7 +242,7 @@ TEST_F(ModelTest, ReturnIntoTheMiddleOfAnAncestorUnwindsToIt) {
   Call(0x3010, 0x4000);  // bar → baz
   Ret(0x4050, 0x1040);   // the unwinder's ret lands on main's landing pad
   EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().unwinds, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kUnwinds], 1u);
 }
 
 TEST_F(ModelTest, RaiseInsideARecursiveFunctionUnwindsToTheTrapsCall) {
@@ -269,7 +269,7 @@ TEST_F(ModelTest, OcamlRaiseUnwindsToTheInnermostTrapDepth) {
   Jump(0x4024, 0x2080);                               // jmp *%r11 into foo's handler
   Ret(0x2090, 0x1015);                                // foo returns normally
   EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "B bar", "B baz", "E baz", "E bar", "E foo", "E main"));
-  EXPECT_EQ(model_.stats().tail_calls, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 0u);
 }
 
 TEST_F(ModelTest, PoppedTrapIsNotUsedByALaterRaise) {
@@ -294,8 +294,8 @@ TEST_F(ModelTest, DecodeErrorClosesEveryFrameAndStartsANewSegment) {
   Call(0x2020, 0x3000);  // ignored: not synchronized
   Enable(0x3000);
   EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B foo", "E foo", "E main", "I decode error", "B bar", "E bar"));
-  EXPECT_EQ(model_.stats().segments, 2u);
-  EXPECT_EQ(model_.stats().errors, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kSegments], 2u);
+  EXPECT_EQ(model_.stats()[Stat::kErrors], 1u);
 }
 
 TEST_F(ModelTest, OverflowAndLostDataAreMarked) {
@@ -320,7 +320,7 @@ TEST_F(ModelTest, DeepRecursionIsFoldedBelowPerfettosDepthLimit) {
   int folded = 0;
   for (const std::string& name : sink_.Names()) folded += name == "B [deeper frames folded]";
   EXPECT_EQ(folded, 1);
-  EXPECT_EQ(model_.stats().folded_frames, static_cast<uint64_t>(kDepth + 1 - CallStackModel::kFoldDepth - 1));
+  EXPECT_EQ(model_.stats()[Stat::kFoldedFrames], static_cast<uint64_t>(kDepth + 1 - CallStackModel::kFoldDepth - 1));
   ExpectBalanced();
 }
 
@@ -427,9 +427,9 @@ TEST_F(GoModelTest, McallParksTheGoroutineAndGogoResumesItsFrames) {
             Cat({{"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}, G0(),
                  {"B main.b", "B runtime.gopark", "E runtime.gopark", "E main.b"}, G0(),
                  {"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}}));
-  EXPECT_EQ(model_.stats().goroutines_started, 1u);
-  EXPECT_EQ(model_.stats().goroutine_switches, 4u);
-  EXPECT_EQ(model_.stats().goroutine_swaps, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesStarted], 1u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutineSwitches], 4u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutineSwaps], 0u);
   ExpectBalanced();
 }
 
@@ -455,7 +455,7 @@ TEST_F(GoModelTest, ReturnsCorrectTheFifoChoiceAmongStacksParkedAtOnePc) {
                  {"B main.b", "B runtime.gopark", "E runtime.gopark", "B main.c", "E main.c", "B runtime.gopark",
                   "E runtime.gopark", "E main.b"},
                  G0(), {"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}}));
-  EXPECT_EQ(model_.stats().goroutine_swaps, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutineSwaps], 1u);
   ExpectBalanced();
 }
 
@@ -476,7 +476,7 @@ TEST_F(GoModelTest, ResumeThatFitsNoParkedStackInfersTheCallers) {
                  {"B main.c", "B runtime.gopark", "E runtime.gopark", "B runtime.gopark", "E runtime.gopark",
                   "E main.c"},
                  G0(), {"B main.a", "B runtime.gopark", "E runtime.gopark", "E main.a"}}));
-  EXPECT_EQ(model_.stats().goroutines_unknown, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesUnknown], 1u);
   ExpectBalanced();
 }
 
@@ -489,7 +489,7 @@ TEST_F(GoModelTest, MorestackGrowthReturnsIntoTheSameFrames) {
   Ret(kB + 0x50, kA + 0x15);
   Finish();
   EXPECT_EQ(sink_.Names(), Cat({GrowthInB(), {"E main.b", "E main.a"}}));
-  EXPECT_EQ(model_.stats().goroutine_switches, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutineSwitches], 0u);
   ExpectBalanced();
 }
 
@@ -506,8 +506,8 @@ TEST_F(GoModelTest, MorestackThatPreemptsParksTheGoroutine) {
   EXPECT_EQ(sink_.Names(), Cat({GrowthInB(),
                                 {"E main.b", "E main.a", "B main.c", "B runtime.gopark", "E runtime.gopark", "E main.c"},
                                 G0(), {"B main.a", "B main.b", "E main.b", "E main.a"}}));
-  EXPECT_EQ(model_.stats().goroutines_started, 1u);
-  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesStarted], 1u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesUnknown], 0u);
   ExpectBalanced();
 }
 
@@ -527,8 +527,8 @@ TEST_F(GoModelTest, GoroutineEndsInGoexitAndIsNotParked) {
                  {"B main.b", "E main.b", "B runtime.goexit.abi0", "B runtime.goexit1", "E runtime.goexit1",
                   "E runtime.goexit.abi0"},
                  G0(), {"B runtime.goexit1", "E runtime.goexit1"}}));
-  EXPECT_EQ(model_.stats().goroutines_started, 1u);
-  EXPECT_EQ(model_.stats().goroutines_unknown, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesStarted], 1u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesUnknown], 1u);
   ExpectBalanced();
 }
 
@@ -549,8 +549,8 @@ TEST_F(GoModelTest, RecoveredPanicContinuesTheDeferringFrame) {
               ElementsAre("B main.a", "B main.c", "B runtime.gopanic", "B runtime.mcall", "B runtime.park_m",
                           "B runtime.gogo.abi0", "E runtime.gogo.abi0", "B gogo", "E gogo", "E runtime.park_m",
                           "E runtime.mcall", "E runtime.gopanic", "E main.c", "B main.b", "E main.b", "E main.a"));
-  EXPECT_EQ(model_.stats().goroutine_switches, 0u);
-  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutineSwitches], 0u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesUnknown], 0u);
   ExpectBalanced();
 }
 
@@ -568,7 +568,7 @@ TEST_F(GoModelTest, RecoveryFromAnotherCallerResumesTheStackParkedJustBefore) {
   Finish();
   EXPECT_EQ(sink_.Names(), Cat({{"B main.a", "B main.c", "E main.c", "E main.a"}, G0(),
                                 {"B main.a", "B main.b", "E main.b", "E main.a"}}));
-  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesUnknown], 0u);
   ExpectBalanced();
 }
 
@@ -581,10 +581,10 @@ TEST_F(GoModelTest, ParkedStacksAreBounded) {
     Gogo(n % 2 ? kA : kB);  // a new goroutine
     Park(n % 2 ? kA : kB);
   }
-  EXPECT_EQ(model_.stats().goroutine_stacks_dropped, 1u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutineStacksDropped], 1u);
   Gogo(kGoparkResume);
   Finish();
-  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesUnknown], 0u);
   ExpectBalanced();
 }
 
@@ -610,7 +610,7 @@ TEST_F(GoModelTest, AsyncPreemptParksAndReturnsIntoTheInterruptedFunction) {
                  G0(),
                  {"B main.a", "B runtime.asyncPreempt.abi0", "B runtime.asyncPreempt2", "E runtime.asyncPreempt2",
                   "E runtime.asyncPreempt.abi0", "B main.b", "E main.b", "E main.a"}}));
-  EXPECT_EQ(model_.stats().goroutines_unknown, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutinesUnknown], 0u);
   ExpectBalanced();
 }
 
@@ -625,7 +625,7 @@ TEST_F(GoModelTest, SystemstackIsACallNotASwitch) {
   Finish();
   EXPECT_THAT(sink_.Names(), ElementsAre("B main.a", "B runtime.systemstack.abi0", "B main.c", "E main.c",
                                          "E runtime.systemstack.abi0", "E main.a"));
-  EXPECT_EQ(model_.stats().goroutine_switches, 0u);
+  EXPECT_EQ(model_.stats()[Stat::kGoroutineSwitches], 0u);
   ExpectBalanced();
 }
 

@@ -176,13 +176,13 @@ class CyclesTest : public ::ptd::testing::SuiteSharedTest<CyclesTest, ::ptd::tes
   static void ExpectCyclesAxis(const std::string& trace, DecoderKind kind = DecoderKind::kBlock) {
     TreeSinks sinks;
     DecodeResult result = Decode(trace, TimeAxisChoice::kCycles, &sinks, kind);
-    EXPECT_EQ(result.stats.errors, 0u);
+    EXPECT_EQ(result.stats[Stat::kErrors], 0u);
     EXPECT_TRUE(result.time_axis_is_cycles);
     EXPECT_FALSE(result.time_axis_is_instructions);
-    EXPECT_TRUE(result.stats.has_cycles);
+    EXPECT_TRUE(result.has_cycles);
     const uint64_t total = CountCycPayloads(trace);
     EXPECT_GT(total, 0u);
-    EXPECT_EQ(result.stats.cycles, total);
+    EXPECT_EQ(result.stats[Stat::kCycles], total);
     size_t slices = 0;
     EXPECT_EQ(sinks.sinks.size(), 1u);
     for (const auto& [tid, sink] : sinks.sinks) {
@@ -242,8 +242,8 @@ TEST_F(CyclesTest, CyclesArgsAreTheSameOnEveryAxis) {
   Decode(trace(), TimeAxisChoice::kCycles, &cycles);
   DecodeResult by_instructions = Decode(trace(), TimeAxisChoice::kInstructions, &instructions);
   DecodeResult by_time = Decode(trace(), TimeAxisChoice::kTime, &time);
-  EXPECT_EQ(by_instructions.stats.cycles, by_time.stats.cycles);
-  EXPECT_TRUE(by_instructions.stats.has_cycles);
+  EXPECT_EQ(by_instructions.stats[Stat::kCycles], by_time.stats[Stat::kCycles]);
+  EXPECT_TRUE(by_instructions.has_cycles);
   for (const auto& [tid, sink] : cycles.sinks) {
     const std::vector<Slice>& c = sink->slices();
     for (const TreeSinks* other : {&instructions, &time}) {
@@ -277,9 +277,9 @@ TEST_F(CyclesTest, CyclesFollowTheEmulatorClock) {
   ASSERT_FALSE(t.empty());
   const uint64_t t0 = t.front().begin;
   const uint64_t span_ns = time.sinks.begin()->second->last_time() - t0;
-  double ratio = static_cast<double>(result.stats.cycles) / static_cast<double>(span_ns);
-  EXPECT_GT(ratio, 0.95) << result.stats.cycles << " cycles, " << span_ns << " ns";
-  EXPECT_LT(ratio, 1.05) << result.stats.cycles << " cycles, " << span_ns << " ns";
+  double ratio = static_cast<double>(result.stats[Stat::kCycles]) / static_cast<double>(span_ns);
+  EXPECT_GT(ratio, 0.95) << result.stats[Stat::kCycles] << " cycles, " << span_ns << " ns";
+  EXPECT_LT(ratio, 1.05) << result.stats[Stat::kCycles] << " cycles, " << span_ns << " ns";
   std::vector<double> errors;
   for (size_t i = 0; i < t.size(); ++i) {
     for (auto [ns, cyc] : {std::pair{t[i].begin, c[i].begin}, std::pair{t[i].end, c[i].end}}) {
@@ -309,7 +309,7 @@ TEST_F(CyclesTest, ChunkBasesAddUp) {
   ExpectCyclesAxis(split);
   TreeSinks sinks;
   DecodeResult result = Decode(split, TimeAxisChoice::kCycles, &sinks);
-  EXPECT_EQ(result.stats.lost, 1u);
+  EXPECT_EQ(result.stats[Stat::kLost], 1u);
 }
 
 // --jobs N writes exactly what --jobs 1 does on the cycles axis.
@@ -354,7 +354,7 @@ TEST_F(CyclesOverflowTest, StaysMonotonicAndConsistent) {
   ASSERT_TRUE(error().empty()) << error();
   TreeSinks sinks;
   DecodeResult result = Decode(trace(), TimeAxisChoice::kCycles, &sinks);
-  ASSERT_GT(result.stats.overflows, 0u) << "the recording has no overflow";
+  ASSERT_GT(result.stats[Stat::kOverflows], 0u) << "the recording has no overflow";
   ExpectCyclesAxis(trace());
   TempDir tmp;
   ExpectSameWithJobs(trace(), tmp);

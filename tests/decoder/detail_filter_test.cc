@@ -50,9 +50,9 @@ TEST(DetailFilterTest, MinDurationDropsShortSlicesAndKeepsCounts) {
   EXPECT_FALSE(t.out.out_of_order());
   EXPECT_FALSE(t.out.unbalanced());
   EXPECT_EQ(t.out.open(), 0u);
-  EXPECT_EQ(t.filter.stats().dropped_short, 3u);  // a, c, e
-  EXPECT_EQ(t.filter.stats().kept, 3u);
-  EXPECT_EQ(t.filter.stats().dropped_deep, 0u);
+  EXPECT_EQ(t.filter.stats()[Stat::kDroppedShort], 3u);  // a, c, e
+  EXPECT_EQ(t.filter.stats()[Stat::kDetailKept], 3u);
+  EXPECT_EQ(t.filter.stats()[Stat::kDroppedDeep], 0u);
 }
 
 TEST(DetailFilterTest, HeldParentsAreWrittenBeforeALongChild) {
@@ -72,7 +72,7 @@ TEST(DetailFilterTest, MaxDepthDropsDeepSlices) {
   FilterUnderTest t({.max_depth = 2});
   Feed(&t.filter);
   EXPECT_THAT(t.out.Names(), ElementsAre("B main", "B a", "E a", "B b", "E b", "E main", "B e", "E e"));
-  EXPECT_EQ(t.filter.stats().dropped_deep, 2u);  // c, d
+  EXPECT_EQ(t.filter.stats()[Stat::kDroppedDeep], 2u);  // c, d
   EXPECT_EQ(t.out.max_depth(), 2u);
 }
 
@@ -86,7 +86,7 @@ TEST(DetailFilterTest, InstantKeepsTheSlicesAroundIt) {
   t.filter.Begin(9, "short");
   t.filter.End(10, Insns(1));
   EXPECT_THAT(t.out.Names(), ElementsAre("B outer", "B inner", "I trace overflow", "E inner", "E outer"));
-  EXPECT_EQ(t.filter.stats().dropped_short, 1u);
+  EXPECT_EQ(t.filter.stats()[Stat::kDroppedShort], 1u);
 }
 
 TEST(DetailFilterTest, FullDetailFromATime) {
@@ -94,7 +94,7 @@ TEST(DetailFilterTest, FullDetailFromATime) {
   Feed(&t.filter);
   // a and c began before 35 and are short: dropped; e began after: kept.
   EXPECT_THAT(t.out.Names(), ElementsAre("B main", "B b", "B d", "E d", "E b", "E main", "B e", "E e"));
-  EXPECT_EQ(t.filter.stats().dropped_short, 2u);
+  EXPECT_EQ(t.filter.stats()[Stat::kDroppedShort], 2u);
 }
 
 }  // namespace

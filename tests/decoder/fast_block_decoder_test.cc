@@ -70,7 +70,7 @@ TEST(FastBlockDecoderTest, ParallelFastEqualsSerialLibiptBlock) {
   parallel.piece_bytes = 4096;
   absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(rec.trace, tmp.Sub("parallel.ftf"), parallel);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_GT(result->stats.instructions, 0u);
+  EXPECT_GT(result->stats[Stat::kInstructions], 0u);
   EXPECT_EQ(*ReadFileToString(tmp.Sub("serial.ftf")), *ReadFileToString(tmp.Sub("parallel.ftf")));
 }
 
@@ -114,7 +114,7 @@ TEST(FastBlockDecoderTest, MutatedStreamsDecodeIdentically) {
     }
     options.decoder = DecoderKind::kBlock;
     absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace, "", options);
-    if (result.ok() && result->stats.errors > 0) ++with_errors;
+    if (result.ok() && result->stats[Stat::kErrors] > 0) ++with_errors;
   }
   // Otherwise the mutations hit nothing that matters and the test proves little.
   EXPECT_GE(with_errors, kMutations / 4);

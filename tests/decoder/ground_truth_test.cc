@@ -51,9 +51,9 @@ void ExpectMatchesGroundTruth(const Recording& rec, DecoderKind kind = DecoderKi
   SinksByThread sinks;
   absl::StatusOr<DecodeResult> result = DecodeTrace(rec.trace, options, &sinks);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->stats.errors, 0u);
+  EXPECT_EQ(result->stats[Stat::kErrors], 0u);
   // Every injected overflow is seen, once, and nothing else is taken for one.
-  EXPECT_EQ(result->stats.overflows, LostRecords(rec));
+  EXPECT_EQ(result->stats[Stat::kOverflows], LostRecords(rec));
 
   absl::StatusOr<TraceMeta> meta = ReadTraceMeta(rec.trace);
   ASSERT_TRUE(meta.ok()) << meta.status();
@@ -97,8 +97,8 @@ void ExpectMatchesGroundTruth(const Recording& rec, DecoderKind kind = DecoderKi
     }
     EXPECT_TRUE(difference.empty()) << difference;
   }
-  EXPECT_EQ(result->stats.instructions, expected_instructions);
-  EXPECT_EQ(result->stats.threads, rec.truth.size());
+  EXPECT_EQ(result->stats[Stat::kInstructions], expected_instructions);
+  EXPECT_EQ(result->stats[Stat::kThreads], rec.truth.size());
   // Every recording is also decoded by the fast decoder: the same output, exactly.
   if (kind == DecoderKind::kBlock) {
     EXPECT_EQ(testing::CompareFastWithLibiptBlock(rec.trace), "");
@@ -159,14 +159,14 @@ TEST_F(GroundTruthThreadsPerCpu, MatchesAndEveryInstructionIsCounted) {
   SinksByThread sinks;
   absl::StatusOr<DecodeResult> result = DecodeTrace(rec_->trace, DecodeOptions(), &sinks);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->stats.errors, 0u);
+  EXPECT_EQ(result->stats[Stat::kErrors], 0u);
   uint64_t expected = 0;
   for (const GroundTruthThread& thread : rec_->truth) {
     expected += thread.ips.size();
     EXPECT_TRUE(sinks.sinks.count(thread.tid)) << "no track for thread " << thread.tid;
   }
-  EXPECT_EQ(result->stats.instructions, expected);
-  EXPECT_EQ(result->stats.threads, rec_->truth.size());
+  EXPECT_EQ(result->stats[Stat::kInstructions], expected);
+  EXPECT_EQ(result->stats[Stat::kThreads], rec_->truth.size());
 
   // Slice by slice, across hundreds of virtual-CPU switches: each enabled stretch goes to
   // the thread the schedule runs at its TIP.PGE, which the emulator (like hardware) puts

@@ -119,10 +119,10 @@ TEST_F(LevelOfDetailTest, MinDurationDropsShortSlicesAndKeepsTheirInstructionsIn
   size_t long_ones = 0;
   for (const Slice& s : full) long_ones += s.end - s.begin >= 1000 ? 1 : 0;
   EXPECT_EQ(kept.size(), long_ones);
-  EXPECT_EQ(result.stats.dropped_short, full.size() - kept.size());
+  EXPECT_EQ(result.stats[Stat::kDroppedShort], full.size() - kept.size());
   // Every instruction is still inside an outermost slice.
   EXPECT_EQ(TopLevelInstructions(kept), TopLevelInstructions(full));
-  EXPECT_THAT(DecodeStatsJson(result.stats), HasSubstr(absl::StrCat("\"dropped_short\": ", result.stats.dropped_short)));
+  EXPECT_THAT(DecodeStatsJson(result), HasSubstr(absl::StrCat("\"dropped_short\": ", result.stats[Stat::kDroppedShort])));
 }
 
 TEST_F(LevelOfDetailTest, MaxDepthKeepsTheOuterSlices) {
@@ -136,8 +136,8 @@ TEST_F(LevelOfDetailTest, MaxDepthKeepsTheOuterSlices) {
   for (const Slice& s : full) outer += s.depth <= 3 ? 1 : 0;
   EXPECT_EQ(kept.size(), outer);
   for (const Slice& s : kept) EXPECT_LE(s.depth, 3u);
-  EXPECT_EQ(result.stats.dropped_deep, full.size() - outer);
-  EXPECT_GT(result.stats.dropped_deep, 0u);
+  EXPECT_EQ(result.stats[Stat::kDroppedDeep], full.size() - outer);
+  EXPECT_GT(result.stats[Stat::kDroppedDeep], 0u);
 }
 
 TEST_F(LevelOfDetailTest, WindowDecodesOnlyThePsbIntervalsAroundIt) {
@@ -152,9 +152,9 @@ TEST_F(LevelOfDetailTest, WindowDecodesOnlyThePsbIntervalsAroundIt) {
   ASSERT_FALSE(window.empty());
   // About the window's 100,000 instructions (plus up to a PSB interval on each side),
   // not the trace's 2 M.
-  EXPECT_GE(result.stats.instructions, 100'000u);
-  EXPECT_LT(result.stats.instructions, 200'000u);
-  EXPECT_LT(result.stats.bytes, full_result.stats.bytes / 5);
+  EXPECT_GE(result.stats[Stat::kInstructions], 100'000u);
+  EXPECT_LT(result.stats[Stat::kInstructions], 200'000u);
+  EXPECT_LT(result.stats[Stat::kBytes], full_result.stats[Stat::kBytes] / 5);
   uint64_t first = UINT64_MAX, last = 0;
   for (const Slice& s : window) {
     first = std::min(first, s.begin);
@@ -183,8 +183,8 @@ TEST_F(LevelOfDetailTest, WindowByOffsetAndWindowsOutsideTheTrace) {
   by_offset.window.begin = 100'000;
   by_offset.window.end = 110'000;
   DecodeResult result = Decode("offset.ftf", by_offset);
-  EXPECT_GT(result.stats.instructions, 0u);
-  EXPECT_LE(result.stats.bytes, 10'000u + 2 * 1024 + 256);
+  EXPECT_GT(result.stats[Stat::kInstructions], 0u);
+  EXPECT_LE(result.stats[Stat::kBytes], 10'000u + 2 * 1024 + 256);
 
   DecodeOptions late;
   late.window.kind = DecodeWindow::Kind::kTime;
@@ -215,7 +215,7 @@ TEST_F(LevelOfDetailTest, MaxOutputSizeFitsAndKeepsFullDetailAtTheEnd) {
   const std::string notes = absl::StrJoin(result.notes, "\n");
   EXPECT_THAT(notes, HasSubstr("max-output-size"));
   EXPECT_THAT(notes, HasSubstr("every slice from there on"));
-  EXPECT_GT(result.stats.dropped_short, 0u);
+  EXPECT_GT(result.stats[Stat::kDroppedShort], 0u);
   // Every instruction still in an outermost slice; the newest slices all there.
   std::vector<Slice> full = ReadSlices(tmp_.Sub("full.ftf"));
   std::vector<Slice> fit = ReadSlices(tmp_.Sub("fit.ftf"));
@@ -230,7 +230,7 @@ TEST_F(LevelOfDetailTest, MaxOutputSizeFitsAndKeepsFullDetailAtTheEnd) {
   DecodeOptions roomy;
   roomy.max_output_bytes = full_size * 2;
   DecodeResult whole = Decode("roomy.ftf", roomy);
-  EXPECT_EQ(whole.stats.dropped_short, 0u);
+  EXPECT_EQ(whole.stats[Stat::kDroppedShort], 0u);
   EXPECT_THAT(absl::StrJoin(whole.notes, "\n"), HasSubstr("full detail"));
   EXPECT_EQ(FileSize(tmp_.Sub("roomy.ftf")), full_size);
 }

@@ -143,9 +143,11 @@ std::vector<FlowEvent> DecodeWalkEvents(const std::string& trace, TimeAxis axis)
   config.axis = axis;
   config.conversion = meta->time;
   EventLog log;
-  PtStreamDecoder decoder(config, image->image(), &log);
-  EXPECT_TRUE(decoder.DecodeChunk(bytes->data(), size, 0).ok());
-  EXPECT_EQ(decoder.stats().errors, 0u);
+  std::unique_ptr<FlowDecoder> decoder = MakeFlowDecoder(config, image->image(), &log);
+  EXPECT_TRUE(decoder->DecodeChunk(bytes->data(), size, 0).ok());
+  EXPECT_EQ(std::count_if(log.events.begin(), log.events.end(),
+                          [](const FlowEvent& e) { return e.kind == FlowKind::kError; }),
+            0);
   return log.events;
 }
 
@@ -272,22 +274,22 @@ TEST(JumpFilterTest, OnlyJumpsThatStayInsideTheirFunctionAreDropped) {
   jump.klass = InsnClass::kCondJump;
   jump.run_start = fn.start;
   jump.ip = fn.start + 20;
-  EXPECT_TRUE(PtStreamDecoder::StaysInFunction(image, jump, fn.start + 40, true));
-  EXPECT_TRUE(PtStreamDecoder::StaysInFunction(image, jump, fn.start, true));  // a loop back
-  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, jump, fn.end, true));   // a tail call
-  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, jump, fn.start + 40, false));
+  EXPECT_TRUE(StaysInFunction(image, jump, fn.start + 40, true));
+  EXPECT_TRUE(StaysInFunction(image, jump, fn.start, true));  // a loop back
+  EXPECT_FALSE(StaysInFunction(image, jump, fn.end, true));   // a tail call
+  EXPECT_FALSE(StaysInFunction(image, jump, fn.start + 40, false));
   PendingBranch fell_in = jump;  // the run came from the function before (fall-through)
   fell_in.run_start = fn.start - 1;
-  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, fell_in, fn.start + 40, true));
+  EXPECT_FALSE(StaysInFunction(image, fell_in, fn.start + 40, true));
   PendingBranch after_raise = jump;  // the model unwinds at the branch after a raise
   after_raise.after_raise = true;
-  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, after_raise, fn.start + 40, true));
+  EXPECT_FALSE(StaysInFunction(image, after_raise, fn.start + 40, true));
   PendingBranch call = jump;
   call.klass = InsnClass::kCall;
-  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, call, fn.start + 40, true));
+  EXPECT_FALSE(StaysInFunction(image, call, fn.start + 40, true));
   PendingBranch unmapped = jump;  // no code known: nothing to compare with
   unmapped.ip = unmapped.run_start = 0x1000;
-  EXPECT_FALSE(PtStreamDecoder::StaysInFunction(image, unmapped, 0x1000, true));
+  EXPECT_FALSE(StaysInFunction(image, unmapped, 0x1000, true));
 }
 
 }  // namespace

@@ -145,27 +145,27 @@ TEST_P(SampleTest, DecodesWithLibiptsCountBothWaysIdentically) {
   ASSERT_TRUE(insn.ok()) << insn.status();
 
   // The block decoder gives the README's count (libipt's block decoder) with no error.
-  EXPECT_EQ(block->stats.instructions, sample.instructions);
-  EXPECT_EQ(block->stats.errors, 0u);
-  EXPECT_EQ(block->stats.overflows, sample.overflows);
-  EXPECT_EQ(block->stats.threads, 1u);
-  EXPECT_GT(block->stats.calls, 0u);
+  EXPECT_EQ(block->stats[Stat::kInstructions], sample.instructions);
+  EXPECT_EQ(block->stats[Stat::kErrors], 0u);
+  EXPECT_EQ(block->stats[Stat::kOverflows], sample.overflows);
+  EXPECT_EQ(block->stats[Stat::kThreads], 1u);
+  EXPECT_GT(block->stats[Stat::kCalls], 0u);
   // libipt 2.0.5's instruction decoder fails on three Griffin traces ("trace stream does
   // not match query", in the oracle's listing too): ours must fail exactly as libipt's.
   OracleListing oracle =
       ReadOracle(absl::StrCat(samples, "/oracle_outputs/", sample.name, ".libipt205_insn_ips.txt.gz"));
   ASSERT_FALSE(oracle.ips.empty());
-  EXPECT_EQ(insn->stats.instructions, oracle.ips.size());
-  EXPECT_EQ(insn->stats.errors, oracle.errors);
-  EXPECT_EQ(insn->stats.overflows, sample.overflows);
+  EXPECT_EQ(insn->stats[Stat::kInstructions], oracle.ips.size());
+  EXPECT_EQ(insn->stats[Stat::kErrors], oracle.errors);
+  EXPECT_EQ(insn->stats[Stat::kOverflows], sample.overflows);
   ASSERT_EQ(block_sinks.sinks_.size(), 1u);
   ASSERT_EQ(insn_sinks.sinks_.size(), 1u);
   const auto& a = block_sinks.sinks_[0]->lines();
   const auto& b = insn_sinks.sinks_[0]->lines();
   if (oracle.errors == 0) {
     // Both decoders drive the model identically.
-    EXPECT_EQ(block->stats.calls, insn->stats.calls);
-    EXPECT_EQ(block->stats.returns, insn->stats.returns);
+    EXPECT_EQ(block->stats[Stat::kCalls], insn->stats[Stat::kCalls]);
+    EXPECT_EQ(block->stats[Stat::kReturns], insn->stats[Stat::kReturns]);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << "slice event " << i;
   } else {

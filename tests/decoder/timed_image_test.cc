@@ -18,7 +18,7 @@
 #include "common/file_util.h"
 #include "common/trace_meta.h"
 #include "decoder/insn_classifier.h"
-#include "decoder/pt_stream_decoder.h"
+#include "decoder/flow_decoder.h"
 #include "decoder/trace_decoder.h"
 #include "gtest/gtest.h"
 #include "image/module_cache.h"
@@ -68,8 +68,10 @@ class NullConsumer : public FlowConsumer {
  public:
   void OnFlow(const FlowEvent& event) override {
     if (event.kind == FlowKind::kEnable) ++enables;
+    if (event.kind == FlowKind::kError) ++errors;
   }
   int enables = 0;
+  uint64_t errors = 0;
 };
 
 // PSB+ with TSC `tscs[0]`, then for each further TSC: TSC, TIP.PGE(ip), FUP(ip) +
@@ -122,13 +124,13 @@ HookRun RunHookOnAxis(const std::vector<uint64_t>& tscs, const std::vector<uint6
   NullConsumer consumer;
   PtDecodeConfig config;
   config.axis = axis;  // identity TSC → ns
-  PtStreamDecoder decoder(config, &image, &consumer);
-  decoder.set_image_clock(&clock);
+  std::unique_ptr<FlowDecoder> decoder = MakeFlowDecoder(config, &image, &consumer);
+  decoder->set_image_clock(&clock);
   size_t size = 0;
   std::vector<uint8_t> bytes = EncodeEnables(tscs, 0x401000, &size);
-  absl::Status status = decoder.DecodeChunk(bytes.data(), size, 0);
+  absl::Status status = decoder->DecodeChunk(bytes.data(), size, 0);
   EXPECT_TRUE(status.ok()) << status;
-  return {clock.asked, consumer.enables, decoder.stats().errors};
+  return {clock.asked, consumer.enables, consumer.errors};
 }
 
 HookRun RunHook(const std::vector<uint64_t>& tscs, const std::vector<uint64_t>& changes) {
@@ -273,7 +275,7 @@ TEST_F(TimedImageDlopenSwap, SlicesMatchGroundTruthResolvedAtEachEventsTime) {
   SinksByThread sinks;
   absl::StatusOr<DecodeResult> result = Decode(1, &sinks);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->stats.errors, 0u);
+  EXPECT_EQ(result->stats[Stat::kErrors], 0u);
   const GroundTruthThread& thread = shared_->truth[0];
   ASSERT_TRUE(sinks.sinks.count(thread.tid));
   const testing::RecordingSink& sink = *sinks.sinks[thread.tid];
@@ -294,7 +296,7 @@ TEST_F(TimedImageDlopenSwap, SlicesMatchGroundTruthResolvedAtEachEventsTime) {
   EXPECT_EQ(CountLines(expected, "B beta_run"), 1u);
   std::string difference = testing::FirstDifference(expected, sink.lines());
   EXPECT_TRUE(difference.empty()) << difference;
-  EXPECT_EQ(result->stats.instructions, thread.ips.size());
+  EXPECT_EQ(result->stats[Stat::kInstructions], thread.ips.size());
 }
 
 TEST_F(TimedImageDlopenSwap, ParallelPiecesGiveTheSameSlices) {
@@ -313,9 +315,9 @@ TEST_F(TimedImageDlopenSwap, InstructionAxisDecodesEachLibraryWithItsOwnBytes) {
     absl::StatusOr<DecodeResult> result = Decode(jobs, &sinks, TimeAxisChoice::kInstructions);
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_TRUE(result->time_axis_is_instructions);
-    EXPECT_EQ(result->stats.errors, 0u) << "jobs " << jobs;
+    EXPECT_EQ(result->stats[Stat::kErrors], 0u) << "jobs " << jobs;
     const GroundTruthThread& thread = shared_->truth[0];
-    EXPECT_EQ(result->stats.instructions, thread.ips.size()) << "jobs " << jobs;
+    EXPECT_EQ(result->stats[Stat::kInstructions], thread.ips.size()) << "jobs " << jobs;
     ASSERT_TRUE(sinks.sinks.count(thread.tid));
     const std::vector<std::string> names = sinks.sinks[thread.tid]->Names();
     EXPECT_EQ(CountLines(names, "B alpha_step"), 20u) << "jobs " << jobs;
@@ -348,7 +350,7 @@ void DecodeForkExec(const Recording& rec, ForkExecTrace* out) {
   absl::StatusOr<DecodeResult> result = DecodeTrace(rec.trace, DecodeOptions(), &out->sinks);
   ASSERT_TRUE(result.ok()) << result.status();
   out->result = *std::move(result);
-  EXPECT_EQ(out->result.stats.errors, 0u);
+  EXPECT_EQ(out->result.stats[Stat::kErrors], 0u);
   uint64_t instructions = 0;
   for (const GroundTruthThread& thread : rec.truth) {
     SCOPED_TRACE(absl::StrCat("pid ", thread.pid));
@@ -360,7 +362,7 @@ void DecodeForkExec(const Recording& rec, ForkExecTrace* out) {
     EXPECT_EQ(CountLines(names, "B parent_run"), child ? 0u : 1u);
     EXPECT_EQ(CountLines(names, "B tail_caller") > 0, child);
   }
-  EXPECT_EQ(out->result.stats.instructions, instructions);
+  EXPECT_EQ(out->result.stats[Stat::kInstructions], instructions);
 }
 
 // Where tracing of a stream turned on and off, as libipt's query decoder reports it (the

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "decoder/call_stack_model.h"
-#include "decoder/pt_stream_decoder.h"
+#include "decoder/flow_decoder.h"
 #include "image/maps_spec.h"
 #include "image/module_cache.h"
 #include "image/process_image.h"
@@ -65,11 +65,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ModelConsumer consumer(&model);
     ptd::decoder::PtDecodeConfig config;
     config.kind = kind;
-    ptd::decoder::PtStreamDecoder decoder(config, &image, &consumer);
+    std::unique_ptr<ptd::decoder::FlowDecoder> decoder = ptd::decoder::MakeFlowDecoder(config, &image, &consumer);
     std::vector<uint8_t> padded(data, data + size);
     padded.resize(size + ptd::decoder::kPtPadding, 0);
-    (void)decoder.DecodeChunk(padded.data(), size, 0);
-    model.Finish(decoder.last_time(), decoder.instructions(), 0);
+    (void)decoder->DecodeChunk(padded.data(), size, 0);
+    model.Finish(decoder->last_time(), decoder->instructions(), 0);
     if (sink.open != 0) std::abort();
   }
   return 0;

@@ -396,8 +396,8 @@ TEST_F(HardwareTrimTest, TrimCutsTheStreamAtItsLastPsbBeforeTheTriggersEntry) {
   decoder::DecodeOptions decode;
   auto decoded = decoder::DecodeTraceToFtf(options_.output_dir, "", decode);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
-  EXPECT_EQ(decoded->stats.errors, 0u);
-  EXPECT_EQ(decoded->stats.bytes, written_[0].size() - cut);
+  EXPECT_EQ(decoded->stats[decoder::Stat::kErrors], 0u);
+  EXPECT_EQ(decoded->stats[decoder::Stat::kBytes], written_[0].size() - cut);
 }
 
 TEST_F(HardwareTrimTest, PerCpuStreamsWithNoPsbBeforeTheEntryAreKeptWhole) {

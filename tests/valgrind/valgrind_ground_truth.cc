@@ -161,8 +161,8 @@ absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const s
   decoder::DecodeOptions options;
   absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTrace(trace_dir, options, &factory);
   if (!result.ok()) return result.status();
-  out.instructions = result->stats.instructions;
-  out.errors = result->stats.errors;
+  out.instructions = result->stats[decoder::Stat::kInstructions];
+  out.errors = result->stats[decoder::Stat::kErrors];
   factory.MarkReturns();
   out.warnings = result->warnings;
   return out;
