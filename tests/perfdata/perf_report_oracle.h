@@ -10,8 +10,7 @@
 namespace ptd::testing {
 
 struct OracleRecord {
-  uint64_t offset = 0;
-  uint64_t size = 0;
+  uint64_t offset = 0, size = 0;
   uint32_t type = 0;
 };
 
