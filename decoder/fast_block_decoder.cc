@@ -242,10 +242,14 @@ int FastBlockDecoder::ProceedWithTrace(const FastInsn& insn) {
   return 0;
 }
 
-int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn) {
+int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn, const FastInsn* known) {
   if (block->ninsn == UINT16_MAX) return 0;
-  int status = Decode(ip_, insn);
-  if (status < 0) return status;
+  if (known != nullptr) {
+    *insn = *known;
+  } else {
+    int status = Decode(ip_, insn);
+    if (status < 0) return status;
+  }
   if (ip_ < section_start_ || ip_ >= section_end_) {
     if (!image_->SectionBounds(ip_, &section_start_, &section_end_)) {
       section_start_ = 1;
@@ -268,24 +272,27 @@ int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn) {
 
 // The event paths step one instruction at a time; the straight-line instructions before
 // a cached run's last one need no look at all (no branch, no event IP among them, one
-// section): they are added at once.
-void FastBlockDecoder::SkipStraight(pt_block* block, uint64_t stop_ip) {
+// section): they are added at once. Returns the instruction at ip_ when it is a cached
+// run's last one (no second lookup by address), else null.
+const FastInsn* FastBlockDecoder::SkipStraight(pt_block* block, uint64_t stop_ip) {
   const FastBlockCache::Entry& entry = Lookup(ip_);
-  if (entry.ninsn < 2 || entry.error != 0) return;
-  if (stop_ip > ip_ && stop_ip <= entry.last.ip) return;
-  if (block->ninsn + entry.ninsn > UINT16_MAX) return;
-  if (block->ninsn > 0 && block_section_ != section_start_) return;
-  if (ip_ < section_start_ || ip_ >= section_end_) return;
+  if (entry.ninsn == 0 || entry.error != 0) return nullptr;
+  if (entry.ninsn == 1) return &entry.last;
+  if (stop_ip > ip_ && stop_ip <= entry.last.ip) return nullptr;
+  if (block->ninsn + entry.ninsn > UINT16_MAX) return nullptr;
+  if (block->ninsn > 0 && block_section_ != section_start_) return nullptr;
+  if (ip_ < section_start_ || ip_ >= section_end_) return nullptr;
   if (block->ninsn == 0) block_section_ = section_start_;
   block->ninsn = static_cast<uint16_t>(block->ninsn + entry.ninsn - 1);
   ip_ = entry.last.ip;  // the next step adds it (and sets the block's end and class)
+  return &entry.last;
 }
 
 int FastBlockDecoder::ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip) {
   while (true) {
     if (ip_ == ip) return 1;
-    SkipStraight(block, ip);
-    int status = ProceedOneInsn(block, insn);
+    const FastInsn* known = SkipStraight(block, ip);
+    int status = ProceedOneInsn(block, insn, known);
     if (status <= 0) return status;
     status = NextIp(*insn, &ip_);
     if (status < 0) return status;
@@ -304,8 +311,8 @@ int FastBlockDecoder::ProceedToIpWithTrace(pt_block* block, uint64_t ip) {
 // before the next instruction that needs trace, -pte_bad_query there.
 int FastBlockDecoder::ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&)) {
   while (true) {
-    SkipStraight(block, 0);
-    int status = ProceedOneInsn(block, insn);
+    const FastInsn* known = SkipStraight(block, 0);
+    int status = ProceedOneInsn(block, insn, known);
     if (status <= 0) return status;
     if (stop(*insn)) return 1;
     status = NextIp(*insn, &ip_);

@@ -128,8 +128,8 @@ class FastBlockDecoder {
   FastBlockCache::Entry& Lookup(uint64_t ip);
   FastBlockCache::Entry& LookupLinked(uint64_t ip);
   void Fill(uint64_t ip, FastBlockCache::Entry* entry);
-  int ProceedOneInsn(pt_block* block, FastInsn* insn);
-  void SkipStraight(pt_block* block, uint64_t stop_ip);
+  int ProceedOneInsn(pt_block* block, FastInsn* insn, const FastInsn* known);
+  const FastInsn* SkipStraight(pt_block* block, uint64_t stop_ip);
   int ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip);
   int ProceedToIpWithTrace(pt_block* block, uint64_t ip);
   int ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&));
