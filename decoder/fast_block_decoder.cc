@@ -472,7 +472,8 @@ void FastBlockDecoder::Fill(uint64_t ip, FastBlockCache::Entry* entry) {
 // libipt's cached path: blocks end at every instruction that needs trace, at direct
 // calls and jumps, and where the code runs out of its section. Each block leaves a link
 // to the one that follows (LookupLinked).
-int FastBlockDecoder::ProceedNoEvent(pt_block* block) {
+// Inline: it runs once per block, from Next (saving a call's register spills).
+[[gnu::always_inline]] inline int FastBlockDecoder::ProceedNoEvent(pt_block* block) {
   while (true) {
     FastBlockCache::Entry& entry = LookupLinked(ip_);
     if (entry.ninsn == 0) return entry.error;
