@@ -135,6 +135,7 @@ void FastBlockDecoder::Reset() {
   bound_vmcs_ = false;
   std::memset(&event_, 0, sizeof event_);
   retstack_ = ReturnStack();
+  link_from_ = 0;
 }
 
 int FastBlockDecoder::Status(int flags) const {
@@ -241,10 +242,14 @@ int FastBlockDecoder::ProceedWithTrace(const FastInsn& insn) {
   return 0;
 }
 
-int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn) {
+int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn, const FastInsn* known) {
   if (block->ninsn == UINT16_MAX) return 0;
-  int status = Decode(ip_, insn);
-  if (status < 0) return status;
+  if (known != nullptr) {
+    *insn = *known;
+  } else {
+    int status = Decode(ip_, insn);
+    if (status < 0) return status;
+  }
   if (ip_ < section_start_ || ip_ >= section_end_) {
     if (!image_->SectionBounds(ip_, &section_start_, &section_end_)) {
       section_start_ = 1;
@@ -267,24 +272,27 @@ int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn) {
 
 // The event paths step one instruction at a time; the straight-line instructions before
 // a cached run's last one need no look at all (no branch, no event IP among them, one
-// section): they are added at once.
-void FastBlockDecoder::SkipStraight(pt_block* block, uint64_t stop_ip) {
+// section): they are added at once. Returns the instruction at ip_ when it is a cached
+// run's last one (no second lookup by address), else null.
+const FastInsn* FastBlockDecoder::SkipStraight(pt_block* block, uint64_t stop_ip) {
   const FastBlockCache::Entry& entry = Lookup(ip_);
-  if (entry.ninsn < 2 || entry.error != 0) return;
-  if (stop_ip > ip_ && stop_ip <= entry.last.ip) return;
-  if (block->ninsn + entry.ninsn > UINT16_MAX) return;
-  if (block->ninsn > 0 && block_section_ != section_start_) return;
-  if (ip_ < section_start_ || ip_ >= section_end_) return;
+  if (entry.ninsn == 0 || entry.error != 0) return nullptr;
+  if (entry.ninsn == 1) return &entry.last;
+  if (stop_ip > ip_ && stop_ip <= entry.last.ip) return nullptr;
+  if (block->ninsn + entry.ninsn > UINT16_MAX) return nullptr;
+  if (block->ninsn > 0 && block_section_ != section_start_) return nullptr;
+  if (ip_ < section_start_ || ip_ >= section_end_) return nullptr;
   if (block->ninsn == 0) block_section_ = section_start_;
   block->ninsn = static_cast<uint16_t>(block->ninsn + entry.ninsn - 1);
   ip_ = entry.last.ip;  // the next step adds it (and sets the block's end and class)
+  return &entry.last;
 }
 
 int FastBlockDecoder::ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip) {
   while (true) {
     if (ip_ == ip) return 1;
-    SkipStraight(block, ip);
-    int status = ProceedOneInsn(block, insn);
+    const FastInsn* known = SkipStraight(block, ip);
+    int status = ProceedOneInsn(block, insn, known);
     if (status <= 0) return status;
     status = NextIp(*insn, &ip_);
     if (status < 0) return status;
@@ -303,8 +311,8 @@ int FastBlockDecoder::ProceedToIpWithTrace(pt_block* block, uint64_t ip) {
 // before the next instruction that needs trace, -pte_bad_query there.
 int FastBlockDecoder::ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&)) {
   while (true) {
-    SkipStraight(block, 0);
-    int status = ProceedOneInsn(block, insn);
+    const FastInsn* known = SkipStraight(block, 0);
+    int status = ProceedOneInsn(block, insn, known);
     if (status <= 0) return status;
     if (stop(*insn)) return 1;
     status = NextIp(*insn, &ip_);
@@ -416,10 +424,27 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
   auto [it, inserted] = cache_->index_.try_emplace(ip, static_cast<uint32_t>(cache_->blocks_.size()));
   if (inserted) {
     cache_->blocks_.emplace_back();
+    cache_->blocks_.back().ip = ip;
     Fill(ip, &cache_->blocks_.back());
   }
   recent = {ip, it->second, true};
   return cache_->blocks_[it->second];
+}
+
+// Lookup through the link the last block left (checked against the IP: the cache may have
+// been cleared or the link filled for another run since), filling that link on a miss.
+[[gnu::always_inline]] inline FastBlockCache::Entry& FastBlockDecoder::LookupLinked(uint64_t ip) {
+  std::vector<FastBlockCache::Entry>& blocks = cache_->blocks_;
+  const uint32_t from = link_from_;
+  link_from_ = 0;
+  if (from == 0 || link_ip_ != ip || from > blocks.size()) return Lookup(ip);
+  const uint32_t next = blocks[from - 1].next[link_slot_];
+  if (next != 0 && next <= blocks.size() && blocks[next - 1].ip == ip) [[likely]] {
+    return blocks[next - 1];
+  }
+  FastBlockCache::Entry& entry = Lookup(ip);  // may move the entries
+  blocks[from - 1].next[link_slot_] = static_cast<uint32_t>(&entry - blocks.data()) + 1;
+  return entry;
 }
 
 void FastBlockDecoder::Fill(uint64_t ip, FastBlockCache::Entry* entry) {
@@ -445,26 +470,46 @@ void FastBlockDecoder::Fill(uint64_t ip, FastBlockCache::Entry* entry) {
 }
 
 // libipt's cached path: blocks end at every instruction that needs trace, at direct
-// calls and jumps, and where the code runs out of its section.
-int FastBlockDecoder::ProceedNoEvent(pt_block* block) {
+// calls and jumps, and where the code runs out of its section. Each block leaves a link
+// to the one that follows (LookupLinked).
+// Inline: it runs once per block, from Next (saving a call's register spills).
+[[gnu::always_inline]] inline int FastBlockDecoder::ProceedNoEvent(pt_block* block) {
   while (true) {
-    FastBlockCache::Entry& entry = Lookup(ip_);
+    FastBlockCache::Entry& entry = LookupLinked(ip_);
     if (entry.ninsn == 0) return entry.error;
     const bool fresh = !entry.ran;
-    entry.ran = true;
+    if (fresh) entry.ran = true;
     uint32_t ninsn = block->ninsn + entry.ninsn;
     if (ninsn > UINT16_MAX) return 0;
     block->ninsn = static_cast<uint16_t>(ninsn);
     const FastInsn& last = entry.last;
     block->end_ip = last.ip;
     block->iclass = last.iclass;
+    const uint64_t fallthrough = last.ip + last.size;
     if (entry.error != 0) {
-      ip_ = last.ip + last.size;
+      ip_ = fallthrough;
       return entry.error;
     }
+    const uint32_t self = static_cast<uint32_t>(&entry - cache_->blocks_.data()) + 1;
+    auto leave = [&](uint8_t slot) {
+      link_from_ = self;
+      link_slot_ = slot;
+      link_ip_ = ip_;
+    };
     switch (last.iclass) {
+      case ptic_cond_jump: {
+        // ProceedWithTrace's first case, inline: most blocks of a loop end here.
+        int taken = 0;
+        int status = pt_qry_cond_branch(query_, &taken);
+        if (status < 0) return status == -pte_noip && !fresh ? 0 : status;
+        ip_ = taken ? last.target : fallthrough;
+        status_ = status;
+        leave(taken ? 1 : 0);
+        return 0;
+      }
       case ptic_other: {
-        ip_ = last.ip + last.size;
+        ip_ = fallthrough;
+        leave(0);
         // A part of a long run continues in the same section: the same block.
         uint64_t start = 0, end = 0;
         if (entry.ninsn == kMaxEntryInsns && image_->SectionBounds(last.ip, &start, &end) && ip_ >= start &&
@@ -475,15 +520,17 @@ int FastBlockDecoder::ProceedNoEvent(pt_block* block) {
       }
       case ptic_call:
         if (last.direct) {
-          if (last.target != last.ip + last.size) retstack_.Push(last.ip + last.size);
+          if (last.target != fallthrough) retstack_.Push(fallthrough);
           ip_ = last.target;
+          leave(0);
           return 0;
         }
-        retstack_.Push(last.ip + last.size);
+        retstack_.Push(fallthrough);
         break;
       case ptic_jump:
         if (last.direct) {
           ip_ = last.target;
+          leave(0);
           return 0;
         }
         break;
@@ -491,6 +538,10 @@ int FastBlockDecoder::ProceedNoEvent(pt_block* block) {
         break;
     }
     int status = ProceedWithTrace(last);
+    if (status >= 0) {
+      leave(0);  // an indirect transfer: the link predicts the last target
+      return status;
+    }
     // Only a block decoded for the first time checks the suppressed IP (libipt's cache
     // hits do not).
     if (status == -pte_noip && !fresh) return 0;
@@ -586,6 +637,13 @@ int FastBlockDecoder::Next(pt_block* block) {
   block_section_ = 0;
   if (mode_ != cache_->mode() && mode_ != ptem_unknown) [[unlikely]] {
     cache_->SetMode(mode_);
+  }
+  // Proceed's common case, inline: no event to bind before or after the block.
+  if (!process_event_ && !(status_ & pts_event_pending) && enabled_ && !process_insn_) [[likely]] {
+    int status = ProceedNoEvent(block);
+    if (status < 0) return status;
+    if (!(status_ & pts_event_pending)) return Status(0);
+    return ProceedTrailingEvent(block);
   }
   return Proceed(block);
 }

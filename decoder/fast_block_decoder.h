@@ -40,12 +40,17 @@ struct FastInsn {
 class FastBlockCache {
  public:
   struct Entry {
+    uint64_t ip = 0;  // the start IP (a successor link is checked against it)
     uint32_t ninsn = 0;
     int error = 0;  // -pte_nomap / -pte_bad_insn after `ninsn` good instructions
     // The no-event path ran it before (libipt's block cache is filled there only, and
     // its first run checks a TIP's suppressed IP where a cached run does not).
     bool ran = false;
     FastInsn last;  // valid when ninsn > 0
+    // The entries that came next, as index + 1 (0: none yet): [0] after the fall-through,
+    // a direct branch or the last indirect transfer, [1] after a taken conditional branch.
+    // A hot loop's next block is then one load and one compare away, without a hash.
+    uint32_t next[2] = {0, 0};
   };
   void Clear() {
     blocks_.clear();
@@ -121,9 +126,10 @@ class FastBlockDecoder {
   int FetchEvent();
   int Decode(uint64_t ip, FastInsn* insn);
   FastBlockCache::Entry& Lookup(uint64_t ip);
+  FastBlockCache::Entry& LookupLinked(uint64_t ip);
   void Fill(uint64_t ip, FastBlockCache::Entry* entry);
-  int ProceedOneInsn(pt_block* block, FastInsn* insn);
-  void SkipStraight(pt_block* block, uint64_t stop_ip);
+  int ProceedOneInsn(pt_block* block, FastInsn* insn, const FastInsn* known);
+  const FastInsn* SkipStraight(pt_block* block, uint64_t stop_ip);
   int ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip);
   int ProceedToIpWithTrace(pt_block* block, uint64_t ip);
   int ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&));
@@ -158,6 +164,12 @@ class FastBlockDecoder {
   // The section of the last lookup: most blocks start in the section the last one did.
   uint64_t section_start_ = 1;
   uint64_t section_end_ = 0;
+  // The no-event path's last block (index + 1, 0: none) and which of its `next` links
+  // the block at `link_ip_` fills: set when it leaves, used by the next lookup if ip_ is
+  // still link_ip_ (an event may have moved it).
+  uint32_t link_from_ = 0;
+  uint8_t link_slot_ = 0;
+  uint64_t link_ip_ = 0;
 };
 
 }  // namespace ptd::decoder
