@@ -4,7 +4,7 @@
 // It reports what libipt 2.0.5's block decoder (end_on_call, end_on_jump, code from the
 // section cache) reports for the same trace and image: the same blocks where a packet
 // is read, the same events at the same IPs, the same status bits, the same errors at
-// the same query offsets. So the driver (PtStreamDecoder::Run) is shared and the flow
+// the same query offsets. So the driver (PtStreamDecoder::RunWith) is shared and the flow
 // events are identical; only the work per block differs (a hash lookup instead of
 // libipt's section lookup, block-cache lookup and decoder bookkeeping).
 //
