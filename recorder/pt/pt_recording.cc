@@ -217,6 +217,13 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   // dummy:u; both write into the same ring.
   AddEventCommonFields(sideband, &attr);
   rec->tracking_attr_ = DummySidebandAttr(sideband);
+  if (!record.follow_children) {
+    // Inherited per-CPU events would follow children as well as threads: with
+    // --no-follow none inherit, and each new thread of a target gets its own events
+    // (FollowNewTasks).
+    attr.inherit = 0;
+    rec->tracking_attr_.inherit = 0;
+  }
   // Linear mode: wake the reader when a quarter of the AUX ring is full, so it drains
   // long before the kernel has to drop anything.
   if (!record.snapshot) attr.aux_watermark = static_cast<uint32_t>(record.buffer_size / 4);
@@ -261,8 +268,8 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   rec->attr_ = attr;
   for (const auto& target : rec->targets_) rec->target_pids_.push_back(target->pid());
   if (!record.cgroup.empty()) {
-    if (absl::Status st = rec->OpenCgroupRings(record.cgroup, attr, rec->tracking_attr_); !st.ok()) return st;
-  } else if (absl::Status st = rec->OpenRings(tids, attr, rec->tracking_attr_); !st.ok()) {
+    if (absl::Status st = rec->OpenCgroupRings(record.cgroup); !st.ok()) return st;
+  } else if (absl::Status st = rec->OpenRings(tids); !st.ok()) {
     return st;
   }
   rec->start_ns_ = rec->Now();
@@ -310,16 +317,21 @@ absl::Status PtRecording::AddCapture(std::unique_ptr<PtRingSource> ring) {
   return absl::OkStatus();
 }
 
-absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_event_attr& attr,
-                                    const perf_event_attr& tracking_attr) {
+PtRingRequest PtRecording::RingRequest() const {
   const RecordOptions& record = options_.record;
-  PtRingRequest base;
-  base.attr = attr;
-  base.tracking_attr = tracking_attr;
-  base.data_size = record.data_size;
-  base.aux_size = record.snapshot ? record.snapshot_size : record.buffer_size;
-  base.overwrite = record.snapshot;
-  base.filter = record.filter;
+  PtRingRequest request;
+  request.attr = attr_;
+  request.tracking_attr = tracking_attr_;
+  request.data_size = record.data_size;
+  request.aux_size = record.snapshot ? record.snapshot_size : record.buffer_size;
+  request.overwrite = record.snapshot;
+  request.filter = record.filter;
+  return request;
+}
+
+absl::Status PtRecording::OpenRings(const std::vector<int>& tids) {
+  const RecordOptions& record = options_.record;
+  const PtRingRequest base = RingRequest();
   // A thread that exits while we open its events (ESRCH: NotFound) is not worth failing
   // the recording for, as perf tolerates it; its trace is simply absent.
   auto vanished = [&](int tid, const absl::Status& st) {
@@ -374,8 +386,7 @@ absl::Status PtRecording::OpenRings(const std::vector<int>& tids, const perf_eve
   return absl::OkStatus();
 }
 
-absl::Status PtRecording::OpenCgroupRings(const std::string& cgroup, const perf_event_attr& attr,
-                                          const perf_event_attr& tracking_attr) {
+absl::Status PtRecording::OpenCgroupRings(const std::string& cgroup) {
   // The kernel takes the cgroup as an fd of its directory, passed as the pid, with
   // PERF_FLAG_PID_CGROUP, and only per CPU (kernel/events/core.c, perf_event_open; perf's
   // -G). The events are only needed open: the fd is closed once they are.
@@ -384,16 +395,10 @@ absl::Status PtRecording::OpenCgroupRings(const std::string& cgroup, const perf_
   absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
   absl::Status status = cpus.status();
   for (size_t i = 0; status.ok() && i < cpus->size(); ++i) {
-    PtRingRequest request;
-    request.attr = attr;
-    request.tracking_attr = tracking_attr;
+    PtRingRequest request = RingRequest();
     // CPU-wide events have no task to inherit from.
     request.attr.inherit = request.tracking_attr.inherit = 0;
     request.attr.enable_on_exec = request.tracking_attr.enable_on_exec = 0;
-    request.data_size = options_.record.data_size;
-    request.aux_size = options_.record.snapshot ? options_.record.snapshot_size : options_.record.buffer_size;
-    request.overwrite = options_.record.snapshot;
-    request.filter = options_.record.filter;
     request.cpu = (*cpus)[i];
     request.cgroup_fd = fd;
     absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
@@ -484,36 +489,84 @@ absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64
   return capture.ring().EnablePt();
 }
 
-absl::Status PtRecording::FollowNewThreads() {
-  if (!options_.record.per_thread || target_pids_.empty()) return absl::OkStatus();
-  std::vector<int> fresh;
+bool PtRecording::IsTracedProcess(int pid) const {
+  return std::find(target_pids_.begin(), target_pids_.end(), pid) != target_pids_.end() ||
+         std::find(child_pids_.begin(), child_pids_.end(), pid) != child_pids_.end();
+}
+
+absl::Status PtRecording::FollowNewTasks() {
+  // Inherited (per-CPU) events follow new tasks by themselves, and a cgroup's events
+  // count all of its tasks.
+  const bool inherited = !options_.record.per_thread && attr_.inherit;
+  if (inherited || !options_.record.cgroup.empty() || target_pids_.empty()) {
+    return absl::OkStatus();
+  }
+  std::vector<ForkRecord> fresh;
   for (auto& capture : captures_) {
-    for (const ForkRecord& fork : capture->TakeNewThreads()) {
+    for (const ForkRecord& fork : capture->TakeNewTasks()) {
+      const int pid = static_cast<int>(fork.pid);
       const int tid = static_cast<int>(fork.tid);
-      if (std::find(target_pids_.begin(), target_pids_.end(), static_cast<int>(fork.pid)) ==
-          target_pids_.end()) {
-        continue;
+      if (!IsTracedProcess(static_cast<int>(fork.ppid))) continue;
+      if (fork.pid != fork.ppid) {
+        // A child process (fork, vfork, clone without CLONE_THREAD). Only per-thread
+        // mode gets here following children: per-CPU events inherit unless --no-follow.
+        if (!options_.record.follow_children || IsTracedProcess(pid)) continue;
+        child_pids_.push_back(pid);
       }
       if (std::find(traced_tids_.begin(), traced_tids_.end(), tid) != traced_tids_.end()) continue;
-      if (std::find(fresh.begin(), fresh.end(), tid) == fresh.end()) fresh.push_back(tid);
+      if (std::none_of(fresh.begin(), fresh.end(),
+                       [tid](const ForkRecord& f) { return static_cast<int>(f.tid) == tid; })) {
+        fresh.push_back(fork);
+      }
     }
   }
-  if (fresh.empty()) return absl::OkStatus();
-  // The thread runs already: no enable_on_exec, enabled explicitly once its ring exists.
-  perf_event_attr attr = attr_;
-  attr.enable_on_exec = 0;
-  perf_event_attr tracking_attr = tracking_attr_;
-  tracking_attr.enable_on_exec = 0;
-  const size_t before = captures_.size();
-  for (int tid : fresh) {
-    absl::Status st = OpenRings({tid}, attr, tracking_attr);
-    if (!st.ok() && st.code() != absl::StatusCode::kNotFound) return st;
+  for (const ForkRecord& fork : fresh) {
+    const int tid = static_cast<int>(fork.tid);
+    const bool child = fork.pid != fork.ppid;
+    const std::string what =
+        child ? absl::StrCat("process ", fork.pid, " (a child of ", fork.ppid, ")")
+              : absl::StrCat("thread ", tid);
+    absl::Status st = options_.record.per_thread ? OpenThreadRing(tid) : AddThreadToCpuRings(tid);
+    if (st.code() == absl::StatusCode::kNotFound) {
+      notes_.push_back(absl::StrCat(what, " exited before it was traced"));
+      continue;
+    }
+    if (!st.ok()) return st;
+    notes_.push_back(absl::StrCat(
+        what, " was created while recording: traced from when its PERF_RECORD_FORK was read"));
+    if (child) {
+      // Its mappings are its parent's (the decoder copies them at the FORK); its vDSO is
+      // dumped as the launched target's is.
+      absl::Status dumped = DumpTargetMemory(static_cast<int>(fork.pid));
+      if (!dumped.ok()) notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
+    }
   }
-  for (size_t i = before; i < captures_.size(); ++i) {
-    if (absl::Status st = factory_->Enable(captures_[i]->ring()); !st.ok()) return st;
-    notes_.push_back(absl::StrCat("thread ", captures_[i]->ring().tid(),
-                                  " was created while recording: traced from when its "
-                                  "PERF_RECORD_FORK was read"));
+  return absl::OkStatus();
+}
+
+absl::Status PtRecording::OpenThreadRing(int tid) {
+  // The thread runs already: no enable_on_exec, enabled explicitly once its ring exists.
+  PtRingRequest request = RingRequest();
+  request.attr.enable_on_exec = request.tracking_attr.enable_on_exec = 0;
+  request.attr.inherit = request.tracking_attr.inherit = 0;
+  request.cpu = -1;
+  request.tid = tid;
+  absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
+  if (!ring.ok()) return ring.status();
+  if (absl::Status st = AddCapture(*std::move(ring)); !st.ok()) return st;
+  traced_tids_.push_back(tid);
+  return factory_->Enable(captures_.back()->ring());
+}
+
+absl::Status PtRecording::AddThreadToCpuRings(int tid) {
+  for (auto& capture : captures_) {
+    if (absl::Status st = factory_->AddThread(capture->ring(), tid); !st.ok()) return st;
+  }
+  traced_tids_.push_back(tid);
+  // The rings' other events are enabled already; this enables the new thread's (opened
+  // disabled, as the ring's first were).
+  for (auto& capture : captures_) {
+    if (absl::Status st = factory_->Enable(capture->ring()); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
@@ -531,7 +584,7 @@ absl::Status PtRecording::Drain() {
     st = EnableAfterTruncation(*capture, lost_before);
     if (!st.ok() && status.ok()) status = st;
   }
-  absl::Status followed = FollowNewThreads();
+  absl::Status followed = FollowNewTasks();
   DescribeCgroupNewcomers();
   return status.ok() ? followed : status;
 }

@@ -75,11 +75,11 @@ class PtRecording : public SnapshotTaker {
 
  private:
   PtRecording(PtRecordingOptions options, PtRingFactory* factory, const TraceDirWriter& dir);
-  absl::Status OpenRings(const std::vector<int>& tids, const perf_event_attr& attr,
-                         const perf_event_attr& tracking_attr);
+  // The rings' common request: attr_, tracking_attr_ and the ring sizes.
+  PtRingRequest RingRequest() const;
+  absl::Status OpenRings(const std::vector<int>& tids);
   // --cgroup: one ring per online CPU whose events count the cgroup's tasks there.
-  absl::Status OpenCgroupRings(const std::string& cgroup, const perf_event_attr& attr,
-                               const perf_event_attr& tracking_attr);
+  absl::Status OpenCgroupRings(const std::string& cgroup);
   // A ring opened: its files created, its capture kept.
   absl::Status AddCapture(std::unique_ptr<PtRingSource> ring);
   // The events' clock now (EventClockNow of the first ring).
@@ -87,8 +87,17 @@ class PtRecording : public SnapshotTaker {
   // Linear mode, after `capture` was read: PERF_EVENT_IOC_ENABLE when that read found a
   // truncation (lost_chunks() moved past `lost_before`).
   absl::Status EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before);
-  // Per-thread mode: rings for the threads the sideband reported as created.
-  absl::Status FollowNewThreads();
+  // Events for the tasks the sideband reported as created, where inheritance does not
+  // follow them: per-thread mode, a ring for each new thread of a traced process and,
+  // unless --no-follow, for each child process (which is traced from then on); per-CPU
+  // mode with --no-follow (inherit=0), the new threads' events added to every ring.
+  absl::Status FollowNewTasks();
+  // Per-thread mode: a ring for a running thread, enabled. NotFound when it is gone.
+  absl::Status OpenThreadRing(int tid);
+  // Per-CPU mode: `tid`'s events added to every ring and enabled. NotFound when it is gone.
+  absl::Status AddThreadToCpuRings(int tid);
+  // Whether `pid` is launched, attached or a followed child.
+  bool IsTracedProcess(int pid) const;
   absl::Status DumpTargetMemory(int pid);
   // An attached (or cgroup) process's mappings and thread names from /proc, stamped
   // `time_ns`, into sideband/synth.PID.data; its vDSO dumped.
@@ -106,8 +115,9 @@ class PtRecording : public SnapshotTaker {
   std::vector<std::unique_ptr<PtStreamCapture>> captures_;
   perf_event_attr attr_{};           // the PT event as opened (per-thread rings added later)
   perf_event_attr tracking_attr_{};  // the sideband (dummy) event beside it
-  std::vector<int> traced_tids_;     // threads with a ring (per-thread mode)
+  std::vector<int> traced_tids_;     // threads with a ring (per-thread), or added while recording
   std::vector<int> target_pids_;  // the launched or attached processes (--cgroup: seen in it)
+  std::vector<int> child_pids_;   // per-thread mode: children followed from their FORK
   uint64_t cgroup_read_ns_ = 0;   // --cgroup: when cgroup.procs was last read
   std::vector<SidebandFile> extra_sideband_;  // synthesized at attach
   std::vector<ImageEntry> images_;

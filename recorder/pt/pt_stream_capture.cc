@@ -98,7 +98,7 @@ absl::Status PtStreamCapture::DrainSideband() {
         pending_aux_records_.push_back(*aux);
       }
     } else if (const ForkRecord* fork = std::get_if<ForkRecord>(&(*record)->body)) {
-      if (fork->pid == fork->ppid && fork->tid != fork->ptid) new_threads_.push_back(*fork);
+      if (fork->tid != fork->ptid) new_tasks_.push_back(*fork);
     }
   }
   absl::Status written = WriteAll(sideband_file_, sideband_buffer_,
@@ -107,9 +107,9 @@ absl::Status PtStreamCapture::DrainSideband() {
   return drained;
 }
 
-std::vector<ForkRecord> PtStreamCapture::TakeNewThreads() {
+std::vector<ForkRecord> PtStreamCapture::TakeNewTasks() {
   std::vector<ForkRecord> taken;
-  taken.swap(new_threads_);
+  taken.swap(new_tasks_);
   return taken;
 }
 

@@ -56,9 +56,10 @@ class PtStreamCapture {
   uint64_t sideband_lost_records() const { return data_stats_.lost_records; }
   size_t pending_aux_records() const { return pending_aux_records_.size(); }
   PtRingSource& ring() { return *ring_; }
-  // Threads the DATA ring reported as created (PERF_RECORD_FORK with pid == ppid) since
-  // the last call: per-thread mode opens a ring for each.
-  std::vector<ForkRecord> TakeNewThreads();
+  // Tasks the DATA ring reported as created since the last call (PERF_RECORD_FORK: a
+  // thread when pid == ppid, else a child process): PtRecording opens events for those
+  // it follows.
+  std::vector<ForkRecord> TakeNewTasks();
 
  private:
   absl::Status DrainSideband();
@@ -80,7 +81,7 @@ class PtStreamCapture {
   // Overwrite mode: the kernel writes one PERF_RECORD_AUX per sched-out, all with
   // in-buffer offsets; only their flags matter, OR-ed until the next snapshot.
   uint64_t pending_aux_flags_ = 0;
-  std::vector<ForkRecord> new_threads_;
+  std::vector<ForkRecord> new_tasks_;
   bool gap_pending_ = false;     // a truncation: the next chunk has data missing before it
   uint64_t aux_file_size_ = 0;
   uint64_t lost_chunks_ = 0;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "recorder/data_ring.h"
 #include "recorder/perf_event.h"
@@ -33,7 +34,9 @@
 namespace ptd::pt {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::FakePtKernel;
 using testing::FakePtSysfs;
 using testing::FakeRingFactory;
@@ -406,6 +409,145 @@ TEST_F(PtRecordingTest, CgroupRefusesPerThreadRingsAndANonCgroupPath) {
   ASSERT_FALSE(not_cgroup.ok());
   EXPECT_THAT(std::string(not_cgroup.status().message()), HasSubstr("not a cgroup directory"));
   EXPECT_EQ(factory_.size(), 0u);
+}
+
+// A PERF_RECORD_FORK as the kernel writes it into the ring of the creating task
+// (perf_event_task_output: ppid/ptid are current's, pid/tid the new task's): pid == ppid
+// for a new thread, pid != ppid for a child process.
+void WriteFork(FakePtKernel& k, uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid) {
+  RecordFormat format;
+  format.sample_type = kSidebandSampleType;
+  format.sample_id_all = true;
+  RecordBuilder builder(format);
+  ForkRecord fork;
+  fork.pid = pid;
+  fork.ppid = ppid;
+  fork.tid = tid;
+  fork.ptid = ptid;
+  fork.time = 123;
+  SampleId id;
+  id.pid = ppid;
+  id.tid = ptid;
+  id.time = 123;
+  builder.Append(fork, id);
+  EXPECT_TRUE(k.WriteRecord(builder.bytes()));
+}
+
+// Tids the fake opens whatever they are: a new thread of the target, a child process of
+// it and a thread of that child.
+constexpr uint32_t kNewThread = 4000001;
+constexpr uint32_t kChild = 4000002;
+constexpr uint32_t kChildThread = 4000003;
+
+class PtRecordingFollowTest : public PtRecordingTest {
+ protected:
+  // Attaches to `target_` with per-thread or per-CPU rings. The target's (first) ring
+  // reports a new thread and a forked child; the child's ring, if opened, a thread of it.
+  absl::StatusOr<std::unique_ptr<PtRecording>> StartOnTarget(bool per_thread, bool follow) {
+    options_.self_tids.clear();
+    options_.record.pids = {target_.pid()};
+    options_.record.per_thread = per_thread;
+    options_.record.follow_children = follow;
+    const uint32_t target = static_cast<uint32_t>(target_.pid());
+    factory_.on_open = [this, target](FakePtKernel& k) {
+      if (k.options().pid == target && !forks_written_) {
+        forks_written_ = true;  // per CPU: on one ring, where the target ran
+        WriteFork(k, target, target, kNewThread, target);
+        WriteFork(k, kChild, target, kChild, target);
+      } else if (k.options().pid == kChild) {
+        WriteFork(k, kChild, kChild, kChildThread, kChild);
+      }
+    };
+    return Start();
+  }
+  std::vector<int> RingTids() const {
+    std::vector<int> tids;
+    for (const PtRingRequest& r : factory_.requests()) tids.push_back(r.tid);
+    return tids;
+  }
+
+  SleepingChild target_;
+  bool forks_written_ = false;
+};
+
+TEST_F(PtRecordingFollowTest, PerThreadModeFollowsAForkedChildAndItsThreads) {
+  const int target = target_.pid();
+  ASSERT_GT(target, 0);
+  auto rec = StartOnTarget(/*per_thread=*/true, /*follow=*/true);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_TRUE((*rec)->Drain().ok());  // reads the target's FORKs: rings for both tasks
+  EXPECT_EQ(RingTids(), (std::vector<int>{target, static_cast<int>(kNewThread), static_cast<int>(kChild)}));
+  ASSERT_TRUE((*rec)->Drain().ok());  // reads the child's FORK: its thread is followed too
+  EXPECT_EQ(RingTids(), (std::vector<int>{target, static_cast<int>(kNewThread), static_cast<int>(kChild),
+                                          static_cast<int>(kChildThread)}));
+  for (const PtRingRequest& r : factory_.requests()) {
+    EXPECT_EQ(r.cpu, -1);
+    EXPECT_EQ(r.attr.inherit, 0u);
+    EXPECT_EQ(r.attr.enable_on_exec, 0u) << "tid " << r.tid << " runs already";
+  }
+  EXPECT_EQ(factory_.enables(), 4) << "attach enables the target's ring, the rest as opened";
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+  EXPECT_EQ(meta.pids, std::vector<int>{target}) << "the attached process, not its children";
+  EXPECT_EQ(meta.streams.size(), 4u);
+  EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("process ", kChild, " (a child of ", target,
+                                                          ") was created while recording"))));
+  EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("thread ", kChildThread, " was created"))));
+}
+
+TEST_F(PtRecordingFollowTest, PerThreadModeWithNoFollowLeavesTheChildUntraced) {
+  const int target = target_.pid();
+  ASSERT_GT(target, 0);
+  auto rec = StartOnTarget(/*per_thread=*/true, /*follow=*/false);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_TRUE((*rec)->Drain().ok());
+  ASSERT_TRUE((*rec)->Drain().ok());
+  EXPECT_EQ(RingTids(), (std::vector<int>{target, static_cast<int>(kNewThread)}))
+      << "the target's new thread is followed, its child is not";
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+  EXPECT_THAT(meta.notes, Not(Contains(HasSubstr(absl::StrCat("process ", kChild)))));
+}
+
+TEST_F(PtRecordingFollowTest, PerCpuModeWithNoFollowAddsNewThreadsButNotChildren) {
+  const int target = target_.pid();
+  ASSERT_GT(target, 0);
+  auto rec = StartOnTarget(/*per_thread=*/false, /*follow=*/false);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  const size_t rings = factory_.size();
+  ASSERT_GE(rings, 1u);
+  for (const PtRingRequest& r : factory_.requests()) {
+    EXPECT_GE(r.cpu, 0);
+    EXPECT_EQ(r.attr.inherit, 0u) << "inherited events would follow the children";
+    EXPECT_EQ(r.tracking_attr.inherit, 0u);
+  }
+  ASSERT_TRUE((*rec)->Drain().ok());
+  ASSERT_TRUE((*rec)->Drain().ok());
+  EXPECT_EQ(factory_.size(), rings) << "no ring of its own for any thread";
+  for (size_t i = 0; i < rings; ++i) {
+    EXPECT_EQ(factory_.threads(i), (std::vector<int>{target, static_cast<int>(kNewThread)})) << "ring " << i;
+  }
+  EXPECT_EQ(factory_.enables(), static_cast<int>(2 * rings)) << "at attach, then for the new thread";
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+  EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("thread ", kNewThread, " was created"))));
+}
+
+TEST_F(PtRecordingFollowTest, PerCpuModeInheritsToFollowEverything) {
+  const int target = target_.pid();
+  ASSERT_GT(target, 0);
+  auto rec = StartOnTarget(/*per_thread=*/false, /*follow=*/true);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  for (const PtRingRequest& r : factory_.requests()) {
+    EXPECT_EQ(r.attr.inherit, 1u);
+    EXPECT_EQ(r.tracking_attr.inherit, 1u);
+  }
+  ASSERT_TRUE((*rec)->Drain().ok());
+  for (size_t i = 0; i < factory_.size(); ++i) {
+    EXPECT_EQ(factory_.threads(i), std::vector<int>{target}) << "the kernel's inheritance follows them";
+  }
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
 }
 
 TEST(PerfOpenTargetTest, ThreadEventsTakeTheTidAndCgroupEventsTheDirectoryFd) {
