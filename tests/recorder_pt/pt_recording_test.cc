@@ -439,115 +439,130 @@ constexpr uint32_t kNewThread = 4000001;
 constexpr uint32_t kChild = 4000002;
 constexpr uint32_t kChildThread = 4000003;
 
-class PtRecordingFollowTest : public PtRecordingTest {
- protected:
-  // Attaches to `target_` with per-thread or per-CPU rings. The target's (first) ring
-  // reports a new thread and a forked child; the child's ring, if opened, a thread of it.
-  absl::StatusOr<std::unique_ptr<PtRecording>> StartOnTarget(bool per_thread, bool follow) {
-    options_.self_tids.clear();
-    options_.record.pids = {target_.pid()};
-    options_.record.per_thread = per_thread;
-    options_.record.follow_children = follow;
-    const uint32_t target = static_cast<uint32_t>(target_.pid());
-    factory_.on_open = [this, target](FakePtKernel& k) {
-      if (k.options().pid == target && !forks_written_) {
-        forks_written_ = true;  // per CPU: on one ring, where the target ran
+// One recording attached to `target` over its own fake kernel and trace directory. The
+// target's (first) ring reports a new thread and a forked child; the child's ring, if
+// opened, a thread of the child.
+struct FollowRun {
+  FollowRun(PtRecordingOptions options, int target_pid, bool per_thread, bool follow) {
+    options.self_tids.clear();
+    options.record.pids = {target_pid};
+    options.record.per_thread = per_thread;
+    options.record.follow_children = follow;
+    const uint32_t target = static_cast<uint32_t>(target_pid);
+    factory.on_open = [this, target](FakePtKernel& k) {
+      if (k.options().pid == target && !forks_written) {
+        forks_written = true;  // per CPU: on one ring, where the target ran
         WriteFork(k, target, target, kNewThread, target);
         WriteFork(k, kChild, target, kChild, target);
       } else if (k.options().pid == kChild) {
         WriteFork(k, kChild, kChild, kChildThread, kChild);
       }
     };
-    return Start();
+    auto created = TraceDirWriter::Create(out.Sub("trace.dir"), false);
+    EXPECT_TRUE(created.ok()) << created.status();
+    if (!created.ok()) return;
+    dir = std::make_unique<TraceDirWriter>(*std::move(created));
+    auto started = PtRecording::Start(options, &factory, *dir);
+    EXPECT_TRUE(started.ok()) << started.status();
+    if (started.ok()) rec = *std::move(started);
+  }
+  // Two drains: the first reads the target's FORKs, the second those of rings opened then.
+  void DrainTwice() {
+    EXPECT_TRUE(rec->Drain().ok());
+    EXPECT_TRUE(rec->Drain().ok());
   }
   std::vector<int> RingTids() const {
     std::vector<int> tids;
-    for (const PtRingRequest& r : factory_.requests()) tids.push_back(r.tid);
+    for (const PtRingRequest& r : factory.requests()) tids.push_back(r.tid);
     return tids;
   }
+  TraceMeta Finish() {
+    TraceMeta meta;
+    EXPECT_TRUE(rec->Finish("control", {}, &meta).ok());
+    return meta;
+  }
 
-  SleepingChild target_;
-  bool forks_written_ = false;
+  FakeRingFactory factory;
+  ptd::testing::TempDir out;
+  std::unique_ptr<TraceDirWriter> dir;
+  std::unique_ptr<PtRecording> rec;
+  bool forks_written = false;
 };
 
-TEST_F(PtRecordingFollowTest, PerThreadModeFollowsAForkedChildAndItsThreads) {
-  const int target = target_.pid();
-  ASSERT_GT(target, 0);
-  auto rec = StartOnTarget(/*per_thread=*/true, /*follow=*/true);
-  ASSERT_TRUE(rec.ok()) << rec.status();
-  ASSERT_TRUE((*rec)->Drain().ok());  // reads the target's FORKs: rings for both tasks
-  EXPECT_EQ(RingTids(), (std::vector<int>{target, static_cast<int>(kNewThread), static_cast<int>(kChild)}));
-  ASSERT_TRUE((*rec)->Drain().ok());  // reads the child's FORK: its thread is followed too
-  EXPECT_EQ(RingTids(), (std::vector<int>{target, static_cast<int>(kNewThread), static_cast<int>(kChild),
-                                          static_cast<int>(kChildThread)}));
-  for (const PtRingRequest& r : factory_.requests()) {
-    EXPECT_EQ(r.cpu, -1);
-    EXPECT_EQ(r.attr.inherit, 0u);
-    EXPECT_EQ(r.attr.enable_on_exec, 0u) << "tid " << r.tid << " runs already";
+TEST_F(PtRecordingTest, PerThreadModeFollowsAForkedChildAndItsThreadsUnlessNoFollow) {
+  SleepingChild target;
+  ASSERT_GT(target.pid(), 0);
+  const int pid = target.pid();
+  {
+    SCOPED_TRACE("follow");
+    FollowRun run(options_, pid, /*per_thread=*/true, /*follow=*/true);
+    ASSERT_NE(run.rec, nullptr);
+    ASSERT_TRUE(run.rec->Drain().ok());  // the target's FORKs: rings for both new tasks
+    EXPECT_EQ(run.RingTids(), (std::vector<int>{pid, static_cast<int>(kNewThread), static_cast<int>(kChild)}));
+    ASSERT_TRUE(run.rec->Drain().ok());  // the child's FORK: its thread is followed too
+    EXPECT_EQ(run.RingTids(), (std::vector<int>{pid, static_cast<int>(kNewThread), static_cast<int>(kChild),
+                                                static_cast<int>(kChildThread)}));
+    for (const PtRingRequest& r : run.factory.requests()) {
+      EXPECT_EQ(r.cpu, -1);
+      EXPECT_EQ(r.attr.inherit, 0u);
+      EXPECT_EQ(r.attr.enable_on_exec, 0u) << "tid " << r.tid << " runs already";
+    }
+    EXPECT_EQ(run.factory.enables(), 4) << "attach enables the target's ring, the others as opened";
+    TraceMeta meta = run.Finish();
+    EXPECT_EQ(meta.pids, std::vector<int>{pid}) << "the attached process, not its children";
+    EXPECT_EQ(meta.streams.size(), 4u);
+    EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("process ", kChild, " (a child of ", pid,
+                                                            ") was created while recording"))));
+    EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("thread ", kChildThread, " was created"))));
   }
-  EXPECT_EQ(factory_.enables(), 4) << "attach enables the target's ring, the rest as opened";
-  TraceMeta meta;
-  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
-  EXPECT_EQ(meta.pids, std::vector<int>{target}) << "the attached process, not its children";
-  EXPECT_EQ(meta.streams.size(), 4u);
-  EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("process ", kChild, " (a child of ", target,
-                                                          ") was created while recording"))));
-  EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("thread ", kChildThread, " was created"))));
+  {
+    SCOPED_TRACE("--no-follow");
+    FollowRun run(options_, pid, /*per_thread=*/true, /*follow=*/false);
+    ASSERT_NE(run.rec, nullptr);
+    run.DrainTwice();
+    EXPECT_EQ(run.RingTids(), (std::vector<int>{pid, static_cast<int>(kNewThread)}))
+        << "the target's new thread is followed, its child is not";
+    TraceMeta meta = run.Finish();
+    EXPECT_THAT(meta.notes, Not(Contains(HasSubstr(absl::StrCat("process ", kChild)))));
+  }
 }
 
-TEST_F(PtRecordingFollowTest, PerThreadModeWithNoFollowLeavesTheChildUntraced) {
-  const int target = target_.pid();
-  ASSERT_GT(target, 0);
-  auto rec = StartOnTarget(/*per_thread=*/true, /*follow=*/false);
-  ASSERT_TRUE(rec.ok()) << rec.status();
-  ASSERT_TRUE((*rec)->Drain().ok());
-  ASSERT_TRUE((*rec)->Drain().ok());
-  EXPECT_EQ(RingTids(), (std::vector<int>{target, static_cast<int>(kNewThread)}))
-      << "the target's new thread is followed, its child is not";
-  TraceMeta meta;
-  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
-  EXPECT_THAT(meta.notes, Not(Contains(HasSubstr(absl::StrCat("process ", kChild)))));
-}
-
-TEST_F(PtRecordingFollowTest, PerCpuModeWithNoFollowAddsNewThreadsButNotChildren) {
-  const int target = target_.pid();
-  ASSERT_GT(target, 0);
-  auto rec = StartOnTarget(/*per_thread=*/false, /*follow=*/false);
-  ASSERT_TRUE(rec.ok()) << rec.status();
-  const size_t rings = factory_.size();
-  ASSERT_GE(rings, 1u);
-  for (const PtRingRequest& r : factory_.requests()) {
-    EXPECT_GE(r.cpu, 0);
-    EXPECT_EQ(r.attr.inherit, 0u) << "inherited events would follow the children";
-    EXPECT_EQ(r.tracking_attr.inherit, 0u);
+TEST_F(PtRecordingTest, PerCpuModeWithNoFollowAddsNewThreadsButNotChildren) {
+  SleepingChild target;
+  ASSERT_GT(target.pid(), 0);
+  const int pid = target.pid();
+  {
+    SCOPED_TRACE("--no-follow");
+    FollowRun run(options_, pid, /*per_thread=*/false, /*follow=*/false);
+    ASSERT_NE(run.rec, nullptr);
+    const size_t rings = run.factory.size();
+    ASSERT_GE(rings, 1u);
+    for (const PtRingRequest& r : run.factory.requests()) {
+      EXPECT_GE(r.cpu, 0);
+      EXPECT_EQ(r.attr.inherit, 0u) << "inherited events would follow the children";
+      EXPECT_EQ(r.tracking_attr.inherit, 0u);
+    }
+    run.DrainTwice();
+    EXPECT_EQ(run.factory.size(), rings) << "no ring of its own for any thread";
+    for (size_t i = 0; i < rings; ++i) {
+      EXPECT_EQ(run.factory.threads(i), (std::vector<int>{pid, static_cast<int>(kNewThread)})) << "ring " << i;
+    }
+    EXPECT_EQ(run.factory.enables(), static_cast<int>(2 * rings)) << "at attach, then for the new thread";
+    TraceMeta meta = run.Finish();
+    EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("thread ", kNewThread, " was created"))));
   }
-  ASSERT_TRUE((*rec)->Drain().ok());
-  ASSERT_TRUE((*rec)->Drain().ok());
-  EXPECT_EQ(factory_.size(), rings) << "no ring of its own for any thread";
-  for (size_t i = 0; i < rings; ++i) {
-    EXPECT_EQ(factory_.threads(i), (std::vector<int>{target, static_cast<int>(kNewThread)})) << "ring " << i;
+  {
+    SCOPED_TRACE("follow: the kernel's inheritance follows threads and children");
+    FollowRun run(options_, pid, /*per_thread=*/false, /*follow=*/true);
+    ASSERT_NE(run.rec, nullptr);
+    for (const PtRingRequest& r : run.factory.requests()) {
+      EXPECT_EQ(r.attr.inherit, 1u);
+      EXPECT_EQ(r.tracking_attr.inherit, 1u);
+    }
+    run.DrainTwice();
+    for (size_t i = 0; i < run.factory.size(); ++i) EXPECT_EQ(run.factory.threads(i), std::vector<int>{pid});
+    run.Finish();
   }
-  EXPECT_EQ(factory_.enables(), static_cast<int>(2 * rings)) << "at attach, then for the new thread";
-  TraceMeta meta;
-  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
-  EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("thread ", kNewThread, " was created"))));
-}
-
-TEST_F(PtRecordingFollowTest, PerCpuModeInheritsToFollowEverything) {
-  const int target = target_.pid();
-  ASSERT_GT(target, 0);
-  auto rec = StartOnTarget(/*per_thread=*/false, /*follow=*/true);
-  ASSERT_TRUE(rec.ok()) << rec.status();
-  for (const PtRingRequest& r : factory_.requests()) {
-    EXPECT_EQ(r.attr.inherit, 1u);
-    EXPECT_EQ(r.tracking_attr.inherit, 1u);
-  }
-  ASSERT_TRUE((*rec)->Drain().ok());
-  for (size_t i = 0; i < factory_.size(); ++i) {
-    EXPECT_EQ(factory_.threads(i), std::vector<int>{target}) << "the kernel's inheritance follows them";
-  }
-  TraceMeta meta;
-  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
 }
 
 TEST(PerfOpenTargetTest, ThreadEventsTakeTheTidAndCgroupEventsTheDirectoryFd) {
