@@ -80,7 +80,8 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                   "work; default) or wall (Valgrind only; the ptrace emulator always uses the wall clock)")
       ->check(CLI::IsMember({"virtual", "wall"}));
   cmd->add_flag("--no-follow", [opts](int64_t) { opts->follow_children = false; },
-                "Emulation: do not trace the children (fork, vfork) of the program or of the --pid processes");
+                "Do not trace the children (fork, vfork) of the program or of the --pid processes (every "
+                "backend; their new threads are still traced)");
   cmd->add_flag("--no-archive", [opts](int64_t) { opts->archive = false; },
                 "Do not copy the mapped files into the trace directory (decode then reads them by path)");
   cmd->add_flag("--per-thread", opts->per_thread,
