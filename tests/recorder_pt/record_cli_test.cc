@@ -26,7 +26,8 @@ TEST(RecordCliTest, HelpListsEveryRecordOption) {
         "--snapshot-size", "--buffer-size", "--data-size", "--timing", "--pt-config",
         "--kernel", "--filter", "--trigger", "--multi-snapshot", "--control", "--duration",
         "--start-at", "--ground-truth", "--virtual-cpus", "--psb-period", "--noretcomp",
-        "--emulate-overflow-every", "--quiet", "--trigger-slower-than", "--trigger-after", "--trim"}) {
+        "--emulate-overflow-every", "--quiet", "--trigger-slower-than", "--trigger-after", "--trim",
+        "--no-follow"}) {
     EXPECT_THAT(r.out, HasSubstr(option)) << option;
   }
 }
