@@ -495,6 +495,11 @@ bool PtRecording::IsTracedProcess(int pid) const {
 }
 
 absl::Status PtRecording::FollowNewTasks() {
+  std::vector<ForkRecord> forks;
+  for (auto& capture : captures_) {
+    std::vector<ForkRecord> taken = capture->TakeNewTasks();  // taken always: none piles up
+    forks.insert(forks.end(), taken.begin(), taken.end());
+  }
   // Inherited (per-CPU) events follow new tasks by themselves, and a cgroup's events
   // count all of its tasks.
   const bool inherited = !options_.record.per_thread && attr_.inherit;
@@ -502,22 +507,20 @@ absl::Status PtRecording::FollowNewTasks() {
     return absl::OkStatus();
   }
   std::vector<ForkRecord> fresh;
-  for (auto& capture : captures_) {
-    for (const ForkRecord& fork : capture->TakeNewTasks()) {
-      const int pid = static_cast<int>(fork.pid);
-      const int tid = static_cast<int>(fork.tid);
-      if (!IsTracedProcess(static_cast<int>(fork.ppid))) continue;
-      if (fork.pid != fork.ppid) {
-        // A child process (fork, vfork, clone without CLONE_THREAD). Only per-thread
-        // mode gets here following children: per-CPU events inherit unless --no-follow.
-        if (!options_.record.follow_children || IsTracedProcess(pid)) continue;
-        child_pids_.push_back(pid);
-      }
-      if (std::find(traced_tids_.begin(), traced_tids_.end(), tid) != traced_tids_.end()) continue;
-      if (std::none_of(fresh.begin(), fresh.end(),
-                       [tid](const ForkRecord& f) { return static_cast<int>(f.tid) == tid; })) {
-        fresh.push_back(fork);
-      }
+  for (const ForkRecord& fork : forks) {
+    const int pid = static_cast<int>(fork.pid);
+    const int tid = static_cast<int>(fork.tid);
+    if (!IsTracedProcess(static_cast<int>(fork.ppid))) continue;
+    if (fork.pid != fork.ppid) {
+      // A child process (fork, vfork, clone without CLONE_THREAD). Only per-thread
+      // mode gets here following children: per-CPU events inherit unless --no-follow.
+      if (!options_.record.follow_children || IsTracedProcess(pid)) continue;
+      child_pids_.push_back(pid);
+    }
+    if (std::find(traced_tids_.begin(), traced_tids_.end(), tid) != traced_tids_.end()) continue;
+    if (std::none_of(fresh.begin(), fresh.end(),
+                     [tid](const ForkRecord& f) { return static_cast<int>(f.tid) == tid; })) {
+      fresh.push_back(fork);
     }
   }
   for (const ForkRecord& fork : fresh) {
