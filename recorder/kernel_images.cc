@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "common/elf_build_id.h"
 #include "common/file_util.h"
+#include "recorder/unique_fd.h"
 
 namespace ptd {
 namespace {
@@ -40,16 +41,6 @@ KallsymsScan ScanKallsyms(const std::string& text) {
   return scan;
 }
 
-struct Fd {
-  int fd;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
 bool ReadAt(int fd, uint64_t offset, void* out, size_t size) {
   return ::pread(fd, out, size, static_cast<off_t>(offset)) == static_cast<ssize_t>(size);
 }
@@ -70,14 +61,14 @@ absl::StatusOr<std::vector<Elf64_Phdr>> ProgramHeaders(int fd, const std::string
 
 // `size` bytes of kernel memory at `vaddr`, from kcore's PT_LOAD segment holding them.
 absl::StatusOr<std::string> ReadKcore(const std::string& kcore, uint64_t vaddr, uint64_t size) {
-  Fd fd(::open(kcore.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0) return ErrnoError("cannot open", kcore, errno);
-  absl::StatusOr<std::vector<Elf64_Phdr>> headers = ProgramHeaders(fd.fd, kcore);
+  UniqueFd fd(::open(kcore.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return ErrnoError("cannot open", kcore, errno);
+  absl::StatusOr<std::vector<Elf64_Phdr>> headers = ProgramHeaders(fd.get(), kcore);
   if (!headers.ok()) return headers.status();
   for (const Elf64_Phdr& ph : *headers) {
     if (ph.p_type != PT_LOAD || vaddr < ph.p_vaddr || vaddr + size > ph.p_vaddr + ph.p_filesz) continue;
     std::string bytes(size, '\0');
-    if (!ReadAt(fd.fd, ph.p_offset + (vaddr - ph.p_vaddr), bytes.data(), size)) {
+    if (!ReadAt(fd.get(), ph.p_offset + (vaddr - ph.p_vaddr), bytes.data(), size)) {
       return ErrnoError("cannot read", kcore, errno);
     }
     return bytes;
@@ -104,9 +95,9 @@ std::string FindVmlinux(const KernelImageSources& sources, const std::string& re
 // The image entry of `vmlinux` for the kernel text running at `text` (KASLR moves it
 // from the link address): its first executable PT_LOAD.
 std::optional<ImageEntry> VmlinuxImage(const std::string& vmlinux, uint64_t text, const std::string& id) {
-  Fd fd(::open(vmlinux.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0) return std::nullopt;
-  absl::StatusOr<std::vector<Elf64_Phdr>> headers = ProgramHeaders(fd.fd, vmlinux);
+  UniqueFd fd(::open(vmlinux.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return std::nullopt;
+  absl::StatusOr<std::vector<Elf64_Phdr>> headers = ProgramHeaders(fd.get(), vmlinux);
   if (!headers.ok()) return std::nullopt;
   for (const Elf64_Phdr& ph : *headers) {
     if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;

@@ -23,6 +23,7 @@
 #include "common/file_util.h"
 #include "recorder/namespace_pids.h"
 #include "sideband/record_reader.h"
+#include "recorder/unique_fd.h"
 
 namespace ptd {
 namespace {
@@ -34,16 +35,6 @@ struct MappedAt {
   int pid = 0;
   uint64_t start = 0, end = 0;
   uint64_t ino = 0;  // MMAP2's inode, 0 when unknown
-};
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
 };
 
 // `candidate` is a regular file and, when `ino` is known, that inode.
@@ -84,16 +75,16 @@ Source FindSource(const std::string& path, const std::vector<MappedAt>& places, 
 // Copies `from` to `to` through a temporary file and a rename (never a torn copy): a
 // reflink when the filesystem can, else copy_file_range, else read/write. Read-only.
 absl::Status CopyFile(const std::string& from, const std::string& to) {
-  Fd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
-  if (in.fd < 0) return ErrnoError("cannot open", from, errno);
+  UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in.valid()) return ErrnoError("cannot open", from, errno);
   const std::string tmp = absl::StrCat(to, ".tmp-", ::getpid());
-  Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (out.fd < 0) return ErrnoError("cannot create", tmp, errno);
+  UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!out.valid()) return ErrnoError("cannot create", tmp, errno);
   absl::Status status = absl::OkStatus();
-  if (::ioctl(out.fd, FICLONE, in.fd) != 0) {
+  if (::ioctl(out.get(), FICLONE, in.get()) != 0) {
     bool use_read = false;
     for (;;) {
-      ssize_t n = use_read ? 0 : ::copy_file_range(in.fd, nullptr, out.fd, nullptr, 1 << 30, 0);
+      ssize_t n = use_read ? 0 : ::copy_file_range(in.get(), nullptr, out.get(), nullptr, 1 << 30, 0);
       if (n == 0 && !use_read) break;
       if (n < 0 && !use_read) {
         if (errno == EINTR) continue;
@@ -105,12 +96,12 @@ absl::Status CopyFile(const std::string& from, const std::string& to) {
       }
       if (use_read) {
         char buf[1 << 16];
-        ssize_t r = ::read(in.fd, buf, sizeof(buf));
+        ssize_t r = ::read(in.get(), buf, sizeof(buf));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) status = ErrnoError("cannot read", from, errno);
         if (r <= 0) break;
         for (ssize_t done = 0; done < r && status.ok();) {
-          ssize_t w = ::write(out.fd, buf + done, static_cast<size_t>(r - done));
+          ssize_t w = ::write(out.get(), buf + done, static_cast<size_t>(r - done));
           if (w < 0 && errno == EINTR) continue;
           if (w < 0) status = ErrnoError("cannot write", tmp, errno);
           else done += w;
@@ -119,7 +110,7 @@ absl::Status CopyFile(const std::string& from, const std::string& to) {
       }
     }
   }
-  if (status.ok() && ::fchmod(out.fd, 0444) != 0) status = ErrnoError("cannot chmod", tmp, errno);
+  if (status.ok() && ::fchmod(out.get(), 0444) != 0) status = ErrnoError("cannot chmod", tmp, errno);
   if (status.ok() && ::rename(tmp.c_str(), to.c_str()) != 0) status = ErrnoError("cannot rename to", to, errno);
   if (!status.ok()) ::unlink(tmp.c_str());
   return status;
