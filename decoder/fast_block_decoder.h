@@ -84,6 +84,15 @@ class FastBlockCache {
   pt_exec_mode mode_ = ptem_64bit;
 };
 
+// A block NextQuick decoded: `ninsn` instructions from `ip`, the last at `end_ip` (a
+// conditional or a direct jump).
+struct QuickBlock {
+  uint64_t ip = 0;
+  uint64_t end_ip = 0;
+  uint32_t ninsn = 0;  // 0: no block (nothing was consumed)
+  pt_insn_class iclass = ptic_error;
+};
+
 class FastBlockDecoder {
  public:
   // `config` as for pt_blk_alloc_decoder (its block flags are ignored: blocks end on
@@ -107,6 +116,13 @@ class FastBlockDecoder {
   }
   int Event(pt_event* event);
   int Next(pt_block* block);
+  // Next for the blocks most of a trace is made of, without building a pt_block: a run
+  // decoded before on the no-event path, ending in a conditional or direct jump, with no
+  // event waiting before it. Any other block: out->ninsn == 0 and nothing consumed (call
+  // Next). Else Next's status for that block.
+  int NextQuick(QuickBlock* out);
+  // Where the next block starts.
+  uint64_t ip() const { return ip_; }
 
  private:
   // libipt's return-address stack for compressed returns (64 entries, the oldest

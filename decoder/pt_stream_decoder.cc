@@ -538,6 +538,18 @@ template <class Api>
   }
 }
 
+// After a step: libipt's time changes only with packets read, so an unchanged offset
+// means an unchanged time (most blocks read no packet).
+template <class Api>
+[[gnu::always_inline]] inline void PtStreamDecoder::TimeAfterStep(typename Api::Decoder* decoder, bool offset_fresh,
+                                                                  uint64_t offset, uint64_t* time_offset) {
+  if (config_.axis != TimeAxis::kTime || (offset_fresh && offset == *time_offset)) return;
+  *time_offset = offset_fresh ? offset : UINT64_MAX;
+  uint64_t tsc = 0;
+  uint32_t lost_mtc = 0, lost_cyc = 0;
+  if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
+}
+
 // One block. An error can come with the instructions decoded before it: they count.
 int PtStreamDecoder::NextBlock(pt_block_decoder* decoder) {
   const bool starts_run = TimeRunStart<BlockApi>(decoder);
@@ -553,6 +565,25 @@ int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
   int status = decoder->Next(&block);
   HandleBlock<FastApi>(block, decoder, starts_run);
   return status;
+}
+
+[[gnu::always_inline]] inline bool PtStreamDecoder::QuickBlockFollows(const FastBlockDecoder& decoder) {
+  if (!pending_.valid || need_enable_ || need_enable_carried_ || image_->has_ocaml()) return false;
+  return PendingStaysInFunction(decoder.ip(), true);
+}
+
+// What HandleBlock (with OnInstructionRun and FlushPending) does for such a block: the
+// pending jump is dropped, a run starts at the block, and its jump is pending next.
+[[gnu::always_inline]] inline void PtStreamDecoder::HandleQuickBlock(const QuickBlock& block,
+                                                                     const FastBlockDecoder& decoder) {
+  uint64_t offset = 0;
+  if (cycles_.active() && decoder.GetOffset(&offset) >= 0) [[unlikely]] cycles_.At(offset);
+  pending_.valid = false;
+  run_start_ = block.ip;
+  instructions_ += block.ninsn;
+  stats_.Add(Stat::kBlocks);
+  if (observer_ != nullptr) observer_->OnBlock(block.ip, block.end_ip, block.ninsn);
+  SetPending(block.iclass == ptic_cond_jump ? InsnClass::kCondJump : InsnClass::kJump, block.end_ip, 0);
 }
 
 int PtStreamDecoder::NextInsn(pt_insn_decoder* decoder) {
@@ -681,11 +712,29 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
       status = Api::Next(this, decoder);
       if (status < 0) break;
       offset_fresh = Api::GetOffset(decoder, &offset_after_block) >= 0;
-      if (config_.axis == TimeAxis::kTime && (!offset_fresh || offset_after_block != time_offset)) {
-        time_offset = offset_fresh ? offset_after_block : UINT64_MAX;
-        uint64_t tsc = 0;
-        uint32_t lost_mtc = 0, lost_cyc = 0;
-        if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
+      TimeAfterStep<Api>(decoder, offset_fresh, offset_after_block, &time_offset);
+      if constexpr (std::is_same_v<Api, FastApi>) {
+        // The blocks that make no event, one after another, as the steps above would take
+        // them (the same previous_call, cancel check and time after each), but cheaper.
+        while (!(status & pts_event_pending) && QuickBlockFollows(*decoder)) {
+          if (offset_fresh) {
+            sync.previous_call = offset_after_block;
+          } else {
+            Api::GetOffset(decoder, &sync.previous_call);
+          }
+          if (cancel_ != nullptr || progress_) {
+            if (until_cancel_check == 1) break;  // the loop above checks
+            --until_cancel_check;
+          }
+          QuickBlock block;
+          status = decoder->NextQuick(&block);
+          if (block.ninsn == 0) break;
+          HandleQuickBlock(block, *decoder);
+          if (status < 0) break;
+          offset_fresh = Api::GetOffset(decoder, &offset_after_block) >= 0;
+          TimeAfterStep<Api>(decoder, offset_fresh, offset_after_block, &time_offset);
+        }
+        if (status < 0) break;
       }
     }
     if (stopped || cancelled_ || status == -pte_eos) break;

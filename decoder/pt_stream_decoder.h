@@ -80,11 +80,19 @@ class PtStreamDecoder : public FlowDecoder {
 
   int NextBlock(pt_block_decoder* decoder);
   int NextFastBlock(FastBlockDecoder* decoder);
+  // Whether the fast decoder's next block may be taken by NextQuick: the branch pending
+  // now is a jump that stays in its function (it makes no event) to where that block
+  // starts, and no per-run work (a new run, OCaml traps) is due.
+  bool QuickBlockFollows(const FastBlockDecoder& decoder);
+  // HandleBlock for a block NextQuick decoded.
+  void HandleQuickBlock(const QuickBlock& block, const FastBlockDecoder& decoder);
   // What a block (libipt's or the fast decoder's) means to the flow.
   template <class Api>
   void HandleBlock(const pt_block& block, typename Api::Decoder* decoder, bool starts_run);
   template <class Api>
   bool TimeRunStart(typename Api::Decoder* decoder);
+  template <class Api>
+  void TimeAfterStep(typename Api::Decoder* decoder, bool offset_fresh, uint64_t offset, uint64_t* time_offset);
   int NextInsn(pt_insn_decoder* decoder);
   void OnInstructionRun(uint64_t first_ip, uint64_t count);
   void StartRun(uint64_t first_ip);
