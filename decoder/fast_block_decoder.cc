@@ -648,42 +648,55 @@ int FastBlockDecoder::Next(pt_block* block) {
   return Proceed(block);
 }
 
-int FastBlockDecoder::NextQuick(QuickBlock* out) {
-  out->ninsn = 0;
+int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
+  run->blocks = 0;
+  run->instructions = 0;
   if (process_event_ || (status_ & pts_event_pending) || !enabled_ || process_insn_) return 0;
   if (mode_ != cache_->mode() && mode_ != ptem_unknown) return 0;
-  FastBlockCache::Entry& entry = LookupLinked(ip_);
-  // A first run takes Next's path (it may check a suppressed IP); runs that end in
-  // anything but a jump need the other cases of ProceedNoEvent.
-  if (entry.ninsn == 0 || entry.error != 0 || !entry.ran) return 0;
-  const FastInsn& last = entry.last;
-  const uint32_t self = static_cast<uint32_t>(&entry - cache_->blocks_.data()) + 1;
-  if (last.iclass == ptic_cond_jump) {
-    int taken = 0;
-    int status = pt_qry_cond_branch(query_, &taken);
-    *out = {ip_, last.ip, entry.ninsn, last.iclass};
-    if (status < 0) {
-      // As ProceedNoEvent for a run decoded before: no IP is not an error there, and
-      // the block ends where it is.
-      return status == -pte_noip ? Status(0) : status;
+  const uint64_t lo = run->lo, hi = run->hi;
+  while (true) {
+    FastBlockCache::Entry& entry = LookupLinked(ip_);
+    // A first run takes Next's path (it may check a suppressed IP); runs that end in
+    // anything but a jump need the other cases of ProceedNoEvent.
+    if (entry.ninsn == 0 || entry.error != 0 || !entry.ran) return 0;
+    const FastInsn& last = entry.last;
+    const bool cond = last.iclass == ptic_cond_jump;
+    if (!cond && !(last.iclass == ptic_jump && last.direct)) return 0;
+    ++run->blocks;
+    run->instructions += entry.ninsn;
+    run->last_ip = ip_;
+    run->last_end_ip = last.ip;
+    run->last_ninsn = entry.ninsn;
+    run->last_class = last.iclass;
+    run->offset_before_last = offset;
+    const uint32_t self = static_cast<uint32_t>(&entry - cache_->blocks_.data()) + 1;
+    uint8_t slot = 0;
+    if (cond) {
+      int taken = 0;
+      int status = pt_qry_cond_branch(query_, &taken);
+      if (status < 0) {
+        // As ProceedNoEvent for a run decoded before: no IP is not an error there, and
+        // the block ends where it is.
+        return status == -pte_noip ? Status(0) : status;
+      }
+      status_ = status;
+      if (taken) {
+        ip_ = last.target;
+        slot = 1;
+      } else {
+        ip_ = last.ip + last.size;
+      }
+    } else {
+      ip_ = last.target;
     }
-    ip_ = taken ? last.target : last.ip + last.size;
-    status_ = status;
     link_from_ = self;
-    link_slot_ = taken ? 1 : 0;
+    link_slot_ = slot;
     link_ip_ = ip_;
-    if (!(status_ & pts_event_pending)) return Status(0);
-    return ProceedTrailingEvent(nullptr);
+    if (status_ & pts_event_pending) return ProceedTrailingEvent(nullptr);
+    uint64_t now = 0;
+    if (pt_qry_get_offset(query_, &now) < 0 || now != offset) return Status(0);
+    if (ip_ < lo || ip_ >= hi || last.ip < lo || last.ip >= hi || run->blocks == run->max_blocks) return Status(0);
   }
-  if (last.iclass == ptic_jump && last.direct) {
-    *out = {ip_, last.ip, entry.ninsn, last.iclass};
-    ip_ = last.target;
-    link_from_ = self;
-    link_slot_ = 0;
-    link_ip_ = ip_;
-    return Status(0);
-  }
-  return 0;
 }
 
 int FastBlockDecoder::Event(pt_event* out) {

@@ -84,13 +84,22 @@ class FastBlockCache {
   pt_exec_mode mode_ = ptem_64bit;
 };
 
-// A block NextQuick decoded: `ninsn` instructions from `ip`, the last at `end_ip` (a
-// conditional or a direct jump).
-struct QuickBlock {
-  uint64_t ip = 0;
-  uint64_t end_ip = 0;
-  uint32_t ninsn = 0;  // 0: no block (nothing was consumed)
-  pt_insn_class iclass = ptic_error;
+// Blocks RunQuick took: `blocks` blocks, `instructions` instructions in all, each
+// ending in a conditional or direct jump; every jump but the last one's stayed in
+// [lo, hi) (the function: they make no flow event).
+struct QuickRun {
+  // In: the function, and at most how many blocks to take.
+  uint64_t lo = 0;
+  uint64_t hi = 0;
+  uint32_t max_blocks = 0;
+  // Out.
+  uint32_t blocks = 0;  // 0: none (nothing was consumed)
+  uint64_t instructions = 0;
+  uint64_t last_ip = 0;      // where the last block starts
+  uint64_t last_end_ip = 0;  // its jump
+  uint32_t last_ninsn = 0;
+  pt_insn_class last_class = ptic_error;
+  uint64_t offset_before_last = 0;  // the query offset before the last block
 };
 
 class FastBlockDecoder {
@@ -116,11 +125,14 @@ class FastBlockDecoder {
   }
   int Event(pt_event* event);
   int Next(pt_block* block);
-  // Next for the blocks most of a trace is made of, without building a pt_block: a run
-  // decoded before on the no-event path, ending in a conditional or direct jump, with no
-  // event waiting before it. Any other block: out->ninsn == 0 and nothing consumed (call
-  // Next). Else Next's status for that block.
-  int NextQuick(QuickBlock* out);
+  // Next for the blocks most of a trace is made of, many per call and without building
+  // pt_blocks: runs decoded before on the no-event path, ending in a conditional or a
+  // direct jump, with no event waiting, while the jumps stay in [run->lo, run->hi).
+  // Stops before a block that is not such (nothing consumed: call Next), and after a
+  // block whose jump leaves the function, that read a packet (the caller's time and
+  // offset bookkeeping), that has an event after it, or that failed; returns Next's
+  // status for the last block taken. `offset` is the query offset now.
+  int RunQuick(uint64_t offset, QuickRun* run);
   // Where the next block starts.
   uint64_t ip() const { return ip_; }
 

@@ -569,21 +569,23 @@ int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
 
 [[gnu::always_inline]] inline bool PtStreamDecoder::QuickBlockFollows(const FastBlockDecoder& decoder) {
   if (!pending_.valid || need_enable_ || need_enable_carried_ || image_->has_ocaml()) return false;
+  // It leaves the function's range in pending_range_ (RunQuick's bounds).
   return PendingStaysInFunction(decoder.ip(), true);
 }
 
-// What HandleBlock (with OnInstructionRun and FlushPending) does for such a block: the
-// pending jump is dropped, a run starts at the block, and its jump is pending next.
-[[gnu::always_inline]] inline void PtStreamDecoder::HandleQuickBlock(const QuickBlock& block,
-                                                                     const FastBlockDecoder& decoder) {
+// What HandleBlock (with OnInstructionRun and FlushPending) does for each block of such
+// a run: the pending jump is dropped, a run starts at the block, and its jump is pending
+// next (only the last one's is left).
+[[gnu::always_inline]] inline void PtStreamDecoder::HandleQuickRun(const QuickRun& run,
+                                                                   const FastBlockDecoder& decoder) {
   uint64_t offset = 0;
   if (cycles_.active() && decoder.GetOffset(&offset) >= 0) [[unlikely]] cycles_.At(offset);
   pending_.valid = false;
-  run_start_ = block.ip;
-  instructions_ += block.ninsn;
-  stats_.Add(Stat::kBlocks);
-  if (observer_ != nullptr) observer_->OnBlock(block.ip, block.end_ip, block.ninsn);
-  SetPending(block.iclass == ptic_cond_jump ? InsnClass::kCondJump : InsnClass::kJump, block.end_ip, 0);
+  run_start_ = run.last_ip;
+  instructions_ += run.instructions;
+  stats_.Add(Stat::kBlocks, run.blocks);
+  if (observer_ != nullptr) observer_->OnBlock(run.last_ip, run.last_end_ip, run.last_ninsn);
+  SetPending(run.last_class == ptic_cond_jump ? InsnClass::kCondJump : InsnClass::kJump, run.last_end_ip, 0);
 }
 
 int PtStreamDecoder::NextInsn(pt_insn_decoder* decoder) {
@@ -714,22 +716,24 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
       offset_fresh = Api::GetOffset(decoder, &offset_after_block) >= 0;
       TimeAfterStep<Api>(decoder, offset_fresh, offset_after_block, &time_offset);
       if constexpr (std::is_same_v<Api, FastApi>) {
-        // The blocks that make no event, one after another, as the steps above would take
+        // The blocks that make no event, many at a time, as the steps above would take
         // them (the same previous_call, cancel check and time after each), but cheaper.
-        while (!(status & pts_event_pending) && QuickBlockFollows(*decoder)) {
-          if (offset_fresh) {
-            sync.previous_call = offset_after_block;
-          } else {
-            Api::GetOffset(decoder, &sync.previous_call);
-          }
+        while (!(status & pts_event_pending) && offset_fresh && QuickBlockFollows(*decoder)) {
+          QuickRun run;
+          run.lo = pending_range_.start;
+          run.hi = pending_range_.end;
+          // One block at a time where each is looked at (observer, cycles).
+          run.max_blocks = observer_ != nullptr || cycles_.active() ? 1 : UINT32_MAX;
           if (cancel_ != nullptr || progress_) {
             if (until_cancel_check == 1) break;  // the loop above checks
-            --until_cancel_check;
+            run.max_blocks = std::min(run.max_blocks, until_cancel_check - 1);
           }
-          QuickBlock block;
-          status = decoder->NextQuick(&block);
-          if (block.ninsn == 0) break;
-          HandleQuickBlock(block, *decoder);
+          status = decoder->RunQuick(offset_after_block, &run);
+          if (run.blocks == 0) break;
+          if (cancel_ != nullptr || progress_) until_cancel_check -= run.blocks;
+          // No block read a packet before its jump: each started at this offset.
+          sync.previous_call = run.offset_before_last;
+          HandleQuickRun(run, *decoder);
           if (status < 0) break;
           offset_fresh = Api::GetOffset(decoder, &offset_after_block) >= 0;
           TimeAfterStep<Api>(decoder, offset_fresh, offset_after_block, &time_offset);

@@ -80,12 +80,12 @@ class PtStreamDecoder : public FlowDecoder {
 
   int NextBlock(pt_block_decoder* decoder);
   int NextFastBlock(FastBlockDecoder* decoder);
-  // Whether the fast decoder's next block may be taken by NextQuick: the branch pending
+  // Whether the fast decoder's next block may be taken by RunQuick: the branch pending
   // now is a jump that stays in its function (it makes no event) to where that block
   // starts, and no per-run work (a new run, OCaml traps) is due.
   bool QuickBlockFollows(const FastBlockDecoder& decoder);
-  // HandleBlock for a block NextQuick decoded.
-  void HandleQuickBlock(const QuickBlock& block, const FastBlockDecoder& decoder);
+  // HandleBlock for the blocks RunQuick took.
+  void HandleQuickRun(const QuickRun& run, const FastBlockDecoder& decoder);
   // What a block (libipt's or the fast decoder's) means to the flow.
   template <class Api>
   void HandleBlock(const pt_block& block, typename Api::Decoder* decoder, bool starts_run);
