@@ -121,8 +121,8 @@ pt_config QueryConfig(const pt_config& config) {
 }  // namespace
 
 FastBlockDecoder::FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image,
-                                   bool packet_query)
-    : query_(QueryConfig(config), packet_query), cache_(cache), image_(image) {}
+                                   const PacketQuery::Scan* packet_scan)
+    : query_(QueryConfig(config), packet_scan), cache_(cache), image_(image) {}
 
 FastBlockDecoder::~FastBlockDecoder() = default;
 

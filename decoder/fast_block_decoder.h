@@ -88,10 +88,10 @@ class FastBlockCache {
 class FastBlockDecoder {
  public:
   // `config` as for pt_blk_alloc_decoder (its block flags are ignored: blocks end on
-  // calls and jumps). Check ok() after construction. `packet_query`: the buffer passed
-  // PacketQuery::Accepts (else libipt's query decoder reads it).
+  // calls and jumps). Check ok() after construction. `packet_scan`: the buffer's scan if
+  // it passed PacketQuery::Accepts (else libipt's query decoder reads it).
   FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image,
-                   bool packet_query = false);
+                   const PacketQuery::Scan* packet_scan = nullptr);
   ~FastBlockDecoder();
   FastBlockDecoder(const FastBlockDecoder&) = delete;
   FastBlockDecoder& operator=(const FastBlockDecoder&) = delete;

@@ -43,6 +43,60 @@ bool SupportedType(pt_packet_type type) {
 
 }  // namespace
 
+PacketQuery::Packed PacketQuery::Pack(const pt_packet& packet, uint64_t offset) {
+  Packed p;
+  p.offset = static_cast<uint32_t>(offset);
+  p.size = packet.size;
+  switch (packet.type) {
+    case ppt_psb: p.kind = static_cast<uint8_t>(Kind::kPsb); break;
+    case ppt_psbend: p.kind = static_cast<uint8_t>(Kind::kPsbend); break;
+    case ppt_ovf: p.kind = static_cast<uint8_t>(Kind::kOvf); break;
+    case ppt_tnt_8:
+    case ppt_tnt_64:
+      p.kind = static_cast<uint8_t>(Kind::kTnt);
+      p.value = packet.payload.tnt.payload;
+      p.aux = packet.payload.tnt.bit_size;
+      break;
+    case ppt_tip:
+    case ppt_tip_pge:
+    case ppt_tip_pgd:
+    case ppt_fup:
+      p.kind = static_cast<uint8_t>(packet.type == ppt_tip       ? Kind::kTip
+                                    : packet.type == ppt_tip_pge ? Kind::kPge
+                                    : packet.type == ppt_tip_pgd ? Kind::kPgd
+                                                                 : Kind::kFup);
+      p.value = packet.payload.ip.ip;
+      p.aux = static_cast<uint8_t>(packet.payload.ip.ipc);
+      break;
+    case ppt_mode:
+      p.kind = static_cast<uint8_t>(Kind::kMode);
+      p.aux = static_cast<uint8_t>(packet.payload.mode.leaf);
+      p.bits = packet.payload.mode.leaf == pt_mol_exec
+                   ? static_cast<uint8_t>(packet.payload.mode.bits.exec.csl | packet.payload.mode.bits.exec.csd << 1)
+                   : static_cast<uint8_t>(packet.payload.mode.bits.tsx.intx | packet.payload.mode.bits.tsx.abrt << 1);
+      break;
+    case ppt_tsc:
+      p.kind = static_cast<uint8_t>(Kind::kTsc);
+      p.value = packet.payload.tsc.tsc;
+      break;
+    case ppt_cbr:
+      p.kind = static_cast<uint8_t>(Kind::kCbr);
+      p.aux = packet.payload.cbr.ratio;
+      break;
+    case ppt_pip:
+      p.kind = static_cast<uint8_t>(Kind::kPip);
+      p.value = packet.payload.pip.cr3;
+      p.aux = static_cast<uint8_t>(packet.payload.pip.nr);
+      break;
+    case ppt_vmcs:
+      p.kind = static_cast<uint8_t>(Kind::kVmcs);
+      p.value = packet.payload.vmcs.base;
+      break;
+    default: p.kind = static_cast<uint8_t>(Kind::kOther); break;
+  }
+  return p;
+}
+
 // --- The pre-scan --------------------------------------------------------------------
 
 PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
@@ -59,6 +113,9 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
     pt_pkt_get_sync_offset(pkt, &offset);
     starts.push_back(offset);
   }
+  auto packets = std::make_shared<std::vector<Packed>>();
+  const bool indexed = size < (1ull << 32);
+  packets->reserve(indexed ? size / 3 : 0);
   std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (sorted)
   bool ok = true;
   for (uint64_t start : starts) {
@@ -87,6 +144,7 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
         break;
       }
       if (packet.type == ppt_ovf) scan.has_ovf = true;
+      if (indexed && start == starts.front() && packet.type != ppt_pad) packets->push_back(Pack(packet, offset));
       if (packet.type == ppt_psb) {
         if (offset != start && std::binary_search(seen_psbs.begin(), seen_psbs.end(), offset)) break;
         seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), offset), offset);
@@ -95,6 +153,10 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
   }
   pt_pkt_free_decoder(pkt);
   scan.supported = ok;
+  if (ok && indexed) {
+    packets->shrink_to_fit();
+    scan.packets = std::move(packets);
+  }
   return scan;
 }
 
@@ -190,11 +252,16 @@ void PacketQuery::EventTime(pt_event* event) const {
 
 std::atomic<uint64_t> PacketQuery::made_{0};
 
-PacketQuery::PacketQuery(const pt_config& config) : config_(config) {
+PacketQuery::PacketQuery(const pt_config& config, const Scan* scan) : config_(config) {
   made_.fetch_add(1, std::memory_order_relaxed);
   config_.decode.callback = nullptr;
   config_.decode.context = nullptr;
   size_ = static_cast<uint64_t>(config.end - config.begin);
+  if (scan != nullptr && scan->packets != nullptr && !scan->packets->empty()) {
+    index_ = scan->packets;
+    packed_ = index_->data();
+    packed_count_ = index_->size();
+  }
   packets_ = NewPacketDecoder(config_);
   scan_ = NewPacketDecoder(config_);
   if (scan_ == nullptr && packets_ != nullptr) {
@@ -229,6 +296,7 @@ int PacketQuery::Fetch() {
     fetch_error_ = pos_ == size_ ? -pte_eos : -pte_nosync;
     return fetch_error_;
   }
+  if (packed_ != nullptr && FetchIndexed()) return 0;
   if (packets_pos_ != pos_) {
     int status = pt_pkt_sync_set(packets_, pos_);
     if (status < 0) {
@@ -265,6 +333,70 @@ int PacketQuery::Fetch() {
     default: next_ = Kind::kOther; break;
   }
   return 0;
+}
+
+// The packet at pos_ from the scan's index, if the index covers pos_: an entry there, or
+// a PAD between two entries (the scan decoded every byte from the first PSB on).
+bool PacketQuery::FetchIndexed() {
+  size_t i = cursor_;
+  if (i < packed_count_ && packed_[i].offset == pos_) {
+    // The packet the last one ended at (most fetches).
+  } else if (i + 1 < packed_count_ && packed_[i + 1].offset == pos_) {
+    ++i;
+  } else {
+    const Packed* at = std::lower_bound(packed_, packed_ + packed_count_, pos_,
+                                        [](const Packed& p, uint64_t offset) { return p.offset < offset; });
+    i = static_cast<size_t>(at - packed_);
+  }
+  cursor_ = i;
+  if (i < packed_count_ && packed_[i].offset == pos_) {
+    const Packed& p = packed_[i];
+    next_ = static_cast<Kind>(p.kind);
+    next_size_ = p.size;
+    packet_.size = p.size;
+    switch (next_) {
+      case Kind::kTnt:
+        packet_.payload.tnt.payload = p.value;
+        packet_.payload.tnt.bit_size = p.aux;
+        break;
+      case Kind::kTip:
+      case Kind::kPge:
+      case Kind::kPgd:
+      case Kind::kFup:
+        packet_.payload.ip.ip = p.value;
+        packet_.payload.ip.ipc = static_cast<pt_ip_compression>(p.aux);
+        break;
+      case Kind::kMode:
+        packet_.payload.mode.leaf = static_cast<pt_mode_leaf>(p.aux);
+        if (p.aux == pt_mol_exec) {
+          packet_.payload.mode.bits.exec.csl = p.bits & 1;
+          packet_.payload.mode.bits.exec.csd = (p.bits >> 1) & 1;
+        } else {
+          packet_.payload.mode.bits.tsx.intx = p.bits & 1;
+          packet_.payload.mode.bits.tsx.abrt = (p.bits >> 1) & 1;
+        }
+        break;
+      case Kind::kTsc: packet_.payload.tsc.tsc = p.value; break;
+      case Kind::kCbr: packet_.payload.cbr.ratio = p.aux; break;
+      case Kind::kPip:
+        packet_.payload.pip.cr3 = p.value;
+        packet_.payload.pip.nr = p.aux & 1;
+        break;
+      case Kind::kVmcs: packet_.payload.vmcs.base = p.value; break;
+      default: break;
+    }
+    fetch_error_ = 0;
+    return true;
+  }
+  // Between two entries (or after the last, up to the end): PADs. All of them at once.
+  if (i > 0 && packed_[i - 1].offset + packed_[i - 1].size <= pos_) {
+    const uint64_t end = i < packed_count_ ? packed_[i].offset : size_;
+    next_ = Kind::kPad;
+    next_size_ = static_cast<int>(std::min<uint64_t>(end - pos_, INT32_MAX));
+    fetch_error_ = 0;
+    return true;
+  }
+  return false;  // inside a packet (a sync inside another's payload) or before the first
 }
 
 int PacketQuery::Start(uint64_t sync, uint64_t* ip) {
@@ -461,7 +593,7 @@ int PacketQuery::Event(pt_event* event, size_t size) {
 
 int PacketQuery::Decode() {
   switch (next_) {
-    case Kind::kPad: Consume(); return 0;
+    case Kind::kPad: Consume(); return 0;  // the index hands a run of PADs at once
     case Kind::kPsb: return DecodePsb();
     case Kind::kPsbend: return DecodePsbend();
     case Kind::kTip: return DecodeTip();

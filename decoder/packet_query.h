@@ -22,21 +22,38 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 namespace ptd::decoder {
 
 class PacketQuery {
  public:
   // What a scan of a buffer's bytes found (Scan once per buffer, Accepts per config).
+  // One packet libipt decoded in the scan, as the query layer needs it (PADs are left
+  // out: the bytes between two packets of the scan are PADs).
+  struct Packed {
+    uint64_t value = 0;   // TNT payload, IP, TSC, CR3, VMCS base
+    uint32_t offset = 0;  // in the buffer
+    uint8_t kind = 0;     // Kind
+    uint8_t size = 0;
+    uint8_t aux = 0;      // TNT bit size, IP compression, MODE leaf, CBR ratio, PIP nr
+    uint8_t bits = 0;     // MODE: exec csl | csd << 1, tsx intx | abrt << 1
+  };
   struct Scan {
     bool supported = false;  // only supported packets, no decode error before the end
     bool has_ovf = false;
+    // The packets from the first PSB on, in order (the decode reads them here instead of
+    // decoding each again: pt_pkt_next costs ~150 instructions a packet). Empty for
+    // buffers of 4 GiB or more.
+    std::shared_ptr<const std::vector<Packed>> packets;
   };
   static Scan ScanBytes(const pt_config& config);
   static bool Accepts(const pt_config& config, const Scan& scan);
   static bool Accepts(const pt_config& config) { return Accepts(config, ScanBytes(config)); }
 
-  explicit PacketQuery(const pt_config& config);
+  // `scan`: of config's bytes, or null (then every packet comes from pt_pkt_next).
+  explicit PacketQuery(const pt_config& config, const Scan* scan = nullptr);
   ~PacketQuery();
   PacketQuery(const PacketQuery&) = delete;
   PacketQuery& operator=(const PacketQuery&) = delete;
@@ -100,9 +117,11 @@ class PacketQuery {
     int Update(const pt_packet_ip& packet);
   };
 
+  static Packed Pack(const pt_packet& packet, uint64_t offset);
   void Reset();
   int Start(uint64_t sync, uint64_t* ip);
   int Fetch();
+  bool FetchIndexed();
   int ReadAhead();
   bool WillEvent() const;
   int StatusFlags() const;
@@ -138,6 +157,10 @@ class PacketQuery {
   uint64_t size_ = 0;  // config end - begin
   pt_packet_decoder* packets_ = nullptr;  // positioned at packets_pos_
   pt_packet_decoder* scan_ = nullptr;     // the look-ahead scans (OVF, BDM70)
+  std::shared_ptr<const std::vector<Packed>> index_;  // Scan::packets
+  const Packed* packed_ = nullptr;
+  size_t packed_count_ = 0;
+  size_t cursor_ = 0;  // the index entry at or after pos_ (a hint)
   uint64_t packets_pos_ = UINT64_MAX;
 
   // pt_qry's state (its names).

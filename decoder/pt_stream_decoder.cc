@@ -480,7 +480,7 @@ struct FastApi {
   using Decoder = FastBlockDecoder;
   static Decoder* Alloc(PtStreamDecoder* self, const pt_config* c) {
     auto* d = new FastBlockDecoder(*c, &self->fast_cache_, self->image_,
-                                   PacketQuery::Accepts(*c, self->packet_scan_));
+                                   PacketQuery::Accepts(*c, self->packet_scan_) ? &self->packet_scan_ : nullptr);
     if (!d->ok()) {
       delete d;
       return nullptr;

@@ -14,10 +14,11 @@ namespace ptd::decoder {
 
 class QuerySource {
  public:
-  // `use_packet_query`: the buffer passed PacketQuery::Accepts for `config`.
-  QuerySource(const pt_config& config, bool use_packet_query) {
-    if (use_packet_query) {
-      packet_ = std::make_unique<PacketQuery>(config);
+  // `packet_scan`: the buffer's scan if it passed PacketQuery::Accepts for `config`, else
+  // null (libipt's query decoder).
+  QuerySource(const pt_config& config, const PacketQuery::Scan* packet_scan) {
+    if (packet_scan != nullptr) {
+      packet_ = std::make_unique<PacketQuery>(config, packet_scan);
       if (!packet_->ok()) packet_.reset();
     } else {
       libipt_ = pt_qry_alloc_decoder(&config);

@@ -54,7 +54,9 @@ Lockstep RunLockstep(const std::string& bytes, const pt_config& base, uint64_t s
   config.begin = padded.data();
   config.end = padded.data() + bytes.size();
   pt_query_decoder* ref = pt_qry_alloc_decoder(&config);
-  PacketQuery ours(config);
+  // With the scan's TNT-8 map when the bytes pass it (as the fast decoder runs it).
+  const PacketQuery::Scan scan = PacketQuery::ScanBytes(config);
+  PacketQuery ours(config, scan.supported ? &scan : nullptr);
   if (ref == nullptr || !ours.ok()) {
     out.difference = "allocation failed";
     if (ref != nullptr) pt_qry_free_decoder(ref);
