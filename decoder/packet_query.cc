@@ -41,13 +41,22 @@ bool SupportedType(pt_packet_type type) {
   }
 }
 
+// MODE.Exec's bits (csl | csd << 1) as libipt reads them.
+pt_exec_mode ExecMode(uint8_t bits) {
+  pt_packet_mode_exec exec{};
+  exec.csl = bits & 1;
+  exec.csd = (bits >> 1) & 1;
+  return pt_get_exec_mode(&exec);
+}
+
 }  // namespace
 
-PacketQuery::Packed PacketQuery::Pack(const pt_packet& packet, uint64_t offset) {
+[[gnu::always_inline]] inline PacketQuery::Packed PacketQuery::Pack(const pt_packet& packet, uint64_t offset) {
   Packed p;
   p.offset = static_cast<uint32_t>(offset);
   p.size = packet.size;
   switch (packet.type) {
+    case ppt_pad: p.kind = static_cast<uint8_t>(Kind::kPad); break;
     case ppt_psb: p.kind = static_cast<uint8_t>(Kind::kPsb); break;
     case ppt_psbend: p.kind = static_cast<uint8_t>(Kind::kPsbend); break;
     case ppt_ovf: p.kind = static_cast<uint8_t>(Kind::kOvf); break;
@@ -125,11 +134,12 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
       ok = false;
       break;
     }
+    uint64_t next = start;
     while (true) {
-      uint64_t offset = 0;
-      pt_pkt_get_offset(pkt, &offset);
+      const uint64_t offset = next;
       pt_packet packet;
       int status = pt_pkt_next(pkt, &packet, sizeof packet);
+      next += static_cast<uint64_t>(status > 0 ? status : 0);
       if (status < 0) {
         ok = status == -pte_eos && offset == size;
         break;
@@ -154,7 +164,6 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
   pt_pkt_free_decoder(pkt);
   scan.supported = ok;
   if (ok && indexed) {
-    packets->shrink_to_fit();
     scan.packets = std::move(packets);
   }
   return scan;
@@ -206,12 +215,12 @@ int PacketQuery::LastIp::Query(uint64_t* out) const {
   return 0;
 }
 
-int PacketQuery::LastIp::Update(const pt_packet_ip& packet) {
+int PacketQuery::LastIp::Update(uint8_t ipc, uint64_t packet_ip) {
   uint64_t keep = 0;
-  switch (packet.ipc) {
+  switch (ipc) {
     case pt_ipc_suppressed: suppressed = true; return 0;
     case pt_ipc_sext_48: {
-      const uint64_t value = packet.ip & 0xffffffffffffull;
+      const uint64_t value = packet_ip & 0xffffffffffffull;
       ip = (value & (1ull << 47)) ? value | ~0xffffffffffffull : value;
       have_ip = true;
       suppressed = false;
@@ -223,7 +232,7 @@ int PacketQuery::LastIp::Update(const pt_packet_ip& packet) {
     case pt_ipc_full: keep = 0; break;
     default: return -pte_bad_packet;
   }
-  ip = (ip & keep) | (packet.ip & ~keep);
+  ip = (ip & keep) | (packet_ip & ~keep);
   have_ip = true;
   suppressed = false;
   return 0;
@@ -305,7 +314,8 @@ int PacketQuery::Fetch() {
       return status;
     }
   }
-  int size = pt_pkt_next(packets_, &packet_, sizeof packet_);
+  pt_packet packet;
+  int size = pt_pkt_next(packets_, &packet, sizeof packet);
   if (size < 0) {
     packets_pos_ = UINT64_MAX;
     fetch_error_ = size;
@@ -314,35 +324,20 @@ int PacketQuery::Fetch() {
   packets_pos_ = pos_ + static_cast<uint64_t>(size);
   next_size_ = size;
   fetch_error_ = 0;
-  switch (packet_.type) {
-    case ppt_pad: next_ = Kind::kPad; break;
-    case ppt_psb: next_ = Kind::kPsb; break;
-    case ppt_psbend: next_ = Kind::kPsbend; break;
-    case ppt_tip: next_ = Kind::kTip; break;
-    case ppt_tnt_8:
-    case ppt_tnt_64: next_ = Kind::kTnt; break;
-    case ppt_tip_pge: next_ = Kind::kPge; break;
-    case ppt_tip_pgd: next_ = Kind::kPgd; break;
-    case ppt_fup: next_ = Kind::kFup; break;
-    case ppt_ovf: next_ = Kind::kOvf; break;
-    case ppt_mode: next_ = Kind::kMode; break;
-    case ppt_tsc: next_ = Kind::kTsc; break;
-    case ppt_cbr: next_ = Kind::kCbr; break;
-    case ppt_pip: next_ = Kind::kPip; break;
-    case ppt_vmcs: next_ = Kind::kVmcs; break;
-    default: next_ = Kind::kOther; break;
-  }
+  live_ = Pack(packet, pos_);
+  cur_ = &live_;
+  next_ = static_cast<Kind>(live_.kind);
   return 0;
 }
 
 // The packet at pos_ from the scan's index, if the index covers pos_: an entry there, or
 // a PAD between two entries (the scan decoded every byte from the first PSB on).
 bool PacketQuery::FetchIndexed() {
-  size_t i = cursor_;
+  size_t i = cursor_ + 1;
   if (i < packed_count_ && packed_[i].offset == pos_) {
-    // The packet the last one ended at (most fetches).
-  } else if (i + 1 < packed_count_ && packed_[i + 1].offset == pos_) {
-    ++i;
+    // The packet after the last one fetched (most fetches).
+  } else if (i - 1 < packed_count_ && packed_[i - 1].offset == pos_) {
+    --i;
   } else {
     const Packed* at = std::lower_bound(packed_, packed_ + packed_count_, pos_,
                                         [](const Packed& p, uint64_t offset) { return p.offset < offset; });
@@ -350,41 +345,9 @@ bool PacketQuery::FetchIndexed() {
   }
   cursor_ = i;
   if (i < packed_count_ && packed_[i].offset == pos_) {
-    const Packed& p = packed_[i];
-    next_ = static_cast<Kind>(p.kind);
-    next_size_ = p.size;
-    packet_.size = p.size;
-    switch (next_) {
-      case Kind::kTnt:
-        packet_.payload.tnt.payload = p.value;
-        packet_.payload.tnt.bit_size = p.aux;
-        break;
-      case Kind::kTip:
-      case Kind::kPge:
-      case Kind::kPgd:
-      case Kind::kFup:
-        packet_.payload.ip.ip = p.value;
-        packet_.payload.ip.ipc = static_cast<pt_ip_compression>(p.aux);
-        break;
-      case Kind::kMode:
-        packet_.payload.mode.leaf = static_cast<pt_mode_leaf>(p.aux);
-        if (p.aux == pt_mol_exec) {
-          packet_.payload.mode.bits.exec.csl = p.bits & 1;
-          packet_.payload.mode.bits.exec.csd = (p.bits >> 1) & 1;
-        } else {
-          packet_.payload.mode.bits.tsx.intx = p.bits & 1;
-          packet_.payload.mode.bits.tsx.abrt = (p.bits >> 1) & 1;
-        }
-        break;
-      case Kind::kTsc: packet_.payload.tsc.tsc = p.value; break;
-      case Kind::kCbr: packet_.payload.cbr.ratio = p.aux; break;
-      case Kind::kPip:
-        packet_.payload.pip.cr3 = p.value;
-        packet_.payload.pip.nr = p.aux & 1;
-        break;
-      case Kind::kVmcs: packet_.payload.vmcs.base = p.value; break;
-      default: break;
-    }
+    cur_ = &packed_[i];
+    next_ = static_cast<Kind>(cur_->kind);
+    next_size_ = cur_->size;
     fetch_error_ = 0;
     return true;
   }
@@ -577,7 +540,11 @@ int PacketQuery::Event(pt_event* event, size_t size) {
     int status = Decode();
     if (status != 0) return status;
     if (event_ != nullptr) {
-      std::memcpy(event, event_, size);
+      if (size == sizeof(pt_event)) {
+        *event = *event_;  // the usual size: a fixed copy, no memcpy call
+      } else {
+        std::memcpy(event, event_, size);
+      }
       break;
     }
     status = ReadAhead();
@@ -604,7 +571,7 @@ int PacketQuery::Decode() {
     case Kind::kOvf: return DecodeOvf();
     case Kind::kMode: return DecodeMode();
     case Kind::kTsc:
-      time_.tsc = packet_.payload.tsc.tsc;
+      time_.tsc = cur_->value;
       time_.have_tsc = true;
       Consume();
       return 0;
@@ -641,7 +608,7 @@ int PacketQuery::DecodeHeader() {
     case Kind::kFup: return HeaderFup();
     case Kind::kMode: return HeaderMode();
     case Kind::kTsc:
-      time_.tsc = packet_.payload.tsc.tsc;
+      time_.tsc = cur_->value;
       time_.have_tsc = true;
       Consume();
       return 0;
@@ -650,8 +617,8 @@ int PacketQuery::DecodeHeader() {
       pt_event* ev = queues_[kBindPsbend].Enqueue();
       if (ev == nullptr) return -pte_nomem;
       ev->type = ptev_async_paging;
-      ev->variant.async_paging.cr3 = packet_.payload.pip.cr3;
-      ev->variant.async_paging.non_root = packet_.payload.pip.nr;
+      ev->variant.async_paging.cr3 = cur_->value;
+      ev->variant.async_paging.non_root = (cur_->aux & 1);
       Consume();
       return 0;
     }
@@ -659,7 +626,7 @@ int PacketQuery::DecodeHeader() {
       pt_event* ev = queues_[kBindPsbend].Enqueue();
       if (ev == nullptr) return -pte_nomem;
       ev->type = ptev_async_vmcs;
-      ev->variant.async_vmcs.base = packet_.payload.vmcs.base;
+      ev->variant.async_vmcs.base = cur_->value;
       Consume();
       return 0;
     }
@@ -668,7 +635,7 @@ int PacketQuery::DecodeHeader() {
 }
 
 int PacketQuery::DecodeTip() {
-  int status = ip_.Update(packet_.payload.ip);
+  int status = ip_.Update(cur_->aux, cur_->value);
   if (status < 0) return status;
   pt_event* ev = queues_[kBindTip].Dequeue();
   if (ev != nullptr) {
@@ -693,16 +660,16 @@ int PacketQuery::DecodeTip() {
 
 int PacketQuery::DecodeTnt() {
   if (tnt_index_ != 0) return -pte_bad_context;
-  const uint8_t bits = packet_.payload.tnt.bit_size;
+  const uint8_t bits = cur_->aux;
   if (bits == 0) return -pte_bad_packet;
-  tnt_ = packet_.payload.tnt.payload;
+  tnt_ = cur_->value;
   tnt_index_ = 1ull << (bits - 1);
   Consume();
   return 0;
 }
 
 int PacketQuery::DecodePge() {
-  int status = ip_.Update(packet_.payload.ip);
+  int status = ip_.Update(cur_->aux, cur_->value);
   if (status < 0) return status;
   pt_event* ev = nullptr;
   if (!consume_packet_) {
@@ -731,7 +698,7 @@ int PacketQuery::DecodePge() {
 }
 
 int PacketQuery::DecodePgd() {
-  int status = ip_.Update(packet_.payload.ip);
+  int status = ip_.Update(cur_->aux, cur_->value);
   if (status < 0) return status;
   pt_event* ev = queues_[kBindTip].Dequeue();
   if (ev != nullptr) {
@@ -762,7 +729,7 @@ int PacketQuery::DecodePgd() {
 }
 
 int PacketQuery::DecodeFup() {
-  int status = ip_.Update(packet_.payload.ip);
+  int status = ip_.Update(cur_->aux, cur_->value);
   if (status < 0) return status;
   pt_event* ev = queues_[kBindFup].Dequeue();
   if (ev != nullptr) {
@@ -807,9 +774,9 @@ int PacketQuery::HeaderFup() {
       return 0;
     }
   }
-  int status = ip_.Update(packet_.payload.ip);
+  int status = ip_.Update(cur_->aux, cur_->value);
   if (status < 0) return status;
-  if (packet_.payload.ip.ipc != pt_ipc_suppressed) enabled_ = true;
+  if (cur_->aux != pt_ipc_suppressed) enabled_ = true;
   Consume();
   return 0;
 }
@@ -919,14 +886,13 @@ int PacketQuery::DecodeOvf() {
 }
 
 int PacketQuery::DecodeMode() {
-  const pt_packet_mode& mode = packet_.payload.mode;
-  if (mode.leaf == pt_mol_exec) {
+  if (cur_->aux == pt_mol_exec) {
     pt_event* ev = queues_[kBindTip].Enqueue();
     if (ev == nullptr) return -pte_nomem;
     ev->type = ptev_exec_mode;
-    ev->variant.exec_mode.mode = pt_get_exec_mode(&mode.bits.exec);
+    ev->variant.exec_mode.mode = ExecMode(cur_->bits);
     EventTime(ev);
-  } else if (mode.leaf == pt_mol_tsx) {
+  } else if (cur_->aux == pt_mol_tsx) {
     pt_event* ev = nullptr;
     if (!enabled_) {
       ev = Standalone();
@@ -938,8 +904,8 @@ int PacketQuery::DecodeMode() {
       if (ev == nullptr) return -pte_nomem;
     }
     ev->type = ptev_tsx;
-    ev->variant.tsx.speculative = mode.bits.tsx.intx;
-    ev->variant.tsx.aborted = mode.bits.tsx.abrt;
+    ev->variant.tsx.speculative = cur_->bits & 1;
+    ev->variant.tsx.aborted = (cur_->bits >> 1) & 1;
     EventTime(ev);
   }
   Consume();
@@ -947,16 +913,15 @@ int PacketQuery::DecodeMode() {
 }
 
 int PacketQuery::HeaderMode() {
-  const pt_packet_mode& mode = packet_.payload.mode;
   pt_event* ev = queues_[kBindPsbend].Enqueue();
   if (ev == nullptr) return -pte_nomem;
-  if (mode.leaf == pt_mol_exec) {
+  if (cur_->aux == pt_mol_exec) {
     ev->type = ptev_exec_mode;
-    ev->variant.exec_mode.mode = pt_get_exec_mode(&mode.bits.exec);
-  } else if (mode.leaf == pt_mol_tsx) {
+    ev->variant.exec_mode.mode = ExecMode(cur_->bits);
+  } else if (cur_->aux == pt_mol_tsx) {
     ev->type = ptev_tsx;
-    ev->variant.tsx.speculative = mode.bits.tsx.intx;
-    ev->variant.tsx.aborted = mode.bits.tsx.abrt;
+    ev->variant.tsx.speculative = cur_->bits & 1;
+    ev->variant.tsx.aborted = (cur_->bits >> 1) & 1;
   }
   Consume();
   return 0;
@@ -968,15 +933,15 @@ int PacketQuery::DecodePip() {
   if (queues_[kBindTip].Find(ptev_async_branch) == nullptr) {
     ev = Standalone();
     ev->type = ptev_paging;
-    ev->variant.paging.cr3 = packet_.payload.pip.cr3;
-    ev->variant.paging.non_root = packet_.payload.pip.nr;
+    ev->variant.paging.cr3 = cur_->value;
+    ev->variant.paging.non_root = (cur_->aux & 1);
     event_ = ev;
   } else {
     ev = queues_[kBindTip].Enqueue();
     if (ev == nullptr) return -pte_nomem;
     ev->type = ptev_async_paging;
-    ev->variant.async_paging.cr3 = packet_.payload.pip.cr3;
-    ev->variant.async_paging.non_root = packet_.payload.pip.nr;
+    ev->variant.async_paging.cr3 = cur_->value;
+    ev->variant.async_paging.non_root = (cur_->aux & 1);
   }
   EventTime(ev);
   Consume();
@@ -984,7 +949,7 @@ int PacketQuery::DecodePip() {
 }
 
 int PacketQuery::DecodeVmcs() {
-  const uint64_t base = packet_.payload.vmcs.base;
+  const uint64_t base = cur_->value;
   if (pt_event* paging = queues_[kBindTip].Find(ptev_async_paging); paging != nullptr) {
     // libipt 2.0.5 turns the paging event into the VMCS one and queues an empty
     // (zeroed) event behind it.
@@ -1021,10 +986,10 @@ int PacketQuery::DecodePsbend() {
 
 int PacketQuery::DecodeCbr() {
   // libipt's time and calibration both refuse a zero ratio.
-  if (packet_.payload.cbr.ratio == 0) return -pte_bad_packet;
+  if (cur_->aux == 0) return -pte_bad_packet;
   pt_event* ev = Standalone();
   ev->type = ptev_cbr;
-  ev->variant.cbr.ratio = packet_.payload.cbr.ratio;
+  ev->variant.cbr.ratio = cur_->aux;
   event_ = ev;
   EventTime(ev);
   Consume();
@@ -1032,11 +997,11 @@ int PacketQuery::DecodeCbr() {
 }
 
 int PacketQuery::HeaderCbr() {
-  if (packet_.payload.cbr.ratio == 0) return -pte_bad_packet;
+  if (cur_->aux == 0) return -pte_bad_packet;
   pt_event* ev = queues_[kBindPsbend].Enqueue();
   if (ev == nullptr) return -pte_nomem;
   ev->type = ptev_cbr;
-  ev->variant.cbr.ratio = packet_.payload.cbr.ratio;
+  ev->variant.cbr.ratio = cur_->aux;
   Consume();
   return 0;
 }

@@ -114,7 +114,7 @@ class PacketQuery {
     bool have_ip = false;
     bool suppressed = false;
     int Query(uint64_t* out) const;
-    int Update(const pt_packet_ip& packet);
+    int Update(uint8_t ipc, uint64_t packet_ip);
   };
 
   static Packed Pack(const pt_packet& packet, uint64_t offset);
@@ -171,7 +171,8 @@ class PacketQuery {
   uint64_t next_pos_ = UINT64_MAX;  // where next_/packet_ were fetched
   int next_size_ = 0;
   int fetch_error_ = 0;
-  pt_packet packet_{};
+  const Packed* cur_ = &live_;  // the packet at next_pos_ (in the index or live_)
+  Packed live_;                // a packet pt_pkt_next decoded here
   uint64_t tnt_ = 0;
   uint64_t tnt_index_ = 0;
   LastIp ip_;
