@@ -76,11 +76,27 @@ inline Lockstep RunLockstep(const std::string& bytes, const pt_config& base, uin
     }
     return true;
   };
+  int a_event = 0;
   auto same_code = [&](int a, int b) -> bool {
     ++call;
     if (a == b) return true;
     differ(absl::StrCat("status ", a, " vs ", b));
     return false;
+  };
+  // An event query on both (outputs filled alike first, so unset bytes compare too).
+  auto query_event = [&]() -> bool {
+    pt_event ea, eb;
+    std::memset(&ea, 0xa5, sizeof ea);
+    std::memset(&eb, 0xa5, sizeof eb);
+    a_event = pt_qry_event(ref, &ea, sizeof ea);
+    const int b_event = ours.Event(&eb, sizeof eb);
+    if (!same_code(a_event, b_event)) return false;
+    if (a_event >= 0 && std::memcmp(&ea, &eb, sizeof ea) != 0) {
+      differ(absl::StrCat("event type ", ea.type, " vs ", eb.type, ", ip_suppressed ", ea.ip_suppressed, " vs ",
+                          eb.ip_suppressed, ", tsc ", ea.tsc, " vs ", eb.tsc));
+      return false;
+    }
+    return true;
   };
   // Sync: forward first, after an error alternately forward and to the first PSB at or
   // after the offset before the failed call (the decoders' resync remedy).
@@ -131,18 +147,9 @@ inline Lockstep RunLockstep(const std::string& bytes, const pt_config& base, uin
     }
     pt_qry_get_offset(ref, &before);
     if (status & pts_event_pending) {
-      pt_event ea, eb;
-      std::memset(&ea, 0xa5, sizeof ea);
-      std::memset(&eb, 0xa5, sizeof eb);
       what = "event";
-      a = pt_qry_event(ref, &ea, sizeof ea);
-      b = ours.Event(&eb, sizeof eb);
-      if (!same_code(a, b)) break;
-      if (std::memcmp(&ea, &eb, sizeof ea) != 0) {
-        differ(absl::StrCat("event type ", ea.type, " vs ", eb.type, ", ip_suppressed ", ea.ip_suppressed, " vs ",
-                            eb.ip_suppressed, ", tsc ", ea.tsc, " vs ", eb.tsc));
-        break;
-      }
+      if (!query_event()) break;
+      a = a_event;
       ++out.events;
       if (!compare_state()) break;
       status = a;
@@ -154,17 +161,10 @@ inline Lockstep RunLockstep(const std::string& bytes, const pt_config& base, uin
     bool cond = pick < 70;
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (pick >= 98 && attempt == 0) {
-        pt_event ea, eb;
-        std::memset(&ea, 0, sizeof ea);
-        std::memset(&eb, 0, sizeof eb);
         what = "event (none pending)";
-        a = pt_qry_event(ref, &ea, sizeof ea);
-        b = ours.Event(&eb, sizeof eb);
-        if (!same_code(a, b)) break;
-        if (a >= 0 && std::memcmp(&ea, &eb, sizeof ea) != 0) {
-          differ("event");
-          break;
-        }
+        const bool same = query_event();
+        a = a_event;
+        if (!same) break;
       } else if (cond) {
         int ta = -1, tb = -1;
         what = "cond branch";
