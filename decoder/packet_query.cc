@@ -733,10 +733,19 @@ int PacketQuery::DecodeHeader() {
   }
 }
 
-int PacketQuery::DecodeTip() {
+// The start of TIP, TIP.PGD and FUP: the last IP updated, the first event bound to the
+// packet taken from its queue (null if none).
+int PacketQuery::UpdateIp(Binding binding, pt_event** ev) {
   int status = ip_.Update(cur_->aux, cur_->value);
   if (status < 0) return status;
-  pt_event* ev = queues_[kBindTip].Dequeue();
+  *ev = queues_[binding].Dequeue();
+  return 0;
+}
+
+int PacketQuery::DecodeTip() {
+  pt_event* ev = nullptr;
+  int status = UpdateIp(kBindTip, &ev);
+  if (status < 0) return status;
   if (ev != nullptr) {
     switch (ev->type) {
       case ptev_async_branch:
@@ -797,9 +806,9 @@ int PacketQuery::DecodePge() {
 }
 
 int PacketQuery::DecodePgd() {
-  int status = ip_.Update(cur_->aux, cur_->value);
+  pt_event* ev = nullptr;
+  int status = UpdateIp(kBindTip, &ev);
   if (status < 0) return status;
-  pt_event* ev = queues_[kBindTip].Dequeue();
   if (ev != nullptr) {
     switch (ev->type) {
       case ptev_async_branch: {
@@ -828,9 +837,9 @@ int PacketQuery::DecodePgd() {
 }
 
 int PacketQuery::DecodeFup() {
-  int status = ip_.Update(cur_->aux, cur_->value);
+  pt_event* ev = nullptr;
+  int status = UpdateIp(kBindFup, &ev);
   if (status < 0) return status;
-  pt_event* ev = queues_[kBindFup].Dequeue();
   if (ev != nullptr) {
     switch (ev->type) {
       case ptev_overflow:

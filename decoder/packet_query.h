@@ -131,6 +131,7 @@ class PacketQuery {
   int Decode();
   int DecodeHeader();
   int DecodePsb();
+  int UpdateIp(Binding binding, pt_event** ev);
   int DecodeTip();
   int DecodeTnt();
   int DecodePge();
