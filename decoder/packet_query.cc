@@ -4,7 +4,6 @@
 #include <vector>
 
 #include <algorithm>
-#include <thread>
 
 namespace ptd::decoder {
 
@@ -109,150 +108,66 @@ pt_exec_mode ExecMode(uint8_t bits) {
 
 // --- The pre-scan --------------------------------------------------------------------
 
-namespace {
-
-// One stretch of the scan: the packets from `begin` (a PSB) on, up to `end` (the next
-// stretch's PSB, or the buffer's end).
-struct ScanPart {
-  bool ok = true;
-  bool aligned = false;  // reached `end` on a packet boundary
-  bool has_ovf = false;
-  std::vector<PacketQuery::Packed> packets;
-  std::vector<uint64_t> psbs;  // PSB packets met (ascending)
-};
-
-}  // namespace
-
-// Reads packets from `begin` until `end`, a decode error or an unsupported packet; keeps
-// them (without PADs) when `keep`. Stops early at a PSB in `stop_psbs` (a stretch
-// already read from there).
-static void ScanStretch(pt_packet_decoder* pkt, uint64_t begin, uint64_t end, uint64_t size, bool keep,
-                        const std::vector<uint64_t>* stop_psbs, ScanPart* part) {
-  if (pt_pkt_sync_set(pkt, begin) < 0) {
-    part->ok = false;
-    return;
-  }
-  if (keep) part->packets.reserve((end - begin) / 2 + 16);  // ~a packet per 3 bytes
-  uint64_t next = begin;
-  while (true) {
-    const uint64_t offset = next;
-    if (offset >= end && end < size) {
-      part->aligned = offset == end;
-      return;
-    }
-    pt_packet packet;
-    const int status = pt_pkt_next(pkt, &packet, sizeof packet);
-    if (status < 0) {
-      part->ok = status == -pte_eos && offset == size;
-      part->aligned = part->ok;
-      return;
-    }
-    next += static_cast<uint64_t>(status);
-    if (!SupportedType(packet.type) ||
-        (packet.type == ppt_mode && packet.payload.mode.leaf != pt_mol_exec &&
-         packet.payload.mode.leaf != pt_mol_tsx)) {
-      part->ok = false;
-      return;
-    }
-    if (packet.type == ppt_ovf) part->has_ovf = true;
-    if (packet.type == ppt_psb) {
-      if (stop_psbs != nullptr && offset != begin &&
-          std::binary_search(stop_psbs->begin(), stop_psbs->end(), offset)) {
-        part->aligned = true;
-        return;
-      }
-      part->psbs.push_back(offset);
-    }
-    if (keep && packet.type != ppt_pad) part->packets.push_back(PacketQuery::Pack(packet, offset));
-  }
-}
-
-PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
+PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
   Scan scan;
+  pt_packet_decoder* pkt = NewPacketDecoder(config);
+  if (pkt == nullptr) return scan;
   const uint64_t size = static_cast<uint64_t>(config.end - config.begin);
-  // Every place a sync can land: each PSB pattern.
+  // Every place a sync can land: each PSB pattern (a mutated stream may hold one inside
+  // another packet's payload, so each is scanned on its own until it meets a packet
+  // boundary seen before).
   std::vector<uint64_t> starts;
-  {
-    pt_packet_decoder* pkt = NewPacketDecoder(config);
-    if (pkt == nullptr) return scan;
-    while (pt_pkt_sync_forward(pkt) >= 0) {
-      uint64_t offset = 0;
-      pt_pkt_get_sync_offset(pkt, &offset);
-      starts.push_back(offset);
-    }
-    pt_pkt_free_decoder(pkt);
-  }
-  if (starts.empty()) {
-    scan.supported = true;  // nothing to sync on: every query fails alike
-    return scan;
-  }
-  const bool indexed = size < (1ull << 32);
-  // The packets from the first PSB on, in stretches cut at PSBs read by `threads` threads
-  // at once; they must meet on packet boundaries (else one stretch).
-  std::vector<uint64_t> cuts = {starts.front()};
-  constexpr uint64_t kMinParallelBytes = 1 << 20;
-  if (threads > 1 && size - starts.front() >= kMinParallelBytes) {
-    for (int k = 1; k < threads; ++k) {
-      const uint64_t want = size * static_cast<uint64_t>(k) / static_cast<uint64_t>(threads);
-      auto it = std::lower_bound(starts.begin(), starts.end(), std::max(want, cuts.back() + 1));
-      if (it != starts.end()) cuts.push_back(*it);
-    }
-  }
-  cuts.push_back(size);
-  auto run = [&](std::vector<ScanPart>* parts, size_t k) {
-    pt_packet_decoder* pkt = NewPacketDecoder(config);
-    if (pkt == nullptr) {
-      (*parts)[k].ok = false;
-      return;
-    }
-    ScanStretch(pkt, cuts[k], cuts[k + 1], size, indexed, nullptr, &(*parts)[k]);
-    pt_pkt_free_decoder(pkt);
-  };
-  std::vector<ScanPart> parts(cuts.size() - 1);
-  {
-    std::vector<std::thread> workers;
-    for (size_t k = 1; k < parts.size(); ++k) workers.emplace_back(run, &parts, k);
-    run(&parts, 0);
-    for (std::thread& t : workers) t.join();
-  }
-  bool aligned = true;
-  for (const ScanPart& part : parts) aligned = aligned && (part.aligned || !part.ok);
-  if (!aligned) {
-    cuts = {starts.front(), size};
-    parts.assign(1, ScanPart());
-    run(&parts, 0);
+  while (pt_pkt_sync_forward(pkt) >= 0) {
+    uint64_t offset = 0;
+    pt_pkt_get_sync_offset(pkt, &offset);
+    starts.push_back(offset);
   }
   auto packets = std::make_shared<std::vector<Packed>>();
-  std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (ascending)
+  const bool indexed = size < (1ull << 32);
+  // About a packet per 3 bytes in branch-heavy traces; reserved pages cost nothing until
+  // written, a regrowth copies everything.
+  packets->reserve(indexed ? size / 2 + 16 : 0);
+  std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (sorted)
   bool ok = true;
-  for (ScanPart& part : parts) {
-    ok = ok && part.ok;
-    scan.has_ovf = scan.has_ovf || part.has_ovf;
-    seen_psbs.insert(seen_psbs.end(), part.psbs.begin(), part.psbs.end());
-    if (parts.size() == 1) {
-      *packets = std::move(part.packets);
-    } else {
-      packets->insert(packets->end(), part.packets.begin(), part.packets.end());
-    }
-  }
-  // A PSB pattern inside another packet's payload (mutated data) is read on its own until
-  // it meets a PSB read before.
   for (uint64_t start : starts) {
     if (!ok) break;
     if (std::binary_search(seen_psbs.begin(), seen_psbs.end(), start)) continue;
-    pt_packet_decoder* pkt = NewPacketDecoder(config);
-    if (pkt == nullptr) {
+    if (pt_pkt_sync_set(pkt, start) < 0) {
       ok = false;
       break;
     }
-    ScanPart part;
-    ScanStretch(pkt, start, size, size, false, &seen_psbs, &part);
-    pt_pkt_free_decoder(pkt);
-    ok = part.ok;
-    for (uint64_t psb : part.psbs) seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), psb), psb);
+    uint64_t next = start;
+    while (true) {
+      const uint64_t offset = next;
+      pt_packet packet;
+      int status = pt_pkt_next(pkt, &packet, sizeof packet);
+      next += static_cast<uint64_t>(status > 0 ? status : 0);
+      if (status < 0) {
+        ok = status == -pte_eos && offset == size;
+        break;
+      }
+      if (!SupportedType(packet.type)) {
+        ok = false;
+        break;
+      }
+      if (packet.type == ppt_mode && packet.payload.mode.leaf != pt_mol_exec &&
+          packet.payload.mode.leaf != pt_mol_tsx) {
+        ok = false;
+        break;
+      }
+      if (packet.type == ppt_ovf) scan.has_ovf = true;
+      if (indexed && start == starts.front() && packet.type != ppt_pad) packets->push_back(Pack(packet, offset));
+      if (packet.type == ppt_psb) {
+        if (offset != start && std::binary_search(seen_psbs.begin(), seen_psbs.end(), offset)) break;
+        seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), offset), offset);
+      }
+    }
   }
+  pt_pkt_free_decoder(pkt);
   scan.supported = ok;
-  if (ok && indexed) scan.packets = std::move(packets);
+  if (ok && indexed) {
+    scan.packets = std::move(packets);
+  }
   return scan;
 }
 

@@ -48,10 +48,8 @@ class PacketQuery {
     // buffers of 4 GiB or more.
     std::shared_ptr<const std::vector<Packed>> packets;
   };
-  // `threads`: read stretches of a large buffer at once.
-  static Scan ScanBytes(const pt_config& config, int threads = 1);
+  static Scan ScanBytes(const pt_config& config);
   static bool Accepts(const pt_config& config, const Scan& scan);
-  static Packed Pack(const pt_packet& packet, uint64_t offset);
   static bool Accepts(const pt_config& config) { return Accepts(config, ScanBytes(config)); }
 
   // `scan`: of config's bytes, or null (then every packet comes from pt_pkt_next).
@@ -119,6 +117,7 @@ class PacketQuery {
     int Update(uint8_t ipc, uint64_t packet_ip);
   };
 
+  static Packed Pack(const pt_packet& packet, uint64_t offset);
   void Reset();
   int Start(uint64_t sync, uint64_t* ip);
   int Fetch();

@@ -45,7 +45,7 @@ struct Buffer {
         copy.resize(size + kPtPadding, 0);
       }
       if (index_cycles) cycles = CycleIndex::Build(bytes(), size, psbs, index_threads);
-      if (scan_packets) packet_scan = ScanPacketsForQuery(bytes(), size, index_threads);
+      if (scan_packets) packet_scan = ScanPacketsForQuery(bytes(), size);
     });
     return bytes();
   }

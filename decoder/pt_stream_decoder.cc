@@ -31,12 +31,12 @@ InsnClass FromLibipt(enum pt_insn_class klass) {
 
 }  // namespace
 
-PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size, int threads) {
+PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size) {
   pt_config c;
   pt_config_init(&c);
   c.begin = const_cast<uint8_t*>(padded);
   c.end = c.begin + size;
-  return PacketQuery::ScanBytes(c, threads);
+  return PacketQuery::ScanBytes(c);
 }
 
 std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes) {
@@ -740,7 +740,7 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
   pending_.valid = false;
   std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
   PacketQuery::Scan scan;
-  if (config_.kind == DecoderKind::kFast) scan = ScanPacketsForQuery(padded, size, 1);
+  if (config_.kind == DecoderKind::kFast) scan = ScanPacketsForQuery(padded, size);
   return Run(PtBuffer{padded, size, base_offset, &psbs, scan}, DecodeStart(), nullptr);
 }
 

@@ -175,15 +175,6 @@ TEST(PacketQueryTest, WalkerTracesInLockstep) {
     std::string bytes = WalkerStream(tmp, options);
     ASSERT_FALSE(bytes.empty()) << v.name;
     CheckStream(absl::StrCat("walker ", v.name), bytes, PlainConfig(), 12, &totals);
-    // The scan in stretches on two threads keeps what one keeps.
-    const PacketQuery::Scan one = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()), 1);
-    const PacketQuery::Scan two = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()), 2);
-    ASSERT_TRUE(one.packets != nullptr && two.packets != nullptr) << v.name;
-    EXPECT_EQ(one.has_ovf, two.has_ovf);
-    ASSERT_EQ(one.packets->size(), two.packets->size()) << v.name;
-    EXPECT_EQ(std::memcmp(one.packets->data(), two.packets->data(), one.packets->size() * sizeof(PacketQuery::Packed)),
-              0)
-        << v.name;
     // BDM70 changes how a PSB+ FUP is read while disabled; the OVF errata refuse.
     std::string copy = bytes;
     const bool has_ovf = v.overflow_every_bytes != 0;
