@@ -1,5 +1,6 @@
 #pragma once
-// The fast flow decoder's block source: libipt's query decoder for the packets, Zydis 4
+// The fast flow decoder's block source: libipt 2.0.5's query layer for the packets
+// (PacketQuery where the buffer allows it, else libipt's query decoder: query_source.h), Zydis 4
 // for the instructions, and a block cache keyed by start IP.
 // It reports what libipt 2.0.5's block decoder (end_on_call, end_on_jump, code from the
 // section cache) reports for the same trace and image: the same blocks where a packet
