@@ -111,17 +111,20 @@ int FastBlockDecoder::ReturnStack::Pop(uint64_t* ip) {
   return 0;
 }
 
-FastBlockDecoder::FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image)
-    : cache_(cache), image_(image) {
+namespace {
+// The block decoder gives its query decoder no flags of its own.
+pt_config QueryConfig(const pt_config& config) {
   pt_config c = config;
-  // The block decoder gives its query decoder no flags of its own.
   std::memset(&c.flags, 0, sizeof c.flags);
-  query_ = pt_qry_alloc_decoder(&c);
+  return c;
 }
+}  // namespace
 
-FastBlockDecoder::~FastBlockDecoder() {
-  if (query_ != nullptr) pt_qry_free_decoder(query_);
-}
+FastBlockDecoder::FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image,
+                                   const PacketQuery::Scan* packet_scan)
+    : query_(QueryConfig(config), packet_scan), cache_(cache), image_(image) {}
+
+FastBlockDecoder::~FastBlockDecoder() = default;
 
 void FastBlockDecoder::Reset() {
   mode_ = ptem_unknown;
@@ -153,18 +156,18 @@ int FastBlockDecoder::Start(int status) {
 
 int FastBlockDecoder::SyncForward() {
   Reset();
-  return Start(pt_qry_sync_forward(query_, &ip_));
+  return Start(query_.SyncForward(&ip_));
 }
 
 int FastBlockDecoder::SyncSet(uint64_t offset) {
   Reset();
-  return Start(pt_qry_sync_set(query_, &ip_, offset));
+  return Start(query_.SyncSet(&ip_, offset));
 }
 
 int FastBlockDecoder::FetchEvent() {
   if (process_event_) return 1;
   if (!(status_ & pts_event_pending)) return 0;
-  int status = pt_qry_event(query_, &event_, sizeof event_);
+  int status = query_.Event(&event_, sizeof event_);
   if (status < 0) return status;
   process_event_ = true;
   status_ = status;
@@ -206,7 +209,7 @@ int FastBlockDecoder::ProceedWithTrace(const FastInsn& insn) {
   switch (insn.iclass) {
     case ptic_cond_jump: {
       int taken = 0;
-      status = pt_qry_cond_branch(query_, &taken);
+      status = query_.CondBranch(&taken);
       if (status < 0) return status;
       ip_ = taken ? insn.target : insn.ip + insn.size;
       status_ = status;
@@ -214,7 +217,7 @@ int FastBlockDecoder::ProceedWithTrace(const FastInsn& insn) {
     }
     case ptic_return: {
       int taken = 0;
-      status = pt_qry_cond_branch(query_, &taken);
+      status = query_.CondBranch(&taken);
       if (status >= 0) {
         if (!taken) return -pte_bad_retcomp;
         int err = retstack_.Pop(&ip_);
@@ -235,7 +238,7 @@ int FastBlockDecoder::ProceedWithTrace(const FastInsn& insn) {
     case ptic_error: return -pte_bad_insn;
     default: return -pte_internal;
   }
-  status = pt_qry_indirect_branch(query_, &ip_);
+  status = query_.IndirectBranch(&ip_);
   if (status < 0) return status;
   status_ = status;
   if (status & pts_ip_suppressed) return -pte_noip;
@@ -500,7 +503,7 @@ void FastBlockDecoder::Fill(uint64_t ip, FastBlockCache::Entry* entry) {
       case ptic_cond_jump: {
         // ProceedWithTrace's first case, inline: most blocks of a loop end here.
         int taken = 0;
-        int status = pt_qry_cond_branch(query_, &taken);
+        int status = query_.CondBranch(&taken);
         if (status < 0) return status == -pte_noip && !fresh ? 0 : status;
         ip_ = taken ? last.target : fallthrough;
         status_ = status;

@@ -1,5 +1,6 @@
 #pragma once
-// The fast flow decoder's block source: libipt's query decoder for the packets, Zydis 4
+// The fast flow decoder's block source: libipt 2.0.5's query layer for the packets
+// (PacketQuery where the buffer allows it, else libipt's query decoder: query_source.h), Zydis 4
 // for the instructions, and a block cache keyed by start IP.
 // It reports what libipt 2.0.5's block decoder (end_on_call, end_on_jump, code from the
 // section cache) reports for the same trace and image: the same blocks where a packet
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "decoder/query_source.h"
 #include "image/process_image.h"
 
 namespace ptd::decoder {
@@ -105,23 +107,26 @@ struct QuickRun {
 class FastBlockDecoder {
  public:
   // `config` as for pt_blk_alloc_decoder (its block flags are ignored: blocks end on
-  // calls and jumps). Check ok() after construction.
-  FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image);
+  // calls and jumps). Check ok() after construction. `packet_scan`: the buffer's scan if
+  // it passed PacketQuery::Accepts (else libipt's query decoder reads it).
+  FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image,
+                   const PacketQuery::Scan* packet_scan = nullptr);
   ~FastBlockDecoder();
   FastBlockDecoder(const FastBlockDecoder&) = delete;
   FastBlockDecoder& operator=(const FastBlockDecoder&) = delete;
 
-  bool ok() const { return query_ != nullptr; }
+  bool ok() const { return query_.ok(); }
+  bool uses_packet_query() const { return query_.uses_packet_query(); }
   void SetImage(image::ProcessImage* image) { image_ = image; }
 
   // As pt_blk_sync_forward, pt_blk_sync_set, pt_blk_get_offset, pt_blk_get_sync_offset,
   // pt_blk_time, pt_blk_event and pt_blk_next.
   int SyncForward();
   int SyncSet(uint64_t offset);
-  int GetOffset(uint64_t* offset) const { return pt_qry_get_offset(query_, offset); }
-  int GetSyncOffset(uint64_t* offset) const { return pt_qry_get_sync_offset(query_, offset); }
+  int GetOffset(uint64_t* offset) const { return query_.GetOffset(offset); }
+  int GetSyncOffset(uint64_t* offset) const { return query_.GetSyncOffset(offset); }
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
-    return pt_qry_time(query_, tsc, lost_mtc, lost_cyc);
+    return query_.Time(tsc, lost_mtc, lost_cyc);
   }
   int Event(pt_event* event);
   int Next(pt_block* block);
@@ -170,7 +175,7 @@ class FastBlockDecoder {
   int Postpone(const FastInsn& insn);
   int Proceed(pt_block* block);
 
-  pt_query_decoder* query_ = nullptr;
+  QuerySource query_;
   FastBlockCache* cache_;
   image::ProcessImage* image_;
   // The state of libipt's block decoder (same names without the prefix).

@@ -25,6 +25,7 @@
 #include "decoder/cycle_index.h"
 #include "decoder/flow_event.h"
 #include "decoder/insn_classifier.h"
+#include "decoder/packet_query.h"
 #include "decoder/stats.h"
 #include "decoder/time_interpolator.h"
 #include "image/process_image.h"
@@ -91,6 +92,9 @@ struct PtBuffer {
   size_t size = 0;
   uint64_t base_offset = 0;  // the buffer's offset in the stream (error messages)
   const std::vector<uint64_t>* psbs = nullptr;  // every PSB offset (the resync remedy)
+  // What the fast decoder's query layer needs to know of the bytes (scanned once per
+  // buffer; the default sends it to libipt's query decoder).
+  PacketQuery::Scan packet_scan;
 };
 
 // The resync remedy's state (where to resynchronize after an error), as it is at a point

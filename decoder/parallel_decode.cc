@@ -26,6 +26,8 @@ struct Buffer {
   std::unique_ptr<image::PaddedChunk> padded;
   std::vector<uint8_t> copy;  // only when the file cannot be mapped again
   bool index_cycles = false;  // the stream has CYC: index the buffer when loading it
+  bool scan_packets = false;  // the fast decoder reads it: PacketQuery's scan on loading
+  PacketQuery::Scan packet_scan;
   int index_threads = 1;      // ... this many threads at once (the other pieces wait)
   CycleIndex cycles;
 
@@ -43,6 +45,7 @@ struct Buffer {
         copy.resize(size + kPtPadding, 0);
       }
       if (index_cycles) cycles = CycleIndex::Build(bytes(), size, psbs, index_threads);
+      if (scan_packets) packet_scan = ScanPacketsForQuery(bytes(), size);
     });
     return bytes();
   }
@@ -264,6 +267,7 @@ void Engine::Plan() {
       buffer->file_offset = chunk.file_offset;
       buffer->index_cycles = job.config.cycles;
       buffer->index_threads = options_.jobs;
+      buffer->scan_packets = job.config.kind == DecoderKind::kFast;
       buffer->psbs = FindPsbOffsets(absl::MakeConstSpan(buffer->source, buffer->size));
       // Borders: PSBs at least piece_bytes apart (the first piece syncs on its own).
       std::vector<uint64_t> starts = {0};
@@ -319,7 +323,8 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   // About one event per PT byte or less: grow once, not by doubling.
   piece->events.reserve(static_cast<size_t>(piece->bytes));
   const uint8_t* padded = piece->buffer->Load();
-  const PtBuffer buffer{padded, piece->buffer->size, piece->buffer->file_offset, &piece->buffer->psbs};
+  const PtBuffer buffer{padded, piece->buffer->size, piece->buffer->file_offset, &piece->buffer->psbs,
+                        piece->buffer->packet_scan};
   absl::StatusOr<PieceOutcome> outcome =
       DecodePiece(ts->decoder.get(), buffer, job.config.cycles ? &piece->buffer->cycles : nullptr, spec,
                   &piece->events, &piece->steps);

@@ -31,6 +31,14 @@ InsnClass FromLibipt(enum pt_insn_class klass) {
 
 }  // namespace
 
+PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size) {
+  pt_config c;
+  pt_config_init(&c);
+  c.begin = const_cast<uint8_t*>(padded);
+  c.end = c.begin + size;
+  return PacketQuery::ScanBytes(c);
+}
+
 std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes) {
   std::vector<uint64_t> offsets;
   const uint8_t* begin = bytes.data();
@@ -471,7 +479,8 @@ struct InsnApi : LibiptApi<pt_insn_decoder, pt_insn_alloc_decoder, pt_insn_free_
 struct FastApi {
   using Decoder = FastBlockDecoder;
   static Decoder* Alloc(PtStreamDecoder* self, const pt_config* c) {
-    auto* d = new FastBlockDecoder(*c, &self->fast_cache_, self->image_);
+    auto* d = new FastBlockDecoder(*c, &self->fast_cache_, self->image_,
+                                   PacketQuery::Accepts(*c, self->packet_scan_) ? &self->packet_scan_ : nullptr);
     if (!d->ok()) {
       delete d;
       return nullptr;
@@ -625,6 +634,7 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
   bool errata_ok = true;
   pt_config c = MakeConfig(config_, buffer.padded, buffer.size, &errata_ok);
   if (!errata_ok) WarnErrata();
+  packet_scan_ = buffer.packet_scan;
   typename Api::Decoder* decoder = Api::Alloc(this, &c);
   if (decoder == nullptr) return absl::InternalError(absl::StrCat(Api::kAllocName, " failed"));
   next_image_change_ = 0;  // the first timing update places the image (a redo may go back)
@@ -782,7 +792,9 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
   need_enable_ = true;
   pending_.valid = false;
   std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
-  return Run(PtBuffer{padded, size, base_offset, &psbs}, DecodeStart(), nullptr);
+  PacketQuery::Scan scan;
+  if (config_.kind == DecoderKind::kFast) scan = ScanPacketsForQuery(padded, size);
+  return Run(PtBuffer{padded, size, base_offset, &psbs, scan}, DecodeStart(), nullptr);
 }
 
 absl::Status PtStreamDecoder::DecodeWatched(const PtBuffer& buffer, const DecodeStart& start, PsbWatcher* watcher) {

@@ -129,6 +129,7 @@ class PtStreamDecoder : public FlowDecoder {
   // kFast: blocks by start IP, kept across chunks and pieces while the image stays.
   FastBlockCache fast_cache_;
   FastBlockDecoder* fast_ = nullptr;  // the running fast decoder, if any
+  PacketQuery::Scan packet_scan_;     // of the buffer being decoded
   TrapScanner traps_;  // OCaml trap push/pop/raise inside runs
   bool errata_ok_ = true;
   bool need_enable_ = true;
@@ -161,6 +162,8 @@ class PtStreamDecoder : public FlowDecoder {
 
 // Offsets of every PSB in `bytes` (the resync remedy needs them).
 std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes);
+// PacketQuery's scan of a buffer (`padded`: kPtPadding zero bytes after `size`).
+PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size);
 
 // True when the stream has TSC packets: every PSB+ holds one when TSC is enabled, so the
 // first two PSB+ groups (within `limit` bytes) tell.

@@ -23,6 +23,7 @@
 #include "image/process_image.h"
 #include "image/section_cache.h"
 #include "decoder/insn_classifier.h"
+#include "decoder/packet_query.h"
 #include "common/trace_meta.h"
 #include "common/trace_dir.h"
 #include "tests/decoder/recording_sink.h"
@@ -201,10 +202,13 @@ TEST_P(SampleTest, FastDecoderMatchesLibiptBlock) {
   PTD_REQUIRE_SAMPLES(samples);
   TempDir tmp;
   std::string trace = ImportSample(samples, GetParam(), tmp);
+  const uint64_t made = PacketQuery::made();
   DecodeOptions options;
   EXPECT_EQ(testing::CompareFastWithLibiptBlock(trace, options), "");
   options.axis = TimeAxisChoice::kInstructions;
   EXPECT_EQ(testing::CompareFastWithLibiptBlock(trace, options), "");
+  // The fast decoder read these packets through PacketQuery, not libipt's query decoder.
+  EXPECT_GT(PacketQuery::made(), made);
 }
 
 INSTANTIATE_TEST_SUITE_P(Samples, SampleTest, ::testing::ValuesIn(kSamples),

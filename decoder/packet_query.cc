@@ -1,0 +1,1032 @@
+#include "decoder/packet_query.h"
+
+#include <cstring>
+#include <vector>
+
+#include <algorithm>
+
+namespace ptd::decoder {
+
+namespace {
+
+constexpr uint64_t kPsbSize = 16;  // ptps_psb
+constexpr int kOvfSize = 2;        // ptps_ovf
+constexpr int kPsbendSize = 2;     // ptps_psbend
+
+pt_packet_decoder* NewPacketDecoder(const pt_config& config) {
+  pt_config c = config;
+  c.decode.callback = nullptr;
+  c.decode.context = nullptr;
+  return pt_pkt_alloc_decoder(&c);
+}
+
+bool SupportedType(pt_packet_type type) {
+  switch (type) {
+    case ppt_pad:
+    case ppt_psb:
+    case ppt_psbend:
+    case ppt_fup:
+    case ppt_tip:
+    case ppt_tip_pge:
+    case ppt_tip_pgd:
+    case ppt_tnt_8:
+    case ppt_tnt_64:
+    case ppt_mode:
+    case ppt_pip:
+    case ppt_vmcs:
+    case ppt_tsc:
+    case ppt_ovf:
+    case ppt_cbr: return true;
+    default: return false;
+  }
+}
+
+// MODE.Exec's bits (csl | csd << 1) as libipt reads them.
+pt_exec_mode ExecMode(uint8_t bits) {
+  pt_packet_mode_exec exec{};
+  exec.csl = bits & 1;
+  exec.csd = (bits >> 1) & 1;
+  return pt_get_exec_mode(&exec);
+}
+
+}  // namespace
+
+[[gnu::always_inline]] inline PacketQuery::Packed PacketQuery::Pack(const pt_packet& packet, uint64_t offset) {
+  Packed p;
+  p.offset = static_cast<uint32_t>(offset);
+  p.size = packet.size;
+  switch (packet.type) {
+    case ppt_pad: p.kind = static_cast<uint8_t>(Kind::kPad); break;
+    case ppt_psb: p.kind = static_cast<uint8_t>(Kind::kPsb); break;
+    case ppt_psbend: p.kind = static_cast<uint8_t>(Kind::kPsbend); break;
+    case ppt_ovf: p.kind = static_cast<uint8_t>(Kind::kOvf); break;
+    case ppt_tnt_8:
+    case ppt_tnt_64:
+      p.kind = static_cast<uint8_t>(Kind::kTnt);
+      p.value = packet.payload.tnt.payload;
+      p.aux = packet.payload.tnt.bit_size;
+      break;
+    case ppt_tip:
+    case ppt_tip_pge:
+    case ppt_tip_pgd:
+    case ppt_fup:
+      p.kind = static_cast<uint8_t>(packet.type == ppt_tip       ? Kind::kTip
+                                    : packet.type == ppt_tip_pge ? Kind::kPge
+                                    : packet.type == ppt_tip_pgd ? Kind::kPgd
+                                                                 : Kind::kFup);
+      p.value = packet.payload.ip.ip;
+      p.aux = static_cast<uint8_t>(packet.payload.ip.ipc);
+      break;
+    case ppt_mode:
+      p.kind = static_cast<uint8_t>(Kind::kMode);
+      p.aux = static_cast<uint8_t>(packet.payload.mode.leaf);
+      p.bits = packet.payload.mode.leaf == pt_mol_exec
+                   ? static_cast<uint8_t>(packet.payload.mode.bits.exec.csl | packet.payload.mode.bits.exec.csd << 1)
+                   : static_cast<uint8_t>(packet.payload.mode.bits.tsx.intx | packet.payload.mode.bits.tsx.abrt << 1);
+      break;
+    case ppt_tsc:
+      p.kind = static_cast<uint8_t>(Kind::kTsc);
+      p.value = packet.payload.tsc.tsc;
+      break;
+    case ppt_cbr:
+      p.kind = static_cast<uint8_t>(Kind::kCbr);
+      p.aux = packet.payload.cbr.ratio;
+      break;
+    case ppt_pip:
+      p.kind = static_cast<uint8_t>(Kind::kPip);
+      p.value = packet.payload.pip.cr3;
+      p.aux = static_cast<uint8_t>(packet.payload.pip.nr);
+      break;
+    case ppt_vmcs:
+      p.kind = static_cast<uint8_t>(Kind::kVmcs);
+      p.value = packet.payload.vmcs.base;
+      break;
+    default: p.kind = static_cast<uint8_t>(Kind::kOther); break;
+  }
+  return p;
+}
+
+// --- The pre-scan --------------------------------------------------------------------
+
+PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
+  Scan scan;
+  pt_packet_decoder* pkt = NewPacketDecoder(config);
+  if (pkt == nullptr) return scan;
+  const uint64_t size = static_cast<uint64_t>(config.end - config.begin);
+  // Every place a sync can land: each PSB pattern (a mutated stream may hold one inside
+  // another packet's payload, so each is scanned on its own until it meets a packet
+  // boundary seen before).
+  std::vector<uint64_t> starts;
+  while (pt_pkt_sync_forward(pkt) >= 0) {
+    uint64_t offset = 0;
+    pt_pkt_get_sync_offset(pkt, &offset);
+    starts.push_back(offset);
+  }
+  auto packets = std::make_shared<std::vector<Packed>>();
+  const bool indexed = size < (1ull << 32);
+  // About a packet per 3 bytes in branch-heavy traces; reserved pages cost nothing until
+  // written, a regrowth copies everything.
+  packets->reserve(indexed ? size / 2 + 16 : 0);
+  std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (sorted)
+  bool ok = true;
+  for (uint64_t start : starts) {
+    if (!ok) break;
+    if (std::binary_search(seen_psbs.begin(), seen_psbs.end(), start)) continue;
+    if (pt_pkt_sync_set(pkt, start) < 0) {
+      ok = false;
+      break;
+    }
+    uint64_t next = start;
+    while (true) {
+      const uint64_t offset = next;
+      pt_packet packet;
+      int status = pt_pkt_next(pkt, &packet, sizeof packet);
+      next += static_cast<uint64_t>(status > 0 ? status : 0);
+      if (status < 0) {
+        ok = status == -pte_eos && offset == size;
+        break;
+      }
+      if (!SupportedType(packet.type)) {
+        ok = false;
+        break;
+      }
+      if (packet.type == ppt_mode && packet.payload.mode.leaf != pt_mol_exec &&
+          packet.payload.mode.leaf != pt_mol_tsx) {
+        ok = false;
+        break;
+      }
+      if (packet.type == ppt_ovf) scan.has_ovf = true;
+      if (indexed && start == starts.front() && packet.type != ppt_pad) packets->push_back(Pack(packet, offset));
+      if (packet.type == ppt_psb) {
+        if (offset != start && std::binary_search(seen_psbs.begin(), seen_psbs.end(), offset)) break;
+        seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), offset), offset);
+      }
+    }
+  }
+  pt_pkt_free_decoder(pkt);
+  scan.supported = ok;
+  if (ok && indexed) {
+    scan.packets = std::move(packets);
+  }
+  return scan;
+}
+
+bool PacketQuery::Accepts(const pt_config& config, const Scan& scan) {
+  if (!scan.supported) return false;
+  if (config.decode.callback != nullptr) return false;
+  // These change how pt_qry reads an OVF (look-ahead repairs not modelled here).
+  if (scan.has_ovf && (config.errata.skd010 || config.errata.apl11 || config.errata.apl12)) return false;
+  return true;
+}
+
+// --- Small pieces of libipt's state ------------------------------------------------
+
+pt_event* PacketQuery::Queue::Enqueue() {
+  const uint8_t idx = end;
+  const uint8_t next = static_cast<uint8_t>((idx + 1) % kSlots);
+  if (begin == (next + 1) % kSlots) return nullptr;
+  end = next;
+  std::memset(&events[idx], 0, sizeof events[idx]);
+  return &events[idx];
+}
+
+pt_event* PacketQuery::Queue::Dequeue() {
+  if (begin == end) return nullptr;
+  pt_event* ev = &events[begin];
+  begin = static_cast<uint8_t>((begin + 1) % kSlots);
+  return ev;
+}
+
+pt_event* PacketQuery::Queue::Find(pt_event_type type) {
+  for (uint8_t i = begin; i != end; i = static_cast<uint8_t>((i + 1) % kSlots)) {
+    if (events[i].type == type) return &events[i];
+  }
+  return nullptr;
+}
+
+int PacketQuery::LastIp::Query(uint64_t* out) const {
+  if (!have_ip) {
+    if (out != nullptr) *out = 0;
+    return -pte_noip;
+  }
+  if (suppressed) {
+    if (out != nullptr) *out = 0;
+    return -pte_ip_suppressed;
+  }
+  if (out != nullptr) *out = ip;
+  return 0;
+}
+
+int PacketQuery::LastIp::Update(uint8_t ipc, uint64_t packet_ip) {
+  uint64_t keep = 0;
+  switch (ipc) {
+    case pt_ipc_suppressed: suppressed = true; return 0;
+    case pt_ipc_sext_48: {
+      const uint64_t value = packet_ip & 0xffffffffffffull;
+      ip = (value & (1ull << 47)) ? value | ~0xffffffffffffull : value;
+      have_ip = true;
+      suppressed = false;
+      return 0;
+    }
+    case pt_ipc_update_16: keep = ~0xffffull; break;
+    case pt_ipc_update_32: keep = ~0xffffffffull; break;
+    case pt_ipc_update_48: keep = ~0xffffffffffffull; break;
+    case pt_ipc_full: keep = 0; break;
+    default: return -pte_bad_packet;
+  }
+  ip = (ip & keep) | (packet_ip & ~keep);
+  have_ip = true;
+  suppressed = false;
+  return 0;
+}
+
+pt_event* PacketQuery::Standalone() {
+  std::memset(&standalone_, 0, sizeof standalone_);
+  return &standalone_;
+}
+
+// pt_qry_event_ip: a missing IP marks the event, it is no error.
+int PacketQuery::EventIp(uint64_t* ip, pt_event* event) const {
+  int status = ip_.Query(ip);
+  if (status == -pte_noip || status == -pte_ip_suppressed) event->ip_suppressed = 1;
+  return 0;
+}
+
+void PacketQuery::EventTime(pt_event* event) const {
+  event->tsc = time_.tsc;
+  event->lost_mtc = 0;
+  event->lost_cyc = 0;
+  if (time_.have_tsc) event->has_tsc = 1;
+}
+
+// --- Construction and sync ---------------------------------------------------------
+
+std::atomic<uint64_t> PacketQuery::made_{0};
+
+PacketQuery::PacketQuery(const pt_config& config, const Scan* scan) : config_(config) {
+  made_.fetch_add(1, std::memory_order_relaxed);
+  config_.decode.callback = nullptr;
+  config_.decode.context = nullptr;
+  size_ = static_cast<uint64_t>(config.end - config.begin);
+  if (scan != nullptr && scan->packets != nullptr && !scan->packets->empty()) {
+    index_ = scan->packets;
+    packed_ = index_->data();
+    packed_count_ = index_->size();
+  }
+  packets_ = NewPacketDecoder(config_);
+  scan_ = NewPacketDecoder(config_);
+  if (scan_ == nullptr && packets_ != nullptr) {
+    pt_pkt_free_decoder(packets_);
+    packets_ = nullptr;
+  }
+}
+
+PacketQuery::~PacketQuery() {
+  if (packets_ != nullptr) pt_pkt_free_decoder(packets_);
+  if (scan_ != nullptr) pt_pkt_free_decoder(scan_);
+}
+
+void PacketQuery::Reset() {
+  enabled_ = false;
+  consume_packet_ = false;
+  event_ = nullptr;
+  ip_ = LastIp();
+  tnt_ = 0;
+  tnt_index_ = 0;
+  time_ = TimeState();
+  last_time_ = TimeState();
+  for (Queue& q : queues_) q.begin = q.end = 0;
+}
+
+// pt_df_fetch: the packet at pos_ (decoded by the packet decoder, kept while pos_ stays).
+int PacketQuery::Fetch() {
+  if (next_pos_ == pos_) return next_ == Kind::kNone ? fetch_error_ : 0;
+  next_pos_ = pos_;
+  next_ = Kind::kNone;
+  if (pos_ >= size_) {
+    fetch_error_ = pos_ == size_ ? -pte_eos : -pte_nosync;
+    return fetch_error_;
+  }
+  if (packed_ != nullptr && FetchIndexed()) return 0;
+  if (packets_pos_ != pos_) {
+    int status = pt_pkt_sync_set(packets_, pos_);
+    if (status < 0) {
+      packets_pos_ = UINT64_MAX;
+      fetch_error_ = status;
+      return status;
+    }
+  }
+  pt_packet packet;
+  int size = pt_pkt_next(packets_, &packet, sizeof packet);
+  if (size < 0) {
+    packets_pos_ = UINT64_MAX;
+    fetch_error_ = size;
+    return size;
+  }
+  packets_pos_ = pos_ + static_cast<uint64_t>(size);
+  next_size_ = size;
+  fetch_error_ = 0;
+  live_ = Pack(packet, pos_);
+  cur_ = &live_;
+  next_ = static_cast<Kind>(live_.kind);
+  return 0;
+}
+
+// The packet at pos_ from the scan's index, if the index covers pos_: an entry there, or
+// a PAD between two entries (the scan decoded every byte from the first PSB on).
+bool PacketQuery::FetchIndexed() {
+  size_t i = cursor_ + 1;
+  if (i < packed_count_ && packed_[i].offset == pos_) {
+    // The packet after the last one fetched (most fetches).
+  } else if (i - 1 < packed_count_ && packed_[i - 1].offset == pos_) {
+    --i;
+  } else {
+    const Packed* at = std::lower_bound(packed_, packed_ + packed_count_, pos_,
+                                        [](const Packed& p, uint64_t offset) { return p.offset < offset; });
+    i = static_cast<size_t>(at - packed_);
+  }
+  cursor_ = i;
+  if (i < packed_count_ && packed_[i].offset == pos_) {
+    cur_ = &packed_[i];
+    next_ = static_cast<Kind>(cur_->kind);
+    next_size_ = cur_->size;
+    fetch_error_ = 0;
+    return true;
+  }
+  // Between two entries (or after the last, up to the end): PADs. All of them at once.
+  if (i > 0 && packed_[i - 1].offset + packed_[i - 1].size <= pos_) {
+    const uint64_t end = i < packed_count_ ? packed_[i].offset : size_;
+    next_ = Kind::kPad;
+    next_size_ = static_cast<int>(std::min<uint64_t>(end - pos_, INT32_MAX));
+    fetch_error_ = 0;
+    return true;
+  }
+  return false;  // inside a packet (a sync inside another's payload) or before the first
+}
+
+int PacketQuery::Start(uint64_t sync, uint64_t* ip) {
+  Reset();
+  synced_ = true;
+  sync_ = sync;
+  pos_ = sync;
+  int status = Fetch();
+  if (status != 0) return status;
+  if (next_ != Kind::kPsb) return -pte_nosync;
+  status = DecodePsb();
+  if (status < 0) return status;
+  // The start IP before reading ahead: an adjacent PSB+ may change it.
+  if (ip != nullptr && ip_.Query(ip) == 0) ip = nullptr;
+  status = ReadAhead();
+  if (status < 0) return status;
+  int flags = StatusFlags();
+  if (ip_.Query(ip) < 0 && ip != nullptr) flags |= pts_ip_suppressed;
+  return flags;
+}
+
+int PacketQuery::SyncForward(uint64_t* ip) {
+  // pt_qry_sync_forward's search start: from pos (past the PSB it synced on), less 15
+  // bytes for a PSB a packet partly consumed. The packet decoder's sync_forward does the
+  // same from its own (pos, sync); set them so its start is ours.
+  uint64_t from = synced_ ? pos_ : 0;
+  if (synced_ && pos_ == sync_) from += kPsbSize;
+  const uint64_t start = from - std::min<uint64_t>(from, kPsbSize - 1);
+  pt_packet_decoder* searcher = scan_;
+  pt_packet_decoder* fresh = nullptr;
+  if (start == 0) {
+    // A fresh decoder searches from the beginning.
+    fresh = NewPacketDecoder(config_);
+    if (fresh == nullptr) return -pte_nomem;
+    searcher = fresh;
+  } else {
+    // sync_set(q) then sync_forward searches from q + 16 - 15.
+    int status = pt_pkt_sync_set(searcher, start - 1);
+    if (status < 0) return status;
+  }
+  int status = pt_pkt_sync_forward(searcher);
+  uint64_t found = 0;
+  if (status >= 0) pt_pkt_get_sync_offset(searcher, &found);
+  if (fresh != nullptr) pt_pkt_free_decoder(fresh);
+  if (status < 0) return status;
+  return Start(found, ip);
+}
+
+int PacketQuery::SyncSet(uint64_t* ip, uint64_t offset) {
+  // pt_sync_set: a PSB must start at `offset`.
+  if (offset > size_) return -pte_eos;
+  if (size_ < offset + 2) return -pte_eos;
+  const uint8_t* at = config_.begin + offset;
+  if (at[0] != 0x02 || at[1] != 0x82) return -pte_nosync;
+  int status = pt_pkt_sync_set(scan_, offset);
+  if (status < 0) return status;
+  pt_packet packet;
+  status = pt_pkt_next(scan_, &packet, sizeof packet);
+  if (status < 0) return status;
+  return Start(offset, ip);
+}
+
+// --- Read-ahead and status ---------------------------------------------------------
+
+bool PacketQuery::WillEvent() const {
+  switch (next_) {
+    case Kind::kPge:
+    case Kind::kPgd:
+    case Kind::kOvf:
+    case Kind::kMode:
+    case Kind::kCbr:
+    case Kind::kPip:
+    case Kind::kVmcs:
+    case Kind::kOther: return true;
+    case Kind::kPsbend: return queues_[kBindPsbend].pending();
+    case Kind::kTip: return queues_[kBindTip].pending();
+    case Kind::kFup: return queues_[kBindFup].pending();
+    default: return false;
+  }
+}
+
+int PacketQuery::StatusFlags() const {
+  if (tnt_index_ != 0) return 0;
+  int flags = 0;
+  if (WillEvent()) flags |= pts_event_pending;
+  if (next_ == Kind::kNone && fetch_error_ == -pte_eos) flags |= pts_eos;
+  return flags;
+}
+
+int PacketQuery::ReadAhead() {
+  while (true) {
+    int status = Fetch();
+    if (status != 0) return status;
+    if (next_ == Kind::kTip || next_ == Kind::kTnt) return 0;
+    if (WillEvent()) return 0;
+    status = Decode();
+    if (status != 0) {
+      if (status == -pte_eos) {
+        // A truncated status packet at the end.
+        pos_ = size_;
+        next_pos_ = pos_;
+        next_ = Kind::kNone;
+        fetch_error_ = -pte_eos;
+      }
+      return status;
+    }
+  }
+}
+
+// --- Queries -----------------------------------------------------------------------
+
+int PacketQuery::CacheTnt() {
+  while (true) {
+    if (next_ == Kind::kNone) return fetch_error_ != 0 ? fetch_error_ : -pte_internal;
+    if (WillEvent()) return -pte_bad_query;
+    if (next_ == Kind::kTip) return -pte_bad_query;
+    event_ = nullptr;
+    const bool tnt = next_ == Kind::kTnt;
+    int status = Decode();
+    if (status != 0) return status;
+    if (event_ != nullptr) return -pte_event_ignored;
+    if (tnt) break;
+    status = ReadAhead();
+    if (status != 0) return status;
+  }
+  last_time_ = time_;
+  int status = ReadAhead();
+  if (status < 0 && status != -pte_eos) return status;
+  return 0;
+}
+
+int PacketQuery::CondBranchRefill(int* taken) {
+  int status = 0;
+  if (next_ == Kind::kTnt && cur_->aux != 0) {
+    // CacheTnt's usual case: the read-ahead stopped at a TNT, no event before it.
+    tnt_ = cur_->value;
+    tnt_index_ = 1ull << (cur_->aux - 1);
+    Consume();
+    last_time_ = time_;
+    status = ReadAhead();
+    if (status < 0 && status != -pte_eos) return status;
+    status = 0;
+  } else {
+    status = CacheTnt();
+  }
+  if (status < 0) return status;
+  if (tnt_index_ == 0) return -pte_bad_query;
+  *taken = (tnt_ & tnt_index_) != 0;
+  tnt_index_ >>= 1;
+  return StatusFlags();
+}
+
+int PacketQuery::IndirectBranch(uint64_t* addr) {
+  int flags = 0;
+  while (true) {
+    if (next_ == Kind::kNone) return fetch_error_ != 0 ? fetch_error_ : -pte_internal;
+    if (WillEvent()) return -pte_bad_query;
+    event_ = nullptr;
+    const Kind kind = next_;
+    if (kind == Kind::kTnt && tnt_index_ != 0) return -pte_bad_query;
+    int status = Decode();
+    if (status != 0) return status;
+    if (event_ != nullptr) return -pte_event_ignored;
+    if (kind == Kind::kTip) {
+      uint64_t ip = 0;
+      if (ip_.Query(&ip) < 0) {
+        flags |= pts_ip_suppressed;
+      } else {
+        *addr = ip;
+      }
+      break;
+    }
+    status = ReadAhead();
+    if (status != 0) return status;
+  }
+  last_time_ = time_;
+  int status = ReadAhead();
+  if (status < 0 && status != -pte_eos) return status;
+  return flags | StatusFlags();
+}
+
+int PacketQuery::Event(pt_event* event, size_t size) {
+  if (size < offsetof(pt_event, variant)) return -pte_invalid;
+  if (tnt_index_ != 0) return -pte_bad_query;
+  if (size > sizeof(pt_event)) size = sizeof(pt_event);
+  while (true) {
+    if (next_ == Kind::kNone) return fetch_error_ != 0 ? fetch_error_ : -pte_internal;
+    if ((next_ == Kind::kTip || next_ == Kind::kTnt) && !WillEvent()) return -pte_bad_query;
+    event_ = nullptr;
+    int status = Decode();
+    if (status != 0) return status;
+    if (event_ != nullptr) {
+      if (size == sizeof(pt_event)) {
+        *event = *event_;  // the usual size: a fixed copy, no memcpy call
+      } else {
+        std::memcpy(event, event_, size);
+      }
+      break;
+    }
+    status = ReadAhead();
+    if (status != 0) return status;
+  }
+  last_time_ = time_;
+  int status = ReadAhead();
+  if (status < 0 && status != -pte_eos) return status;
+  return StatusFlags();
+}
+
+// --- Packets in the stream ---------------------------------------------------------
+
+int PacketQuery::Decode() {
+  switch (next_) {
+    case Kind::kPad: Consume(); return 0;  // the index hands a run of PADs at once
+    case Kind::kPsb: return DecodePsb();
+    case Kind::kPsbend: return DecodePsbend();
+    case Kind::kTip: return DecodeTip();
+    case Kind::kTnt: return DecodeTnt();
+    case Kind::kPge: return DecodePge();
+    case Kind::kPgd: return DecodePgd();
+    case Kind::kFup: return DecodeFup();
+    case Kind::kOvf: return DecodeOvf();
+    case Kind::kMode: return DecodeMode();
+    case Kind::kTsc:
+      time_.tsc = cur_->value;
+      time_.have_tsc = true;
+      Consume();
+      return 0;
+    case Kind::kCbr: return DecodeCbr();
+    case Kind::kPip: return DecodePip();
+    case Kind::kVmcs: return DecodeVmcs();
+    default: return -pte_internal;  // Accepts keeps other packets away
+  }
+}
+
+// pt_qry_decode_psb with pt_qry_read_psb_header.
+int PacketQuery::DecodePsb() {
+  const uint64_t psb = pos_;
+  Consume();
+  ip_ = LastIp();
+  int status = 0;
+  while (true) {
+    status = Fetch();
+    if (status != 0) break;
+    // An OVF ends the header as PSBEND does (both carry pt_qry's psbend flag).
+    if (next_ == Kind::kPsbend || next_ == Kind::kOvf) return 0;
+    status = DecodeHeader();
+    if (status != 0) break;
+  }
+  pos_ = psb;
+  queues_[kBindPsbend].begin = queues_[kBindPsbend].end = 0;
+  Fetch();
+  return status;
+}
+
+int PacketQuery::DecodeHeader() {
+  switch (next_) {
+    case Kind::kPad: Consume(); return 0;
+    case Kind::kFup: return HeaderFup();
+    case Kind::kMode: return HeaderMode();
+    case Kind::kTsc:
+      time_.tsc = cur_->value;
+      time_.have_tsc = true;
+      Consume();
+      return 0;
+    case Kind::kCbr: return HeaderCbr();
+    case Kind::kPip: {
+      pt_event* ev = queues_[kBindPsbend].Enqueue();
+      if (ev == nullptr) return -pte_nomem;
+      ev->type = ptev_async_paging;
+      ev->variant.async_paging.cr3 = cur_->value;
+      ev->variant.async_paging.non_root = (cur_->aux & 1);
+      Consume();
+      return 0;
+    }
+    case Kind::kVmcs: {
+      pt_event* ev = queues_[kBindPsbend].Enqueue();
+      if (ev == nullptr) return -pte_nomem;
+      ev->type = ptev_async_vmcs;
+      ev->variant.async_vmcs.base = cur_->value;
+      Consume();
+      return 0;
+    }
+    default: return -pte_bad_context;
+  }
+}
+
+// The start of TIP, TIP.PGD and FUP: the last IP updated, the first event bound to the
+// packet taken from its queue (null if none).
+int PacketQuery::UpdateIp(Binding binding, pt_event** ev) {
+  int status = ip_.Update(cur_->aux, cur_->value);
+  if (status < 0) return status;
+  *ev = queues_[binding].Dequeue();
+  return 0;
+}
+
+int PacketQuery::DecodeTip() {
+  pt_event* ev = nullptr;
+  int status = UpdateIp(kBindTip, &ev);
+  if (status < 0) return status;
+  if (ev != nullptr) {
+    switch (ev->type) {
+      case ptev_async_branch:
+        consume_packet_ = true;
+        EventIp(&ev->variant.async_branch.to, ev);
+        break;
+      case ptev_async_paging: EventIp(&ev->variant.async_paging.ip, ev); break;
+      case ptev_async_vmcs: EventIp(&ev->variant.async_vmcs.ip, ev); break;
+      case ptev_exec_mode: EventIp(&ev->variant.exec_mode.ip, ev); break;
+      default: return -pte_bad_context;
+    }
+    event_ = ev;
+    if (queues_[kBindTip].pending()) return 0;
+    if (!consume_packet_) return 0;
+    consume_packet_ = false;
+  }
+  Consume();
+  return 0;
+}
+
+int PacketQuery::DecodeTnt() {
+  if (tnt_index_ != 0) return -pte_bad_context;
+  const uint8_t bits = cur_->aux;
+  if (bits == 0) return -pte_bad_packet;
+  tnt_ = cur_->value;
+  tnt_index_ = 1ull << (bits - 1);
+  Consume();
+  return 0;
+}
+
+int PacketQuery::DecodePge() {
+  int status = ip_.Update(cur_->aux, cur_->value);
+  if (status < 0) return status;
+  pt_event* ev = nullptr;
+  if (!consume_packet_) {
+    ev = Standalone();
+    ev->type = ptev_enabled;
+    if (ip_.Query(&ev->variant.enabled.ip) < 0) return -pte_bad_packet;
+    EventTime(ev);
+    tnt_ = 0;
+    tnt_index_ = 0;
+    consume_packet_ = true;
+    enabled_ = true;
+  } else {
+    ev = queues_[kBindTip].Dequeue();
+    if (ev != nullptr) {
+      if (ev->type != ptev_exec_mode) return -pte_bad_context;
+      EventIp(&ev->variant.exec_mode.ip, ev);
+    }
+  }
+  if (ev == nullptr) return -pte_internal;
+  event_ = ev;
+  if (queues_[kBindTip].pending()) return 0;
+  if (!consume_packet_) return -pte_internal;
+  consume_packet_ = false;
+  Consume();
+  return 0;
+}
+
+int PacketQuery::DecodePgd() {
+  pt_event* ev = nullptr;
+  int status = UpdateIp(kBindTip, &ev);
+  if (status < 0) return status;
+  if (ev != nullptr) {
+    switch (ev->type) {
+      case ptev_async_branch: {
+        const uint64_t at = ev->variant.async_branch.from;
+        ev->type = ptev_async_disabled;
+        ev->variant.async_disabled.at = at;
+        EventIp(&ev->variant.async_disabled.ip, ev);
+        break;
+      }
+      case ptev_async_paging:
+      case ptev_async_vmcs:
+      case ptev_exec_mode: ev->ip_suppressed = 1; break;
+      default: return -pte_bad_context;
+    }
+  } else {
+    ev = Standalone();
+    ev->type = ptev_disabled;
+    EventIp(&ev->variant.disabled.ip, ev);
+    EventTime(ev);
+  }
+  event_ = ev;
+  if (queues_[kBindTip].pending()) return 0;
+  enabled_ = false;
+  Consume();
+  return 0;
+}
+
+int PacketQuery::DecodeFup() {
+  pt_event* ev = nullptr;
+  int status = UpdateIp(kBindFup, &ev);
+  if (status < 0) return status;
+  if (ev != nullptr) {
+    switch (ev->type) {
+      case ptev_overflow:
+        consume_packet_ = true;
+        status = ip_.Query(&ev->variant.overflow.ip);
+        if (status < 0) return status;
+        break;
+      case ptev_tsx:
+        if (!ev->variant.tsx.aborted) consume_packet_ = true;
+        EventIp(&ev->variant.tsx.ip, ev);
+        break;
+      default: return -pte_internal;
+    }
+    event_ = ev;
+    if (queues_[kBindFup].pending()) return 0;
+    if (!consume_packet_) return 0;
+    consume_packet_ = false;
+  } else {
+    uint64_t ip = 0;
+    status = ip_.Query(&ip);
+    if (status < 0) return status;
+    ev = queues_[kBindTip].Enqueue();
+    if (ev == nullptr) return -pte_nomem;
+    ev->type = ptev_async_branch;
+    ev->variant.async_branch.from = ip;
+    EventTime(ev);
+  }
+  Consume();
+  return 0;
+}
+
+// pt_qry_header_fup, with the BDM70 erratum: a FUP in PSB+ while tracing is disabled
+// that a TIP.PGE follows is not applied.
+int PacketQuery::HeaderFup() {
+  if (config_.errata.bdm70 && !enabled_) {
+    int status = CheckBdm70(pos_ + static_cast<uint64_t>(next_size_));
+    if (status < 0) return status;
+    if (status > 0) {
+      Consume();
+      return 0;
+    }
+  }
+  int status = ip_.Update(cur_->aux, cur_->value);
+  if (status < 0) return status;
+  if (cur_->aux != pt_ipc_suppressed) enabled_ = true;
+  Consume();
+  return 0;
+}
+
+int PacketQuery::CheckBdm70(uint64_t offset) {
+  int status = pt_pkt_sync_set(scan_, offset);
+  if (status < 0) return status;
+  while (true) {
+    pt_packet packet;
+    status = pt_pkt_next(scan_, &packet, sizeof packet);
+    if (status < 0) return status == -pte_eos ? 0 : status;
+    switch (packet.type) {
+      case ppt_tip_pge: return 1;
+      case ppt_pad:
+      case ppt_tsc:
+      case ppt_cbr:
+      case ppt_psbend:
+      case ppt_pip:
+      case ppt_mode:
+      case ppt_vmcs:
+      case ppt_tma:
+      case ppt_mtc:
+      case ppt_cyc:
+      case ppt_mnt: continue;
+      default: return 0;
+    }
+  }
+}
+
+int PacketQuery::ProcessPendingPsbEvents() {
+  pt_event* ev = queues_[kBindPsbend].Dequeue();
+  if (ev == nullptr) return 0;
+  ev->status_update = 1;
+  EventTime(ev);
+  switch (ev->type) {
+    case ptev_exec_mode: EventIp(&ev->variant.exec_mode.ip, ev); break;
+    case ptev_tsx: EventIp(&ev->variant.tsx.ip, ev); break;
+    case ptev_async_paging: EventIp(&ev->variant.async_paging.ip, ev); break;
+    case ptev_async_vmcs: EventIp(&ev->variant.async_vmcs.ip, ev); break;
+    case ptev_cbr: break;
+    default: return -pte_internal;
+  }
+  event_ = ev;
+  return 1;
+}
+
+// The offset from pos_ to the end of the FUP an OVF binds to, 0 if none, or an error
+// (pt_qry_find_ovf_fup).
+int PacketQuery::FindOvfFup() {
+  int status = pt_pkt_sync_set(scan_, pos_);
+  if (status < 0) return status;
+  while (true) {
+    pt_packet packet;
+    status = pt_pkt_next(scan_, &packet, sizeof packet);
+    if (status < 0) return status;
+    switch (packet.type) {
+      case ppt_fup: {
+        uint64_t end = 0;
+        pt_pkt_get_offset(scan_, &end);
+        if (end <= pos_) return -pte_overflow;
+        return static_cast<int>(end - pos_);
+      }
+      case ppt_invalid: return -pte_bad_opc;
+      case ppt_unknown:
+      case ppt_pad:
+      case ppt_mnt:
+      case ppt_cbr:
+      case ppt_tsc:
+      case ppt_tma:
+      case ppt_mtc:
+      case ppt_cyc: continue;
+      case ppt_psbend:
+      case ppt_tip:
+      case ppt_tip_pgd:
+      case ppt_tnt_8:
+      case ppt_tnt_64: return -pte_bad_context;
+      default: return 0;
+    }
+  }
+}
+
+int PacketQuery::DecodeOvf() {
+  int status = ProcessPendingPsbEvents();
+  if (status < 0) return status;
+  if (status > 0) return 0;
+  const TimeState time = time_;
+  Reset();
+  time_ = time;
+  pos_ += kOvfSize;
+  const int offset = FindOvfFup();
+  if (offset <= 0) {
+    if (offset < 0 && offset != -pte_eos) return offset;
+    pt_event* ev = Standalone();
+    ev->type = ptev_overflow;
+    ev->ip_suppressed = 1;
+    enabled_ = false;
+    event_ = ev;
+    EventTime(ev);
+    return 0;
+  }
+  pt_event* ev = queues_[kBindFup].Enqueue();
+  if (ev == nullptr) return -pte_internal;
+  ev->type = ptev_overflow;
+  enabled_ = true;
+  EventTime(ev);
+  return 0;
+}
+
+int PacketQuery::DecodeMode() {
+  if (cur_->aux == pt_mol_exec) {
+    pt_event* ev = queues_[kBindTip].Enqueue();
+    if (ev == nullptr) return -pte_nomem;
+    ev->type = ptev_exec_mode;
+    ev->variant.exec_mode.mode = ExecMode(cur_->bits);
+    EventTime(ev);
+  } else if (cur_->aux == pt_mol_tsx) {
+    pt_event* ev = nullptr;
+    if (!enabled_) {
+      ev = Standalone();
+      ev->variant.tsx.ip = 0;
+      ev->ip_suppressed = 1;
+      event_ = ev;
+    } else {
+      ev = queues_[kBindFup].Enqueue();
+      if (ev == nullptr) return -pte_nomem;
+    }
+    ev->type = ptev_tsx;
+    ev->variant.tsx.speculative = cur_->bits & 1;
+    ev->variant.tsx.aborted = (cur_->bits >> 1) & 1;
+    EventTime(ev);
+  }
+  Consume();
+  return 0;
+}
+
+int PacketQuery::HeaderMode() {
+  pt_event* ev = queues_[kBindPsbend].Enqueue();
+  if (ev == nullptr) return -pte_nomem;
+  if (cur_->aux == pt_mol_exec) {
+    ev->type = ptev_exec_mode;
+    ev->variant.exec_mode.mode = ExecMode(cur_->bits);
+  } else if (cur_->aux == pt_mol_tsx) {
+    ev->type = ptev_tsx;
+    ev->variant.tsx.speculative = cur_->bits & 1;
+    ev->variant.tsx.aborted = (cur_->bits >> 1) & 1;
+  }
+  Consume();
+  return 0;
+}
+
+// A PIP binds to the TIP of an asynchronous branch (FUP) pending, else stands alone.
+int PacketQuery::DecodePip() {
+  pt_event* ev = nullptr;
+  if (queues_[kBindTip].Find(ptev_async_branch) == nullptr) {
+    ev = Standalone();
+    ev->type = ptev_paging;
+    ev->variant.paging.cr3 = cur_->value;
+    ev->variant.paging.non_root = (cur_->aux & 1);
+    event_ = ev;
+  } else {
+    ev = queues_[kBindTip].Enqueue();
+    if (ev == nullptr) return -pte_nomem;
+    ev->type = ptev_async_paging;
+    ev->variant.async_paging.cr3 = cur_->value;
+    ev->variant.async_paging.non_root = (cur_->aux & 1);
+  }
+  EventTime(ev);
+  Consume();
+  return 0;
+}
+
+int PacketQuery::DecodeVmcs() {
+  const uint64_t base = cur_->value;
+  if (pt_event* paging = queues_[kBindTip].Find(ptev_async_paging); paging != nullptr) {
+    // libipt 2.0.5 turns the paging event into the VMCS one and queues an empty
+    // (zeroed) event behind it.
+    if (queues_[kBindTip].Enqueue() == nullptr) return -pte_nomem;
+    paging->type = ptev_async_vmcs;
+    paging->variant.async_vmcs.base = base;
+    Consume();
+    return 0;
+  }
+  if (queues_[kBindTip].Find(ptev_async_branch) != nullptr) {
+    pt_event* ev = queues_[kBindTip].Enqueue();
+    if (ev == nullptr) return -pte_nomem;
+    ev->type = ptev_async_vmcs;
+    ev->variant.async_vmcs.base = base;
+    Consume();
+    return 0;
+  }
+  pt_event* ev = Standalone();
+  ev->type = ptev_vmcs;
+  ev->variant.vmcs.base = base;
+  event_ = ev;
+  EventTime(ev);
+  Consume();
+  return 0;
+}
+
+int PacketQuery::DecodePsbend() {
+  int status = ProcessPendingPsbEvents();
+  if (status < 0) return status;
+  if (status > 0) return 0;
+  pos_ += kPsbendSize;
+  return 0;
+}
+
+int PacketQuery::DecodeCbr() {
+  // libipt's time and calibration both refuse a zero ratio.
+  if (cur_->aux == 0) return -pte_bad_packet;
+  pt_event* ev = Standalone();
+  ev->type = ptev_cbr;
+  ev->variant.cbr.ratio = cur_->aux;
+  event_ = ev;
+  EventTime(ev);
+  Consume();
+  return 0;
+}
+
+int PacketQuery::HeaderCbr() {
+  if (cur_->aux == 0) return -pte_bad_packet;
+  pt_event* ev = queues_[kBindPsbend].Enqueue();
+  if (ev == nullptr) return -pte_nomem;
+  ev->type = ptev_cbr;
+  ev->variant.cbr.ratio = cur_->aux;
+  Consume();
+  return 0;
+}
+
+}  // namespace ptd::decoder

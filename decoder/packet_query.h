@@ -1,0 +1,189 @@
+#pragma once
+// A query layer with libipt 2.0.5's pt_qry_* semantics, over libipt's packet decoder.
+// The fast flow decoder asks it for every conditional branch, indirect branch and event;
+// libipt's query decoder spends ~130 instructions per TNT bit and ~800 per event (a
+// decoder function per packet, an event queue walk per status check). Here a TNT bit is
+// a test and a shift of a cached word, and an event a few packets of a switch.
+//
+// Results are those of pt_qry for the streams it accepts: the same return codes (errors
+// at the same call), status bits, pt_event fields, offsets, sync offsets and time. Packets
+// come from pt_pkt_next; the state machine (read-ahead, event queues by binding, PSB+
+// header, overflow) follows pt_query_decoder.c.
+//
+// Supported: PAD, PSB, PSBEND, FUP, TIP, TIP.PGE, TIP.PGD, TNT-8, TNT-64, MODE.Exec,
+// MODE.TSX, TSC, OVF, CBR, PIP, VMCS, and the BDM70 erratum. A buffer holding anything
+// else (MNT, TMA, MTC, CYC, STOP, EXSTOP, MWAIT, PWRE, PWRX, PTW, unknown packets), a
+// packet libipt cannot decode (but for the end of the buffer), an OVF under the SKD010,
+// APL11 or APL12 errata, or a config with a decode callback is not accepted: the caller
+// uses pt_qry for the whole buffer (Accepts decides, once per buffer).
+
+#include <intel-pt.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace ptd::decoder {
+
+class PacketQuery {
+ public:
+  // What a scan of a buffer's bytes found (Scan once per buffer, Accepts per config).
+  // One packet libipt decoded in the scan, as the query layer needs it (PADs are left
+  // out: the bytes between two packets of the scan are PADs).
+  struct Packed {
+    uint64_t value = 0;   // TNT payload, IP, TSC, CR3, VMCS base
+    uint32_t offset = 0;  // in the buffer
+    uint8_t kind = 0;     // Kind
+    uint8_t size = 0;
+    uint8_t aux = 0;      // TNT bit size, IP compression, MODE leaf, CBR ratio, PIP nr
+    uint8_t bits = 0;     // MODE: exec csl | csd << 1, tsx intx | abrt << 1
+  };
+  struct Scan {
+    bool supported = false;  // only supported packets, no decode error before the end
+    bool has_ovf = false;
+    // The packets from the first PSB on, in order (the decode reads them here instead of
+    // decoding each again: pt_pkt_next costs ~150 instructions a packet). Empty for
+    // buffers of 4 GiB or more.
+    std::shared_ptr<const std::vector<Packed>> packets;
+  };
+  static Scan ScanBytes(const pt_config& config);
+  static bool Accepts(const pt_config& config, const Scan& scan);
+  static bool Accepts(const pt_config& config) { return Accepts(config, ScanBytes(config)); }
+
+  // `scan`: of config's bytes, or null (then every packet comes from pt_pkt_next).
+  explicit PacketQuery(const pt_config& config, const Scan* scan = nullptr);
+  ~PacketQuery();
+  PacketQuery(const PacketQuery&) = delete;
+  PacketQuery& operator=(const PacketQuery&) = delete;
+  bool ok() const { return packets_ != nullptr; }
+  // How many have been made in this process (tests check that the fast decoder used one).
+  static uint64_t made() { return made_.load(std::memory_order_relaxed); }
+
+  // As pt_qry_sync_forward, pt_qry_sync_set, pt_qry_get_offset, pt_qry_get_sync_offset,
+  // pt_qry_cond_branch, pt_qry_indirect_branch, pt_qry_event and pt_qry_time.
+  int SyncForward(uint64_t* ip);
+  int SyncSet(uint64_t* ip, uint64_t offset);
+  int GetOffset(uint64_t* offset) const {
+    if (!synced_) return -pte_nosync;
+    *offset = pos_;
+    return 0;
+  }
+  int GetSyncOffset(uint64_t* offset) const {
+    if (!synced_) return -pte_nosync;
+    *offset = sync_;
+    return 0;
+  }
+  int CondBranch(int* taken) {
+    if (tnt_index_ == 0) return CondBranchRefill(taken);
+    *taken = (tnt_ & tnt_index_) != 0;
+    tnt_index_ >>= 1;
+    return tnt_index_ != 0 ? 0 : StatusFlags();
+  }
+  int IndirectBranch(uint64_t* ip);
+  int Event(pt_event* event, size_t size);
+  int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
+    *tsc = last_time_.tsc;
+    if (lost_mtc != nullptr) *lost_mtc = 0;  // no MTC/CYC: nothing is lost
+    if (lost_cyc != nullptr) *lost_cyc = 0;
+    return last_time_.have_tsc ? 0 : -pte_no_time;
+  }
+
+ private:
+  // The packet at pos_, by what pt_qry's decoder function flags say of it.
+  enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kOther };
+  // libipt's event queue for one binding: 8 slots, at most 6 events.
+  struct Queue {
+    static constexpr uint8_t kSlots = 8;
+    pt_event events[kSlots];
+    uint8_t begin = 0;
+    uint8_t end = 0;
+    bool pending() const { return begin != end; }
+    pt_event* Enqueue();
+    pt_event* Dequeue();
+    pt_event* Find(pt_event_type type);
+  };
+  enum Binding : uint8_t { kBindPsbend, kBindTip, kBindFup, kBindings };
+  struct TimeState {
+    uint64_t tsc = 0;
+    bool have_tsc = false;
+  };
+  struct LastIp {
+    uint64_t ip = 0;
+    bool have_ip = false;
+    bool suppressed = false;
+    int Query(uint64_t* out) const;
+    int Update(uint8_t ipc, uint64_t packet_ip);
+  };
+
+  static Packed Pack(const pt_packet& packet, uint64_t offset);
+  void Reset();
+  int Start(uint64_t sync, uint64_t* ip);
+  int Fetch();
+  bool FetchIndexed();
+  int ReadAhead();
+  bool WillEvent() const;
+  int StatusFlags() const;
+  int CondBranchRefill(int* taken);
+  int CacheTnt();
+  int Decode();
+  int DecodeHeader();
+  int DecodePsb();
+  int UpdateIp(Binding binding, pt_event** ev);
+  int DecodeTip();
+  int DecodeTnt();
+  int DecodePge();
+  int DecodePgd();
+  int DecodeFup();
+  int HeaderFup();
+  int DecodeOvf();
+  int DecodeMode();
+  int HeaderMode();
+  int DecodePip();
+  int DecodeVmcs();
+  int DecodePsbend();
+  int DecodeCbr();
+  int HeaderCbr();
+  int ProcessPendingPsbEvents();
+  int EventIp(uint64_t* ip, pt_event* event) const;
+  void EventTime(pt_event* event) const;
+  int FindOvfFup();
+  int CheckBdm70(uint64_t offset);
+  pt_event* Standalone();
+  void Consume() { pos_ += next_size_; }
+
+  static std::atomic<uint64_t> made_;
+  pt_config config_;
+  uint64_t size_ = 0;  // config end - begin
+  pt_packet_decoder* packets_ = nullptr;  // positioned at packets_pos_
+  pt_packet_decoder* scan_ = nullptr;     // the look-ahead scans (OVF, BDM70)
+  std::shared_ptr<const std::vector<Packed>> index_;  // Scan::packets
+  const Packed* packed_ = nullptr;
+  size_t packed_count_ = 0;
+  size_t cursor_ = 0;  // the index entry at or after pos_ (a hint)
+  uint64_t packets_pos_ = UINT64_MAX;
+
+  // pt_qry's state (its names).
+  bool synced_ = false;
+  uint64_t pos_ = 0;
+  uint64_t sync_ = 0;
+  Kind next_ = Kind::kNone;   // the packet at pos_ (kNone: fetch failed with fetch_error_)
+  uint64_t next_pos_ = UINT64_MAX;  // where next_/packet_ were fetched
+  int next_size_ = 0;
+  int fetch_error_ = 0;
+  const Packed* cur_ = &live_;  // the packet at next_pos_ (in the index or live_)
+  Packed live_;                // a packet pt_pkt_next decoded here
+  uint64_t tnt_ = 0;
+  uint64_t tnt_index_ = 0;
+  LastIp ip_;
+  TimeState time_;
+  TimeState last_time_;
+  bool enabled_ = false;
+  bool consume_packet_ = false;
+  pt_event* event_ = nullptr;
+  pt_event standalone_{};
+  Queue queues_[kBindings];
+};
+
+}  // namespace ptd::decoder

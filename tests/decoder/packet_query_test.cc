@@ -1,0 +1,298 @@
+// PacketQuery (decoder/packet_query.h) in lockstep with libipt's query decoder: the same
+// bytes, the same calls, and every return code, output, offset, sync offset and time
+// compared after each call. Streams: the code walker over libc (escapes, overflows,
+// TSC/MTC/CYC timing, return compression off, TNT-64), the emulated test programs, the
+// real traces of ../shared/samples, and mutated copies of all of them (compared where
+// PacketQuery::Accepts says yes). Then the fast flow decoder end to end: it must use
+// PacketQuery on these traces (and still equal libipt's block decoder: the other tests).
+#include "decoder/packet_query.h"
+
+#include <intel-pt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "decoder/trace_decoder.h"
+#include "gtest/gtest.h"
+#include "recorder/emulate/code_walker.h"
+#include "tests/decoder/decoder_diff.h"
+#include "tests/decoder/packet_query_lockstep.h"
+#include "tests/decoder/recorded_program.h"
+#include "tests/testing/test_util.h"
+
+namespace ptd::decoder {
+namespace {
+
+using ptd::testing::RunCommand;
+using ptd::testing::TempDir;
+using testing::Lockstep;
+using testing::RunLockstep;
+
+constexpr char kLibc[] = "/lib/x86_64-linux-gnu/libc.so.6";
+
+pt_config PlainConfig() {
+  pt_config c;
+  pt_config_init(&c);
+  return c;
+}
+
+// The same with every erratum libipt knows of that changes its query layer.
+pt_config ErrataConfig() {
+  pt_config c = PlainConfig();
+  c.errata.bdm70 = 1;
+  c.errata.skd010 = 1;
+  c.errata.apl11 = 1;
+  c.errata.apl12 = 1;
+  return c;
+}
+
+pt_config ConfigFor(const std::string& bytes, pt_config base) {
+  base.begin = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
+  base.end = base.begin + bytes.size();
+  return base;
+}
+
+std::vector<std::string> StreamsOf(const std::string& trace) {
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(trace + "/aux")) {
+    if (entry.path().extension() == ".pt") out.push_back(*ReadFileToString(entry.path().string()));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct Totals {
+  uint64_t streams = 0;
+  uint64_t calls = 0;
+  uint64_t events = 0;
+  uint64_t errors = 0;
+  uint64_t mutated_compared = 0;
+  uint64_t mutated_rejected = 0;
+};
+
+// Compares `bytes` in lockstep (it must be accepted) and `mutations` mutated copies
+// (where accepted).
+void CheckStream(const std::string& name, const std::string& bytes, const pt_config& base, int mutations,
+                 Totals* totals, uint64_t max_calls = 50'000'000) {
+  std::string copy = bytes;
+  ASSERT_TRUE(PacketQuery::Accepts(ConfigFor(copy, base))) << name << ": not accepted";
+  Lockstep run = RunLockstep(bytes, base, 1, max_calls);
+  EXPECT_EQ(run.difference, "") << name;
+  if (getenv("PTD_PQ_VERBOSE")) std::printf("%s: %zu bytes, %llu calls, %llu events, %llu errors\n", name.c_str(), bytes.size(), (unsigned long long)run.calls, (unsigned long long)run.events, (unsigned long long)run.errors);
+  ++totals->streams;
+  totals->calls += run.calls;
+  totals->events += run.events;
+  totals->errors += run.errors;
+  std::mt19937_64 random(std::hash<std::string>()(name));
+  for (int m = 0; m < mutations; ++m) {
+    std::string mutated = bytes;
+    const int kind = static_cast<int>(random() % 3);
+    const int changes = 1 + static_cast<int>(random() % 6);
+    for (int c = 0; c < changes && !mutated.empty(); ++c) {
+      const size_t at = random() % mutated.size();
+      if (kind == 0) {
+        mutated[at] = static_cast<char>(mutated[at] ^ (1 << (random() % 8)));
+      } else if (kind == 1) {
+        mutated.insert(mutated.begin() + static_cast<long>(at), static_cast<char>(random()));
+      } else {
+        mutated[at] = static_cast<char>(random());
+      }
+    }
+    if (random() % 4 == 0) mutated.resize(random() % (mutated.size() + 1));
+    if (!PacketQuery::Accepts(ConfigFor(mutated, base))) {
+      ++totals->mutated_rejected;
+      continue;
+    }
+    Lockstep mrun = RunLockstep(mutated, base, 100 + static_cast<uint64_t>(m), max_calls);
+    EXPECT_EQ(mrun.difference, "") << name << " mutation " << m;
+    ++totals->mutated_compared;
+    totals->calls += mrun.calls;
+    totals->events += mrun.events;
+    totals->errors += mrun.errors;
+  }
+}
+
+void Print(const std::string& what, const Totals& t) {
+  std::printf("%s: %llu streams, %llu calls compared (%llu events, %llu errors); mutated copies: %llu compared, "
+              "%llu not accepted\n",
+              what.c_str(), static_cast<unsigned long long>(t.streams), static_cast<unsigned long long>(t.calls),
+              static_cast<unsigned long long>(t.events), static_cast<unsigned long long>(t.errors),
+              static_cast<unsigned long long>(t.mutated_compared),
+              static_cast<unsigned long long>(t.mutated_rejected));
+}
+
+std::string WalkerStream(const TempDir& tmp, const CodeWalkerOptions& options) {
+  std::string dir = tmp.Sub(absl::StrCat("walk", options.seed));
+  absl::StatusOr<CodeWalkerStats> stats = WriteWalkerTrace(options, dir, true, "");
+  EXPECT_TRUE(stats.ok()) << stats.status();
+  if (!stats.ok()) return "";
+  std::vector<std::string> streams = StreamsOf(dir);
+  EXPECT_EQ(streams.size(), 1u);
+  return streams.empty() ? "" : streams[0];
+}
+
+CodeWalkerOptions LibcWalk(uint64_t seed, uint64_t instructions) {
+  CodeWalkerOptions options;
+  options.elf_path = kLibc;
+  options.seed = seed;
+  options.max_instructions = instructions;
+  return options;
+}
+
+TEST(PacketQueryTest, WalkerTracesInLockstep) {
+  if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
+  TempDir tmp;
+  Totals totals;
+  struct Variant {
+    const char* name;
+    uint64_t overflow_every_bytes;
+    uint64_t tsc_interval;
+    bool noretcomp;
+    bool long_tnt;
+    uint64_t psb_period;
+  };
+  const Variant variants[] = {
+      {"plain", 0, 0, false, false, 4096},
+      {"overflows", 5000, 0, false, false, 4096},
+      {"tsc", 0, 2000, false, true, 4096},
+      {"tsc+overflows+noretcomp", 3000, 500, true, false, 1024},
+  };
+  uint64_t seed = 1;
+  for (const Variant& v : variants) {
+    CodeWalkerOptions options = LibcWalk(seed++, 1'500'000);
+    options.overflow_every_bytes = v.overflow_every_bytes;
+    options.generator.tsc_interval = v.tsc_interval;
+    options.generator.noretcomp = v.noretcomp;
+    options.generator.long_tnt = v.long_tnt;
+    options.generator.psb_period = v.psb_period;
+    std::string bytes = WalkerStream(tmp, options);
+    ASSERT_FALSE(bytes.empty()) << v.name;
+    CheckStream(absl::StrCat("walker ", v.name), bytes, PlainConfig(), 12, &totals);
+    // BDM70 changes how a PSB+ FUP is read while disabled; the OVF errata refuse.
+    std::string copy = bytes;
+    const bool has_ovf = v.overflow_every_bytes != 0;
+    EXPECT_EQ(PacketQuery::Accepts(ConfigFor(copy, ErrataConfig())), !has_ovf) << v.name;
+    pt_config bdm70 = PlainConfig();
+    bdm70.errata.bdm70 = 1;
+    Lockstep run = RunLockstep(bytes, bdm70, 7, 50'000'000);
+    EXPECT_EQ(run.difference, "") << v.name << " (bdm70)";
+    totals.calls += run.calls;
+  }
+  // MTC/CYC are not supported: such buffers go to libipt.
+  CodeWalkerOptions timed = LibcWalk(seed++, 200'000);
+  timed.generator.tsc_interval = 1000;
+  timed.generator.mtc = true;
+  timed.generator.cyc = true;
+  std::string bytes = WalkerStream(tmp, timed);
+  EXPECT_FALSE(PacketQuery::Accepts(ConfigFor(bytes, PlainConfig())));
+  Print("walker", totals);
+  EXPECT_GT(totals.calls, 1'000'000u);
+  EXPECT_GT(totals.events, 10'000u);
+  EXPECT_GT(totals.mutated_compared, 10u);
+}
+
+// What it does not model goes to libipt: the emulated programs' MTC/CYC timing, a decode
+// callback, the OVF errata on a stream with OVF. Their fast decode uses pt_qry (no
+// PacketQuery made) and still equals libipt's block decoder.
+TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
+  testing::Recording rec = testing::Record("ptd_prog_calls", {"--emulate-overflow-every", "6144"});
+  ASSERT_TRUE(rec.error.empty()) << rec.error;
+  std::vector<std::string> streams = StreamsOf(rec.trace);
+  ASSERT_FALSE(streams.empty());
+  for (std::string& bytes : streams) {
+    EXPECT_FALSE(PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig())).supported);  // MTC, CYC
+  }
+  const uint64_t before = PacketQuery::made();
+  DecodeOptions options;
+  EXPECT_EQ(testing::CompareFastWithLibiptBlock(rec.trace, options), "");
+  EXPECT_EQ(PacketQuery::made(), before);
+
+  TempDir tmp;
+  CodeWalkerOptions walk = LibcWalk(9, 100'000);
+  walk.overflow_every_bytes = 4000;
+  std::string bytes = WalkerStream(tmp, walk);
+  ASSERT_FALSE(bytes.empty());
+  pt_config config = ConfigFor(bytes, PlainConfig());
+  const PacketQuery::Scan scan = PacketQuery::ScanBytes(config);
+  ASSERT_TRUE(scan.supported);
+  EXPECT_TRUE(scan.has_ovf);
+  EXPECT_TRUE(PacketQuery::Accepts(config, scan));
+  for (int erratum = 0; erratum < 3; ++erratum) {
+    pt_config errata = config;
+    (erratum == 0 ? errata.errata.skd010 : erratum == 1 ? errata.errata.apl11 : errata.errata.apl12) = 1;
+    EXPECT_FALSE(PacketQuery::Accepts(errata, scan)) << erratum;
+  }
+  pt_config callback = config;
+  callback.decode.callback = [](pt_packet_unknown*, const pt_config*, const uint8_t*, void*) { return -pte_bad_opc; };
+  EXPECT_FALSE(PacketQuery::Accepts(callback, scan));
+}
+
+TEST(PacketQueryTest, SamplesInLockstep) {
+  PTD_REQUIRE_SAMPLES(root);
+  Totals totals;
+  for (const char* dir : {"Unzip", "foo", "mruby"}) {
+    std::string bytes = *ReadFileToString(absl::StrCat(root, "/libxdc_experiments/", dir, "/trace"));
+    CheckStream(dir, bytes, PlainConfig(), 20, &totals);
+    CheckStream(absl::StrCat(dir, " (bdm70)"), bytes, [] {
+      pt_config c = PlainConfig();
+      c.errata.bdm70 = 1;
+      return c;
+    }(), 0, &totals);
+  }
+  TempDir tmp;
+  for (const char* file : {"hello", "ovf-01-poc", "uaf-01-poc", "cve-2004-0597-poc"}) {
+    std::string raw = tmp.Sub(absl::StrCat(file, ".bin"));
+    std::string split = tmp.Sub(absl::StrCat(file, ".split"));
+    auto r = RunCommand({"python3", "-c",
+                         "import gzip,shutil,sys; shutil.copyfileobj(gzip.open(sys.argv[1]), open(sys.argv[2],'wb'))",
+                         absl::StrCat(root, "/arcus_griffin/", file, ".griffin.gz"), raw});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = RunCommand({"python3", absl::StrCat(root, "/tools/griffin_split.py"), raw, split});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const auto& entry : std::filesystem::directory_iterator(split)) {
+      if (entry.path().filename().string().rfind("pt_", 0) != 0) continue;
+      std::string bytes = *ReadFileToString(entry.path().string());
+      CheckStream(absl::StrCat(file, " ", entry.path().filename().string()), bytes, PlainConfig(), 20, &totals);
+    }
+  }
+  Print("samples", totals);
+  EXPECT_GE(totals.streams, 7u);
+}
+
+// The fast flow decoder reads these traces through PacketQuery (the differential tests
+// of fast_block_decoder_test.cc, samples_test.cc and ground_truth_test.cc then compare
+// it with libipt's block decoder), and gives what libipt's block decoder gives.
+TEST(PacketQueryTest, FastDecoderUsesIt) {
+  if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
+  TempDir tmp;
+  CodeWalkerOptions walk = LibcWalk(5, 300'000);
+  walk.overflow_every_bytes = 20000;
+  walk.generator.tsc_interval = 1000;
+  std::string trace = tmp.Sub("walk");
+  ASSERT_TRUE(WriteWalkerTrace(walk, trace, true, "").ok());
+  for (int jobs : {1, 2}) {
+    const uint64_t before = PacketQuery::made();
+    DecodeOptions options;
+    options.decoder = DecoderKind::kFast;
+    options.jobs = jobs;
+    options.piece_bytes = 64 * 1024;
+    absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace, "", options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_GT(result->stats[Stat::kInstructions], 100'000u);
+    EXPECT_GT(PacketQuery::made(), before) << "jobs " << jobs;
+  }
+  DecodeOptions options;
+  EXPECT_EQ(testing::CompareFastWithLibiptBlock(trace, options), "");
+  options.axis = TimeAxisChoice::kInstructions;
+  EXPECT_EQ(testing::CompareFastWithLibiptBlock(trace, options), "");
+}
+
+}  // namespace
+}  // namespace ptd::decoder
