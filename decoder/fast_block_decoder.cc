@@ -676,7 +676,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
     uint8_t slot = 0;
     if (cond) {
       int taken = 0;
-      int status = pt_qry_cond_branch(query_, &taken);
+      int status = query_.CondBranch(&taken);
       if (status < 0) {
         // As ProceedNoEvent for a run decoded before: no IP is not an error there, and
         // the block ends where it is.
@@ -697,7 +697,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
     link_ip_ = ip_;
     if (status_ & pts_event_pending) return ProceedTrailingEvent(nullptr);
     uint64_t now = 0;
-    if (pt_qry_get_offset(query_, &now) < 0 || now != offset) return Status(0);
+    if (query_.GetOffset(&now) < 0 || now != offset) return Status(0);
     if (ip_ < lo || ip_ >= hi || last.ip < lo || last.ip >= hi || run->blocks == run->max_blocks) return Status(0);
   }
 }
