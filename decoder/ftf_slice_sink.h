@@ -8,6 +8,7 @@
 
 #include "decoder/slice_sink.h"
 #include "ftf/ftf_writer.h"
+#include "ftf/string_handle.h"
 
 namespace ptd::decoder {
 
@@ -26,6 +27,10 @@ class FtfSliceSink : public SliceSink {
   bool InWindow(uint64_t time) const { return time >= window_begin_ && time < window_end_; }
 
   ftf::FtfWriter* writer_;
+  // Strings of every slice, looked up once.
+  ftf::StringHandle category_{"pt"};
+  ftf::StringHandle instructions_{"instructions"};
+  ftf::StringHandle cycles_{"cycles"};
   uint64_t pid_;
   uint64_t tid_;
   uint64_t window_begin_;

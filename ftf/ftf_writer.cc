@@ -1,6 +1,7 @@
 #include "ftf/ftf_writer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 
@@ -13,6 +14,7 @@ static_assert(std::endian::native == std::endian::little,
               "FTF is little-endian; the writer copies words as they are in memory");
 
 constexpr uint64_t kTicksPerSecond = 1'000'000'000;
+std::atomic<uint64_t> next_writer_id{0};
 // Room for the largest record, so BeginRecord() never has to split one.
 constexpr size_t kMinBufferBytes = 64 * 1024;
 
@@ -49,7 +51,8 @@ std::unique_ptr<FtfWriter> FtfWriter::ToSink(std::unique_ptr<ByteSink> sink, std
 
 FtfWriter::FtfWriter(std::unique_ptr<ByteSink> sink, std::string name,
                      const FtfWriterOptions& options)
-    : sink_(std::move(sink)),
+    : id_(next_writer_id.fetch_add(1) + 1),
+      sink_(std::move(sink)),
       name_(std::move(name)),
       buffer_(std::max(options.buffer_bytes, kMinBufferBytes)),
       strings_(options.string_table_size),
@@ -101,6 +104,16 @@ void FtfWriter::DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, absl::strin
   WriteEvent(EventType::kDurationEnd, pid, tid, ts, category, name, args, false, 0);
 }
 
+void FtfWriter::DurationBegin(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
+                              absl::string_view name, absl::Span<const Arg> args) {
+  WriteEvent(EventType::kDurationBegin, pid, tid, ts, category, name, args, false, 0);
+}
+
+void FtfWriter::DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
+                            absl::string_view name, absl::Span<const Arg> args) {
+  WriteEvent(EventType::kDurationEnd, pid, tid, ts, category, name, args, false, 0);
+}
+
 void FtfWriter::DurationComplete(uint64_t pid, uint64_t tid, uint64_t ts, uint64_t end_ts,
                                  absl::string_view category, absl::string_view name,
                                  absl::Span<const Arg> args) {
@@ -117,15 +130,16 @@ void FtfWriter::Counter(uint64_t pid, uint64_t tid, uint64_t ts, absl::string_vi
   WriteEvent(EventType::kCounter, pid, tid, ts, category, name, args, true, counter_id);
 }
 
-void FtfWriter::WriteEvent(EventType type, uint64_t pid, uint64_t tid, uint64_t ts,
-                           absl::string_view category, absl::string_view name,
-                           absl::Span<const Arg> args, bool has_trailer, uint64_t trailer) {
+template <typename Category>
+void FtfWriter::WriteEvent(EventType type, uint64_t pid, uint64_t tid, uint64_t ts, Category& category,
+                           absl::string_view name, absl::Span<const Arg> args, bool has_trailer,
+                           uint64_t trailer) {
   if (!status_.ok() || closed_) return;
   strings_.NextRecord();
   threads_.NextRecord();
   uint16_t category_ref = StringRef(category);
   uint16_t name_ref = StringRef(name);
-  if (args.size() > kMaxArgs) {
+  if (args.size() > kMaxArgs) [[unlikely]] {
     stats_.args_dropped += args.size() - kMaxArgs;
     args = args.first(kMaxArgs);
   }
@@ -156,10 +170,10 @@ void FtfWriter::WriteKernelObject(uint8_t obj_type, uint64_t koid, absl::string_
   PutArgs(args);
 }
 
-size_t FtfWriter::ResolveArgs(absl::Span<const Arg> args) {
+[[gnu::always_inline]] inline size_t FtfWriter::ResolveArgs(absl::Span<const Arg> args) {
   size_t words = 0;
   for (size_t i = 0; i < args.size(); ++i) {
-    arg_refs_[2 * i] = StringRef(args[i].name);
+    arg_refs_[2 * i] = args[i].name_handle != nullptr ? StringRef(*args[i].name_handle) : StringRef(args[i].name);
     arg_refs_[2 * i + 1] =
         args[i].type == ArgType::kString ? StringRef(args[i].string_value) : uint16_t{0};
     words += 1 + ArgValueWords(args[i].type);
@@ -167,7 +181,7 @@ size_t FtfWriter::ResolveArgs(absl::Span<const Arg> args) {
   return words;
 }
 
-void FtfWriter::PutArgs(absl::Span<const Arg> args) {
+[[gnu::always_inline]] inline void FtfWriter::PutArgs(absl::Span<const Arg> args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg& arg = args[i];
     size_t words = 1 + ArgValueWords(arg.type);
@@ -197,7 +211,6 @@ void FtfWriter::PutArgs(absl::Span<const Arg> args) {
 }
 
 absl::string_view FtfWriter::Truncate(absl::string_view s) {
-  if (s.size() <= kMaxStringBytes) return s;
   ++stats_.strings_truncated;
   size_t cut = kMaxStringBytes;
   // Back up over UTF-8 continuation bytes so no character is split (stops after 3: input
@@ -206,34 +219,51 @@ absl::string_view FtfWriter::Truncate(absl::string_view s) {
   return s.substr(0, cut);
 }
 
-uint16_t FtfWriter::StringRef(absl::string_view s) {
+[[gnu::always_inline]] inline uint16_t FtfWriter::StringRef(absl::string_view s) {
   if (s.empty()) return 0;
-  s = Truncate(s);
+  if (s.size() > kMaxStringBytes) [[unlikely]] s = Truncate(s);
   StringTable::Ref ref = strings_.Intern(s);
-  if (ref.needs_definition) {
-    size_t words = 1 + WordsForBytes(s.size());
-    if (BeginRecord(words)) {
-      PutWord(RecordHeader(RecordType::kString, words) | (uint64_t{ref.index} << 16) |
-              (static_cast<uint64_t>(s.size()) << 32));
-      PutBytesPadded(s);
-      ++stats_.string_records;
-    }
-  }
+  if (ref.needs_definition) [[unlikely]] DefineString(ref.index, s);
   return ref.index;
 }
 
-uint8_t FtfWriter::ThreadRef(uint64_t pid, uint64_t tid) {
+[[gnu::always_inline]] inline uint16_t FtfWriter::StringRef(StringHandle& s) {
+  if (s.writer_id_ == id_ && s.redefinitions_ == strings_.redefinitions() && s.index_ != 0) {
+    strings_.Touch(s.index_);
+    return s.index_;
+  }
+  s.index_ = StringRef(s.text_);
+  s.writer_id_ = id_;
+  s.redefinitions_ = strings_.redefinitions();
+  return s.index_;
+}
+
+void FtfWriter::DefineString(uint16_t index, absl::string_view s) {
+  size_t words = 1 + WordsForBytes(s.size());
+  if (BeginRecord(words)) {
+    PutWord(RecordHeader(RecordType::kString, words) | (uint64_t{index} << 16) |
+            (static_cast<uint64_t>(s.size()) << 32));
+    PutBytesPadded(s);
+    ++stats_.string_records;
+  }
+}
+
+[[gnu::always_inline]] inline uint8_t FtfWriter::ThreadRef(uint64_t pid, uint64_t tid) {
   ThreadTable::Ref ref = threads_.Intern(pid, tid);
-  if (ref.needs_definition && BeginRecord(3)) {
-    PutWord(RecordHeader(RecordType::kThread, 3) | (uint64_t{ref.index} << 16));
+  if (ref.needs_definition) [[unlikely]] DefineThread(ref.index, pid, tid);
+  return ref.index;
+}
+
+void FtfWriter::DefineThread(uint8_t index, uint64_t pid, uint64_t tid) {
+  if (BeginRecord(3)) {
+    PutWord(RecordHeader(RecordType::kThread, 3) | (uint64_t{index} << 16));
     PutWord(pid);
     PutWord(tid);
     ++stats_.thread_records;
   }
-  return ref.index;
 }
 
-bool FtfWriter::BeginRecord(size_t words) {
+[[gnu::always_inline]] inline bool FtfWriter::BeginRecord(size_t words) {
   if (!status_.ok() || closed_) return false;
   size_t bytes = words * 8;
   if (used_ + bytes > buffer_.size()) {
@@ -243,7 +273,7 @@ bool FtfWriter::BeginRecord(size_t words) {
   return true;
 }
 
-void FtfWriter::PutWord(uint64_t word) {
+[[gnu::always_inline]] inline void FtfWriter::PutWord(uint64_t word) {
   std::memcpy(buffer_.data() + used_, &word, 8);
   used_ += 8;
 }
