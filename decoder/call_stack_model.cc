@@ -97,8 +97,9 @@ void CallStackModel::MaterializeTop() {
   }
 }
 
-void CallStackModel::Push(Frame frame) {
+void CallStackModel::Push(const Frame& pushed) {
   MaterializeTop();
+  Frame& frame = frames_.emplace_back(pushed);
   if (emitted_on_stack_ < kFoldDepth) {
     frame.emitted = true;
   } else if (emitted_on_stack_ == kFoldDepth) {
@@ -109,9 +110,8 @@ void CallStackModel::Push(Frame frame) {
     stats_.Add(Stat::kFoldedFrames);
   }
   if (frame.emitted) ++emitted_on_stack_;
-  frames_.push_back(frame);
   stats_.RaiseTo(Stat::kMaxDepth, frames_.size());
-  if (!frame.plt_pending) Begin(frames_.back());
+  if (!frame.plt_pending) Begin(frame);
 }
 
 void CallStackModel::PopTop(const FlowEvent& event) {

@@ -115,7 +115,7 @@ class CallStackModel {
   void EndSegment(const FlowEvent& event, const char* what);
   static Frame FrameBeginningAt(const FlowEvent& event);  // only the begin_* fields set
   Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
-  void Push(Frame frame);
+  void Push(const Frame& frame);
   void Begin(Frame& frame);
   void PopTop(const FlowEvent& event);
   void PopMarkers(const FlowEvent& event);

@@ -26,14 +26,9 @@ void FtfSliceSink::End(uint64_t time, const SliceCounts& counts) {
   bool write = written_.back();
   written_.pop_back();
   if (!write) return;
-  if (counts.has_cycles) {
-    ftf::Arg args[2] = {ftf::Arg::Uint64(instructions_, counts.instructions),
-                        ftf::Arg::Uint64(cycles_, counts.cycles)};
-    writer_->DurationEnd(pid_, tid_, time, category_, "", args);
-  } else {
-    ftf::Arg args[1] = {ftf::Arg::Uint64(instructions_, counts.instructions)};
-    writer_->DurationEnd(pid_, tid_, time, category_, "", args);
-  }
+  end_args_[0].bits = counts.instructions;
+  end_args_[1].bits = counts.cycles;
+  writer_->DurationEnd(pid_, tid_, time, category_, "", absl::MakeConstSpan(end_args_, counts.has_cycles ? 2 : 1));
 }
 
 void FtfSliceSink::Instant(uint64_t time, absl::string_view name, absl::string_view detail) {

@@ -101,6 +101,27 @@ class ThreadRouter : public FlowConsumer {
       Deliver(fixed_, event);
       return;
     }
+    Route(event);
+  }
+  // `cycles`: the stream's total (only a fixed thread's model counts cycles).
+  void Finish(uint64_t time, uint64_t instructions, uint64_t cycles) {
+    if (fixed_ != nullptr) {
+      fixed_->model->Finish(time, instructions, cycles);
+      fixed_->last_time = std::max(fixed_->last_time, time);
+      return;
+    }
+    for (ThreadState* thread : routed_) thread->model->Finish(thread->last_time, thread->routed_instructions, 0);
+  }
+
+ private:
+  static void Deliver(ThreadState* thread, const FlowEvent& event) {
+    thread->model->OnEvent(event);
+    thread->last_time = event.time;
+    thread->last_instructions = event.instructions;
+  }
+
+  // Out of line, so the fixed thread's path above stays a few instructions per event.
+  [[gnu::noinline]] void Route(const FlowEvent& event) {
     // The instructions since the previous event ran on the thread that is on the CPU now.
     uint64_t executed = event.instructions - stream_instructions_;
     stream_instructions_ = event.instructions;
@@ -128,22 +149,6 @@ class ThreadRouter : public FlowConsumer {
     FlowEvent own = event;
     own.instructions = thread->routed_instructions;
     Deliver(thread, own);
-  }
-  // `cycles`: the stream's total (only a fixed thread's model counts cycles).
-  void Finish(uint64_t time, uint64_t instructions, uint64_t cycles) {
-    if (fixed_ != nullptr) {
-      fixed_->model->Finish(time, instructions, cycles);
-      fixed_->last_time = std::max(fixed_->last_time, time);
-      return;
-    }
-    for (ThreadState* thread : routed_) thread->model->Finish(thread->last_time, thread->routed_instructions, 0);
-  }
-
- private:
-  static void Deliver(ThreadState* thread, const FlowEvent& event) {
-    thread->model->OnEvent(event);
-    thread->last_time = event.time;
-    thread->last_instructions = event.instructions;
   }
 
   ThreadState* fixed_;

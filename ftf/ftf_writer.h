@@ -117,10 +117,12 @@ class FtfWriter {
   void WriteKernelObject(uint8_t obj_type, uint64_t koid, absl::string_view name,
                          absl::Span<const Arg> args);
   // The helpers below run once or more per event: defined inline in the .cc.
-  // Resolves every string of a record's args (interning them) into arg_refs_ and returns
-  // the number of words the args take.
-  size_t ResolveArgs(absl::Span<const Arg> args);
-  void PutArgs(absl::Span<const Arg> args);
+  // Encodes a record's args into arg_words_ (interning their strings first: that may
+  // write string records, which must come before the record) and returns how many words
+  // they take.
+  size_t EncodeArgs(absl::Span<const Arg> args);
+  // Writes the first `arg_words` of arg_words_ at `out` (moved past them).
+  void PutArgs(uint8_t*& out, size_t arg_words);
   uint16_t StringRef(absl::string_view s);
   uint16_t StringRef(StringHandle& s);
   // Writes the string record that gives `index` its meaning `s`.
@@ -131,10 +133,9 @@ class FtfWriter {
   // `s` cut to kMaxStringBytes (which it exceeds).
   absl::string_view Truncate(absl::string_view s);
 
-  // Makes room for a record of `words` words; false once the writer has failed.
-  bool BeginRecord(size_t words);
-  void PutWord(uint64_t word);
-  void PutBytesPadded(absl::string_view bytes);
+  // Makes room for a record of `words` words and returns where it goes (the caller
+  // writes all of them); nullptr once the writer has failed.
+  uint8_t* BeginRecord(size_t words);
   void Fail(absl::Status status);
 
   // Tells writers apart for StringHandle (never 0; unique in the process).
@@ -145,8 +146,8 @@ class FtfWriter {
   size_t used_ = 0;
   StringTable strings_;
   ThreadTable threads_;
-  // Per-record scratch: string refs of the args (name, value) in order.
-  uint16_t arg_refs_[2 * kMaxArgs] = {};
+  // Per-record scratch: the args' words (header, then the value word if any).
+  uint64_t arg_words_[2 * kMaxArgs] = {};
   absl::Status status_;
   bool closed_ = false;
   FtfWriterStats stats_;

@@ -31,7 +31,7 @@ class StringTable {
     RecentEntry& recent = recent_[RecentSlot(s)];
     if (recent.data == s.data() && recent.size == s.size() && recent.index != 0) {
       const std::string& value = values_[recent.index];
-      if (value.size() == s.size() && std::memcmp(value.data(), s.data(), s.size()) == 0) {
+      if (value.size() == s.size() && SameBytes(value.data(), s.data(), s.size())) {
         recycler_.Touch(recent.index);
         return Ref{recent.index, false};
       }
@@ -57,6 +57,17 @@ class StringTable {
     uint16_t index = 0;
   };
   static constexpr size_t kRecentEntries = 1024;
+  // memcmp(a, b, n) == 0, without a library call for the short names most events have:
+  // 8 to 16 bytes as two (overlapping) 8-byte words.
+  static bool SameBytes(const char* a, const char* b, size_t n) {
+    if (n < 8 || n > 16) return std::memcmp(a, b, n) == 0;
+    uint64_t a0, a1, b0, b1;
+    std::memcpy(&a0, a, 8);
+    std::memcpy(&b0, b, 8);
+    std::memcpy(&a1, a + n - 8, 8);
+    std::memcpy(&b1, b + n - 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+  }
   static size_t RecentSlot(absl::string_view s) {
     return ((reinterpret_cast<uintptr_t>(s.data()) >> 3) ^ s.size()) % kRecentEntries;
   }
