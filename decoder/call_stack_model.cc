@@ -114,6 +114,18 @@ void CallStackModel::Push(const Frame& pushed) {
   if (!frame.plt_pending) Begin(frame);
 }
 
+void CallStackModel::PushMarker(FrameKind kind, const FlowEvent& event) {
+  Frame frame = FrameBeginningAt(event);
+  frame.kind = kind;
+  if (kind == FrameKind::kSyscall) {
+    frame.name = kSyscallName;
+    frame.return_address = event.fallthrough;
+  } else {
+    frame.name = kUntracedName;
+  }
+  Push(frame);
+}
+
 void CallStackModel::PopTop(const FlowEvent& event) {
   // A resumed frame ended other than by the return its parked copy expects: the choice
   // among the stacks parked at its PC stands.
@@ -234,23 +246,13 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
     case FlowKind::kJump:
       OnJump(event);
       break;
-    case FlowKind::kSyscall: {
+    case FlowKind::kSyscall:
       PopMarkers(event);
-      Frame frame = FrameBeginningAt(event);
-      frame.kind = FrameKind::kSyscall;
-      frame.name = kSyscallName;
-      frame.return_address = event.fallthrough;
-      Push(frame);
+      PushMarker(FrameKind::kSyscall, event);
       break;
-    }
-    case FlowKind::kDisable: {
-      if (!frames_.empty() && frames_.back().kind != FrameKind::kFunction) break;
-      Frame frame = FrameBeginningAt(event);
-      frame.kind = FrameKind::kUntraced;
-      frame.name = kUntracedName;
-      Push(frame);
+    case FlowKind::kDisable:
+      if (frames_.empty() || frames_.back().kind == FrameKind::kFunction) PushMarker(FrameKind::kUntraced, event);
       break;
-    }
     case FlowKind::kTrapPush:
       trap_depths_.push_back(frames_.size());
       break;
@@ -301,7 +303,8 @@ size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) cons
     const Frame& f = frames_[i];
     // Only symbol ranges: without symbols a "function" is a whole mapping or dump, and
     // any jump inside it would look like a return into an ancestor.
-    if (f.kind == FrameKind::kFunction && f.symbol && f.contains(address) &&
+    // Range first: it rules out most frames of a deep stack at once.
+    if (f.contains(address) && f.kind == FrameKind::kFunction && f.symbol &&
         (!mid_function || address != f.fn_start)) {
       return i;
     }

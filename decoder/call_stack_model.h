@@ -116,6 +116,9 @@ class CallStackModel {
   static Frame FrameBeginningAt(const FlowEvent& event);  // only the begin_* fields set
   Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
   void Push(const Frame& frame);
+  // A "[syscall]" (returns to the syscall's fallthrough) or "[untraced]" frame. Out of
+  // OnEvent, which then needs no stack frame for the events that pass straight through.
+  void PushMarker(FrameKind kind, const FlowEvent& event);
   void Begin(Frame& frame);
   void PopTop(const FlowEvent& event);
   void PopMarkers(const FlowEvent& event);

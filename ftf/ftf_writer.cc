@@ -36,6 +36,11 @@ void PutBytesPadded(uint8_t*& out, absl::string_view bytes) {
   out += padded;
 }
 
+// An argument's header word without the type-specific bits 32-63.
+constexpr uint64_t ArgHeader(ArgType type, size_t words, uint16_t name_ref) {
+  return static_cast<uint64_t>(type) | (static_cast<uint64_t>(words) << 4) | (uint64_t{name_ref} << 16);
+}
+
 size_t ArgValueWords(ArgType type) {
   switch (type) {
     case ArgType::kInt64:
@@ -190,10 +195,15 @@ void FtfWriter::WriteKernelObject(uint8_t obj_type, uint64_t koid, absl::string_
 [[gnu::always_inline]] inline size_t FtfWriter::EncodeArgs(absl::Span<const Arg> args) {
   size_t n = 0;
   for (const Arg& arg : args) {
+    if (arg.type == ArgType::kUint64 && arg.name_handle != nullptr) {
+      // The common case first (counts at a slice's End): no switch on the type.
+      arg_words_[n++] = ArgHeader(ArgType::kUint64, 2, StringRef(*arg.name_handle));
+      arg_words_[n++] = arg.bits;
+      continue;
+    }
     uint16_t name_ref = arg.name_handle != nullptr ? StringRef(*arg.name_handle) : StringRef(arg.name);
     size_t words = 1 + ArgValueWords(arg.type);
-    uint64_t header = static_cast<uint64_t>(arg.type) | (static_cast<uint64_t>(words) << 4) |
-                      (uint64_t{name_ref} << 16);
+    uint64_t header = ArgHeader(arg.type, words, name_ref);
     switch (arg.type) {
       case ArgType::kInt32:
       case ArgType::kUint32:
