@@ -247,12 +247,28 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
       OnJump(event);
       break;
     case FlowKind::kSyscall:
-      PopMarkers(event);
-      PushMarker(FrameKind::kSyscall, event);
+      OnSyscall(event);
       break;
     case FlowKind::kDisable:
       if (frames_.empty() || frames_.back().kind == FrameKind::kFunction) PushMarker(FrameKind::kUntraced, event);
       break;
+    case FlowKind::kTrapPush:
+    case FlowKind::kTrapPop:
+    case FlowKind::kRaise:
+      OnTrap(event);
+      break;
+    default:
+      break;
+  }
+}
+
+void CallStackModel::OnSyscall(const FlowEvent& event) {
+  PopMarkers(event);
+  PushMarker(FrameKind::kSyscall, event);
+}
+
+void CallStackModel::OnTrap(const FlowEvent& event) {
+  switch (event.kind) {
     case FlowKind::kTrapPush:
       trap_depths_.push_back(frames_.size());
       break;

@@ -116,9 +116,8 @@ class CallStackModel {
   static Frame FrameBeginningAt(const FlowEvent& event);  // only the begin_* fields set
   Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
   void Push(const Frame& frame);
-  // A "[syscall]" (returns to the syscall's fallthrough) or "[untraced]" frame. Out of
-  // OnEvent, which then needs no stack frame for the events that pass straight through.
-  void PushMarker(FrameKind kind, const FlowEvent& event);
+  // A "[syscall]" (returns to the syscall's fallthrough) or "[untraced]" frame.
+  [[gnu::noinline]] void PushMarker(FrameKind kind, const FlowEvent& event);
   void Begin(Frame& frame);
   void PopTop(const FlowEvent& event);
   void PopMarkers(const FlowEvent& event);
@@ -130,6 +129,10 @@ class CallStackModel {
   static constexpr size_t kNoFrame = ~size_t{0};
   size_t AncestorHolding(uint64_t address, bool mid_function) const;
 
+  // OnEvent only dispatches (every case a call in tail position, so it needs no stack
+  // frame of its own): the work of each kind is in these.
+  [[gnu::noinline]] void OnSyscall(const FlowEvent& event);
+  [[gnu::noinline]] void OnTrap(const FlowEvent& event);  // trap push, trap pop, raise
   void OnCall(const FlowEvent& event);
   void OnReturn(const FlowEvent& event);
   void ReturnFrom(size_t frame, const FlowEvent& event);

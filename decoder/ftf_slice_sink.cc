@@ -15,10 +15,9 @@ void FtfSliceSink::Begin(uint64_t time, absl::string_view name) {
   // output stays balanced.
   bool write = InWindow(time);
   written_.push_back(write);
-  if (write) {
-    writer_->DurationBegin(pid_, tid_, time, category_, name);
-    ++slices_;
-  }
+  if (!write) return;
+  ++slices_;
+  writer_->DurationBegin(pid_, tid_, time, category_, name);  // a tail call
 }
 
 void FtfSliceSink::End(uint64_t time, const SliceCounts& counts) {
@@ -28,7 +27,7 @@ void FtfSliceSink::End(uint64_t time, const SliceCounts& counts) {
   if (!write) return;
   end_args_[0].bits = counts.instructions;
   end_args_[1].bits = counts.cycles;
-  writer_->DurationEnd(pid_, tid_, time, category_, "", absl::MakeConstSpan(end_args_, counts.has_cycles ? 2 : 1));
+  writer_->DurationEnd(pid_, tid_, time, category_, absl::MakeConstSpan(end_args_, counts.has_cycles ? 2 : 1));
 }
 
 void FtfSliceSink::Instant(uint64_t time, absl::string_view name, absl::string_view detail) {

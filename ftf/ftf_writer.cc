@@ -152,13 +152,13 @@ void FtfWriter::DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, absl::strin
 }
 
 void FtfWriter::DurationBegin(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
-                              absl::string_view name, absl::Span<const Arg> args) {
-  WriteEvent(EventType::kDurationBegin, pid, tid, ts, category, name, args, false, 0);
+                              absl::string_view name) {
+  WriteEvent(EventType::kDurationBegin, pid, tid, ts, category, name, {}, false, 0);
 }
 
 void FtfWriter::DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
-                            absl::string_view name, absl::Span<const Arg> args) {
-  WriteEvent(EventType::kDurationEnd, pid, tid, ts, category, name, args, false, 0);
+                            absl::Span<const Arg> args) {
+  WriteEvent(EventType::kDurationEnd, pid, tid, ts, category, {}, args, false, 0);
 }
 
 void FtfWriter::DurationComplete(uint64_t pid, uint64_t tid, uint64_t ts, uint64_t end_ts,

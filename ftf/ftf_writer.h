@@ -80,12 +80,12 @@ class FtfWriter {
   // Perfetto ignores an End's name and merges its args into the innermost open slice.
   void DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, absl::string_view category,
                    absl::string_view name, absl::Span<const Arg> args = {});
-  // The same with the category as a handle (string_handle.h): for callers that write
-  // millions of slices.
+  // The same with the category as a handle (string_handle.h), for callers that write
+  // millions of slices: a Begin without args, an End without a name.
   void DurationBegin(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
-                     absl::string_view name, absl::Span<const Arg> args = {});
+                     absl::string_view name);
   void DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
-                   absl::string_view name, absl::Span<const Arg> args = {});
+                   absl::Span<const Arg> args);
   void DurationComplete(uint64_t pid, uint64_t tid, uint64_t ts, uint64_t end_ts,
                         absl::string_view category, absl::string_view name,
                         absl::Span<const Arg> args = {});

@@ -314,7 +314,7 @@ std::string WriteMixedEvents(bool handles, int rare_every) {
     if (handles) {
       const Arg args[] = {Arg::Uint64(count, i)};
       writer->DurationBegin(1, 2, i, category, name);
-      writer->DurationEnd(1, 2, i, category, "", args);
+      writer->DurationEnd(1, 2, i, category, args);
     } else {
       const Arg args[] = {Arg::Uint64("rare_count", i)};
       writer->DurationBegin(1, 2, i, "rare_category", name);
