@@ -686,6 +686,7 @@ void CallStackModel::Unresume(size_t i) {
 void CallStackModel::Finish(uint64_t time, uint64_t instructions, uint64_t cycles) {
   FlowEvent end;
   end.time = std::max(time, last_time_);
+  last_time_ = end.time;
   end.instructions = instructions;
   end.cycles = cycles;
   MaterializeTop();

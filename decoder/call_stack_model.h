@@ -67,6 +67,8 @@ class CallStackModel {
   // inferred_frames, folded_frames, max_depth.
   const Stats& stats() const { return stats_; }
   size_t depth() const { return frames_.size(); }
+  // The time of the last event, or of the end Finish() gave its frames (if later).
+  uint64_t last_time() const { return last_time_; }
 
  private:
   enum class FrameKind : uint8_t { kFunction, kSyscall, kUntraced };
