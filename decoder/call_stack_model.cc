@@ -115,7 +115,7 @@ void CallStackModel::Push(const Frame& pushed) {
   if (!frame.plt_pending) Begin(frame);
 }
 
-void CallStackModel::PushMarker(FrameKind kind, const FlowEvent& event) {
+[[gnu::always_inline]] inline void CallStackModel::PushMarker(FrameKind kind, const FlowEvent& event) {
   Frame frame = FrameBeginningAt(event);
   frame.kind = kind;
   if (kind == FrameKind::kSyscall) {
@@ -251,7 +251,7 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
       OnSyscall(event);
       break;
     case FlowKind::kDisable:
-      if (frames_.empty() || frames_.back().kind == FrameKind::kFunction) PushMarker(FrameKind::kUntraced, event);
+      if (frames_.empty() || frames_.back().kind == FrameKind::kFunction) OnDisable(event);
       break;
     case FlowKind::kTrapPush:
     case FlowKind::kTrapPop:
@@ -267,6 +267,8 @@ void CallStackModel::OnSyscall(const FlowEvent& event) {
   PopMarkers(event);
   PushMarker(FrameKind::kSyscall, event);
 }
+
+void CallStackModel::OnDisable(const FlowEvent& event) { PushMarker(FrameKind::kUntraced, event); }
 
 void CallStackModel::OnTrap(const FlowEvent& event) {
   switch (event.kind) {
@@ -316,14 +318,15 @@ void CallStackModel::UnwindTo(size_t depth, const FlowEvent& event) {
 }
 
 size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) const {
-  for (size_t i = frames_.size() - 1; i-- > 0;) {
-    const Frame& f = frames_[i];
+  // By pointer and range first: this scans the whole of deep stacks.
+  const Frame* const bottom = frames_.data();
+  for (const Frame* f = bottom + frames_.size() - 1; f != bottom;) {
+    --f;
+    if (!f->contains(address)) continue;
     // Only symbol ranges: without symbols a "function" is a whole mapping or dump, and
     // any jump inside it would look like a return into an ancestor.
-    // Range first: it rules out most frames of a deep stack at once.
-    if (f.contains(address) && f.kind == FrameKind::kFunction && f.symbol &&
-        (!mid_function || address != f.fn_start)) {
-      return i;
+    if (f->kind == FrameKind::kFunction && f->symbol && (!mid_function || address != f->fn_start)) {
+      return static_cast<size_t>(f - bottom);
     }
   }
   return kNoFrame;

@@ -119,7 +119,7 @@ class CallStackModel {
   Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
   void Push(const Frame& frame);
   // A "[syscall]" (returns to the syscall's fallthrough) or "[untraced]" frame.
-  [[gnu::noinline]] void PushMarker(FrameKind kind, const FlowEvent& event);
+  void PushMarker(FrameKind kind, const FlowEvent& event);
   void Begin(Frame& frame);
   void PopTop(const FlowEvent& event);
   void PopMarkers(const FlowEvent& event);
@@ -134,6 +134,7 @@ class CallStackModel {
   // OnEvent only dispatches (every case a call in tail position, so it needs no stack
   // frame of its own): the work of each kind is in these.
   [[gnu::noinline]] void OnSyscall(const FlowEvent& event);
+  [[gnu::noinline]] void OnDisable(const FlowEvent& event);  // when no marker is on top
   [[gnu::noinline]] void OnTrap(const FlowEvent& event);  // trap push, trap pop, raise
   void OnCall(const FlowEvent& event);
   void OnReturn(const FlowEvent& event);
