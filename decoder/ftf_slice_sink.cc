@@ -17,7 +17,7 @@ void FtfSliceSink::Begin(uint64_t time, absl::string_view name) {
   written_.push_back(write);
   if (!write) return;
   ++slices_;
-  writer_->DurationBegin(pid_, tid_, time, category_, name);  // a tail call
+  writer_->DurationBegin(pid_, tid_, time, category_, name);
 }
 
 void FtfSliceSink::End(uint64_t time, const SliceCounts& counts) {
