@@ -53,7 +53,8 @@ CallStackModel::GoRole CallStackModel::GoRoleOf(absl::string_view name) {
   return GoRole::kNone;
 }
 
-void CallStackModel::EmitBegin(uint64_t time, absl::string_view name) {
+// EmitBegin, EmitEnd, Begin and MaterializeTop run for nearly every event: inline.
+[[gnu::always_inline]] inline void CallStackModel::EmitBegin(uint64_t time, absl::string_view name) {
   if (!holding_) {
     sink_->Begin(time, name);
     return;
@@ -62,7 +63,7 @@ void CallStackModel::EmitBegin(uint64_t time, absl::string_view name) {
   if (held_.size() >= kMaxHeldEvents) Release();
 }
 
-void CallStackModel::EmitEnd(uint64_t time, const SliceCounts& counts) {
+[[gnu::always_inline]] inline void CallStackModel::EmitEnd(uint64_t time, const SliceCounts& counts) {
   if (!holding_) {
     sink_->End(time, counts);
     return;
@@ -84,21 +85,22 @@ void CallStackModel::Release() {
   pending_.active = false;  // its Begins are written: the choice stands
 }
 
-void CallStackModel::Begin(Frame& frame) {
+[[gnu::always_inline]] inline void CallStackModel::Begin(Frame& frame) {
   if (frame.begun) return;
   frame.begun = true;
   if (frame.emitted) EmitBegin(frame.begin_time, frame.fold_marker ? kFoldName : frame.name);
 }
 
-void CallStackModel::MaterializeTop() {
+[[gnu::always_inline]] inline void CallStackModel::MaterializeTop() {
   if (!frames_.empty() && !frames_.back().begun) {
     frames_.back().plt_pending = false;
     Begin(frames_.back());
   }
 }
 
-void CallStackModel::Push(Frame frame) {
+void CallStackModel::Push(const Frame& pushed) {
   MaterializeTop();
+  Frame& frame = frames_.emplace_back(pushed);
   if (emitted_on_stack_ < kFoldDepth) {
     frame.emitted = true;
   } else if (emitted_on_stack_ == kFoldDepth) {
@@ -109,9 +111,20 @@ void CallStackModel::Push(Frame frame) {
     stats_.Add(Stat::kFoldedFrames);
   }
   if (frame.emitted) ++emitted_on_stack_;
-  frames_.push_back(frame);
   stats_.RaiseTo(Stat::kMaxDepth, frames_.size());
-  if (!frame.plt_pending) Begin(frames_.back());
+  if (!frame.plt_pending) Begin(frame);
+}
+
+[[gnu::always_inline]] inline void CallStackModel::PushMarker(FrameKind kind, const FlowEvent& event) {
+  Frame frame = FrameBeginningAt(event);
+  frame.kind = kind;
+  if (kind == FrameKind::kSyscall) {
+    frame.name = kSyscallName;
+    frame.return_address = event.fallthrough;
+  } else {
+    frame.name = kUntracedName;
+  }
+  Push(frame);
 }
 
 void CallStackModel::PopTop(const FlowEvent& event) {
@@ -234,23 +247,31 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
     case FlowKind::kJump:
       OnJump(event);
       break;
-    case FlowKind::kSyscall: {
-      PopMarkers(event);
-      Frame frame = FrameBeginningAt(event);
-      frame.kind = FrameKind::kSyscall;
-      frame.name = kSyscallName;
-      frame.return_address = event.fallthrough;
-      Push(frame);
+    case FlowKind::kSyscall:
+      OnSyscall(event);
       break;
-    }
-    case FlowKind::kDisable: {
-      if (!frames_.empty() && frames_.back().kind != FrameKind::kFunction) break;
-      Frame frame = FrameBeginningAt(event);
-      frame.kind = FrameKind::kUntraced;
-      frame.name = kUntracedName;
-      Push(frame);
+    case FlowKind::kDisable:
+      if (frames_.empty() || frames_.back().kind == FrameKind::kFunction) OnDisable(event);
       break;
-    }
+    case FlowKind::kTrapPush:
+    case FlowKind::kTrapPop:
+    case FlowKind::kRaise:
+      OnTrap(event);
+      break;
+    default:
+      break;
+  }
+}
+
+void CallStackModel::OnSyscall(const FlowEvent& event) {
+  PopMarkers(event);
+  PushMarker(FrameKind::kSyscall, event);
+}
+
+void CallStackModel::OnDisable(const FlowEvent& event) { PushMarker(FrameKind::kUntraced, event); }
+
+void CallStackModel::OnTrap(const FlowEvent& event) {
+  switch (event.kind) {
     case FlowKind::kTrapPush:
       trap_depths_.push_back(frames_.size());
       break;
@@ -297,13 +318,15 @@ void CallStackModel::UnwindTo(size_t depth, const FlowEvent& event) {
 }
 
 size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) const {
-  for (size_t i = frames_.size() - 1; i-- > 0;) {
-    const Frame& f = frames_[i];
+  // By pointer and range first: this scans the whole of deep stacks.
+  const Frame* const bottom = frames_.data();
+  for (const Frame* f = bottom + frames_.size() - 1; f != bottom;) {
+    --f;
+    if (!f->contains(address)) continue;
     // Only symbol ranges: without symbols a "function" is a whole mapping or dump, and
     // any jump inside it would look like a return into an ancestor.
-    if (f.kind == FrameKind::kFunction && f.symbol && f.contains(address) &&
-        (!mid_function || address != f.fn_start)) {
-      return i;
+    if (f->kind == FrameKind::kFunction && f->symbol && (!mid_function || address != f->fn_start)) {
+      return static_cast<size_t>(f - bottom);
     }
   }
   return kNoFrame;
@@ -667,6 +690,7 @@ void CallStackModel::Unresume(size_t i) {
 void CallStackModel::Finish(uint64_t time, uint64_t instructions, uint64_t cycles) {
   FlowEvent end;
   end.time = std::max(time, last_time_);
+  last_time_ = end.time;
   end.instructions = instructions;
   end.cycles = cycles;
   MaterializeTop();

@@ -67,6 +67,8 @@ class CallStackModel {
   // inferred_frames, folded_frames, max_depth.
   const Stats& stats() const { return stats_; }
   size_t depth() const { return frames_.size(); }
+  // The time of the last event, or of the end Finish() gave its frames (if later).
+  uint64_t last_time() const { return last_time_; }
 
  private:
   enum class FrameKind : uint8_t { kFunction, kSyscall, kUntraced };
@@ -115,7 +117,9 @@ class CallStackModel {
   void EndSegment(const FlowEvent& event, const char* what);
   static Frame FrameBeginningAt(const FlowEvent& event);  // only the begin_* fields set
   Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
-  void Push(Frame frame);
+  void Push(const Frame& frame);
+  // A "[syscall]" (returns to the syscall's fallthrough) or "[untraced]" frame.
+  void PushMarker(FrameKind kind, const FlowEvent& event);
   void Begin(Frame& frame);
   void PopTop(const FlowEvent& event);
   void PopMarkers(const FlowEvent& event);
@@ -127,6 +131,11 @@ class CallStackModel {
   static constexpr size_t kNoFrame = ~size_t{0};
   size_t AncestorHolding(uint64_t address, bool mid_function) const;
 
+  // OnEvent only dispatches (every case a call in tail position, so it needs no stack
+  // frame of its own): the work of each kind is in these.
+  [[gnu::noinline]] void OnSyscall(const FlowEvent& event);
+  [[gnu::noinline]] void OnDisable(const FlowEvent& event);  // when no marker is on top
+  [[gnu::noinline]] void OnTrap(const FlowEvent& event);  // trap push, trap pop, raise
   void OnCall(const FlowEvent& event);
   void OnReturn(const FlowEvent& event);
   void ReturnFrom(size_t frame, const FlowEvent& event);

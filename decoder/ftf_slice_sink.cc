@@ -4,10 +4,6 @@
 
 namespace ptd::decoder {
 
-namespace {
-constexpr char kCategory[] = "pt";
-}  // namespace
-
 FtfSliceSink::FtfSliceSink(ftf::FtfWriter* writer, uint64_t pid, uint64_t tid, uint64_t window_begin,
                            uint64_t window_end)
     : writer_(writer), pid_(pid), tid_(tid), window_begin_(window_begin), window_end_(window_end) {
@@ -19,10 +15,9 @@ void FtfSliceSink::Begin(uint64_t time, absl::string_view name) {
   // output stays balanced.
   bool write = InWindow(time);
   written_.push_back(write);
-  if (write) {
-    writer_->DurationBegin(pid_, tid_, time, kCategory, name);
-    ++slices_;
-  }
+  if (!write) return;
+  ++slices_;
+  writer_->DurationBegin(pid_, tid_, time, category_, name);
 }
 
 void FtfSliceSink::End(uint64_t time, const SliceCounts& counts) {
@@ -30,23 +25,18 @@ void FtfSliceSink::End(uint64_t time, const SliceCounts& counts) {
   bool write = written_.back();
   written_.pop_back();
   if (!write) return;
-  if (counts.has_cycles) {
-    ftf::Arg args[2] = {ftf::Arg::Uint64("instructions", counts.instructions),
-                        ftf::Arg::Uint64("cycles", counts.cycles)};
-    writer_->DurationEnd(pid_, tid_, time, kCategory, "", args);
-  } else {
-    ftf::Arg args[1] = {ftf::Arg::Uint64("instructions", counts.instructions)};
-    writer_->DurationEnd(pid_, tid_, time, kCategory, "", args);
-  }
+  end_args_[0].bits = counts.instructions;
+  end_args_[1].bits = counts.cycles;
+  writer_->DurationEnd(pid_, tid_, time, category_, absl::MakeConstSpan(end_args_, counts.has_cycles ? 2 : 1));
 }
 
 void FtfSliceSink::Instant(uint64_t time, absl::string_view name, absl::string_view detail) {
   if (!InWindow(time)) return;
   if (detail.empty()) {
-    writer_->Instant(pid_, tid_, time, kCategory, name);
+    writer_->Instant(pid_, tid_, time, category_.text(), name);
   } else {
     ftf::Arg args[1] = {ftf::Arg::String("detail", detail)};
-    writer_->Instant(pid_, tid_, time, kCategory, name, args);
+    writer_->Instant(pid_, tid_, time, category_.text(), name, args);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "decoder/slice_sink.h"
 #include "ftf/ftf_writer.h"
+#include "ftf/string_handle.h"
 
 namespace ptd::decoder {
 
@@ -15,6 +16,9 @@ class FtfSliceSink : public SliceSink {
  public:
   FtfSliceSink(ftf::FtfWriter* writer, uint64_t pid, uint64_t tid,
                uint64_t window_begin = 0, uint64_t window_end = UINT64_MAX);
+  // end_args_ point into the sink.
+  FtfSliceSink(const FtfSliceSink&) = delete;
+  FtfSliceSink& operator=(const FtfSliceSink&) = delete;
 
   void Begin(uint64_t time, absl::string_view name) override;
   void End(uint64_t time, const SliceCounts& counts) override;
@@ -26,11 +30,17 @@ class FtfSliceSink : public SliceSink {
   bool InWindow(uint64_t time) const { return time >= window_begin_ && time < window_end_; }
 
   ftf::FtfWriter* writer_;
+  // Strings of every slice, looked up once.
+  ftf::StringHandle category_{"pt"};
+  ftf::StringHandle instructions_{"instructions"};
+  ftf::StringHandle cycles_{"cycles"};
+  // An End's args (instructions, cycles), built once: each End sets their values.
+  ftf::Arg end_args_[2] = {ftf::Arg::Uint64(instructions_, 0), ftf::Arg::Uint64(cycles_, 0)};
   uint64_t pid_;
   uint64_t tid_;
   uint64_t window_begin_;
   uint64_t window_end_;
-  std::vector<bool> written_;  // per open slice: was its Begin written
+  std::vector<uint8_t> written_;  // per open slice: was its Begin written (not vector<bool>: per event)
   uint64_t slices_ = 0;
 };
 

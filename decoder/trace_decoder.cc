@@ -57,8 +57,6 @@ struct ThreadState {
   std::unique_ptr<FunctionStatsSink> stats_sink;  // --summary: every slice
   std::unique_ptr<DetailFilterSink> detail_sink;  // level of detail
 
-  uint64_t last_time = 0;  // of the last event routed here
-  uint64_t last_instructions = 0;
   uint64_t routed_instructions = 0;  // per-CPU streams: this thread's own count so far
   bool routed = false;
 };
@@ -98,9 +96,25 @@ class ThreadRouter : public FlowConsumer {
 
   void OnFlow(const FlowEvent& event) override {
     if (fixed_ != nullptr) {
-      Deliver(fixed_, event);
+      fixed_->model->OnEvent(event);  // a tail call: nothing per event here
       return;
     }
+    Route(event);
+  }
+  // `cycles`: the stream's total (only a fixed thread's model counts cycles).
+  void Finish(uint64_t time, uint64_t instructions, uint64_t cycles) {
+    if (fixed_ != nullptr) {
+      fixed_->model->Finish(time, instructions, cycles);
+      return;
+    }
+    for (ThreadState* thread : routed_) {
+      thread->model->Finish(thread->model->last_time(), thread->routed_instructions, 0);
+    }
+  }
+
+ private:
+  // Out of line, so the fixed thread's path above stays a few instructions per event.
+  [[gnu::noinline]] void Route(const FlowEvent& event) {
     // The instructions since the previous event ran on the thread that is on the CPU now.
     uint64_t executed = event.instructions - stream_instructions_;
     stream_instructions_ = event.instructions;
@@ -127,23 +141,7 @@ class ThreadRouter : public FlowConsumer {
     thread->routed_instructions += executed;
     FlowEvent own = event;
     own.instructions = thread->routed_instructions;
-    Deliver(thread, own);
-  }
-  // `cycles`: the stream's total (only a fixed thread's model counts cycles).
-  void Finish(uint64_t time, uint64_t instructions, uint64_t cycles) {
-    if (fixed_ != nullptr) {
-      fixed_->model->Finish(time, instructions, cycles);
-      fixed_->last_time = std::max(fixed_->last_time, time);
-      return;
-    }
-    for (ThreadState* thread : routed_) thread->model->Finish(thread->last_time, thread->routed_instructions, 0);
-  }
-
- private:
-  static void Deliver(ThreadState* thread, const FlowEvent& event) {
-    thread->model->OnEvent(event);
-    thread->last_time = event.time;
-    thread->last_instructions = event.instructions;
+    thread->model->OnEvent(own);
   }
 
   ThreadState* fixed_;
@@ -677,7 +675,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     result_.interrupted = true;
     if (finished < streams.size()) FinishStream(streams[finished].get());
     for (const auto& [tid, thread] : threads_) {
-      thread->sink->Instant(thread->last_time, "decode interrupted",
+      thread->sink->Instant(thread->model->last_time(), "decode interrupted",
                             "decoding stopped by a signal: the trace after this point is not in this file");
     }
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "ftf/string_handle.h"
 
 namespace ptd::ftf {
 
@@ -29,23 +30,26 @@ struct Arg {
   uint64_t bits = 0;
   double double_value = 0;
   absl::string_view string_value;
+  // Set: `name` is this handle's text, which the writer looks up through it.
+  StringHandle* name_handle = nullptr;
 
-  static Arg Null(absl::string_view name) { return Arg{name, ArgType::kNull, 0, 0, {}}; }
+  static Arg Null(absl::string_view name) { return Arg{name, ArgType::kNull, 0, 0, {}, nullptr}; }
   static Arg Int32(absl::string_view name, int32_t v) {
-    return Arg{name, ArgType::kInt32, static_cast<uint64_t>(static_cast<uint32_t>(v)), 0, {}};
+    return Arg{name, ArgType::kInt32, static_cast<uint64_t>(static_cast<uint32_t>(v)), 0, {}, nullptr};
   }
-  static Arg Uint32(absl::string_view name, uint32_t v) { return Arg{name, ArgType::kUint32, v, 0, {}}; }
+  static Arg Uint32(absl::string_view name, uint32_t v) { return Arg{name, ArgType::kUint32, v, 0, {}, nullptr}; }
   static Arg Int64(absl::string_view name, int64_t v) {
-    return Arg{name, ArgType::kInt64, static_cast<uint64_t>(v), 0, {}};
+    return Arg{name, ArgType::kInt64, static_cast<uint64_t>(v), 0, {}, nullptr};
   }
-  static Arg Uint64(absl::string_view name, uint64_t v) { return Arg{name, ArgType::kUint64, v, 0, {}}; }
-  static Arg Double(absl::string_view name, double v) { return Arg{name, ArgType::kDouble, 0, v, {}}; }
+  static Arg Uint64(absl::string_view name, uint64_t v) { return Arg{name, ArgType::kUint64, v, 0, {}, nullptr}; }
+  static Arg Uint64(StringHandle& name, uint64_t v) { return Arg{name.text(), ArgType::kUint64, v, 0, {}, &name}; }
+  static Arg Double(absl::string_view name, double v) { return Arg{name, ArgType::kDouble, 0, v, {}, nullptr}; }
   static Arg String(absl::string_view name, absl::string_view v) {
-    return Arg{name, ArgType::kString, 0, 0, v};
+    return Arg{name, ArgType::kString, 0, 0, v, nullptr};
   }
-  static Arg Pointer(absl::string_view name, uint64_t v) { return Arg{name, ArgType::kPointer, v, 0, {}}; }
-  static Arg Koid(absl::string_view name, uint64_t v) { return Arg{name, ArgType::kKoid, v, 0, {}}; }
-  static Arg Bool(absl::string_view name, bool v) { return Arg{name, ArgType::kBool, v ? 1u : 0u, 0, {}}; }
+  static Arg Pointer(absl::string_view name, uint64_t v) { return Arg{name, ArgType::kPointer, v, 0, {}, nullptr}; }
+  static Arg Koid(absl::string_view name, uint64_t v) { return Arg{name, ArgType::kKoid, v, 0, {}, nullptr}; }
+  static Arg Bool(absl::string_view name, bool v) { return Arg{name, ArgType::kBool, v ? 1u : 0u, 0, {}, nullptr}; }
 
   int32_t int32_value() const { return static_cast<int32_t>(static_cast<uint32_t>(bits)); }
   int64_t int64_value() const { return static_cast<int64_t>(bits); }

@@ -25,6 +25,7 @@
 #include "ftf/byte_sink.h"
 #include "ftf/ftf_arg.h"
 #include "ftf/ftf_format.h"
+#include "ftf/string_handle.h"
 #include "ftf/string_table.h"
 #include "ftf/thread_table.h"
 
@@ -79,6 +80,12 @@ class FtfWriter {
   // Perfetto ignores an End's name and merges its args into the innermost open slice.
   void DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, absl::string_view category,
                    absl::string_view name, absl::Span<const Arg> args = {});
+  // The same with the category as a handle (string_handle.h), for callers that write
+  // millions of slices: a Begin without args, an End without a name.
+  void DurationBegin(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
+                     absl::string_view name);
+  void DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
+                   absl::Span<const Arg> args);
   void DurationComplete(uint64_t pid, uint64_t tid, uint64_t ts, uint64_t end_ts,
                         absl::string_view category, absl::string_view name,
                         absl::Span<const Arg> args = {});
@@ -102,33 +109,45 @@ class FtfWriter {
   FtfWriter(std::unique_ptr<ByteSink> sink, std::string name, const FtfWriterOptions& options);
 
   void WritePreamble(absl::string_view provider_name);
-  void WriteEvent(EventType type, uint64_t pid, uint64_t tid, uint64_t ts,
-                  absl::string_view category, absl::string_view name, absl::Span<const Arg> args,
-                  bool has_trailer, uint64_t trailer);
+  // `Category`: absl::string_view or StringHandle.
+  template <typename Category>
+  void WriteEvent(EventType type, uint64_t pid, uint64_t tid, uint64_t ts, Category& category,
+                  absl::string_view name, absl::Span<const Arg> args, bool has_trailer,
+                  uint64_t trailer);
   void WriteKernelObject(uint8_t obj_type, uint64_t koid, absl::string_view name,
                          absl::Span<const Arg> args);
-  // Resolves every string of a record's args (interning them) into arg_refs_ and returns
-  // the number of words the args take.
-  size_t ResolveArgs(absl::Span<const Arg> args);
-  void PutArgs(absl::Span<const Arg> args);
+  // The helpers below run once or more per event: defined inline in the .cc.
+  // Encodes a record's args into arg_words_ (interning their strings first: that may
+  // write string records, which must come before the record) and returns how many words
+  // they take.
+  size_t EncodeArgs(absl::Span<const Arg> args);
+  // Writes the first `arg_words` of arg_words_ at `out` (moved past them).
+  void PutArgs(uint8_t*& out, size_t arg_words);
   uint16_t StringRef(absl::string_view s);
+  uint16_t StringRef(StringHandle& s);
+  // Writes the string record that gives `index` its meaning `s`.
+  void DefineString(uint16_t index, absl::string_view s);
   uint8_t ThreadRef(uint64_t pid, uint64_t tid);
+  // Writes the thread record that gives `index` its meaning (pid, tid).
+  void DefineThread(uint8_t index, uint64_t pid, uint64_t tid);
+  // `s` cut to kMaxStringBytes (which it exceeds).
   absl::string_view Truncate(absl::string_view s);
 
-  // Makes room for a record of `words` words; false once the writer has failed.
-  bool BeginRecord(size_t words);
-  void PutWord(uint64_t word);
-  void PutBytesPadded(absl::string_view bytes);
+  // Makes room for a record of `words` words and returns where it goes (the caller
+  // writes all of them); nullptr once the writer has failed.
+  uint8_t* BeginRecord(size_t words);
   void Fail(absl::Status status);
 
+  // Tells writers apart for StringHandle (never 0; unique in the process).
+  const uint64_t id_;
   std::unique_ptr<ByteSink> sink_;
   std::string name_;
   std::vector<uint8_t> buffer_;
   size_t used_ = 0;
   StringTable strings_;
   ThreadTable threads_;
-  // Per-record scratch: string refs of the args (name, value) in order.
-  uint16_t arg_refs_[2 * kMaxArgs] = {};
+  // Per-record scratch: the args' words (header, then the value word if any).
+  uint64_t arg_words_[2 * kMaxArgs] = {};
   absl::Status status_;
   bool closed_ = false;
   FtfWriterStats stats_;

@@ -10,14 +10,7 @@ StringTable::StringTable(uint16_t capacity)
   index_of_.reserve(recycler_.capacity());
 }
 
-StringTable::Ref StringTable::Intern(absl::string_view s) {
-  RecentEntry& recent =
-      recent_[((reinterpret_cast<uintptr_t>(s.data()) >> 3) ^ s.size()) % kRecentEntries];
-  if (recent.data == s.data() && recent.size == s.size() && recent.index != 0 &&
-      absl::string_view(values_[recent.index]) == s) {
-    recycler_.Touch(recent.index);
-    return Ref{recent.index, false};
-  }
+StringTable::Ref StringTable::InternByValue(absl::string_view s, RecentEntry& recent) {
   auto it = index_of_.find(s);
   if (it != index_of_.end()) {
     recycler_.Touch(it->second);
@@ -27,7 +20,10 @@ StringTable::Ref StringTable::Intern(absl::string_view s) {
   auto index = static_cast<uint16_t>(recycler_.Claim());
   recent = RecentEntry{s.data(), s.size(), index};
   std::string& value = values_[index];
-  if (!value.empty()) index_of_.erase(absl::string_view(value));
+  if (!value.empty()) {
+    index_of_.erase(absl::string_view(value));
+    ++redefinitions_;
+  }
   value.assign(s.data(), s.size());
   index_of_.emplace(absl::string_view(value), index);
   return Ref{index, true};

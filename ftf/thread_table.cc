@@ -9,12 +9,7 @@ ThreadTable::ThreadTable(uint8_t capacity)
       keys_(recycler_.capacity() + 1),
       in_use_(recycler_.capacity() + 1, false) {}
 
-ThreadTable::Ref ThreadTable::Intern(uint64_t pid, uint64_t tid) {
-  Key key{pid, tid};
-  if (last_index_ != 0 && keys_[last_index_] == key) {
-    recycler_.Touch(last_index_);
-    return Ref{last_index_, false};
-  }
+ThreadTable::Ref ThreadTable::InternByHash(const Key& key) {
   auto it = index_of_.find(key);
   if (it != index_of_.end()) {
     recycler_.Touch(it->second);

@@ -17,13 +17,21 @@ class ThreadTable {
 
   explicit ThreadTable(uint8_t capacity);
 
-  Ref Intern(uint64_t pid, uint64_t tid);
+  Ref Intern(uint64_t pid, uint64_t tid) {
+    // Events come in runs on one thread: the last answer is checked before hashing.
+    if (last_index_ != 0 && keys_[last_index_] == Key{pid, tid}) {
+      recycler_.Touch(last_index_);
+      return Ref{last_index_, false};
+    }
+    return InternByHash(Key{pid, tid});
+  }
   void NextRecord() { recycler_.NextRecord(); }
 
  private:
   using Key = std::pair<uint64_t, uint64_t>;
+  Ref InternByHash(const Key& key);
+
   SlotRecycler recycler_;
-  // Events come in runs on one thread: the last answer is checked before hashing.
   uint8_t last_index_ = 0;
   std::vector<Key> keys_;     // by index
   std::vector<bool> in_use_;  // by index

@@ -296,6 +296,76 @@ TEST(FtfWriterTest, NameUsedByEveryRecordIsNotRedefinedWhenTheTableRecycles) {
   for (int i = 0; i < 5000; ++i) ASSERT_EQ(events[i].category, "hot");
 }
 
+// Writes the same events with the category and an arg name as plain strings or as
+// handles; `rare_every`: how often the handle strings are used between cold names.
+std::string WriteMixedEvents(bool handles, int rare_every) {
+  FtfWriterOptions options;
+  options.string_table_size = kMinStringTableSize;
+  std::string bytes;
+  std::unique_ptr<FtfWriter> writer = MemoryWriter(&bytes, options);
+  StringHandle category("rare_category");
+  StringHandle count("rare_count");
+  for (int i = 0; i < 3000; ++i) {
+    std::string name = absl::StrCat("cold_", i);
+    if (i % rare_every != 0) {
+      writer->DurationBegin(1, 2, i, "cold_category", name);
+      continue;
+    }
+    if (handles) {
+      const Arg args[] = {Arg::Uint64(count, i)};
+      writer->DurationBegin(1, 2, i, category, name);
+      writer->DurationEnd(1, 2, i, category, args);
+    } else {
+      const Arg args[] = {Arg::Uint64("rare_count", i)};
+      writer->DurationBegin(1, 2, i, "rare_category", name);
+      writer->DurationEnd(1, 2, i, "rare_category", "", args);
+    }
+  }
+  EXPECT_TRUE(writer->Close().ok());
+  return bytes;
+}
+
+TEST(FtfWriterTest, StringHandlesWriteTheSameBytesAsStrings) {
+  // Every record: the handles' indices stay. Rarely: the table recycles their indices in
+  // between, so the handles must notice and define their strings again.
+  for (int rare_every : {1, 7, 200}) {
+    std::string with_strings = WriteMixedEvents(false, rare_every);
+    std::string with_handles = WriteMixedEvents(true, rare_every);
+    EXPECT_EQ(with_handles, with_strings) << "rare_every " << rare_every;
+  }
+  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(WriteMixedEvents(true, 200));
+  ASSERT_TRUE(records.ok()) << records.status();
+  int definitions = 0;
+  for (const FtfRecord& r : *records) {
+    if (r.type == RecordType::kString && r.string_value == "rare_category") ++definitions;
+  }
+  EXPECT_GT(definitions, 1);  // its index was recycled in between: redefined, not reused
+  for (const EventRecord& e : EventsOf(*records)) {
+    if (e.type != EventType::kDurationEnd) continue;
+    ASSERT_EQ(e.category, "rare_category");
+    ASSERT_EQ(e.args.size(), 1u);
+    ASSERT_EQ(e.args[0].name, "rare_count");
+  }
+}
+
+TEST(FtfWriterTest, StringHandleUsedWithASecondWriterDefinesItThere) {
+  StringHandle category("shared");
+  std::string first_bytes;
+  std::string second_bytes;
+  std::unique_ptr<FtfWriter> first = MemoryWriter(&first_bytes);
+  std::unique_ptr<FtfWriter> second = MemoryWriter(&second_bytes);
+  first->DurationBegin(1, 2, 10, category, "a");
+  second->DurationBegin(1, 2, 20, category, "b");
+  ASSERT_TRUE(first->Close().ok());
+  ASSERT_TRUE(second->Close().ok());
+  absl::StatusOr<std::vector<FtfRecord>> records = ReadAllBytes(second_bytes);
+  ASSERT_TRUE(records.ok()) << records.status();
+  std::vector<EventRecord> events = EventsOf(*records);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].category, "shared");
+  EXPECT_EQ(events[0].name, "b");
+}
+
 TEST(FtfWriterTest, MoreThan255ThreadsReadBackRight) {
   constexpr uint64_t kThreads = 1000;
   MemoryFtf ftf;
