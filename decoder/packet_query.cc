@@ -20,27 +20,6 @@ pt_packet_decoder* NewPacketDecoder(const pt_config& config) {
   return pt_pkt_alloc_decoder(&c);
 }
 
-bool SupportedType(pt_packet_type type) {
-  switch (type) {
-    case ppt_pad:
-    case ppt_psb:
-    case ppt_psbend:
-    case ppt_fup:
-    case ppt_tip:
-    case ppt_tip_pge:
-    case ppt_tip_pgd:
-    case ppt_tnt_8:
-    case ppt_tnt_64:
-    case ppt_mode:
-    case ppt_pip:
-    case ppt_vmcs:
-    case ppt_tsc:
-    case ppt_ovf:
-    case ppt_cbr: return true;
-    default: return false;
-  }
-}
-
 // MODE.Exec's bits (csl | csd << 1) as libipt reads them.
 pt_exec_mode ExecMode(uint8_t bits) {
   pt_packet_mode_exec exec{};
@@ -78,6 +57,10 @@ pt_exec_mode ExecMode(uint8_t bits) {
       p.aux = static_cast<uint8_t>(packet.payload.ip.ipc);
       break;
     case ppt_mode:
+      if (packet.payload.mode.leaf != pt_mol_exec && packet.payload.mode.leaf != pt_mol_tsx) {
+        p.kind = static_cast<uint8_t>(Kind::kOther);
+        break;
+      }
       p.kind = static_cast<uint8_t>(Kind::kMode);
       p.aux = static_cast<uint8_t>(packet.payload.mode.leaf);
       p.bits = packet.payload.mode.leaf == pt_mol_exec
@@ -146,17 +129,15 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
         ok = status == -pte_eos && offset == size;
         break;
       }
-      if (!SupportedType(packet.type)) {
+      // One switch classifies it for the index and for Accepts (kOther: not modelled).
+      const Packed packed = Pack(packet, offset);
+      const Kind kind = static_cast<Kind>(packed.kind);
+      if (kind == Kind::kOther) {
         ok = false;
         break;
       }
-      if (packet.type == ppt_mode && packet.payload.mode.leaf != pt_mol_exec &&
-          packet.payload.mode.leaf != pt_mol_tsx) {
-        ok = false;
-        break;
-      }
-      if (packet.type == ppt_ovf) scan.has_ovf = true;
-      if (indexed && start == starts.front() && packet.type != ppt_pad) packets->push_back(Pack(packet, offset));
+      if (kind == Kind::kOvf) scan.has_ovf = true;
+      if (indexed && kind != Kind::kPad && start == starts.front()) packets->push_back(packed);
       if (packet.type == ppt_psb) {
         if (offset != start && std::binary_search(seen_psbs.begin(), seen_psbs.end(), offset)) break;
         seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), offset), offset);
