@@ -106,7 +106,10 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
     starts.push_back(offset);
   }
   auto packets = std::make_shared<std::vector<Packed>>();
-  const bool indexed = size < (1ull << 32);
+  // The index takes about 6 bytes per byte of PT: larger buffers are read packet by
+  // packet with pt_pkt_next instead (slower, but the memory stays bounded).
+  constexpr uint64_t kMaxIndexedBytes = 32ull << 20;
+  const bool indexed = size <= kMaxIndexedBytes;
   // About a packet per 3 bytes in branch-heavy traces; reserved pages cost nothing until
   // written, a regrowth copies everything.
   packets->reserve(indexed ? size / 2 + 16 : 0);

@@ -45,7 +45,7 @@ class PacketQuery {
     bool has_ovf = false;
     // The packets from the first PSB on, in order (the decode reads them here instead of
     // decoding each again: pt_pkt_next costs ~150 instructions a packet). Empty for
-    // buffers of 4 GiB or more.
+    // buffers over 32 MiB (the index takes ~6 bytes per byte of PT).
     std::shared_ptr<const std::vector<Packed>> packets;
   };
   static Scan ScanBytes(const pt_config& config);
