@@ -481,7 +481,11 @@ void FastBlockDecoder::Fill(uint64_t ip, FastBlockCache::Entry* entry) {
     FastBlockCache::Entry& entry = LookupLinked(ip_);
     if (entry.ninsn == 0) return entry.error;
     const bool fresh = !entry.ran;
-    if (fresh) entry.ran = true;
+    if (fresh) {
+      entry.ran = true;
+      entry.quick = entry.error == 0 && (entry.last.iclass == ptic_cond_jump ||
+                                         (entry.last.iclass == ptic_jump && entry.last.direct));
+    }
     uint32_t ninsn = block->ninsn + entry.ninsn;
     if (ninsn > UINT16_MAX) return 0;
     block->ninsn = static_cast<uint16_t>(ninsn);
@@ -657,30 +661,35 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   if (process_event_ || (status_ & pts_event_pending) || !enabled_ || process_insn_) return 0;
   if (mode_ != cache_->mode() && mode_ != ptem_unknown) return 0;
   const uint64_t lo = run->lo, hi = run->hi;
-  while (true) {
-    FastBlockCache::Entry& entry = LookupLinked(ip_);
-    // A first run takes Next's path (it may check a suppressed IP); runs that end in
-    // anything but a jump need the other cases of ProceedNoEvent.
-    if (entry.ninsn == 0 || entry.error != 0 || !entry.ran) return 0;
-    const FastInsn& last = entry.last;
-    const bool cond = last.iclass == ptic_cond_jump;
-    if (!cond && !(last.iclass == ptic_jump && last.direct)) return 0;
-    ++run->blocks;
-    run->instructions += entry.ninsn;
-    run->last_ip = ip_;
-    run->last_end_ip = last.ip;
-    run->last_ninsn = entry.ninsn;
-    run->last_class = last.iclass;
-    run->offset_before_last = offset;
-    const uint32_t self = static_cast<uint32_t>(&entry - cache_->blocks_.data()) + 1;
+  const uint32_t max_blocks = run->max_blocks;
+  // Kept in locals (stored into `run` at the end).
+  uint32_t blocks = 0;
+  uint64_t instructions = 0;
+  const FastBlockCache::Entry* taken_last = nullptr;
+  uint64_t last_ip = 0;
+  uint64_t offset_before_last = offset;
+  int result = 0;
+  FastBlockCache::Entry* blocks_data = cache_->blocks_.data();
+  FastBlockCache::Entry* entry = &LookupLinked(ip_);
+  blocks_data = cache_->blocks_.data();
+  // A first run takes Next's path (it may check a suppressed IP); runs that end in
+  // anything but a conditional or direct jump need the other cases of ProceedNoEvent.
+  while (entry->quick) {
+    const FastInsn& last = entry->last;
+    ++blocks;
+    instructions += entry->ninsn;
+    taken_last = entry;
+    last_ip = ip_;
+    offset_before_last = offset;
     uint8_t slot = 0;
-    if (cond) {
+    if (last.iclass == ptic_cond_jump) {
       int taken = 0;
       int status = query_.CondBranch(&taken);
       if (status < 0) {
         // As ProceedNoEvent for a run decoded before: no IP is not an error there, and
         // the block ends where it is.
-        return status == -pte_noip ? Status(0) : status;
+        result = status == -pte_noip ? Status(0) : status;
+        break;
       }
       status_ = status;
       if (taken) {
@@ -692,14 +701,45 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
     } else {
       ip_ = last.target;
     }
-    link_from_ = self;
+    link_from_ = static_cast<uint32_t>(entry - blocks_data) + 1;
     link_slot_ = slot;
     link_ip_ = ip_;
-    if (status_ & pts_event_pending) return ProceedTrailingEvent(nullptr);
+    if (status_ & pts_event_pending) {
+      result = ProceedTrailingEvent(nullptr);
+      break;
+    }
+    result = Status(0);
     uint64_t now = 0;
-    if (query_.GetOffset(&now) < 0 || now != offset) return Status(0);
-    if (ip_ < lo || ip_ >= hi || last.ip < lo || last.ip >= hi || run->blocks == run->max_blocks) return Status(0);
+    if (query_.GetOffset(&now) < 0) break;
+    if (now != offset) {
+      // A packet was read: the time may have changed with it, and the caller's clock
+      // must see that after this block.
+      if (!run->watch_time) break;
+      uint64_t tsc = 0;
+      if (query_.Time(&tsc, nullptr, nullptr) >= 0 && tsc != 0 && tsc != run->tsc) break;
+      offset = now;
+    }
+    if (ip_ < lo || ip_ >= hi || last.ip < lo || last.ip >= hi || blocks == max_blocks) break;
+    // The next block through the link this one keeps (as LookupLinked, without its checks:
+    // the links of live entries point at live entries).
+    const uint32_t next = entry->next[slot];
+    if (next != 0 && blocks_data[next - 1].ip == ip_) [[likely]] {
+      entry = &blocks_data[next - 1];
+    } else {
+      entry = &LookupLinked(ip_);
+      blocks_data = cache_->blocks_.data();
+    }
   }
+  run->blocks = blocks;
+  run->instructions = instructions;
+  if (taken_last != nullptr) {
+    run->last_ip = last_ip;
+    run->last_end_ip = taken_last->last.ip;
+    run->last_ninsn = taken_last->ninsn;
+    run->last_class = taken_last->last.iclass;
+    run->offset_before_last = offset_before_last;
+  }
+  return result;
 }
 
 int FastBlockDecoder::Event(pt_event* out) {

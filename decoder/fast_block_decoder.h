@@ -48,6 +48,8 @@ class FastBlockCache {
     // The no-event path ran it before (libipt's block cache is filled there only, and
     // its first run checks a TIP's suppressed IP where a cached run does not).
     bool ran = false;
+    // It ran, and RunQuick may take it: no error, ends in a conditional or direct jump.
+    bool quick = false;
     FastInsn last;  // valid when ninsn > 0
     // The entries that came next, as index + 1 (0: none yet): [0] after the fall-through,
     // a direct branch or the last indirect transfer, [1] after a taken conditional branch.
@@ -94,6 +96,10 @@ struct QuickRun {
   uint64_t lo = 0;
   uint64_t hi = 0;
   uint32_t max_blocks = 0;
+  // On the time axis the caller's clock is told the time after each block that read a
+  // packet: a run goes past a packet only while the time stays `tsc`.
+  bool watch_time = false;
+  uint64_t tsc = 0;
   // Out.
   uint32_t blocks = 0;  // 0: none (nothing was consumed)
   uint64_t instructions = 0;
@@ -101,7 +107,7 @@ struct QuickRun {
   uint64_t last_end_ip = 0;  // its jump
   uint32_t last_ninsn = 0;
   pt_insn_class last_class = ptic_error;
-  uint64_t offset_before_last = 0;  // the query offset before the last block
+  uint64_t offset_before_last = 0;  // the query offset before the last block (the resync remedy)
 };
 
 class FastBlockDecoder {
@@ -134,8 +140,8 @@ class FastBlockDecoder {
   // pt_blocks: runs decoded before on the no-event path, ending in a conditional or a
   // direct jump, with no event waiting, while the jumps stay in [run->lo, run->hi).
   // Stops before a block that is not such (nothing consumed: call Next), and after a
-  // block whose jump leaves the function, that read a packet (the caller's time and
-  // offset bookkeeping), that has an event after it, or that failed; returns Next's
+  // block whose jump leaves the function, that read a packet that changed the time
+  // (run->watch_time), that has an event after it, or that failed; returns Next's
   // status for the last block taken. `offset` is the query offset now.
   int RunQuick(uint64_t offset, QuickRun* run);
   // Where the next block starts.

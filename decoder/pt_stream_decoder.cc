@@ -734,6 +734,8 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
           run.hi = pending_range_.end;
           // One block at a time where each is looked at (observer, cycles).
           run.max_blocks = observer_ != nullptr || cycles_.active() ? 1 : UINT32_MAX;
+          run.watch_time = config_.axis == TimeAxis::kTime;
+          run.tsc = last_update_tsc_;
           if (cancel_ != nullptr || progress_) {
             if (until_cancel_check == 1) break;  // the loop above checks
             run.max_blocks = std::min(run.max_blocks, until_cancel_check - 1);
@@ -741,7 +743,6 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
           status = decoder->RunQuick(offset_after_block, &run);
           if (run.blocks == 0) break;
           if (cancel_ != nullptr || progress_) until_cancel_check -= run.blocks;
-          // No block read a packet before its jump: each started at this offset.
           sync.previous_call = run.offset_before_last;
           HandleQuickRun(run, *decoder);
           if (status < 0) break;
