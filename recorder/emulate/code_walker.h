@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,6 +43,15 @@ struct CodeWalkerOptions {
   int pid = 1;  // identity of the synthetic thread in ground truth and sideband
   int tid = 1;
 };
+
+// A walk of `elf_path`: `max_instructions` instructions from `seed`, the rest default.
+inline CodeWalkerOptions WalkOptions(std::string elf_path, uint64_t seed, uint64_t max_instructions) {
+  CodeWalkerOptions options;
+  options.elf_path = std::move(elf_path);
+  options.seed = seed;
+  options.max_instructions = max_instructions;
+  return options;
+}
 
 struct CodeWalkerStats {
   uint64_t instructions = 0;    // retired (traced) instructions

@@ -138,13 +138,7 @@ std::string WalkerStream(const TempDir& tmp, const CodeWalkerOptions& options) {
   return streams.empty() ? "" : streams[0];
 }
 
-CodeWalkerOptions LibcWalk(uint64_t seed, uint64_t instructions) {
-  CodeWalkerOptions options;
-  options.elf_path = kLibc;
-  options.seed = seed;
-  options.max_instructions = instructions;
-  return options;
-}
+CodeWalkerOptions LibcWalk(uint64_t seed, uint64_t instructions) { return WalkOptions(kLibc, seed, instructions); }
 
 TEST(PacketQueryTest, WalkerTracesInLockstep) {
   if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";

@@ -39,11 +39,7 @@ WalkResult WalkAndRetrace(const TempDir& tmp, CodeWalkerOptions options) {
 }
 
 CodeWalkerOptions LibcWalk(uint64_t seed, uint64_t max_instructions) {
-  CodeWalkerOptions options;
-  options.elf_path = kLibc;
-  options.seed = seed;
-  options.max_instructions = max_instructions;
-  return options;
+  return WalkOptions(kLibc, seed, max_instructions);
 }
 
 // libipt decoded the walk without errors, and exactly the instructions the walker
