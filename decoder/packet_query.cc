@@ -641,6 +641,16 @@ int PacketQuery::UpdateIp(Binding binding, pt_event** ev) {
   return 0;
 }
 
+// `ev`, bound to the current packet, is the next event. True when the packet is to be
+// consumed now: no other event is bound to it and the event asked for that
+// (consume_packet_, as libipt's decoder->consume_packet).
+bool PacketQuery::TakeBoundEvent(pt_event* ev, Binding binding) {
+  event_ = ev;
+  if (queues_[binding].pending() || !consume_packet_) return false;
+  consume_packet_ = false;
+  return true;
+}
+
 int PacketQuery::DecodeTip() {
   pt_event* ev = nullptr;
   int status = UpdateIp(kBindTip, &ev);
@@ -656,10 +666,7 @@ int PacketQuery::DecodeTip() {
       case ptev_exec_mode: EventIp(&ev->variant.exec_mode.ip, ev); break;
       default: return -pte_bad_context;
     }
-    event_ = ev;
-    if (queues_[kBindTip].pending()) return 0;
-    if (!consume_packet_) return 0;
-    consume_packet_ = false;
+    if (!TakeBoundEvent(ev, kBindTip)) return 0;
   }
   Consume();
   return 0;
@@ -752,10 +759,7 @@ int PacketQuery::DecodeFup() {
         break;
       default: return -pte_internal;
     }
-    event_ = ev;
-    if (queues_[kBindFup].pending()) return 0;
-    if (!consume_packet_) return 0;
-    consume_packet_ = false;
+    if (!TakeBoundEvent(ev, kBindFup)) return 0;
   } else {
     uint64_t ip = 0;
     status = ip_.Query(&ip);

@@ -131,6 +131,7 @@ class PacketQuery {
   int DecodeHeader();
   int DecodePsb();
   int UpdateIp(Binding binding, pt_event** ev);
+  bool TakeBoundEvent(pt_event* ev, Binding binding);
   int DecodeTip();
   int DecodeTnt();
   int DecodePge();
