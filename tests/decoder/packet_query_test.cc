@@ -220,7 +220,11 @@ TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
   EXPECT_TRUE(PacketQuery::Accepts(config, scan));
   for (int erratum = 0; erratum < 3; ++erratum) {
     pt_config errata = config;
-    (erratum == 0 ? errata.errata.skd010 : erratum == 1 ? errata.errata.apl11 : errata.errata.apl12) = 1;
+    switch (erratum) {  // bit-fields: no conditional lvalue (clang)
+      case 0: errata.errata.skd010 = 1; break;
+      case 1: errata.errata.apl11 = 1; break;
+      default: errata.errata.apl12 = 1; break;
+    }
     EXPECT_FALSE(PacketQuery::Accepts(errata, scan)) << erratum;
   }
   pt_config callback = config;
