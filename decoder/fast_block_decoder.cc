@@ -665,8 +665,11 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   // Kept in locals (stored into `run` at the end).
   uint32_t blocks = 0;
   uint64_t instructions = 0;
-  const FastBlockCache::Entry* taken_last = nullptr;
+  // The last block taken, by value: a lookup may move the entries.
   uint64_t last_ip = 0;
+  uint64_t last_end_ip = 0;
+  uint32_t last_ninsn = 0;
+  pt_insn_class last_class = ptic_error;
   uint64_t offset_before_last = offset;
   int result = 0;
   FastBlockCache::Entry* blocks_data = cache_->blocks_.data();
@@ -678,8 +681,10 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
     const FastInsn& last = entry->last;
     ++blocks;
     instructions += entry->ninsn;
-    taken_last = entry;
     last_ip = ip_;
+    last_end_ip = last.ip;
+    last_ninsn = entry->ninsn;
+    last_class = last.iclass;
     offset_before_last = offset;
     uint8_t slot = 0;
     if (last.iclass == ptic_cond_jump) {
@@ -732,11 +737,11 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   }
   run->blocks = blocks;
   run->instructions = instructions;
-  if (taken_last != nullptr) {
+  if (blocks > 0) {
     run->last_ip = last_ip;
-    run->last_end_ip = taken_last->last.ip;
-    run->last_ninsn = taken_last->ninsn;
-    run->last_class = taken_last->last.iclass;
+    run->last_end_ip = last_end_ip;
+    run->last_ninsn = last_ninsn;
+    run->last_class = last_class;
     run->offset_before_last = offset_before_last;
   }
   return result;
