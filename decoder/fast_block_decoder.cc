@@ -657,91 +657,173 @@ int FastBlockDecoder::Next(pt_block* block) {
 
 int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   run->blocks = 0;
+  run->tracelet_blocks = 0;
   run->instructions = 0;
   if (process_event_ || (status_ & pts_event_pending) || !enabled_ || process_insn_) return 0;
   if (mode_ != cache_->mode() && mode_ != ptem_unknown) return 0;
-  const uint64_t lo = run->lo, hi = run->hi;
+  const uint64_t lo = run->lo, hi = run->hi, span = hi > lo ? hi - lo : 0;
   const uint32_t max_blocks = run->max_blocks;
-  // Kept in locals (stored into `run` at the end).
+  // The decoder's state is kept in locals while blocks are taken (no member loads and
+  // stores per block) and written back when the run stops: where the next block
+  // starts, and the link the last block leaves (LookupLinked fills it).
+  uint64_t ip = ip_;
+  uint32_t link_from = 0;
+  uint8_t link_slot = 0;
+  auto write_back = [&] {
+    ip_ = ip;
+    link_from_ = link_from;
+    link_slot_ = link_slot;
+    link_ip_ = ip;
+  };
   uint32_t blocks = 0;
+  uint32_t tracelet_blocks = 0;
   uint64_t instructions = 0;
-  // The last block taken, by value: a lookup may move the entries.
+  uint32_t last_index = 0;  // the last block taken, by index: a lookup may move the entries
   uint64_t last_ip = 0;
-  uint64_t last_end_ip = 0;
-  uint32_t last_ninsn = 0;
-  pt_insn_class last_class = ptic_error;
   uint64_t offset_before_last = offset;
   int result = 0;
+  bool failed = false;
+  // The tracelet being made: from the block whose entry and bits make `key`, at the
+  // counts `blocks` and `instructions` had there, until `bits` inner bits are taken.
+  const bool tracelets = query_.uses_packet_query() && max_blocks > 1;
+  auto& made = cache_->tracelets_;
+  bool making = false;
+  uint64_t making_key = 0;
+  int making_bits = 0;
+  int taken_bits = 0;
+  uint32_t making_blocks = 0;
+  uint64_t making_instructions = 0;
+  auto finish = [&](uint32_t next, bool stop) {
+    making = false;
+    if (made.size() >= FastBlockCache::kMaxTracelets) made.clear();
+    FastBlockCache::Tracelet& t = made[making_key];
+    t = {lo, hi, ip, last_ip, instructions - making_instructions, blocks - making_blocks, last_index, next,
+         static_cast<uint8_t>(taken_bits), link_slot, stop};
+  };
   FastBlockCache::Entry* blocks_data = cache_->blocks_.data();
-  FastBlockCache::Entry* entry = &LookupLinked(ip_);
+  FastBlockCache::Entry* entry = &LookupLinked(ip);
   blocks_data = cache_->blocks_.data();
   // A first run takes Next's path (it may check a suppressed IP); runs that end in
   // anything but a conditional or direct jump need the other cases of ProceedNoEvent.
   while (entry->quick) {
     const FastInsn& last = entry->last;
+    if (tracelets && last.iclass == ptic_cond_jump) {
+      const uint32_t index = static_cast<uint32_t>(entry - blocks_data);
+      if (making && taken_bits == making_bits) finish(index + 1, false);
+      uint32_t bits = 0;
+      const int count = making ? 0 : query_.PeekInnerTntBits(&bits, FastBlockCache::kTraceletBits);
+      if (count > 0) {
+        const uint64_t key = uint64_t{index} << 32 | uint64_t(count) << 24 | bits;
+        auto it = made.find(key);
+        if (it == made.end()) {
+          making = true;
+          making_key = key;
+          making_bits = count;
+          taken_bits = 0;
+          making_blocks = blocks;
+          making_instructions = instructions;
+        } else if (const FastBlockCache::Tracelet& t = it->second;
+                   t.lo == lo && t.hi == hi && max_blocks - blocks > t.blocks) {
+          query_.SkipInnerTntBits(t.bits);
+          status_ = 0;  // what CondBranch returns for such bits
+          blocks += t.blocks;
+          tracelet_blocks += t.blocks;
+          instructions += t.instructions;
+          last_index = t.last_index;
+          last_ip = t.last_ip;
+          offset_before_last = offset;
+          ip = t.ip;
+          link_from = t.last_index + 1;
+          link_slot = t.last_slot;
+          if (t.stop) break;
+          entry = &blocks_data[t.next - 1];
+          continue;
+        }
+      }
+    }
     ++blocks;
     instructions += entry->ninsn;
-    last_ip = ip_;
-    last_end_ip = last.ip;
-    last_ninsn = entry->ninsn;
-    last_class = last.iclass;
+    last_index = static_cast<uint32_t>(entry - blocks_data);
+    last_ip = ip;
     offset_before_last = offset;
     uint8_t slot = 0;
+    bool read_packet = false;
     if (last.iclass == ptic_cond_jump) {
       int taken = 0;
-      int status = query_.CondBranch(&taken);
-      if (status < 0) {
-        // As ProceedNoEvent for a run decoded before: no IP is not an error there, and
-        // the block ends where it is.
-        result = status == -pte_noip ? Status(0) : status;
+      if (query_.TakeInnerTntBit(&taken)) {
+        status_ = 0;  // what CondBranch returns for such a bit
+        ++taken_bits;
+      } else {
+        // The packet's last bit, or a new packet: the query may read packets.
+        int status = query_.CondBranch(&taken);
+        if (status < 0) {
+          // As ProceedNoEvent for a run decoded before: no IP is not an error there, and
+          // the block ends where it is (ip and the link stay those before it).
+          write_back();
+          result = status == -pte_noip ? Status(0) : status;
+          failed = true;
+          break;
+        }
+        status_ = status;
+        read_packet = true;
+      }
+      slot = taken ? 1 : 0;
+      ip = taken ? last.target : last.ip + last.size;
+    } else {
+      ip = last.target;
+    }
+    link_from = last_index + 1;
+    link_slot = slot;
+    if (read_packet) {
+      if (status_ & pts_event_pending) {
+        write_back();
+        result = ProceedTrailingEvent(nullptr);
+        failed = true;
         break;
       }
-      status_ = status;
-      if (taken) {
-        ip_ = last.target;
-        slot = 1;
-      } else {
-        ip_ = last.ip + last.size;
+      uint64_t now = 0;
+      if (query_.GetOffset(&now) < 0) break;
+      if (now != offset) {
+        // A packet was read: the time may have changed with it, and the caller's clock
+        // must see that after this block.
+        if (!run->watch_time) break;
+        uint64_t tsc = 0;
+        if (query_.Time(&tsc, nullptr, nullptr) >= 0 && tsc != 0 && tsc != run->tsc) break;
+        offset = now;
       }
-    } else {
-      ip_ = last.target;
     }
-    link_from_ = static_cast<uint32_t>(entry - blocks_data) + 1;
-    link_slot_ = slot;
-    link_ip_ = ip_;
-    if (status_ & pts_event_pending) {
-      result = ProceedTrailingEvent(nullptr);
+    if (ip - lo >= span || last.ip - lo >= span) {
+      if (making) finish(0, true);
       break;
     }
-    result = Status(0);
-    uint64_t now = 0;
-    if (query_.GetOffset(&now) < 0) break;
-    if (now != offset) {
-      // A packet was read: the time may have changed with it, and the caller's clock
-      // must see that after this block.
-      if (!run->watch_time) break;
-      uint64_t tsc = 0;
-      if (query_.Time(&tsc, nullptr, nullptr) >= 0 && tsc != 0 && tsc != run->tsc) break;
-      offset = now;
-    }
-    if (ip_ < lo || ip_ >= hi || last.ip < lo || last.ip >= hi || blocks == max_blocks) break;
+    if (blocks == max_blocks) break;  // a tracelet being made is dropped: it depends on the caller
     // The next block through the link this one keeps (as LookupLinked, without its checks:
     // the links of live entries point at live entries).
     const uint32_t next = entry->next[slot];
-    if (next != 0 && blocks_data[next - 1].ip == ip_) [[likely]] {
+    if (next != 0 && blocks_data[next - 1].ip == ip) [[likely]] {
       entry = &blocks_data[next - 1];
     } else {
-      entry = &LookupLinked(ip_);
+      write_back();
+      entry = &LookupLinked(ip);
       blocks_data = cache_->blocks_.data();
+      link_from = 0;  // LookupLinked used it
     }
   }
+  // Stopped before a block that is not quick: the tracelet ends there.
+  if (making && !entry->quick) finish(static_cast<uint32_t>(entry - blocks_data) + 1, false);
+  if (!failed) {
+    write_back();
+    if (blocks > 0) result = Status(0);
+  }
   run->blocks = blocks;
+  run->tracelet_blocks = tracelet_blocks;
   run->instructions = instructions;
   if (blocks > 0) {
+    const FastInsn& last = blocks_data[last_index].last;
     run->last_ip = last_ip;
-    run->last_end_ip = last_end_ip;
-    run->last_ninsn = last_ninsn;
-    run->last_class = last_class;
+    run->last_end_ip = last.ip;
+    run->last_ninsn = blocks_data[last_index].ninsn;
+    run->last_class = last.iclass;
     run->offset_before_last = offset_before_last;
   }
   return result;

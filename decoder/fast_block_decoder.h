@@ -56,9 +56,29 @@ class FastBlockCache {
     // A hot loop's next block is then one load and one compare away, without a hash.
     uint32_t next[2] = {0, 0};
   };
+  // What RunQuick did with the inner bits of one TNT packet (those before its last:
+  // taking them reads no packet), from one block on: a hot loop costs one lookup per TNT
+  // packet instead of a step per block. Keyed by the block's entry and the bits.
+  struct Tracelet {
+    uint64_t lo = 0;  // RunQuick's bounds it was made under
+    uint64_t hi = 0;
+    uint64_t ip = 0;       // where the next block starts
+    uint64_t last_ip = 0;  // where the last block taken starts
+    uint64_t instructions = 0;
+    uint32_t blocks = 0;
+    uint32_t last_index = 0;  // the last block's entry
+    uint32_t next = 0;        // the next block's entry, index + 1 (0 when `stop`)
+    uint8_t bits = 0;         // how many TNT bits it took
+    uint8_t last_slot = 0;    // the link the last block leaves
+    bool stop = false;        // the last jump left [lo, hi): the run ends after it
+  };
+  static constexpr int kTraceletBits = 24;  // at most this many bits per tracelet
+  static constexpr size_t kMaxTracelets = size_t{1} << 20;  // then they are dropped and made again
+
   void Clear() {
     blocks_.clear();
     index_.clear();
+    tracelets_.clear();
     insns_.clear();
     for (Recent& r : recent_) r = Recent();
   }
@@ -85,6 +105,8 @@ class FastBlockCache {
   absl::flat_hash_map<uint64_t, uint32_t> index_;  // start IP → blocks_ index
   Recent recent_[kRecent];
   absl::flat_hash_map<uint64_t, FastInsn> insns_;  // per instruction (the event paths walk them)
+  // By entry index << 32 | bit count << 24 | bits.
+  absl::flat_hash_map<uint64_t, Tracelet> tracelets_;
   pt_exec_mode mode_ = ptem_64bit;
 };
 
@@ -102,6 +124,7 @@ struct QuickRun {
   uint64_t tsc = 0;
   // Out.
   uint32_t blocks = 0;  // 0: none (nothing was consumed)
+  uint32_t tracelet_blocks = 0;  // of these, taken through tracelets
   uint64_t instructions = 0;
   uint64_t last_ip = 0;      // where the last block starts
   uint64_t last_end_ip = 0;  // its jump

@@ -19,7 +19,9 @@
 
 #include <intel-pt.h>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -81,6 +83,25 @@ class PacketQuery {
     tnt_index_ >>= 1;
     return tnt_index_ != 0 ? 0 : StatusFlags();
   }
+  // CondBranch for a bit that is not its TNT packet's last: there CondBranch reads no
+  // packet and returns 0. False (nothing taken) for the last bit or none.
+  bool TakeInnerTntBit(int* taken) {
+    if (tnt_index_ <= 1) return false;
+    *taken = (tnt_ & tnt_index_) != 0;
+    tnt_index_ >>= 1;
+    return true;
+  }
+  // The inner bits TakeInnerTntBit would give next, at most `max` (≤ 32), the first in
+  // the highest bit: how many.
+  int PeekInnerTntBits(uint32_t* bits, int max) const {
+    if (tnt_index_ <= 1) return 0;
+    const int top = std::bit_width(tnt_index_) - 1;  // inner bits at positions top..1
+    const int count = std::min(top, max);
+    *bits = static_cast<uint32_t>((tnt_ >> (top - count + 1)) & ((uint64_t{1} << count) - 1));
+    return count;
+  }
+  // Takes `count` of those bits at once.
+  void SkipInnerTntBits(int count) { tnt_index_ >>= count; }
   int IndirectBranch(uint64_t* ip);
   int Event(pt_event* event, size_t size);
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {

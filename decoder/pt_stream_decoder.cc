@@ -593,6 +593,7 @@ int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
   run_start_ = run.last_ip;
   instructions_ += run.instructions;
   stats_.Add(Stat::kBlocks, run.blocks);
+  stats_.Add(Stat::kTraceletBlocks, run.tracelet_blocks);
   if (observer_ != nullptr) observer_->OnBlock(run.last_ip, run.last_end_ip, run.last_ninsn);
   SetPending(run.last_class == ptic_cond_jump ? InsnClass::kCondJump : InsnClass::kJump, run.last_end_ip, 0);
 }

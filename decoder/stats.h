@@ -16,6 +16,7 @@ namespace ptd::decoder {
 #define PTD_DECODE_STATS(X)                                                                          \
   X(kInstructions, "instructions", kSum, "instructions decoded")                                      \
   X(kBlocks, "blocks", kSum, "blocks (block decoders) or branches (instruction decoder)")             \
+  X(kTraceletBlocks, "tracelet_blocks", kSum, "blocks the fast decoder took through its tracelet cache") \
   X(kCalls, "calls", kSum, "call events the call-stack models took")                                  \
   X(kReturns, "returns", kSum, "return events the call-stack models took")                            \
   X(kErrors, "errors", kSum, "decode errors")                                                         \

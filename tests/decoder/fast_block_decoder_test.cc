@@ -122,6 +122,25 @@ TEST(FastBlockDecoderTest, MutatedStreamsDecodeIdentically) {
   EXPECT_LE(excused, kMutations / 4);
 }
 
+// A program's loops recorded without MTC/CYC (`--timing low`) are read through
+// PacketQuery, whose TNT bits the tracelet cache takes a packet at a time (RunQuick):
+// a good part of the blocks must come from tracelets, and the flow events, counters and FTF must
+// still be libipt's block decoder's.
+TEST(FastBlockDecoderTest, TraceletsTakeMostBlocksIdentically) {
+  Recording rec = Record("ptd_prog_calls", {"--timing", "low"});
+  ASSERT_TRUE(rec.error.empty()) << rec.error;
+  DecodeOptions options;
+  options.decoder = DecoderKind::kFast;
+  absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(rec.trace, "", options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  std::printf("blocks %llu, through tracelets %llu\n",
+              static_cast<unsigned long long>(result->stats[Stat::kBlocks]),
+              static_cast<unsigned long long>(result->stats[Stat::kTraceletBlocks]));
+  EXPECT_GT(result->stats[Stat::kTraceletBlocks] * 4, result->stats[Stat::kBlocks]);
+  EXPECT_EQ(CompareFastWithLibiptBlock(rec.trace, OnAxis(TimeAxisChoice::kTime)), "");
+  EXPECT_EQ(CompareFastWithLibiptBlock(rec.trace, OnAxis(TimeAxisChoice::kInstructions)), "");
+}
+
 }  // namespace
 }  // namespace ptd::decoder
 
