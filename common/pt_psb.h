@@ -11,6 +11,9 @@
 
 namespace ptd {
 
+// The bytes of a PSB packet (libipt's ptps_psb).
+inline constexpr uint64_t kPsbSize = 16;
+
 struct PsbTsc {
   uint64_t offset = 0;         // of the PSB in the buffer
   std::optional<uint64_t> tsc;  // the TSC packet of its PSB+ (none when TSC is off)

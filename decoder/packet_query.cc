@@ -1,9 +1,10 @@
 #include "decoder/packet_query.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include <algorithm>
+#include "common/pt_psb.h"
 
 namespace ptd::decoder {
 
@@ -11,7 +12,6 @@ namespace {
 
 constexpr int kOvfSize = 2;        // ptps_ovf
 constexpr int kPsbendSize = 2;     // ptps_psbend
-constexpr uint64_t kPsbPacketSize = 16;  // ptps_psb
 
 pt_packet_decoder* NewPacketDecoder(const pt_config& config) {
   pt_config c = config;
@@ -372,8 +372,8 @@ int PacketQuery::SyncForward(uint64_t* ip) {
   // bytes for a PSB a packet partly consumed. The packet decoder's sync_forward does the
   // same from its own (pos, sync); set them so its start is ours.
   uint64_t from = synced_ ? pos_ : 0;
-  if (synced_ && pos_ == sync_) from += kPsbPacketSize;
-  const uint64_t start = from - std::min<uint64_t>(from, kPsbPacketSize - 1);
+  if (synced_ && pos_ == sync_) from += kPsbSize;
+  const uint64_t start = from - std::min<uint64_t>(from, kPsbSize - 1);
   pt_packet_decoder* searcher = scan_;
   pt_packet_decoder* fresh = nullptr;
   if (start == 0) {

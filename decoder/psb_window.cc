@@ -11,7 +11,6 @@
 namespace ptd::decoder {
 namespace {
 
-constexpr uint64_t kPsbSize = 16;
 constexpr uint64_t kSearchStep = 64 * 1024;
 
 }  // namespace
