@@ -25,7 +25,7 @@ namespace {
 using ::testing::HasSubstr;
 using ptd::testing::TempDir;
 
-constexpr char kLibc[] = "/lib/x86_64-linux-gnu/libc.so.6";
+using ptd::testing::kLibc;
 
 struct Slice {
   uint64_t begin = 0;

@@ -35,7 +35,7 @@ using ptd::testing::TempDir;
 using testing::Lockstep;
 using testing::RunLockstep;
 
-constexpr char kLibc[] = "/lib/x86_64-linux-gnu/libc.so.6";
+using ptd::testing::kLibc;
 
 pt_config PlainConfig() {
   pt_config c;

@@ -32,7 +32,7 @@ namespace {
 using ptd::testing::RunCommand;
 using ptd::testing::TempDir;
 
-constexpr char kLibc[] = "/lib/x86_64-linux-gnu/libc.so.6";
+using ptd::testing::kLibc;
 
 // PSBs in the trace's first stream: the pieces can only start at one.
 size_t PsbCount(const std::string& trace) {

@@ -13,8 +13,6 @@
 namespace ptd::testing {
 namespace {
 
-constexpr char kLibc[] = "/lib/x86_64-linux-gnu/libc.so.6";
-
 struct WalkResult {
   CodeWalkerStats stats;
   RetraceResult retrace;

@@ -54,7 +54,7 @@ TEST(SymbolTableTest, FindsTheSymbolContainingAnAddress) {
 
 // libc is on every machine this builds on: its PLT, dynamic symbols and build-id.
 TEST(ElfReaderTest, ReadsLibcSymbolsAndBuildId) {
-  const std::string libc = "/lib/x86_64-linux-gnu/libc.so.6";
+  const std::string libc = ptd::testing::kLibc;
   if (!PathExists(libc)) GTEST_SKIP() << "no " << libc;
   auto file = MappedFile::Open(libc);
   ASSERT_TRUE(file.ok());
@@ -75,7 +75,7 @@ TEST(ElfReaderTest, ReadsLibcSymbolsAndBuildId) {
 }
 
 TEST(ProcessImageTest, ResolvesSymbolsAtTheMappedAddressAndReadsCode) {
-  const std::string libc = "/lib/x86_64-linux-gnu/libc.so.6";
+  const std::string libc = ptd::testing::kLibc;
   if (!PathExists(libc)) GTEST_SKIP() << "no " << libc;
   SectionCache sections;
   ModuleCache modules;

@@ -11,11 +11,12 @@
 #include "image/section_cache.h"
 #include "image/timed_image.h"
 #include "sideband/mmap_timeline.h"
+#include "tests/testing/test_util.h"
 
 namespace ptd::image {
 namespace {
 
-constexpr char kLibc[] = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+using ptd::testing::kLibc;
 constexpr char kLoader[] = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
 constexpr uint64_t kBase = 0x7f0000000000;
 

@@ -11,6 +11,10 @@
 
 namespace ptd::testing {
 
+// A real, large x86-64 ELF every test machine has: the code walker walks it, image tests
+// map it.
+inline constexpr char kLibc[] = "/lib/x86_64-linux-gnu/libc.so.6";
+
 struct CommandResult {
   int exit_code = -1;  // exit status, or 128+signal when killed
   std::string out;
