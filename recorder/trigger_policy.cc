@@ -105,11 +105,6 @@ std::optional<TriggerFiring> TriggerPolicy::OnEntry(int pid, int tid, uint64_t s
   return std::nullopt;
 }
 
-bool TriggerPolicy::Returned(int tid, uint64_t stack_pointer) const {
-  auto it = open_.find(tid);
-  return it != open_.end() && !it->second.empty() && stack_pointer > it->second.back().stack_pointer;
-}
-
 std::optional<TriggerFiring> TriggerPolicy::OnStack(int tid, uint64_t stack_pointer, uint64_t time) {
   auto it = open_.find(tid);
   if (it == open_.end()) return std::nullopt;

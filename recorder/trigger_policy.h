@@ -54,11 +54,9 @@ class TriggerPolicy {
 
   // A thread is about to run the symbol's first instruction with this stack pointer.
   std::optional<TriggerFiring> OnEntry(int pid, int tid, uint64_t stack_pointer, uint64_t time);
-  // True when `tid` runs with stack pointer `sp` above a call it entered: OnStack then
-  // has work. Cheap (one lookup), for backends that ask at every step.
-  bool Returned(int tid, uint64_t stack_pointer) const;
   // The thread runs with this stack pointer: every call of it entered below returned
-  // (the innermost first). Fires for the first of them that qualifies.
+  // (the innermost first). Fires for the first of them that qualifies. Cheap when
+  // nothing returned (one lookup): backends ask at every step.
   std::optional<TriggerFiring> OnStack(int tid, uint64_t stack_pointer, uint64_t time);
 
   uint64_t entries() const { return entries_; }

@@ -345,7 +345,6 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   };
   if (trigger.watches_returns()) {
     stepper_options.on_step = [&](int, int tid, uint64_t sp, uint64_t time) {
-      if (!trigger.Returned(tid, sp)) return;
       if (std::optional<TriggerFiring> fired = trigger.OnStack(tid, sp, time)) fire(*fired);
     };
   }

@@ -292,7 +292,6 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
     };
     if (trigger.watches_returns()) {
       converter_options.on_return = [&](int, int tid, uint64_t stack_key, uint64_t time) {
-        if (!trigger.Returned(tid, stack_key)) return;
         if (std::optional<TriggerFiring> fired = trigger.OnStack(tid, stack_key, time)) fire(*fired);
       };
     }

@@ -57,13 +57,15 @@ TEST(TriggerPolicyTest, SlowReturnFiresWithItsEntryAndReturnTimes) {
   TriggerPolicy policy(SlowerThan(1000));
   // Entry with the return address at sp 0x7f00; inside the call the stack is lower.
   EXPECT_FALSE(policy.OnEntry(5, 6, 0x7f00, 10'000));
-  EXPECT_FALSE(policy.Returned(6, 0x7e00));
-  EXPECT_FALSE(policy.Returned(6, 0x7f00));  // still at the return address: not returned
-  EXPECT_FALSE(policy.Returned(7, 0x8000));  // another thread
+  EXPECT_FALSE(policy.OnStack(6, 0x7e00, 10'100));
+  EXPECT_FALSE(policy.OnStack(6, 0x7f00, 10'200));  // still at the return address: not returned
+  EXPECT_FALSE(policy.OnStack(7, 0x8000, 10'300));  // another thread
+  EXPECT_EQ(policy.returns(), 0u);
   // A fast call: returned 500 ns later.
-  ASSERT_TRUE(policy.Returned(6, 0x7f08));
   EXPECT_FALSE(policy.OnStack(6, 0x7f08, 10'500));
-  EXPECT_FALSE(policy.Returned(6, 0x7f08));  // nothing open any more
+  EXPECT_EQ(policy.returns(), 1u);
+  EXPECT_FALSE(policy.OnStack(6, 0x7f08, 10'600));  // nothing open any more
+  EXPECT_EQ(policy.returns(), 1u);
   // A slow one.
   EXPECT_FALSE(policy.OnEntry(5, 6, 0x7f00, 20'000));
   std::optional<TriggerFiring> fired = policy.OnStack(6, 0x7f08, 22'000);
