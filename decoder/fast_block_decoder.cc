@@ -686,7 +686,8 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   // The tracelet being made: from the block whose entry and bits make `key`, at the
   // counts `blocks` and `instructions` had there, until `bits` inner bits are taken.
   const bool tracelets = query_.uses_packet_query() && max_blocks > 1;
-  auto& made = cache_->tracelets_;
+  std::vector<FastBlockCache::Tracelet>& made = cache_->tracelets_;
+  if (tracelets && made.empty()) made.resize(size_t{1} << FastBlockCache::kTraceletSlotBits);
   bool making = false;
   uint64_t making_key = 0;
   int making_bits = 0;
@@ -695,10 +696,8 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   uint64_t making_instructions = 0;
   auto finish = [&](uint32_t next, bool stop) {
     making = false;
-    if (made.size() >= FastBlockCache::kMaxTracelets) made.clear();
-    FastBlockCache::Tracelet& t = made[making_key];
-    t = {lo, hi, ip, last_ip, instructions - making_instructions, blocks - making_blocks, last_index, next,
-         static_cast<uint8_t>(taken_bits), link_slot, stop};
+    made[FastBlockCache::TraceletSlot(making_key)] = {making_key, lo, hi, ip, last_ip, instructions - making_instructions, blocks - making_blocks, last_index, next,
+                                                      static_cast<uint8_t>(taken_bits), link_slot, stop};
   };
   FastBlockCache::Entry* blocks_data = cache_->blocks_.data();
   FastBlockCache::Entry* entry = &LookupLinked(ip);
@@ -714,16 +713,15 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
       const int count = making ? 0 : query_.PeekInnerTntBits(&bits, FastBlockCache::kTraceletBits);
       if (count > 0) {
         const uint64_t key = uint64_t{index} << 32 | uint64_t(count) << 24 | bits;
-        auto it = made.find(key);
-        if (it == made.end()) {
+        const FastBlockCache::Tracelet& t = made[FastBlockCache::TraceletSlot(key)];
+        if (t.key != key || t.lo != lo || t.hi != hi) {
           making = true;
           making_key = key;
           making_bits = count;
           taken_bits = 0;
           making_blocks = blocks;
           making_instructions = instructions;
-        } else if (const FastBlockCache::Tracelet& t = it->second;
-                   t.lo == lo && t.hi == hi && max_blocks - blocks > t.blocks) {
+        } else if (max_blocks - blocks > t.blocks) {
           query_.SkipInnerTntBits(t.bits);
           status_ = 0;  // what CondBranch returns for such bits
           blocks += t.blocks;
