@@ -164,7 +164,8 @@ int FastBlockDecoder::SyncSet(uint64_t offset) {
   return Start(query_.SyncSet(&ip_, offset));
 }
 
-int FastBlockDecoder::FetchEvent() {
+// Inline: it runs before and after every event (most of a syscall's cost is per event).
+[[gnu::always_inline]] inline int FastBlockDecoder::FetchEvent() {
   if (process_event_) return 1;
   if (!(status_ & pts_event_pending)) return 0;
   int status = query_.Event(&event_, sizeof event_);
@@ -245,7 +246,8 @@ int FastBlockDecoder::ProceedWithTrace(const FastInsn& insn) {
   return 0;
 }
 
-int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn, const FastInsn* known) {
+[[gnu::always_inline]] inline int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn,
+                                                                   const FastInsn* known) {
   if (block->ninsn == UINT16_MAX) return 0;
   if (known != nullptr) {
     *insn = *known;
@@ -277,7 +279,7 @@ int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn, const Fast
 // a cached run's last one need no look at all (no branch, no event IP among them, one
 // section): they are added at once. Returns the instruction at ip_ when it is a cached
 // run's last one (no second lookup by address), else null.
-const FastInsn* FastBlockDecoder::SkipStraight(pt_block* block, uint64_t stop_ip) {
+[[gnu::always_inline]] inline const FastInsn* FastBlockDecoder::SkipStraight(pt_block* block, uint64_t stop_ip) {
   const FastBlockCache::Entry& entry = Lookup(ip_);
   if (entry.ninsn == 0 || entry.error != 0) return nullptr;
   if (entry.ninsn == 1) return &entry.last;
@@ -312,12 +314,15 @@ int FastBlockDecoder::ProceedToIpWithTrace(pt_block* block, uint64_t ip) {
 
 // libipt's pt_blk_proceed_to_insn: on to the first instruction `stop` accepts; with none
 // before the next instruction that needs trace, -pte_bad_query there.
-int FastBlockDecoder::ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&)) {
+// `Stop` is a template argument: each walk is its own loop, the test inline (a syscall's
+// disable walks here with ChangesCr3, which is never true).
+template <bool (*Stop)(const FastInsn&)>
+int FastBlockDecoder::ProceedToInsn(pt_block* block, FastInsn* insn) {
   while (true) {
     const FastInsn* known = SkipStraight(block, 0);
     int status = ProceedOneInsn(block, insn, known);
     if (status <= 0) return status;
-    if (stop(*insn)) return 1;
+    if (Stop(*insn)) return 1;
     status = NextIp(*insn, &ip_);
     if (status < 0) return status;
     if (EndsBlock(*insn)) return 0;
@@ -331,7 +336,7 @@ int FastBlockDecoder::Postpone(const FastInsn& insn) {
   return Status(pts_event_pending);
 }
 
-int FastBlockDecoder::ProceedPostponed() {
+[[gnu::always_inline]] inline int FastBlockDecoder::ProceedPostponed() {
   if (!process_insn_) return 0;
   if (enabled_) {
     int status = NextIp(insn_, &ip_);
@@ -354,7 +359,7 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
       if (ev.ip_suppressed) {
         // Binds to the next CR3 write (none in user code): the walk ends at the
         // instruction that needs trace, the far branch that left.
-        status = ProceedToInsn(block, &insn, ChangesCr3);
+        status = ProceedToInsn<ChangesCr3>(block, &insn);
       } else {
         status = ProceedToIp(block, &insn, ev.variant.disabled.ip);
       }
@@ -374,7 +379,7 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
     case ptev_paging:
     case ptev_vmcs:
       if (!enabled_) break;
-      status = ProceedToInsn(block, &insn, IsFarBranch);
+      status = ProceedToInsn<IsFarBranch>(block, &insn);
       if (status <= 0) return status;
       if (ev.type == ptev_paging) {
         bound_paging_ = true;
