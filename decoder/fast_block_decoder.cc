@@ -572,18 +572,6 @@ int FastBlockDecoder::ProceedTrailingEvent(pt_block* block) {
   }
   const pt_event& ev = event_;
   switch (ev.type) {
-    case ptev_disabled:
-    case ptev_paging:
-    case ptev_vmcs:
-    case ptev_ptwrite: break;
-    default:
-      // Everything else binds after the postponed instruction (libipt runs it first).
-      status = ProceedPostponed();
-      if (status < 0) return status;
-      break;
-  }
-  bool pending = false;
-  switch (ev.type) {
     case ptev_disabled: {
       if (!process_insn_) break;
       status = NextIp(insn_, &ip_);
@@ -607,26 +595,37 @@ int FastBlockDecoder::ProceedTrailingEvent(pt_block* block) {
     case ptev_ptwrite:
       if (!enabled_) return Status(pts_event_pending);
       break;
-    case ptev_enabled:
-    case ptev_overflow:
-    case ptev_stop:
-    case ptev_pwre:
-    case ptev_pwrx:
-    case ptev_tick:
-    case ptev_cbr:
-    case ptev_mnt: pending = true; break;
-    case ptev_async_disabled: pending = ip_ == ev.variant.async_disabled.at; break;
-    case ptev_async_branch: pending = ip_ == ev.variant.async_branch.from; break;
-    case ptev_async_paging: pending = ev.ip_suppressed || ip_ == ev.variant.async_paging.ip; break;
-    case ptev_async_vmcs: pending = ev.ip_suppressed || ip_ == ev.variant.async_vmcs.ip; break;
-    case ptev_exec_mode: pending = ev.ip_suppressed || ip_ == ev.variant.exec_mode.ip; break;
-    case ptev_tsx: pending = ev.ip_suppressed || ip_ == ev.variant.tsx.ip; break;
-    case ptev_exstop: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.exstop.ip; break;
-    case ptev_mwait: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.mwait.ip; break;
+    default: {
+      // Everything else binds after the postponed instruction (libipt runs it first;
+      // that leaves none postponed).
+      status = ProceedPostponed();
+      if (status < 0) return status;
+      bool pending = false;
+      switch (ev.type) {
+        case ptev_enabled:
+        case ptev_overflow:
+        case ptev_stop:
+        case ptev_pwre:
+        case ptev_pwrx:
+        case ptev_tick:
+        case ptev_cbr:
+        case ptev_mnt: pending = true; break;
+        case ptev_async_disabled: pending = ip_ == ev.variant.async_disabled.at; break;
+        case ptev_async_branch: pending = ip_ == ev.variant.async_branch.from; break;
+        case ptev_async_paging: pending = ev.ip_suppressed || ip_ == ev.variant.async_paging.ip; break;
+        case ptev_async_vmcs: pending = ev.ip_suppressed || ip_ == ev.variant.async_vmcs.ip; break;
+        case ptev_exec_mode: pending = ev.ip_suppressed || ip_ == ev.variant.exec_mode.ip; break;
+        case ptev_tsx: pending = ev.ip_suppressed || ip_ == ev.variant.tsx.ip; break;
+        case ptev_exstop: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.exstop.ip; break;
+        case ptev_mwait: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.mwait.ip; break;
+        default: break;
+      }
+      return Status(pending ? pts_event_pending : 0);
+    }
   }
   status = ProceedPostponed();
   if (status < 0) return status;
-  return Status(pending ? pts_event_pending : 0);
+  return Status(0);
 }
 
 int FastBlockDecoder::Proceed(pt_block* block) {

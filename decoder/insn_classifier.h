@@ -5,6 +5,8 @@
 // classifier (image/insn_classifier.h). Results are cached by address, so each block end
 // is decoded once.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
@@ -42,6 +44,7 @@ class InsnClassifier {
   void SetImage(image::ProcessImage* image) {
     image_ = image;
     cache_.clear();
+    recent_.fill(Recent());
   }
   // Classifies raw bytes (for blocks whose last instruction spans two sections).
   InsnInfo ClassifyBytes(const uint8_t* bytes, size_t size, uint64_t address);
@@ -52,6 +55,15 @@ class InsnClassifier {
   image::ProcessImage* image_;
   image::InsnClassifier x86_;  // decodes only: this class keeps the cache
   absl::flat_hash_map<uint64_t, InsnInfo> cache_;
+  // The last addresses looked up, direct-mapped in front of cache_ (the same few call and
+  // syscall sites come back again and again; a hit skips the hash).
+  struct Recent {
+    uint64_t address = 0;
+    InsnInfo info;
+    bool valid = false;
+  };
+  static constexpr size_t kRecent = 256;
+  std::array<Recent, kRecent> recent_{};
   uint64_t undecodable_ = 0;
 };
 

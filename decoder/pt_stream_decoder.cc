@@ -218,27 +218,6 @@ void PtStreamDecoder::SetPending(InsnClass klass, uint64_t ip, uint64_t size) {
   pending_.run_start = run_start_;
 }
 
-bool PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event) {
-  switch (pending.klass) {
-    case InsnClass::kCall: event->kind = FlowKind::kCall; break;
-    case InsnClass::kReturn: event->kind = FlowKind::kReturn; break;
-    case InsnClass::kFarCall: event->kind = FlowKind::kSyscall; break;
-    case InsnClass::kJump:
-    case InsnClass::kCondJump:
-    case InsnClass::kFarJump:
-    case InsnClass::kFarReturn: event->kind = FlowKind::kJump; break;
-    default: return false;
-  }
-  event->ip = pending.ip;
-  event->target = target;
-  event->target_known = known;
-  event->fallthrough = pending.fallthrough;
-  event->instructions = pending.instructions;
-  event->cycles = pending.cycles;
-  event->time = pending.time;
-  return true;
-}
-
 namespace {
 
 bool MayStayInFunction(const PendingBranch& pending, bool known) {
