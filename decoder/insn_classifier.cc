@@ -2,9 +2,7 @@
 
 namespace ptd::decoder {
 
-InsnInfo InsnClassifier::Classify(uint64_t address) {
-  Recent& recent = recent_[(address ^ (address >> 10)) & (kRecent - 1)];
-  if (recent.valid && recent.address == address) return recent.info;
+InsnInfo InsnClassifier::ClassifyMissed(uint64_t address, Recent& recent) {
   InsnInfo info;
   if (auto it = cache_.find(address); it != cache_.end()) {
     info = it->second;

@@ -39,7 +39,11 @@ class InsnClassifier {
   InsnClassifier(const InsnClassifier&) = delete;
   InsnClassifier& operator=(const InsnClassifier&) = delete;
 
-  InsnInfo Classify(uint64_t address);
+  InsnInfo Classify(uint64_t address) {
+    Recent& recent = recent_[(address ^ (address >> 10)) & (kRecent - 1)];
+    if (recent.valid && recent.address == address) return recent.info;
+    return ClassifyMissed(address, recent);
+  }
   // The code changed (another image, or mappings replaced): cached results are dropped.
   void SetImage(image::ProcessImage* image) {
     image_ = image;
@@ -64,6 +68,8 @@ class InsnClassifier {
   };
   static constexpr size_t kRecent = 256;
   std::array<Recent, kRecent> recent_{};
+  // Classify past recent_: from cache_ or decoded, then kept in `recent`.
+  InsnInfo ClassifyMissed(uint64_t address, Recent& recent);
   uint64_t undecodable_ = 0;
 };
 

@@ -443,7 +443,8 @@ int PacketQuery::StatusFlags() const {
   return flags;
 }
 
-int PacketQuery::ReadAhead() {
+// Inline in Event (the event path reads ahead after every event).
+[[gnu::always_inline]] inline int PacketQuery::ReadAheadInline() {
   while (true) {
     int status = Fetch();
     if (status != 0) return status;
@@ -469,6 +470,8 @@ int PacketQuery::ReadAhead() {
     }
   }
 }
+
+int PacketQuery::ReadAhead() { return ReadAheadInline(); }
 
 // --- Queries -----------------------------------------------------------------------
 
@@ -540,33 +543,6 @@ int PacketQuery::IndirectBranch(uint64_t* addr) {
   int status = ReadAhead();
   if (status < 0 && status != -pte_eos) return status;
   return flags | StatusFlags();
-}
-
-int PacketQuery::Event(pt_event* event, size_t size) {
-  if (size < offsetof(pt_event, variant)) return -pte_invalid;
-  if (tnt_index_ != 0) return -pte_bad_query;
-  if (size > sizeof(pt_event)) size = sizeof(pt_event);
-  while (true) {
-    if (next_ == Kind::kNone) return fetch_error_ != 0 ? fetch_error_ : -pte_internal;
-    if ((next_ == Kind::kTip || next_ == Kind::kTnt) && !WillEvent()) return -pte_bad_query;
-    event_ = nullptr;
-    int status = Decode();
-    if (status != 0) return status;
-    if (event_ != nullptr) {
-      if (size == sizeof(pt_event)) {
-        *event = *event_;  // the usual size: a fixed copy, no memcpy call
-      } else {
-        std::memcpy(event, event_, size);
-      }
-      break;
-    }
-    status = ReadAhead();
-    if (status != 0) return status;
-  }
-  last_time_ = time_;
-  int status = ReadAhead();
-  if (status < 0 && status != -pte_eos) return status;
-  return StatusFlags();
 }
 
 // --- Packets in the stream ---------------------------------------------------------
@@ -1008,8 +984,9 @@ int PacketQuery::HeaderCbr() {
   return 0;
 }
 
-// One packet (after the functions of its kinds: the usual ones are inlined here).
-int PacketQuery::Decode() {
+// One packet (after the functions of its kinds: the usual ones are inlined here; and
+// this in Event).
+[[gnu::always_inline]] inline int PacketQuery::DecodeInline() {
   switch (next_) {
     case Kind::kPad: Consume(); return 0;  // the index hands a run of PADs at once
     case Kind::kPsb: return DecodePsb();
@@ -1031,6 +1008,36 @@ int PacketQuery::Decode() {
     case Kind::kVmcs: return DecodeVmcs();
     default: return -pte_internal;  // Accepts keeps other packets away
   }
+}
+
+int PacketQuery::Decode() { return DecodeInline(); }
+
+// After the packets' functions: it inlines the usual ones (three calls per syscall).
+int PacketQuery::Event(pt_event* event, size_t size) {
+  if (size < offsetof(pt_event, variant)) return -pte_invalid;
+  if (tnt_index_ != 0) return -pte_bad_query;
+  if (size > sizeof(pt_event)) size = sizeof(pt_event);
+  while (true) {
+    if (next_ == Kind::kNone) return fetch_error_ != 0 ? fetch_error_ : -pte_internal;
+    if ((next_ == Kind::kTip || next_ == Kind::kTnt) && !WillEvent()) return -pte_bad_query;
+    event_ = nullptr;
+    int status = DecodeInline();
+    if (status != 0) return status;
+    if (event_ != nullptr) {
+      if (size == sizeof(pt_event)) {
+        *event = *event_;  // the usual size: a fixed copy, no memcpy call
+      } else {
+        std::memcpy(event, event_, size);
+      }
+      break;
+    }
+    status = ReadAheadInline();
+    if (status != 0) return status;
+  }
+  last_time_ = time_;
+  int status = ReadAheadInline();
+  if (status < 0 && status != -pte_eos) return status;
+  return StatusFlags();
 }
 
 }  // namespace ptd::decoder

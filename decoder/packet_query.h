@@ -134,11 +134,13 @@ class PacketQuery {
   int FetchOther();
   bool FetchIndexed();
   int ReadAhead();
+  int ReadAheadInline();
   bool WillEvent() const;
   int StatusFlags() const;
   int CondBranchRefill(int* taken);
   int CacheTnt();
   int Decode();
+  int DecodeInline();
   int DecodeHeader();
   int DecodePsb();
   int UpdateIp(Binding binding, pt_event** ev);
