@@ -656,6 +656,9 @@ int FastBlockDecoder::Next(pt_block* block) {
     if (!(status_ & pts_event_pending)) return Status(0);
     return ProceedTrailingEvent(block);
   }
+  // Proceed's first case (an event fetched before, to bind now: a syscall's disable
+  // takes two blocks this way), without its call.
+  if (process_event_) return ProceedEvent(block);
   return Proceed(block);
 }
 
