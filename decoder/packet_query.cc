@@ -340,6 +340,9 @@ bool PacketQuery::FetchIndexed() {
     // The packet after the last one fetched (most fetches).
   } else if (i - 1 < packed_count_ && packed_[i - 1].offset == pos_) {
     --i;
+  } else if (i - 1 < packed_count_ && packed_[i - 1].offset < pos_ && (i == packed_count_ || pos_ < packed_[i].offset)) {
+    // In the PADs after the last one fetched: the entry after them is i (what the search
+    // below finds; real traces pad after many packets).
   } else {
     const Packed* at = std::lower_bound(packed_, packed_ + packed_count_, pos_,
                                         [](const Packed& p, uint64_t offset) { return p.offset < offset; });
