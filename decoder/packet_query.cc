@@ -454,10 +454,7 @@ int PacketQuery::StatusFlags() const {
     if (next_ == Kind::kTip || next_ == Kind::kTnt) return 0;
     if (WillEvent()) return 0;
     if (next_ == Kind::kTsc) {
-      // Decode's TSC case, inline: every syscall's re-enable has one.
-      time_.tsc = cur_->value;
-      time_.have_tsc = true;
-      Consume();
+      DecodeTsc();  // Decode's case, without its call: every syscall's re-enable has one
       continue;
     }
     status = Decode();
@@ -475,6 +472,15 @@ int PacketQuery::StatusFlags() const {
 }
 
 int PacketQuery::ReadAhead() { return ReadAheadInline(); }
+
+// The end of a query that consumed a packet: pt_qry's time is now that of the packets
+// read so far, and it reads ahead to the next packet a query needs (the end of the
+// buffer there is no error).
+[[gnu::always_inline]] inline int PacketQuery::EndQuery() {
+  last_time_ = time_;
+  int status = ReadAheadInline();
+  return status < 0 && status != -pte_eos ? status : 0;
+}
 
 // --- Queries -----------------------------------------------------------------------
 
@@ -542,9 +548,8 @@ int PacketQuery::IndirectBranch(uint64_t* addr) {
     status = ReadAhead();
     if (status != 0) return status;
   }
-  last_time_ = time_;
-  int status = ReadAhead();
-  if (status < 0 && status != -pte_eos) return status;
+  int status = EndQuery();
+  if (status < 0) return status;
   return flags | StatusFlags();
 }
 
@@ -575,11 +580,7 @@ int PacketQuery::DecodeHeader() {
     case Kind::kPad: Consume(); return 0;
     case Kind::kFup: return HeaderFup();
     case Kind::kMode: return HeaderMode();
-    case Kind::kTsc:
-      time_.tsc = cur_->value;
-      time_.have_tsc = true;
-      Consume();
-      return 0;
+    case Kind::kTsc: DecodeTsc(); return 0;
     case Kind::kCbr: return HeaderCbr();
     case Kind::kPip: {
       pt_event* ev = queues_[kBindPsbend].Enqueue();
@@ -1001,11 +1002,7 @@ int PacketQuery::HeaderCbr() {
     case Kind::kFup: return DecodeFup();
     case Kind::kOvf: return DecodeOvf();
     case Kind::kMode: return DecodeMode();
-    case Kind::kTsc:
-      time_.tsc = cur_->value;
-      time_.have_tsc = true;
-      Consume();
-      return 0;
+    case Kind::kTsc: DecodeTsc(); return 0;
     case Kind::kCbr: return DecodeCbr();
     case Kind::kPip: return DecodePip();
     case Kind::kVmcs: return DecodeVmcs();
@@ -1037,9 +1034,8 @@ int PacketQuery::Event(pt_event* event, size_t size) {
     status = ReadAheadInline();
     if (status != 0) return status;
   }
-  last_time_ = time_;
-  int status = ReadAheadInline();
-  if (status < 0 && status != -pte_eos) return status;
+  int status = EndQuery();
+  if (status < 0) return status;
   return StatusFlags();
 }
 

@@ -135,6 +135,7 @@ class PacketQuery {
   bool FetchIndexed();
   int ReadAhead();
   int ReadAheadInline();
+  int EndQuery();
   bool WillEvent() const;
   int StatusFlags() const;
   int CondBranchRefill(int* taken);
@@ -166,6 +167,11 @@ class PacketQuery {
   int CheckBdm70(uint64_t offset);
   pt_event* Standalone();
   void Consume() { pos_ += next_size_; }
+  void DecodeTsc() {
+    time_.tsc = cur_->value;
+    time_.have_tsc = true;
+    Consume();
+  }
 
   static std::atomic<uint64_t> made_;
   pt_config config_;
