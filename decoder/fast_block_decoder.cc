@@ -164,7 +164,8 @@ int FastBlockDecoder::SyncSet(uint64_t offset) {
   return Start(query_.SyncSet(&ip_, offset));
 }
 
-int FastBlockDecoder::FetchEvent() {
+// Inline: it runs before and after every event (most of a syscall's cost is per event).
+[[gnu::always_inline]] inline int FastBlockDecoder::FetchEvent() {
   if (process_event_) return 1;
   if (!(status_ & pts_event_pending)) return 0;
   int status = query_.Event(&event_, sizeof event_);
@@ -245,7 +246,8 @@ int FastBlockDecoder::ProceedWithTrace(const FastInsn& insn) {
   return 0;
 }
 
-int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn, const FastInsn* known) {
+[[gnu::always_inline]] inline int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn,
+                                                                   const FastInsn* known) {
   if (block->ninsn == UINT16_MAX) return 0;
   if (known != nullptr) {
     *insn = *known;
@@ -277,7 +279,7 @@ int FastBlockDecoder::ProceedOneInsn(pt_block* block, FastInsn* insn, const Fast
 // a cached run's last one need no look at all (no branch, no event IP among them, one
 // section): they are added at once. Returns the instruction at ip_ when it is a cached
 // run's last one (no second lookup by address), else null.
-const FastInsn* FastBlockDecoder::SkipStraight(pt_block* block, uint64_t stop_ip) {
+[[gnu::always_inline]] inline const FastInsn* FastBlockDecoder::SkipStraight(pt_block* block, uint64_t stop_ip) {
   const FastBlockCache::Entry& entry = Lookup(ip_);
   if (entry.ninsn == 0 || entry.error != 0) return nullptr;
   if (entry.ninsn == 1) return &entry.last;
@@ -312,12 +314,15 @@ int FastBlockDecoder::ProceedToIpWithTrace(pt_block* block, uint64_t ip) {
 
 // libipt's pt_blk_proceed_to_insn: on to the first instruction `stop` accepts; with none
 // before the next instruction that needs trace, -pte_bad_query there.
-int FastBlockDecoder::ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&)) {
+// `Stop` is a template argument: each walk is its own loop, the test inline (a syscall's
+// disable walks here with ChangesCr3, which is never true).
+template <bool (*Stop)(const FastInsn&)>
+int FastBlockDecoder::ProceedToInsn(pt_block* block, FastInsn* insn) {
   while (true) {
     const FastInsn* known = SkipStraight(block, 0);
     int status = ProceedOneInsn(block, insn, known);
     if (status <= 0) return status;
-    if (stop(*insn)) return 1;
+    if (Stop(*insn)) return 1;
     status = NextIp(*insn, &ip_);
     if (status < 0) return status;
     if (EndsBlock(*insn)) return 0;
@@ -331,7 +336,7 @@ int FastBlockDecoder::Postpone(const FastInsn& insn) {
   return Status(pts_event_pending);
 }
 
-int FastBlockDecoder::ProceedPostponed() {
+[[gnu::always_inline]] inline int FastBlockDecoder::ProceedPostponed() {
   if (!process_insn_) return 0;
   if (enabled_) {
     int status = NextIp(insn_, &ip_);
@@ -354,7 +359,7 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
       if (ev.ip_suppressed) {
         // Binds to the next CR3 write (none in user code): the walk ends at the
         // instruction that needs trace, the far branch that left.
-        status = ProceedToInsn(block, &insn, ChangesCr3);
+        status = ProceedToInsn<ChangesCr3>(block, &insn);
       } else {
         status = ProceedToIp(block, &insn, ev.variant.disabled.ip);
       }
@@ -374,7 +379,7 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
     case ptev_paging:
     case ptev_vmcs:
       if (!enabled_) break;
-      status = ProceedToInsn(block, &insn, IsFarBranch);
+      status = ProceedToInsn<IsFarBranch>(block, &insn);
       if (status <= 0) return status;
       if (ev.type == ptev_paging) {
         bound_paging_ = true;
@@ -567,18 +572,6 @@ int FastBlockDecoder::ProceedTrailingEvent(pt_block* block) {
   }
   const pt_event& ev = event_;
   switch (ev.type) {
-    case ptev_disabled:
-    case ptev_paging:
-    case ptev_vmcs:
-    case ptev_ptwrite: break;
-    default:
-      // Everything else binds after the postponed instruction (libipt runs it first).
-      status = ProceedPostponed();
-      if (status < 0) return status;
-      break;
-  }
-  bool pending = false;
-  switch (ev.type) {
     case ptev_disabled: {
       if (!process_insn_) break;
       status = NextIp(insn_, &ip_);
@@ -602,26 +595,37 @@ int FastBlockDecoder::ProceedTrailingEvent(pt_block* block) {
     case ptev_ptwrite:
       if (!enabled_) return Status(pts_event_pending);
       break;
-    case ptev_enabled:
-    case ptev_overflow:
-    case ptev_stop:
-    case ptev_pwre:
-    case ptev_pwrx:
-    case ptev_tick:
-    case ptev_cbr:
-    case ptev_mnt: pending = true; break;
-    case ptev_async_disabled: pending = ip_ == ev.variant.async_disabled.at; break;
-    case ptev_async_branch: pending = ip_ == ev.variant.async_branch.from; break;
-    case ptev_async_paging: pending = ev.ip_suppressed || ip_ == ev.variant.async_paging.ip; break;
-    case ptev_async_vmcs: pending = ev.ip_suppressed || ip_ == ev.variant.async_vmcs.ip; break;
-    case ptev_exec_mode: pending = ev.ip_suppressed || ip_ == ev.variant.exec_mode.ip; break;
-    case ptev_tsx: pending = ev.ip_suppressed || ip_ == ev.variant.tsx.ip; break;
-    case ptev_exstop: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.exstop.ip; break;
-    case ptev_mwait: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.mwait.ip; break;
+    default: {
+      // Everything else binds after the postponed instruction (libipt runs it first;
+      // that leaves none postponed).
+      status = ProceedPostponed();
+      if (status < 0) return status;
+      bool pending = false;
+      switch (ev.type) {
+        case ptev_enabled:
+        case ptev_overflow:
+        case ptev_stop:
+        case ptev_pwre:
+        case ptev_pwrx:
+        case ptev_tick:
+        case ptev_cbr:
+        case ptev_mnt: pending = true; break;
+        case ptev_async_disabled: pending = ip_ == ev.variant.async_disabled.at; break;
+        case ptev_async_branch: pending = ip_ == ev.variant.async_branch.from; break;
+        case ptev_async_paging: pending = ev.ip_suppressed || ip_ == ev.variant.async_paging.ip; break;
+        case ptev_async_vmcs: pending = ev.ip_suppressed || ip_ == ev.variant.async_vmcs.ip; break;
+        case ptev_exec_mode: pending = ev.ip_suppressed || ip_ == ev.variant.exec_mode.ip; break;
+        case ptev_tsx: pending = ev.ip_suppressed || ip_ == ev.variant.tsx.ip; break;
+        case ptev_exstop: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.exstop.ip; break;
+        case ptev_mwait: pending = ev.ip_suppressed || !enabled_ || ip_ == ev.variant.mwait.ip; break;
+        default: break;
+      }
+      return Status(pending ? pts_event_pending : 0);
+    }
   }
   status = ProceedPostponed();
   if (status < 0) return status;
-  return Status(pending ? pts_event_pending : 0);
+  return Status(0);
 }
 
 int FastBlockDecoder::Proceed(pt_block* block) {
@@ -652,6 +656,9 @@ int FastBlockDecoder::Next(pt_block* block) {
     if (!(status_ & pts_event_pending)) return Status(0);
     return ProceedTrailingEvent(block);
   }
+  // Proceed's first case (an event fetched before, to bind now: a syscall's disable
+  // takes two blocks this way), without its call.
+  if (process_event_) return ProceedEvent(block);
   return Proceed(block);
 }
 

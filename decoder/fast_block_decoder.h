@@ -197,7 +197,8 @@ class FastBlockDecoder {
   const FastInsn* SkipStraight(pt_block* block, uint64_t stop_ip);
   int ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip);
   int ProceedToIpWithTrace(pt_block* block, uint64_t ip);
-  int ProceedToInsn(pt_block* block, FastInsn* insn, bool (*stop)(const FastInsn&));
+  template <bool (*Stop)(const FastInsn&)>
+  int ProceedToInsn(pt_block* block, FastInsn* insn);
   int ProceedWithTrace(const FastInsn& insn);
   int NextIp(const FastInsn& insn, uint64_t* ip);
   int ProceedEvent(pt_block* block);

@@ -240,8 +240,27 @@ std::unique_ptr<FlowDecoder> MakeFlowDecoder(const PtDecodeConfig& config, image
                                              FlowConsumer* consumer);
 
 // The event a pending branch becomes once its target is known; false for branches that
-// make none.
-bool PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event);
+// make none. Inline: every call, return and syscall event is made here.
+inline bool PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event) {
+  switch (pending.klass) {
+    case InsnClass::kCall: event->kind = FlowKind::kCall; break;
+    case InsnClass::kReturn: event->kind = FlowKind::kReturn; break;
+    case InsnClass::kFarCall: event->kind = FlowKind::kSyscall; break;
+    case InsnClass::kJump:
+    case InsnClass::kCondJump:
+    case InsnClass::kFarJump:
+    case InsnClass::kFarReturn: event->kind = FlowKind::kJump; break;
+    default: return false;
+  }
+  event->ip = pending.ip;
+  event->target = target;
+  event->target_known = known;
+  event->fallthrough = pending.fallthrough;
+  event->instructions = pending.instructions;
+  event->cycles = pending.cycles;
+  event->time = pending.time;
+  return true;
+}
 
 // A jump (taken or not) inside one function, reached without leaving that function
 // since the last branch, changes no call stack, so it makes no event: most branches

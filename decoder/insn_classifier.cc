@@ -2,13 +2,17 @@
 
 namespace ptd::decoder {
 
-InsnInfo InsnClassifier::Classify(uint64_t address) {
-  auto it = cache_.find(address);
-  if (it != cache_.end()) return it->second;
-  uint8_t bytes[16];
-  size_t n = image_->ReadCode(address, bytes, sizeof bytes);
-  InsnInfo info = ClassifyBytes(bytes, n, address);
-  cache_.emplace(address, info);
+InsnInfo InsnClassifier::ClassifyMissed(uint64_t address, Recent& recent) {
+  InsnInfo info;
+  if (auto it = cache_.find(address); it != cache_.end()) {
+    info = it->second;
+  } else {
+    uint8_t bytes[16];
+    size_t n = image_->ReadCode(address, bytes, sizeof bytes);
+    info = ClassifyBytes(bytes, n, address);
+    cache_.emplace(address, info);
+  }
+  recent = {address, info, true};
   return info;
 }
 

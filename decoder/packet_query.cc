@@ -188,7 +188,7 @@ pt_event* PacketQuery::Queue::Find(pt_event_type type) {
   return nullptr;
 }
 
-int PacketQuery::LastIp::Query(uint64_t* out) const {
+[[gnu::always_inline]] inline int PacketQuery::LastIp::Query(uint64_t* out) const {
   if (!have_ip) {
     if (out != nullptr) *out = 0;
     return -pte_noip;
@@ -201,7 +201,7 @@ int PacketQuery::LastIp::Query(uint64_t* out) const {
   return 0;
 }
 
-int PacketQuery::LastIp::Update(uint8_t ipc, uint64_t packet_ip) {
+[[gnu::always_inline]] inline int PacketQuery::LastIp::Update(uint8_t ipc, uint64_t packet_ip) {
   uint64_t keep = 0;
   switch (ipc) {
     case pt_ipc_suppressed: suppressed = true; return 0;
@@ -224,19 +224,19 @@ int PacketQuery::LastIp::Update(uint8_t ipc, uint64_t packet_ip) {
   return 0;
 }
 
-pt_event* PacketQuery::Standalone() {
+[[gnu::always_inline]] inline pt_event* PacketQuery::Standalone() {
   std::memset(&standalone_, 0, sizeof standalone_);
   return &standalone_;
 }
 
 // pt_qry_event_ip: a missing IP marks the event, it is no error.
-int PacketQuery::EventIp(uint64_t* ip, pt_event* event) const {
+[[gnu::always_inline]] inline int PacketQuery::EventIp(uint64_t* ip, pt_event* event) const {
   int status = ip_.Query(ip);
   if (status == -pte_noip || status == -pte_ip_suppressed) event->ip_suppressed = 1;
   return 0;
 }
 
-void PacketQuery::EventTime(pt_event* event) const {
+[[gnu::always_inline]] inline void PacketQuery::EventTime(pt_event* event) const {
   event->tsc = time_.tsc;
   event->lost_mtc = 0;
   event->lost_cyc = 0;
@@ -283,8 +283,24 @@ void PacketQuery::Reset() {
 }
 
 // pt_df_fetch: the packet at pos_ (decoded by the packet decoder, kept while pos_ stays).
-int PacketQuery::Fetch() {
+// Inline for its two usual cases: the packet fetched before, and the index entry after
+// the last one fetched (FetchIndexed's first case); FetchOther does the rest.
+[[gnu::always_inline]] inline int PacketQuery::Fetch() {
   if (next_pos_ == pos_) return next_ == Kind::kNone ? fetch_error_ : 0;
+  const size_t i = cursor_ + 1;
+  if (i < packed_count_ && packed_[i].offset == pos_) [[likely]] {
+    next_pos_ = pos_;
+    cursor_ = i;
+    cur_ = &packed_[i];
+    next_ = static_cast<Kind>(cur_->kind);
+    next_size_ = cur_->size;
+    fetch_error_ = 0;
+    return 0;
+  }
+  return FetchOther();
+}
+
+int PacketQuery::FetchOther() {
   next_pos_ = pos_;
   next_ = Kind::kNone;
   if (pos_ >= size_) {
@@ -324,6 +340,9 @@ bool PacketQuery::FetchIndexed() {
     // The packet after the last one fetched (most fetches).
   } else if (i - 1 < packed_count_ && packed_[i - 1].offset == pos_) {
     --i;
+  } else if (i - 1 < packed_count_ && packed_[i - 1].offset < pos_ && (i == packed_count_ || pos_ < packed_[i].offset)) {
+    // In the PADs after the last one fetched: the entry after them is i (what the search
+    // below finds; real traces pad after many packets).
   } else {
     const Packed* at = std::lower_bound(packed_, packed_ + packed_count_, pos_,
                                         [](const Packed& p, uint64_t offset) { return p.offset < offset; });
@@ -410,21 +429,13 @@ int PacketQuery::SyncSet(uint64_t* ip, uint64_t offset) {
 
 // --- Read-ahead and status ---------------------------------------------------------
 
-bool PacketQuery::WillEvent() const {
-  switch (next_) {
-    case Kind::kPge:
-    case Kind::kPgd:
-    case Kind::kOvf:
-    case Kind::kMode:
-    case Kind::kCbr:
-    case Kind::kPip:
-    case Kind::kVmcs:
-    case Kind::kOther: return true;
-    case Kind::kPsbend: return queues_[kBindPsbend].pending();
-    case Kind::kTip: return queues_[kBindTip].pending();
-    case Kind::kFup: return queues_[kBindFup].pending();
-    default: return false;
-  }
+// One test of a mask for most packets (this runs for every packet read ahead).
+[[gnu::always_inline]] inline bool PacketQuery::WillEvent() const {
+  const uint32_t bit = 1u << static_cast<uint8_t>(next_);
+  if (bit & kEventKinds) return true;
+  if (!(bit & kBindingKinds)) return false;
+  const Binding binding = next_ == Kind::kPsbend ? kBindPsbend : next_ == Kind::kTip ? kBindTip : kBindFup;
+  return queues_[binding].pending();
 }
 
 int PacketQuery::StatusFlags() const {
@@ -435,12 +446,17 @@ int PacketQuery::StatusFlags() const {
   return flags;
 }
 
-int PacketQuery::ReadAhead() {
+// Inline in Event (the event path reads ahead after every event).
+[[gnu::always_inline]] inline int PacketQuery::ReadAheadInline() {
   while (true) {
     int status = Fetch();
     if (status != 0) return status;
     if (next_ == Kind::kTip || next_ == Kind::kTnt) return 0;
     if (WillEvent()) return 0;
+    if (next_ == Kind::kTsc) {
+      DecodeTsc();  // Decode's case, without its call: every syscall's re-enable has one
+      continue;
+    }
     status = Decode();
     if (status != 0) {
       if (status == -pte_eos) {
@@ -453,6 +469,17 @@ int PacketQuery::ReadAhead() {
       return status;
     }
   }
+}
+
+int PacketQuery::ReadAhead() { return ReadAheadInline(); }
+
+// The end of a query that consumed a packet: pt_qry's time is now that of the packets
+// read so far, and it reads ahead to the next packet a query needs (the end of the
+// buffer there is no error).
+[[gnu::always_inline]] inline int PacketQuery::EndQuery() {
+  last_time_ = time_;
+  int status = ReadAheadInline();
+  return status < 0 && status != -pte_eos ? status : 0;
 }
 
 // --- Queries -----------------------------------------------------------------------
@@ -521,64 +548,12 @@ int PacketQuery::IndirectBranch(uint64_t* addr) {
     status = ReadAhead();
     if (status != 0) return status;
   }
-  last_time_ = time_;
-  int status = ReadAhead();
-  if (status < 0 && status != -pte_eos) return status;
+  int status = EndQuery();
+  if (status < 0) return status;
   return flags | StatusFlags();
 }
 
-int PacketQuery::Event(pt_event* event, size_t size) {
-  if (size < offsetof(pt_event, variant)) return -pte_invalid;
-  if (tnt_index_ != 0) return -pte_bad_query;
-  if (size > sizeof(pt_event)) size = sizeof(pt_event);
-  while (true) {
-    if (next_ == Kind::kNone) return fetch_error_ != 0 ? fetch_error_ : -pte_internal;
-    if ((next_ == Kind::kTip || next_ == Kind::kTnt) && !WillEvent()) return -pte_bad_query;
-    event_ = nullptr;
-    int status = Decode();
-    if (status != 0) return status;
-    if (event_ != nullptr) {
-      if (size == sizeof(pt_event)) {
-        *event = *event_;  // the usual size: a fixed copy, no memcpy call
-      } else {
-        std::memcpy(event, event_, size);
-      }
-      break;
-    }
-    status = ReadAhead();
-    if (status != 0) return status;
-  }
-  last_time_ = time_;
-  int status = ReadAhead();
-  if (status < 0 && status != -pte_eos) return status;
-  return StatusFlags();
-}
-
 // --- Packets in the stream ---------------------------------------------------------
-
-int PacketQuery::Decode() {
-  switch (next_) {
-    case Kind::kPad: Consume(); return 0;  // the index hands a run of PADs at once
-    case Kind::kPsb: return DecodePsb();
-    case Kind::kPsbend: return DecodePsbend();
-    case Kind::kTip: return DecodeTip();
-    case Kind::kTnt: return DecodeTnt();
-    case Kind::kPge: return DecodePge();
-    case Kind::kPgd: return DecodePgd();
-    case Kind::kFup: return DecodeFup();
-    case Kind::kOvf: return DecodeOvf();
-    case Kind::kMode: return DecodeMode();
-    case Kind::kTsc:
-      time_.tsc = cur_->value;
-      time_.have_tsc = true;
-      Consume();
-      return 0;
-    case Kind::kCbr: return DecodeCbr();
-    case Kind::kPip: return DecodePip();
-    case Kind::kVmcs: return DecodeVmcs();
-    default: return -pte_internal;  // Accepts keeps other packets away
-  }
-}
 
 // pt_qry_decode_psb with pt_qry_read_psb_header.
 int PacketQuery::DecodePsb() {
@@ -605,11 +580,7 @@ int PacketQuery::DecodeHeader() {
     case Kind::kPad: Consume(); return 0;
     case Kind::kFup: return HeaderFup();
     case Kind::kMode: return HeaderMode();
-    case Kind::kTsc:
-      time_.tsc = cur_->value;
-      time_.have_tsc = true;
-      Consume();
-      return 0;
+    case Kind::kTsc: DecodeTsc(); return 0;
     case Kind::kCbr: return HeaderCbr();
     case Kind::kPip: {
       pt_event* ev = queues_[kBindPsbend].Enqueue();
@@ -634,7 +605,7 @@ int PacketQuery::DecodeHeader() {
 
 // The start of TIP, TIP.PGD and FUP: the last IP updated, the first event bound to the
 // packet taken from its queue (null if none).
-int PacketQuery::UpdateIp(Binding binding, pt_event** ev) {
+[[gnu::always_inline]] inline int PacketQuery::UpdateIp(Binding binding, pt_event** ev) {
   int status = ip_.Update(cur_->aux, cur_->value);
   if (status < 0) return status;
   *ev = queues_[binding].Dequeue();
@@ -644,14 +615,14 @@ int PacketQuery::UpdateIp(Binding binding, pt_event** ev) {
 // `ev`, bound to the current packet, is the next event. True when the packet is to be
 // consumed now: no other event is bound to it and the event asked for that
 // (consume_packet_, as libipt's decoder->consume_packet).
-bool PacketQuery::TakeBoundEvent(pt_event* ev, Binding binding) {
+[[gnu::always_inline]] inline bool PacketQuery::TakeBoundEvent(pt_event* ev, Binding binding) {
   event_ = ev;
   if (queues_[binding].pending() || !consume_packet_) return false;
   consume_packet_ = false;
   return true;
 }
 
-int PacketQuery::DecodeTip() {
+[[gnu::always_inline]] inline int PacketQuery::DecodeTip() {
   pt_event* ev = nullptr;
   int status = UpdateIp(kBindTip, &ev);
   if (status < 0) return status;
@@ -672,7 +643,7 @@ int PacketQuery::DecodeTip() {
   return 0;
 }
 
-int PacketQuery::DecodeTnt() {
+[[gnu::always_inline]] inline int PacketQuery::DecodeTnt() {
   if (tnt_index_ != 0) return -pte_bad_context;
   const uint8_t bits = cur_->aux;
   if (bits == 0) return -pte_bad_packet;
@@ -682,7 +653,7 @@ int PacketQuery::DecodeTnt() {
   return 0;
 }
 
-int PacketQuery::DecodePge() {
+[[gnu::always_inline]] inline int PacketQuery::DecodePge() {
   int status = ip_.Update(cur_->aux, cur_->value);
   if (status < 0) return status;
   pt_event* ev = nullptr;
@@ -711,7 +682,7 @@ int PacketQuery::DecodePge() {
   return 0;
 }
 
-int PacketQuery::DecodePgd() {
+[[gnu::always_inline]] inline int PacketQuery::DecodePgd() {
   pt_event* ev = nullptr;
   int status = UpdateIp(kBindTip, &ev);
   if (status < 0) return status;
@@ -896,7 +867,7 @@ int PacketQuery::DecodeOvf() {
   return 0;
 }
 
-int PacketQuery::DecodeMode() {
+[[gnu::always_inline]] inline int PacketQuery::DecodeMode() {
   if (cur_->aux == pt_mol_exec) {
     pt_event* ev = queues_[kBindTip].Enqueue();
     if (ev == nullptr) return -pte_nomem;
@@ -1015,6 +986,57 @@ int PacketQuery::HeaderCbr() {
   ev->variant.cbr.ratio = cur_->aux;
   Consume();
   return 0;
+}
+
+// One packet (after the functions of its kinds: the usual ones are inlined here; and
+// this in Event).
+[[gnu::always_inline]] inline int PacketQuery::DecodeInline() {
+  switch (next_) {
+    case Kind::kPad: Consume(); return 0;  // the index hands a run of PADs at once
+    case Kind::kPsb: return DecodePsb();
+    case Kind::kPsbend: return DecodePsbend();
+    case Kind::kTip: return DecodeTip();
+    case Kind::kTnt: return DecodeTnt();
+    case Kind::kPge: return DecodePge();
+    case Kind::kPgd: return DecodePgd();
+    case Kind::kFup: return DecodeFup();
+    case Kind::kOvf: return DecodeOvf();
+    case Kind::kMode: return DecodeMode();
+    case Kind::kTsc: DecodeTsc(); return 0;
+    case Kind::kCbr: return DecodeCbr();
+    case Kind::kPip: return DecodePip();
+    case Kind::kVmcs: return DecodeVmcs();
+    default: return -pte_internal;  // Accepts keeps other packets away
+  }
+}
+
+int PacketQuery::Decode() { return DecodeInline(); }
+
+// After the packets' functions: it inlines the usual ones (three calls per syscall).
+int PacketQuery::Event(pt_event* event, size_t size) {
+  if (size < offsetof(pt_event, variant)) return -pte_invalid;
+  if (tnt_index_ != 0) return -pte_bad_query;
+  if (size > sizeof(pt_event)) size = sizeof(pt_event);
+  while (true) {
+    if (next_ == Kind::kNone) return fetch_error_ != 0 ? fetch_error_ : -pte_internal;
+    if ((next_ == Kind::kTip || next_ == Kind::kTnt) && !WillEvent()) return -pte_bad_query;
+    event_ = nullptr;
+    int status = DecodeInline();
+    if (status != 0) return status;
+    if (event_ != nullptr) {
+      if (size == sizeof(pt_event)) {
+        *event = *event_;  // the usual size: a fixed copy, no memcpy call
+      } else {
+        std::memcpy(event, event_, size);
+      }
+      break;
+    }
+    status = ReadAheadInline();
+    if (status != 0) return status;
+  }
+  int status = EndQuery();
+  if (status < 0) return status;
+  return StatusFlags();
 }
 
 }  // namespace ptd::decoder

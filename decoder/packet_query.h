@@ -126,6 +126,16 @@ class PacketQuery {
     pt_event* Find(pt_event_type type);
   };
   enum Binding : uint8_t { kBindPsbend, kBindTip, kBindFup, kBindings };
+  // Kinds as bits: those that are an event whenever they come next, and those that are
+  // one when an event is queued for their binding (WillEvent).
+  static constexpr uint32_t kEventKinds =
+      1u << static_cast<uint8_t>(Kind::kPge) | 1u << static_cast<uint8_t>(Kind::kPgd) |
+      1u << static_cast<uint8_t>(Kind::kOvf) | 1u << static_cast<uint8_t>(Kind::kMode) |
+      1u << static_cast<uint8_t>(Kind::kCbr) | 1u << static_cast<uint8_t>(Kind::kPip) |
+      1u << static_cast<uint8_t>(Kind::kVmcs) | 1u << static_cast<uint8_t>(Kind::kOther);
+  static constexpr uint32_t kBindingKinds = 1u << static_cast<uint8_t>(Kind::kPsbend) |
+                                            1u << static_cast<uint8_t>(Kind::kTip) |
+                                            1u << static_cast<uint8_t>(Kind::kFup);
   struct TimeState {
     uint64_t tsc = 0;
     bool have_tsc = false;
@@ -142,13 +152,17 @@ class PacketQuery {
   void Reset();
   int Start(uint64_t sync, uint64_t* ip);
   int Fetch();
+  int FetchOther();
   bool FetchIndexed();
   int ReadAhead();
+  int ReadAheadInline();
+  int EndQuery();
   bool WillEvent() const;
   int StatusFlags() const;
   int CondBranchRefill(int* taken);
   int CacheTnt();
   int Decode();
+  int DecodeInline();
   int DecodeHeader();
   int DecodePsb();
   int UpdateIp(Binding binding, pt_event** ev);
@@ -174,6 +188,11 @@ class PacketQuery {
   int CheckBdm70(uint64_t offset);
   pt_event* Standalone();
   void Consume() { pos_ += next_size_; }
+  void DecodeTsc() {
+    time_.tsc = cur_->value;
+    time_.have_tsc = true;
+    Consume();
+  }
 
   static std::atomic<uint64_t> made_;
   pt_config config_;

@@ -131,13 +131,24 @@ void PtStreamDecoder::AdvanceImage(uint64_t tsc) {
   if (tsc == 0) return;
   image_tsc_ = std::max(image_tsc_, tsc);
   uint64_t ns = config_.conversion.TscToNs(tsc);
-  if (ns < next_image_change_) return;
-  image::ProcessImage* image = image_clock_->AdvanceTo(ns);
-  next_image_change_ = std::max(image_clock_->next_change(), ns + 1);
-  if (image != image_ || image_clock_->version() != image_version_) {
-    image_version_ = image_clock_->version();
-    UseImage(image);
+  if (ns >= next_image_change_) {
+    image::ProcessImage* image = image_clock_->AdvanceTo(ns);
+    next_image_change_ = std::max(image_clock_->next_change(), ns + 1);
+    if (image != image_ || image_clock_->version() != image_version_) {
+      image_version_ = image_clock_->version();
+      UseImage(image);
+    }
   }
+  // Now ns < next_image_change_: the same TSC again changes nothing while that and
+  // image_tsc_ stay (ImageUnchangedAt).
+  advanced_tsc_ = tsc;
+  advanced_next_change_ = next_image_change_;
+}
+
+// True when AdvanceImage(tsc) would change nothing: it was just done for this TSC (a
+// syscall's three events carry the same one) and nothing it reads has moved since.
+[[gnu::always_inline]] inline bool PtStreamDecoder::ImageUnchangedAt(uint64_t tsc) const {
+  return tsc == advanced_tsc_ && next_image_change_ == advanced_next_change_ && tsc <= image_tsc_;
 }
 
 void PtStreamDecoder::UseImage(image::ProcessImage* image) {
@@ -205,27 +216,6 @@ void PtStreamDecoder::SetPending(InsnClass klass, uint64_t ip, uint64_t size) {
   }
   pending_.after_raise = raise_emitted_;
   pending_.run_start = run_start_;
-}
-
-bool PendingEvent(const PendingBranch& pending, uint64_t target, bool known, FlowEvent* event) {
-  switch (pending.klass) {
-    case InsnClass::kCall: event->kind = FlowKind::kCall; break;
-    case InsnClass::kReturn: event->kind = FlowKind::kReturn; break;
-    case InsnClass::kFarCall: event->kind = FlowKind::kSyscall; break;
-    case InsnClass::kJump:
-    case InsnClass::kCondJump:
-    case InsnClass::kFarJump:
-    case InsnClass::kFarReturn: event->kind = FlowKind::kJump; break;
-    default: return false;
-  }
-  event->ip = pending.ip;
-  event->target = target;
-  event->target_known = known;
-  event->fallthrough = pending.fallthrough;
-  event->instructions = pending.instructions;
-  event->cycles = pending.cycles;
-  event->time = pending.time;
-  return true;
 }
 
 namespace {
@@ -323,7 +313,7 @@ void PtStreamDecoder::Disable(uint64_t ip, bool known) {
 }
 
 void PtStreamDecoder::HandleEvent(const pt_event& event) {
-  if (event.has_tsc && image_clock_ != nullptr) AdvanceImage(event.tsc);
+  if (event.has_tsc && image_clock_ != nullptr && !ImageUnchangedAt(event.tsc)) AdvanceImage(event.tsc);
   if (event.has_tsc) UpdateTime(event.tsc);
   switch (event.type) {
     case ptev_enabled:

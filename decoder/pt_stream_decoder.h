@@ -107,6 +107,7 @@ class PtStreamDecoder : public FlowDecoder {
   void Deliver(FlowEvent& event);
   void UpdateTime(uint64_t tsc);
   void AdvanceImage(uint64_t tsc);
+  bool ImageUnchangedAt(uint64_t tsc) const;
   void UseImage(image::ProcessImage* image);
   uint64_t Now();
   uint64_t TimeSample(uint64_t instructions);
@@ -152,6 +153,9 @@ class PtStreamDecoder : public FlowDecoder {
   bool unsampled_ = false;
   uint64_t unsampled_at_ = 0;
   uint64_t image_tsc_ = 0;  // the newest event TSC (the image's time); pieces: their own
+  // The TSC AdvanceImage was last given and next_image_change_ after it (ImageUnchangedAt).
+  uint64_t advanced_tsc_ = 0;
+  uint64_t advanced_next_change_ = 0;
   // Piece mode: events recorded, time steps logged instead of computed; the carried-in
   // state is a guess until overwritten.
   PieceRecording* piece_ = nullptr;
