@@ -717,7 +717,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
       const uint32_t index = static_cast<uint32_t>(entry - blocks_data);
       if (making && taken_bits == making_bits) finish(index + 1, false);
       uint32_t bits = 0;
-      const int count = making ? 0 : query_.PeekInnerTntBits(&bits, FastBlockCache::kTraceletBits);
+      const int count = making ? 0 : query_.PeekQuietTntBits(&bits, FastBlockCache::kTraceletBits);
       if (count > 0) {
         const uint64_t key = uint64_t{index} << 32 | uint64_t(count) << 24 | bits;
         const FastBlockCache::Tracelet& t = made[FastBlockCache::TraceletSlot(key)];
@@ -729,7 +729,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
           making_blocks = blocks;
           making_instructions = instructions;
         } else if (max_blocks - blocks > t.blocks) {
-          query_.SkipInnerTntBits(t.bits);
+          query_.SkipQuietTntBits(t.bits);
           status_ = 0;  // what CondBranch returns for such bits
           blocks += t.blocks;
           tracelet_blocks += t.blocks;
@@ -755,9 +755,9 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
     bool read_packet = false;
     if (last.iclass == ptic_cond_jump) {
       int taken = 0;
+      if (making) ++taken_bits;  // a bit of the packet the tracelet reads (maybe its last)
       if (query_.TakeInnerTntBit(&taken)) {
         status_ = 0;  // what CondBranch returns for such a bit
-        ++taken_bits;
       } else {
         // The packet's last bit, or a new packet: the query may read packets.
         int status = query_.CondBranch(&taken);

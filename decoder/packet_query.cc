@@ -430,22 +430,6 @@ int PacketQuery::SyncSet(uint64_t* ip, uint64_t offset) {
 // --- Read-ahead and status ---------------------------------------------------------
 
 // One test of a mask for most packets (this runs for every packet read ahead).
-[[gnu::always_inline]] inline bool PacketQuery::WillEvent() const {
-  const uint32_t bit = 1u << static_cast<uint8_t>(next_);
-  if (bit & kEventKinds) return true;
-  if (!(bit & kBindingKinds)) return false;
-  const Binding binding = next_ == Kind::kPsbend ? kBindPsbend : next_ == Kind::kTip ? kBindTip : kBindFup;
-  return queues_[binding].pending();
-}
-
-int PacketQuery::StatusFlags() const {
-  if (tnt_index_ != 0) return 0;
-  int flags = 0;
-  if (WillEvent()) flags |= pts_event_pending;
-  if (next_ == Kind::kNone && fetch_error_ == -pte_eos) flags |= pts_eos;
-  return flags;
-}
-
 // Inline in Event (the event path reads ahead after every event).
 [[gnu::always_inline]] inline int PacketQuery::ReadAheadInline() {
   while (true) {

@@ -91,17 +91,21 @@ class PacketQuery {
     tnt_index_ >>= 1;
     return true;
   }
-  // The inner bits TakeInnerTntBit would give next, at most `max` (≤ 32), the first in
-  // the highest bit: how many.
-  int PeekInnerTntBits(uint32_t* bits, int max) const {
-    if (tnt_index_ <= 1) return 0;
-    const int top = std::bit_width(tnt_index_) - 1;  // inner bits at positions top..1
-    const int count = std::min(top, max);
+  // The bits of the TNT packet being read that CondBranch gives without reading a packet
+  // or setting a status bit (it returns 0 for each): the inner ones (TakeInnerTntBit),
+  // and the last one too when no event or end of trace follows the packet. At most
+  // `max` (≤ 32), the first in the highest bit: how many.
+  int PeekQuietTntBits(uint32_t* bits, int max) const {
+    if (tnt_index_ == 0) return 0;
+    const int top = std::bit_width(tnt_index_) - 1;  // the bits left, at positions top..0
+    const int available = top + (StatusAfterTnt() == 0 ? 1 : 0);
+    const int count = std::min(available, max);
+    if (count <= 0) return 0;
     *bits = static_cast<uint32_t>((tnt_ >> (top - count + 1)) & ((uint64_t{1} << count) - 1));
     return count;
   }
   // Takes `count` of those bits at once.
-  void SkipInnerTntBits(int count) { tnt_index_ >>= count; }
+  void SkipQuietTntBits(int count) { tnt_index_ >>= count; }
   int IndirectBranch(uint64_t* ip);
   int Event(pt_event* event, size_t size);
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
@@ -157,8 +161,21 @@ class PacketQuery {
   int ReadAhead();
   int ReadAheadInline();
   int EndQuery();
-  bool WillEvent() const;
-  int StatusFlags() const;
+  bool WillEvent() const {
+    const uint32_t bit = 1u << static_cast<uint8_t>(next_);
+    if (bit & kEventKinds) return true;
+    if (!(bit & kBindingKinds)) return false;
+    const Binding binding = next_ == Kind::kPsbend ? kBindPsbend : next_ == Kind::kTip ? kBindTip : kBindFup;
+    return queues_[binding].pending();
+  }
+  // The status bits of a query whose TNT bits ran out (the read-ahead packet decides).
+  int StatusAfterTnt() const {
+    int flags = 0;
+    if (WillEvent()) flags |= pts_event_pending;
+    if (next_ == Kind::kNone && fetch_error_ == -pte_eos) flags |= pts_eos;
+    return flags;
+  }
+  int StatusFlags() const { return tnt_index_ != 0 ? 0 : StatusAfterTnt(); }
   int CondBranchRefill(int* taken);
   int CacheTnt();
   int Decode();

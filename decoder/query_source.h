@@ -46,8 +46,8 @@ class QuerySource {
   int CondBranch(int* taken) { return packet_ ? packet_->CondBranch(taken) : pt_qry_cond_branch(libipt_, taken); }
   // PacketQuery::TakeInnerTntBit (libipt's query decoder has no such call: false).
   bool TakeInnerTntBit(int* taken) { return packet_ && packet_->TakeInnerTntBit(taken); }
-  int PeekInnerTntBits(uint32_t* bits, int max) const { return packet_ ? packet_->PeekInnerTntBits(bits, max) : 0; }
-  void SkipInnerTntBits(int count) { packet_->SkipInnerTntBits(count); }
+  int PeekQuietTntBits(uint32_t* bits, int max) const { return packet_ ? packet_->PeekQuietTntBits(bits, max) : 0; }
+  void SkipQuietTntBits(int count) { packet_->SkipQuietTntBits(count); }
   int IndirectBranch(uint64_t* ip) {
     return packet_ ? packet_->IndirectBranch(ip) : pt_qry_indirect_branch(libipt_, ip);
   }
