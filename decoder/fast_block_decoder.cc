@@ -666,7 +666,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   run->blocks = 0;
   run->tracelet_blocks = 0;
   run->instructions = 0;
-  if (process_event_ || (status_ & pts_event_pending) || !enabled_ || process_insn_) return 0;
+  if (!CanRunQuick()) return 0;
   if (mode_ != cache_->mode() && mode_ != ptem_unknown) return 0;
   const uint64_t lo = run->lo, hi = run->hi, span = hi > lo ? hi - lo : 0;
   const uint32_t max_blocks = run->max_blocks;

@@ -170,6 +170,9 @@ class FastBlockDecoder {
   // (run->watch_time), that has an event after it, or that failed; returns Next's
   // status for the last block taken. `offset` is the query offset now.
   int RunQuick(uint64_t offset, QuickRun* run);
+  // False when RunQuick would take nothing for the decoder's state (an event to bind or
+  // pending, tracing off, a postponed instruction): the caller need not build a run.
+  bool CanRunQuick() const { return !process_event_ && !(status_ & pts_event_pending) && enabled_ && !process_insn_; }
   // Where the next block starts.
   uint64_t ip() const { return ip_; }
 

@@ -719,7 +719,7 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
       if constexpr (std::is_same_v<Api, FastApi>) {
         // The blocks that make no event, many at a time, as the steps above would take
         // them (the same previous_call, cancel check and time after each), but cheaper.
-        while (!(status & pts_event_pending) && offset_fresh && QuickBlockFollows(*decoder)) {
+        while (!(status & pts_event_pending) && offset_fresh && decoder->CanRunQuick() && QuickBlockFollows(*decoder)) {
           QuickRun run;
           run.lo = pending_range_.start;
           run.hi = pending_range_.end;
