@@ -2,6 +2,8 @@
 
 #include <intel-pt.h>
 
+#include <algorithm>
+
 namespace ptd {
 namespace {
 
@@ -54,6 +56,17 @@ std::vector<PsbTsc> FindPsbsWithTsc(absl::Span<const uint8_t> bytes) {
   }
   pt_pkt_free_decoder(decoder);
   return psbs;
+}
+
+std::vector<uint64_t> CutsAtPsbs(uint64_t size, const std::vector<uint64_t>& psbs, int parts, uint64_t min_bytes) {
+  std::vector<uint64_t> cuts;
+  if (parts < 2 || size < min_bytes) return cuts;
+  for (int k = 1; k < parts; ++k) {
+    const uint64_t want = size * static_cast<uint64_t>(k) / static_cast<uint64_t>(parts);
+    auto it = std::lower_bound(psbs.begin(), psbs.end(), std::max<uint64_t>(want, cuts.empty() ? 1 : cuts.back() + 1));
+    if (it != psbs.end() && *it < size) cuts.push_back(*it);
+  }
+  return cuts;
 }
 
 }  // namespace ptd

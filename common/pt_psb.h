@@ -22,6 +22,12 @@ struct PsbTsc {
 // Every PSB of `bytes`, in order, with its PSB+'s TSC.
 std::vector<PsbTsc> FindPsbsWithTsc(absl::Span<const uint8_t> bytes);
 
+// Where to cut a buffer of `size` bytes into about `parts` stretches of equal length, at
+// PSBs (`psbs`, sorted), so each can be scanned on a thread of its own: the cuts, each a
+// PSB offset in (0, size), increasing; none when `parts` < 2 or the buffer is under
+// `min_bytes`.
+std::vector<uint64_t> CutsAtPsbs(uint64_t size, const std::vector<uint64_t>& psbs, int parts, uint64_t min_bytes);
+
 // The TSC of the PSB+ of the PSB at `offset` (none when there is no PSB there or its PSB+
 // has no TSC).
 std::optional<uint64_t> PsbPlusTscAt(absl::Span<const uint8_t> bytes, uint64_t offset);

@@ -6,6 +6,8 @@
 #include <thread>
 #include <utility>
 
+#include "common/pt_psb.h"
+
 namespace ptd::decoder {
 namespace {
 
@@ -91,15 +93,9 @@ CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size) {
 
 CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size, const std::vector<uint64_t>& psbs, int threads) {
   // Stretches of about size / threads bytes, cut at PSBs; small buffers in one.
-  std::vector<uint64_t> cuts = {0};
-  if (threads > 1 && size >= kMinParallelBytes) {
-    for (int k = 1; k < threads; ++k) {
-      uint64_t want = size * static_cast<uint64_t>(k) / static_cast<uint64_t>(threads);
-      auto it = std::lower_bound(psbs.begin(), psbs.end(), std::max(want, cuts.back() + 1));
-      if (it != psbs.end() && *it < size) cuts.push_back(*it);
-    }
-  }
-  if (cuts.size() == 1) return Build(padded, size);
+  std::vector<uint64_t> cuts = CutsAtPsbs(size, psbs, threads, kMinParallelBytes);
+  if (cuts.empty()) return Build(padded, size);
+  cuts.insert(cuts.begin(), 0);
   cuts.push_back(size);
   std::vector<Part> parts(cuts.size() - 1);
   std::vector<std::thread> workers;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "common/pt_psb.h"
@@ -91,7 +92,50 @@ pt_exec_mode ExecMode(uint8_t bits) {
 
 // --- The pre-scan --------------------------------------------------------------------
 
-PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
+// The packets from `start` (a PSB) up to `stop` or the end of the buffer.
+PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index) {
+  Chain chain;
+  const uint64_t size = static_cast<uint64_t>(config.end - config.begin);
+  pt_packet_decoder* pkt = NewPacketDecoder(config);
+  if (pkt == nullptr || pt_pkt_sync_set(pkt, start) < 0) {
+    if (pkt != nullptr) pt_pkt_free_decoder(pkt);
+    chain.ok = false;
+    return chain;
+  }
+  // About a packet per 3 bytes in branch-heavy traces; reserved pages cost nothing until
+  // written, a regrowth copies everything.
+  if (index) chain.packets.reserve((std::min(stop, size) - start) / 2 + 16);
+  uint64_t next = start;
+  while (true) {
+    const uint64_t offset = next;
+    if (offset >= stop) {
+      chain.met_stop = offset == stop;
+      break;
+    }
+    pt_packet packet;
+    int status = pt_pkt_next(pkt, &packet, sizeof packet);
+    next += static_cast<uint64_t>(status > 0 ? status : 0);
+    if (status < 0) {
+      chain.ok = status == -pte_eos && offset == size;
+      chain.met_stop = chain.ok && stop >= size;
+      break;
+    }
+    // One switch classifies it for the index and for Accepts (kOther: not modelled).
+    const Packed packed = Pack(packet, offset);
+    const Kind kind = static_cast<Kind>(packed.kind);
+    if (kind == Kind::kOther) {
+      chain.ok = false;
+      break;
+    }
+    if (kind == Kind::kOvf) chain.has_ovf = true;
+    if (index && kind != Kind::kPad) chain.packets.push_back(packed);
+    if (packet.type == ppt_psb) chain.psbs.push_back(offset);
+  }
+  pt_pkt_free_decoder(pkt);
+  return chain;
+}
+
+PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
   Scan scan;
   pt_packet_decoder* pkt = NewPacketDecoder(config);
   if (pkt == nullptr) return scan;
@@ -105,16 +149,42 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
     pt_pkt_get_sync_offset(pkt, &offset);
     starts.push_back(offset);
   }
-  auto packets = std::make_shared<std::vector<Packed>>();
   // The index takes about 6 bytes per byte of PT: larger buffers are read packet by
   // packet with pt_pkt_next instead (slower, but the memory stays bounded).
   constexpr uint64_t kMaxIndexedBytes = 32ull << 20;
   const bool indexed = size <= kMaxIndexedBytes;
-  // About a packet per 3 bytes in branch-heavy traces; reserved pages cost nothing until
-  // written, a regrowth copies everything.
-  packets->reserve(indexed ? size / 2 + 16 : 0);
-  std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (sorted)
   bool ok = true;
+  std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (sorted)
+  auto packets = std::make_shared<std::vector<Packed>>();
+  if (!starts.empty()) {
+    // The chain from the first PSB, indexed: in stretches cut at PSBs on threads of
+    // their own when asked. They must meet where one scan would pass (each cut's PSB on
+    // a packet boundary); otherwise, or where one fails, what one scan finds decides.
+    std::vector<uint64_t> cuts = CutsAtPsbs(size, starts, threads, kMinParallelScanBytes);
+    std::vector<Chain> parts(cuts.size() + 1);
+    cuts.insert(cuts.begin(), starts.front());
+    cuts.push_back(UINT64_MAX);
+    std::vector<std::thread> workers;
+    for (size_t k = 1; k < parts.size(); ++k) {
+      workers.emplace_back([&, k] { parts[k] = ScanChain(config, cuts[k], cuts[k + 1], indexed); });
+    }
+    parts[0] = ScanChain(config, cuts[0], cuts[1], indexed);
+    for (std::thread& t : workers) t.join();
+    bool whole = true;
+    for (size_t k = 0; k + 1 < parts.size(); ++k) whole = whole && parts[k].ok && parts[k].met_stop;
+    if (!whole) {
+      parts.assign(1, ScanChain(config, starts.front(), UINT64_MAX, indexed));
+    }
+    size_t count = 0;
+    for (const Chain& part : parts) count += part.packets.size();
+    packets->reserve(count);
+    for (Chain& part : parts) {
+      packets->insert(packets->end(), part.packets.begin(), part.packets.end());
+      seen_psbs.insert(seen_psbs.end(), part.psbs.begin(), part.psbs.end());
+      scan.has_ovf = scan.has_ovf || part.has_ovf;
+      ok = ok && part.ok;
+    }
+  }
   for (uint64_t start : starts) {
     if (!ok) break;
     if (std::binary_search(seen_psbs.begin(), seen_psbs.end(), start)) continue;
@@ -132,15 +202,12 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config) {
         ok = status == -pte_eos && offset == size;
         break;
       }
-      // One switch classifies it for the index and for Accepts (kOther: not modelled).
-      const Packed packed = Pack(packet, offset);
-      const Kind kind = static_cast<Kind>(packed.kind);
+      const Kind kind = static_cast<Kind>(Pack(packet, offset).kind);
       if (kind == Kind::kOther) {
         ok = false;
         break;
       }
       if (kind == Kind::kOvf) scan.has_ovf = true;
-      if (indexed && kind != Kind::kPad && start == starts.front()) packets->push_back(packed);
       if (packet.type == ppt_psb) {
         if (offset != start && std::binary_search(seen_psbs.begin(), seen_psbs.end(), offset)) break;
         seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), offset), offset);

@@ -50,7 +50,10 @@ class PacketQuery {
     // buffers over 32 MiB (the index takes ~6 bytes per byte of PT).
     std::shared_ptr<const std::vector<Packed>> packets;
   };
-  static Scan ScanBytes(const pt_config& config);
+  // `threads`: the chain from the first PSB is read in that many stretches at once
+  // (buffers of kMinParallelScanBytes and more; the result is the same).
+  static Scan ScanBytes(const pt_config& config, int threads = 1);
+  static constexpr uint64_t kMinParallelScanBytes = uint64_t{1} << 20;
   static bool Accepts(const pt_config& config, const Scan& scan);
   static bool Accepts(const pt_config& config) { return Accepts(config, ScanBytes(config)); }
 
@@ -116,6 +119,15 @@ class PacketQuery {
   }
 
  private:
+  // A stretch of the packet chain from a PSB (ScanBytes).
+  struct Chain {
+    std::vector<Packed> packets;  // PADs left out
+    std::vector<uint64_t> psbs;   // its PSBs, in order
+    bool ok = true;               // no undecodable or unmodelled packet
+    bool met_stop = false;        // it reached its stop on a packet boundary
+    bool has_ovf = false;
+  };
+  static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
   enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kOther };
   // libipt's event queue for one binding: 8 slots, at most 6 events.

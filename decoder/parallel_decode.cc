@@ -28,7 +28,7 @@ struct Buffer {
   bool index_cycles = false;  // the stream has CYC: index the buffer when loading it
   bool scan_packets = false;  // the fast decoder reads it: PacketQuery's scan on loading
   PacketQuery::Scan packet_scan;
-  int index_threads = 1;      // ... this many threads at once (the other pieces wait)
+  int index_threads = 1;      // ... both on this many threads at once (the other pieces wait)
   CycleIndex cycles;
 
   const uint8_t* bytes() const;
@@ -45,7 +45,7 @@ struct Buffer {
         copy.resize(size + kPtPadding, 0);
       }
       if (index_cycles) cycles = CycleIndex::Build(bytes(), size, psbs, index_threads);
-      if (scan_packets) packet_scan = ScanPacketsForQuery(bytes(), size);
+      if (scan_packets) packet_scan = ScanPacketsForQuery(bytes(), size, index_threads);
     });
     return bytes();
   }

@@ -31,12 +31,12 @@ InsnClass FromLibipt(enum pt_insn_class klass) {
 
 }  // namespace
 
-PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size) {
+PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size, int threads) {
   pt_config c;
   pt_config_init(&c);
   c.begin = const_cast<uint8_t*>(padded);
   c.end = c.begin + size;
-  return PacketQuery::ScanBytes(c);
+  return PacketQuery::ScanBytes(c, threads);
 }
 
 std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes) {

@@ -166,8 +166,9 @@ class PtStreamDecoder : public FlowDecoder {
 
 // Offsets of every PSB in `bytes` (the resync remedy needs them).
 std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes);
-// PacketQuery's scan of a buffer (`padded`: kPtPadding zero bytes after `size`).
-PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size);
+// PacketQuery's scan of a buffer (`padded`: kPtPadding zero bytes after `size`), on
+// `threads` threads.
+PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size, int threads = 1);
 
 // True when the stream has TSC packets: every PSB+ holds one when TSC is enabled, so the
 // first two PSB+ groups (within `limit` bytes) tell.

@@ -29,5 +29,18 @@ TEST(FindPsbsWithTscTest, SkipsBytesBeforeTheFirstPsbAndReadsNothingInAnEmptyBuf
   EXPECT_TRUE(FindPsbsWithTsc({}).empty());
 }
 
+// Cuts for threads: the first PSB at or after each k·size/parts, increasing, inside the
+// buffer; none for one part or a small buffer.
+TEST(CutsAtPsbsTest, CutsAtTheFirstPsbPastEachShare) {
+  const std::vector<uint64_t> psbs = {0, 100, 240, 260, 520, 900};
+  EXPECT_EQ(CutsAtPsbs(1000, psbs, 2, 0), (std::vector<uint64_t>{520}));
+  EXPECT_EQ(CutsAtPsbs(1000, psbs, 4, 0), (std::vector<uint64_t>{260, 520, 900}));
+  // Two shares meeting the same PSB give one cut, the next share the PSB after it.
+  EXPECT_EQ(CutsAtPsbs(1000, {0, 600, 700}, 4, 0), (std::vector<uint64_t>{600, 700}));
+  EXPECT_TRUE(CutsAtPsbs(1000, psbs, 1, 0).empty());
+  EXPECT_TRUE(CutsAtPsbs(1000, psbs, 2, 1001).empty());
+  EXPECT_TRUE(CutsAtPsbs(1000, {0}, 2, 0).empty());
+}
+
 }  // namespace
 }  // namespace ptd

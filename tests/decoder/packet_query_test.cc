@@ -232,6 +232,57 @@ TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
   EXPECT_FALSE(PacketQuery::Accepts(callback, scan));
 }
 
+// The scan in stretches on threads (cut at PSBs) gives what one scan gives: the same
+// packets, support and OVF flag, on a long stream and on mutated copies of it (where a
+// stretch fails or the stretches do not meet, one scan decides).
+TEST(PacketQueryTest, ScanOnThreadsEqualsOneScan) {
+  if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
+  TempDir tmp;
+  CodeWalkerOptions walk = LibcWalk(31, 1'000'000);
+  walk.overflow_every_bytes = 50'000;
+  const std::string one = WalkerStream(tmp, walk);
+  ASSERT_FALSE(one.empty());
+  // Streams joined end to end are a stream (each starts with a PSB): long enough to cut.
+  std::string bytes;
+  while (bytes.size() < 3 * PacketQuery::kMinParallelScanBytes) bytes += one;
+  auto same = [](const PacketQuery::Scan& a, const PacketQuery::Scan& b) -> std::string {
+    if (a.supported != b.supported) return absl::StrCat("supported ", a.supported, " / ", b.supported);
+    if (a.has_ovf != b.has_ovf) return absl::StrCat("has_ovf ", a.has_ovf, " / ", b.has_ovf);
+    if ((a.packets == nullptr) != (b.packets == nullptr)) return "one has an index, the other none";
+    if (a.packets == nullptr) return "";
+    if (a.packets->size() != b.packets->size()) {
+      return absl::StrCat(a.packets->size(), " / ", b.packets->size(), " packets");
+    }
+    for (size_t i = 0; i < a.packets->size(); ++i) {
+      const PacketQuery::Packed& x = (*a.packets)[i];
+      const PacketQuery::Packed& y = (*b.packets)[i];
+      if (x.offset != y.offset || x.kind != y.kind || x.size != y.size || x.value != y.value || x.aux != y.aux ||
+          x.bits != y.bits) {
+        return absl::StrCat("packet ", i, " at ", x.offset, " differs");
+      }
+    }
+    return "";
+  };
+  const PacketQuery::Scan serial = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()), 1);
+  ASSERT_TRUE(serial.supported);
+  ASSERT_TRUE(serial.has_ovf);
+  ASSERT_NE(serial.packets, nullptr);
+  for (int threads : {2, 3}) {
+    EXPECT_EQ(same(serial, PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()), threads)), "") << threads;
+  }
+  std::mt19937_64 random(44);
+  int unsupported = 0;
+  for (int m = 0; m < 12; ++m) {
+    std::string mutated = bytes;
+    for (int c = 0; c < 1 + m % 4; ++c) mutated[random() % mutated.size()] = static_cast<char>(random());
+    const PacketQuery::Scan one_scan = PacketQuery::ScanBytes(ConfigFor(mutated, PlainConfig()), 1);
+    if (!one_scan.supported) ++unsupported;
+    EXPECT_EQ(same(one_scan, PacketQuery::ScanBytes(ConfigFor(mutated, PlainConfig()), 2)), "") << "mutation " << m;
+  }
+  std::printf("%zu bytes, %zu packets; %d of 12 mutations unsupported\n", bytes.size(), serial.packets->size(),
+              unsupported);
+}
+
 TEST(PacketQueryTest, SamplesInLockstep) {
   PTD_REQUIRE_SAMPLES(root);
   Totals totals;
