@@ -175,11 +175,14 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
     if (!whole) {
       parts.assign(1, ScanChain(config, starts.front(), UINT64_MAX, indexed));
     }
+    // The first stretch's index is kept (one scan: the whole index, without a copy).
     size_t count = 0;
     for (const Chain& part : parts) count += part.packets.size();
+    *packets = std::move(parts.front().packets);
     packets->reserve(count);
     for (Chain& part : parts) {
-      packets->insert(packets->end(), part.packets.begin(), part.packets.end());
+      if (&part != &parts.front()) packets->insert(packets->end(), part.packets.begin(), part.packets.end());
+      part.packets = {};  // freed as it goes
       seen_psbs.insert(seen_psbs.end(), part.psbs.begin(), part.psbs.end());
       scan.has_ovf = scan.has_ovf || part.has_ovf;
       ok = ok && part.ok;
