@@ -694,7 +694,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   // counts `blocks` and `instructions` had there, until `bits` inner bits are taken.
   const bool tracelets = query_.uses_packet_query() && max_blocks > 1;
   std::vector<FastBlockCache::Tracelet>& made = cache_->tracelets_;
-  if (tracelets && made.empty()) made.resize(size_t{1} << FastBlockCache::kTraceletSlotBits);
+  if (tracelets && made.empty()) made.resize(size_t{1} << cache_->tracelet_slot_bits_);
   bool making = false;
   uint64_t making_key = 0;
   int making_bits = 0;
@@ -703,7 +703,13 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   uint64_t making_instructions = 0;
   auto finish = [&](uint32_t next, bool stop) {
     making = false;
-    made[FastBlockCache::TraceletSlot(making_key)] = {making_key, lo, hi, ip, last_ip, instructions - making_instructions, blocks - making_blocks, last_index, next,
+    if (++cache_->tracelets_made_ > made.size() &&
+        cache_->tracelet_slot_bits_ < FastBlockCache::kMaxTraceletSlotBits) {
+      ++cache_->tracelet_slot_bits_;
+      cache_->tracelets_made_ = 0;
+      made.assign(size_t{1} << cache_->tracelet_slot_bits_, FastBlockCache::Tracelet());
+    }
+    made[cache_->TraceletSlot(making_key)] = {making_key, lo, hi, ip, last_ip, instructions - making_instructions, blocks - making_blocks, last_index, next,
                                                       static_cast<uint8_t>(taken_bits), link_slot, stop};
   };
   FastBlockCache::Entry* blocks_data = cache_->blocks_.data();
@@ -720,7 +726,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
       const int count = making ? 0 : query_.PeekQuietTntBits(&bits, FastBlockCache::kTraceletBits);
       if (count > 0) {
         const uint64_t key = uint64_t{index} << 32 | uint64_t(count) << 24 | bits;
-        const FastBlockCache::Tracelet& t = made[FastBlockCache::TraceletSlot(key)];
+        const FastBlockCache::Tracelet& t = made[cache_->TraceletSlot(key)];
         if (t.key != key || t.lo != lo || t.hi != hi) {
           making = true;
           making_key = key;

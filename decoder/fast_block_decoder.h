@@ -74,10 +74,14 @@ class FastBlockCache {
     bool stop = false;        // the last jump left [lo, hi): the run ends after it
   };
   static constexpr int kTraceletBits = 24;  // at most this many bits per tracelet
-  // A direct-mapped table (512 KiB): a new tracelet replaces the one in its slot. A
-  // lookup is a multiply, a shift and a compare; the 60 M walker makes 7,800.
-  static constexpr int kTraceletSlotBits = 13;
-  static size_t TraceletSlot(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> (64 - kTraceletSlotBits); }
+  // A direct-mapped table (64 bytes a slot): a new tracelet replaces the one in its slot.
+  // A lookup is a multiply, a shift and a compare; the 60 M walker makes ~8,000.
+  // It starts at 2^kMinTraceletSlotBits slots and doubles (dropping what it held) when
+  // as many tracelets were made as it has slots, up to 2^kMaxTraceletSlotBits: a decode
+  // keeps a block cache per stream, and most streams need few.
+  static constexpr int kMinTraceletSlotBits = 8;
+  static constexpr int kMaxTraceletSlotBits = 13;
+  size_t TraceletSlot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> (64 - tracelet_slot_bits_); }
 
   void Clear() {
     blocks_.clear();
@@ -109,7 +113,9 @@ class FastBlockCache {
   absl::flat_hash_map<uint64_t, uint32_t> index_;  // start IP → blocks_ index
   Recent recent_[kRecent];
   absl::flat_hash_map<uint64_t, FastInsn> insns_;  // per instruction (the event paths walk them)
-  std::vector<Tracelet> tracelets_;  // 2^kTraceletSlotBits slots once RunQuick uses them
+  std::vector<Tracelet> tracelets_;  // 2^tracelet_slot_bits_ slots once RunQuick uses them
+  int tracelet_slot_bits_ = kMinTraceletSlotBits;
+  size_t tracelets_made_ = 0;  // since the table was last sized
   pt_exec_mode mode_ = ptem_64bit;
 };
 
