@@ -56,9 +56,10 @@ class FastBlockCache {
     // A hot loop's next block is then one load and one compare away, without a hash.
     uint32_t next[2] = {0, 0};
   };
-  // What RunQuick did with the inner bits of one TNT packet (those before its last:
-  // taking them reads no packet), from one block on: a hot loop costs one lookup per TNT
-  // packet instead of a step per block. Keyed by the block's entry and the bits.
+  // What RunQuick did with the quiet bits of one TNT packet (PacketQuery::PeekQuietTntBits:
+  // taking them reads no packet and sets no status bit), from one block on: a hot loop
+  // costs one lookup per TNT packet instead of a step per block. Keyed by the block's
+  // entry and the bits.
   struct Tracelet {
     uint64_t key = 0;  // entry index << 32 | bit count << 24 | bits (count ≥ 1: 0 is an empty slot)
     uint64_t lo = 0;   // RunQuick's bounds it was made under
