@@ -690,8 +690,9 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   uint64_t offset_before_last = offset;
   int result = 0;
   bool failed = false;
-  // The tracelet being made: from the block whose entry and bits make `key`, at the
-  // counts `blocks` and `instructions` had there, until `bits` inner bits are taken.
+  // The tracelet being made: from the block whose entry and bits make `making_key`, at
+  // the counts `blocks` and `instructions` had there, until `making_bits` quiet TNT bits
+  // are taken.
   const bool tracelets = query_.uses_packet_query() && max_blocks > 1;
   std::vector<FastBlockCache::Tracelet>& made = cache_->tracelets_;
   if (tracelets && made.empty()) made.resize(size_t{1} << cache_->tracelet_slot_bits_);

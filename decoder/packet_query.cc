@@ -92,8 +92,10 @@ pt_exec_mode ExecMode(uint8_t bits) {
 
 // --- The pre-scan --------------------------------------------------------------------
 
-// The packets from `start` (a PSB) up to `stop` or the end of the buffer.
-PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index) {
+// The packets from `start` (a PSB) up to `stop`, the end of the buffer, or a PSB in
+// `seen` (sorted; one met before at a packet boundary).
+PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index,
+                                          const std::vector<uint64_t>* seen) {
   Chain chain;
   const uint64_t size = static_cast<uint64_t>(config.end - config.begin);
   pt_packet_decoder* pkt = NewPacketDecoder(config);
@@ -129,7 +131,10 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
     }
     if (kind == Kind::kOvf) chain.has_ovf = true;
     if (index && kind != Kind::kPad) chain.packets.push_back(packed);
-    if (packet.type == ppt_psb) chain.psbs.push_back(offset);
+    if (packet.type == ppt_psb) {
+      if (seen != nullptr && offset != start && std::binary_search(seen->begin(), seen->end(), offset)) break;
+      chain.psbs.push_back(offset);
+    }
   }
   pt_pkt_free_decoder(pkt);
   return chain;
@@ -188,34 +193,15 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
       ok = ok && part.ok;
     }
   }
+  // The other PSBs (inside a packet of that chain: mutated data), each until it meets a
+  // packet boundary seen before.
   for (uint64_t start : starts) {
     if (!ok) break;
     if (std::binary_search(seen_psbs.begin(), seen_psbs.end(), start)) continue;
-    if (pt_pkt_sync_set(pkt, start) < 0) {
-      ok = false;
-      break;
-    }
-    uint64_t next = start;
-    while (true) {
-      const uint64_t offset = next;
-      pt_packet packet;
-      int status = pt_pkt_next(pkt, &packet, sizeof packet);
-      next += static_cast<uint64_t>(status > 0 ? status : 0);
-      if (status < 0) {
-        ok = status == -pte_eos && offset == size;
-        break;
-      }
-      const Kind kind = static_cast<Kind>(Pack(packet, offset).kind);
-      if (kind == Kind::kOther) {
-        ok = false;
-        break;
-      }
-      if (kind == Kind::kOvf) scan.has_ovf = true;
-      if (packet.type == ppt_psb) {
-        if (offset != start && std::binary_search(seen_psbs.begin(), seen_psbs.end(), offset)) break;
-        seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), offset), offset);
-      }
-    }
+    const Chain chain = ScanChain(config, start, UINT64_MAX, false, &seen_psbs);
+    ok = chain.ok;
+    scan.has_ovf = scan.has_ovf || chain.has_ovf;
+    for (uint64_t psb : chain.psbs) seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), psb), psb);
   }
   pt_pkt_free_decoder(pkt);
   scan.supported = ok;

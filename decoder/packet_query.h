@@ -127,7 +127,8 @@ class PacketQuery {
     bool met_stop = false;        // it reached its stop on a packet boundary
     bool has_ovf = false;
   };
-  static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index);
+  static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index,
+                         const std::vector<uint64_t>* seen = nullptr);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
   enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kOther };
   // libipt's event queue for one binding: 8 slots, at most 6 events.
