@@ -425,9 +425,8 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
 }
 
 [[gnu::always_inline]] inline FastBlockCache::Entry& FastBlockDecoder::Lookup(uint64_t ip) {
-  FastBlockCache::Recent& recent = cache_->recent_[FastBlockCache::Slot(ip)];
-  if (recent.valid && recent.ip == ip) [[likely]] {
-    return cache_->blocks_[recent.index];
+  if (const uint32_t* index = cache_->recent_.Find(ip)) [[likely]] {
+    return cache_->blocks_[*index];
   }
   auto [it, inserted] = cache_->index_.try_emplace(ip, static_cast<uint32_t>(cache_->blocks_.size()));
   if (inserted) {
@@ -435,7 +434,7 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
     cache_->blocks_.back().ip = ip;
     Fill(ip, &cache_->blocks_.back());
   }
-  recent = {ip, it->second, true};
+  cache_->recent_.Put(ip, it->second);
   return cache_->blocks_[it->second];
 }
 

@@ -22,6 +22,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "decoder/query_source.h"
+#include "decoder/recent_by_address.h"
 #include "image/process_image.h"
 
 namespace ptd::decoder {
@@ -89,7 +90,7 @@ class FastBlockCache {
     index_.clear();
     for (Tracelet& t : tracelets_) t.key = 0;
     insns_.clear();
-    for (Recent& r : recent_) r = Recent();
+    recent_.Clear();
   }
   // The execution mode the entries were decoded in; another one clears them.
   pt_exec_mode mode() const { return mode_; }
@@ -101,18 +102,9 @@ class FastBlockCache {
 
  private:
   friend class FastBlockDecoder;
-  // The last blocks looked up, by a hash of their IP: a hot loop's few blocks hit here
-  // without probing the map.
-  struct Recent {
-    uint64_t ip = 0;
-    uint32_t index = 0;
-    bool valid = false;
-  };
-  static constexpr size_t kRecent = 4096;
-  static size_t Slot(uint64_t ip) { return (ip ^ (ip >> 12)) & (kRecent - 1); }
   std::vector<Entry> blocks_;                    // entries never move once made (by index)
   absl::flat_hash_map<uint64_t, uint32_t> index_;  // start IP → blocks_ index
-  Recent recent_[kRecent];
+  RecentByAddress<uint32_t, 4096> recent_;  // the last blocks looked up: start IP → blocks_ index
   absl::flat_hash_map<uint64_t, FastInsn> insns_;  // per instruction (the event paths walk them)
   std::vector<Tracelet> tracelets_;  // 2^tracelet_slot_bits_ slots once RunQuick uses them
   int tracelet_slot_bits_ = kMinTraceletSlotBits;

@@ -2,7 +2,7 @@
 
 namespace ptd::decoder {
 
-InsnInfo InsnClassifier::ClassifyMissed(uint64_t address, Recent& recent) {
+InsnInfo InsnClassifier::ClassifyMissed(uint64_t address) {
   InsnInfo info;
   if (auto it = cache_.find(address); it != cache_.end()) {
     info = it->second;
@@ -12,7 +12,7 @@ InsnInfo InsnClassifier::ClassifyMissed(uint64_t address, Recent& recent) {
     info = ClassifyBytes(bytes, n, address);
     cache_.emplace(address, info);
   }
-  recent = {address, info, true};
+  recent_.Put(address, info);
   return info;
 }
 

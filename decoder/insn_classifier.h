@@ -5,11 +5,11 @@
 // classifier (image/insn_classifier.h). Results are cached by address, so each block end
 // is decoded once.
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
+#include "decoder/recent_by_address.h"
 #include "image/insn_classifier.h"
 #include "image/process_image.h"
 
@@ -40,15 +40,14 @@ class InsnClassifier {
   InsnClassifier& operator=(const InsnClassifier&) = delete;
 
   InsnInfo Classify(uint64_t address) {
-    Recent& recent = recent_[(address ^ (address >> 10)) & (kRecent - 1)];
-    if (recent.valid && recent.address == address) return recent.info;
-    return ClassifyMissed(address, recent);
+    if (const InsnInfo* hit = recent_.Find(address)) return *hit;
+    return ClassifyMissed(address);
   }
   // The code changed (another image, or mappings replaced): cached results are dropped.
   void SetImage(image::ProcessImage* image) {
     image_ = image;
     cache_.clear();
-    recent_.fill(Recent());
+    recent_.Clear();
   }
   // Classifies raw bytes (for blocks whose last instruction spans two sections).
   InsnInfo ClassifyBytes(const uint8_t* bytes, size_t size, uint64_t address);
@@ -59,17 +58,11 @@ class InsnClassifier {
   image::ProcessImage* image_;
   image::InsnClassifier x86_;  // decodes only: this class keeps the cache
   absl::flat_hash_map<uint64_t, InsnInfo> cache_;
-  // The last addresses looked up, direct-mapped in front of cache_ (the same few call and
-  // syscall sites come back again and again; a hit skips the hash).
-  struct Recent {
-    uint64_t address = 0;
-    InsnInfo info;
-    bool valid = false;
-  };
-  static constexpr size_t kRecent = 256;
-  std::array<Recent, kRecent> recent_{};
-  // Classify past recent_: from cache_ or decoded, then kept in `recent`.
-  InsnInfo ClassifyMissed(uint64_t address, Recent& recent);
+  // The last addresses looked up, in front of cache_ (the same few call and syscall sites
+  // come back again and again).
+  RecentByAddress<InsnInfo, 256> recent_;
+  // Classify past recent_: from cache_ or decoded, then kept in recent_.
+  InsnInfo ClassifyMissed(uint64_t address);
   uint64_t undecodable_ = 0;
 };
 
