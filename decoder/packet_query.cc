@@ -104,9 +104,10 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
     chain.ok = false;
     return chain;
   }
-  // About a packet per 3 bytes in branch-heavy traces; reserved pages cost nothing until
-  // written, a regrowth copies everything.
-  if (index) chain.packets.reserve((std::min(stop, size) - start) / 2 + 16);
+  // Room for a packet per byte (the most there can be): reserved pages cost nothing until
+  // written, while a regrowth copies everything into fresh pages (dense stretches of
+  // branch-heavy traces hold a packet per 1.9 bytes).
+  if (index) chain.packets.reserve(std::min(stop, size) - start + 1);
   uint64_t next = start;
   while (true) {
     const uint64_t offset = next;
@@ -160,34 +161,35 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
   const bool indexed = size <= kMaxIndexedBytes;
   bool ok = true;
   std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (sorted)
-  auto packets = std::make_shared<std::vector<Packed>>();
+  auto packets = std::make_shared<PacketIndex>();
   if (!starts.empty()) {
-    // The chain from the first PSB, indexed: in stretches cut at PSBs on threads of
-    // their own when asked. They must meet where one scan would pass (each cut's PSB on
-    // a packet boundary); otherwise, or where one fails, what one scan finds decides.
-    std::vector<uint64_t> cuts = CutsAtPsbs(size, starts, threads, kMinParallelScanBytes);
+    // The chain from the first PSB, indexed: in stretches cut at PSBs, read by `threads`
+    // threads when asked. Four stretches a thread, taken in turn: packets are denser in
+    // some parts of a trace than in others, so equal bytes are not equal work. They must
+    // meet where one scan would pass (each cut's PSB on a packet boundary); otherwise, or
+    // where one fails, what one scan finds decides.
+    const int stretches = threads > 1 ? threads * 4 : 1;
+    std::vector<uint64_t> cuts = CutsAtPsbs(size, starts, stretches, kMinParallelScanBytes);
     std::vector<Chain> parts(cuts.size() + 1);
     cuts.insert(cuts.begin(), starts.front());
     cuts.push_back(UINT64_MAX);
+    std::atomic<size_t> next_part{0};
+    auto scan_parts = [&] {
+      for (size_t k; (k = next_part.fetch_add(1)) < parts.size();) {
+        parts[k] = ScanChain(config, cuts[k], cuts[k + 1], indexed);
+      }
+    };
     std::vector<std::thread> workers;
-    for (size_t k = 1; k < parts.size(); ++k) {
-      workers.emplace_back([&, k] { parts[k] = ScanChain(config, cuts[k], cuts[k + 1], indexed); });
-    }
-    parts[0] = ScanChain(config, cuts[0], cuts[1], indexed);
+    for (int t = 1; t < std::min<int>(threads, static_cast<int>(parts.size())); ++t) workers.emplace_back(scan_parts);
+    scan_parts();
     for (std::thread& t : workers) t.join();
     bool whole = true;
     for (size_t k = 0; k + 1 < parts.size(); ++k) whole = whole && parts[k].ok && parts[k].met_stop;
     if (!whole) {
       parts.assign(1, ScanChain(config, starts.front(), UINT64_MAX, indexed));
     }
-    // The first stretch's index is kept (one scan: the whole index, without a copy).
-    size_t count = 0;
-    for (const Chain& part : parts) count += part.packets.size();
-    *packets = std::move(parts.front().packets);
-    packets->reserve(count);
     for (Chain& part : parts) {
-      if (&part != &parts.front()) packets->insert(packets->end(), part.packets.begin(), part.packets.end());
-      part.packets = {};  // freed as it goes
+      if (!part.packets.empty()) packets->push_back(std::move(part.packets));
       seen_psbs.insert(seen_psbs.end(), part.psbs.begin(), part.psbs.end());
       scan.has_ovf = scan.has_ovf || part.has_ovf;
       ok = ok && part.ok;
@@ -308,11 +310,7 @@ PacketQuery::PacketQuery(const pt_config& config, const Scan* scan) : config_(co
   config_.decode.callback = nullptr;
   config_.decode.context = nullptr;
   size_ = static_cast<uint64_t>(config.end - config.begin);
-  if (scan != nullptr && scan->packets != nullptr && !scan->packets->empty()) {
-    index_ = scan->packets;
-    packed_ = index_->data();
-    packed_count_ = index_->size();
-  }
+  if (scan != nullptr && scan->packets != nullptr && !scan->packets->empty()) index_ = scan->packets;
   packets_ = NewPacketDecoder(config_);
   scan_ = NewPacketDecoder(config_);
   if (scan_ == nullptr && packets_ != nullptr) {
@@ -363,7 +361,7 @@ int PacketQuery::FetchOther() {
     fetch_error_ = pos_ == size_ ? -pte_eos : -pte_nosync;
     return fetch_error_;
   }
-  if (packed_ != nullptr && FetchIndexed()) return 0;
+  if (index_ != nullptr && FetchIndexed()) return 0;
   if (packets_pos_ != pos_) {
     int status = pt_pkt_sync_set(packets_, pos_);
     if (status < 0) {
@@ -391,6 +389,7 @@ int PacketQuery::FetchOther() {
 // The packet at pos_ from the scan's index, if the index covers pos_: an entry there, or
 // a PAD between two entries (the scan decoded every byte from the first PSB on).
 bool PacketQuery::FetchIndexed() {
+  if ((pos_ < stretch_begin_ || pos_ >= stretch_end_) && !SelectStretch()) return false;
   size_t i = cursor_ + 1;
   if (i < packed_count_ && packed_[i].offset == pos_) {
     // The packet after the last one fetched (most fetches).
@@ -414,13 +413,28 @@ bool PacketQuery::FetchIndexed() {
   }
   // Between two entries (or after the last, up to the end): PADs. All of them at once.
   if (i > 0 && packed_[i - 1].offset + packed_[i - 1].size <= pos_) {
-    const uint64_t end = i < packed_count_ ? packed_[i].offset : size_;
+    const uint64_t end = i < packed_count_ ? packed_[i].offset : stretch_end_;
     next_ = Kind::kPad;
     next_size_ = static_cast<int>(std::min<uint64_t>(end - pos_, INT32_MAX));
     fetch_error_ = 0;
     return true;
   }
   return false;  // inside a packet (a sync inside another's payload) or before the first
+}
+
+// The stretch whose bytes hold pos_; false before the first.
+bool PacketQuery::SelectStretch() {
+  const PacketIndex& stretches = *index_;
+  auto after = std::upper_bound(stretches.begin(), stretches.end(), pos_,
+                                [](uint64_t pos, const std::vector<Packed>& s) { return pos < s.front().offset; });
+  if (after == stretches.begin()) return false;
+  const std::vector<Packed>& stretch = *(after - 1);
+  packed_ = stretch.data();
+  packed_count_ = stretch.size();
+  stretch_begin_ = stretch.front().offset;
+  stretch_end_ = after == stretches.end() ? size_ : after->front().offset;
+  cursor_ = SIZE_MAX;  // no hint: FetchIndexed searches
+  return true;
 }
 
 int PacketQuery::Start(uint64_t sync, uint64_t* ip) {

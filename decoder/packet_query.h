@@ -42,13 +42,18 @@ class PacketQuery {
     uint8_t aux = 0;      // TNT bit size, IP compression, MODE leaf, CBR ratio, PIP nr
     uint8_t bits = 0;     // MODE: exec csl | csd << 1, tsx intx | abrt << 1
   };
+  // The packets from the first PSB on, in order, as stretches that follow one another
+  // (one per scanning thread: joining them would copy the index, and fresh pages cost).
+  // Each stretch but the first starts with a PSB; the bytes up to the next stretch's
+  // first packet that no entry covers are PADs.
+  using PacketIndex = std::vector<std::vector<Packed>>;
   struct Scan {
     bool supported = false;  // only supported packets, no decode error before the end
     bool has_ovf = false;
-    // The packets from the first PSB on, in order (the decode reads them here instead of
-    // decoding each again: pt_pkt_next costs ~150 instructions a packet). Empty for
-    // buffers over 32 MiB (the index takes ~6 bytes per byte of PT).
-    std::shared_ptr<const std::vector<Packed>> packets;
+    // The decode reads packets here instead of decoding each again (pt_pkt_next costs
+    // ~150 instructions a packet). Null for buffers over 32 MiB (the index takes ~6
+    // bytes per byte of PT).
+    std::shared_ptr<const PacketIndex> packets;
   };
   // `threads`: the chain from the first PSB is read in that many stretches at once
   // (buffers of kMinParallelScanBytes and more; the result is the same).
@@ -171,6 +176,7 @@ class PacketQuery {
   int Fetch();
   int FetchOther();
   bool FetchIndexed();
+  bool SelectStretch();
   int ReadAhead();
   int ReadAheadInline();
   int EndQuery();
@@ -229,10 +235,14 @@ class PacketQuery {
   uint64_t size_ = 0;  // config end - begin
   pt_packet_decoder* packets_ = nullptr;  // positioned at packets_pos_
   pt_packet_decoder* scan_ = nullptr;     // the look-ahead scans (OVF, BDM70)
-  std::shared_ptr<const std::vector<Packed>> index_;  // Scan::packets
+  std::shared_ptr<const PacketIndex> index_;  // Scan::packets
+  // The stretch of the index being read: its entries, and the bytes it covers (from its
+  // first entry up to the next stretch's first, or the end).
   const Packed* packed_ = nullptr;
   size_t packed_count_ = 0;
-  size_t cursor_ = 0;  // the index entry at or after pos_ (a hint)
+  uint64_t stretch_begin_ = UINT64_MAX;
+  uint64_t stretch_end_ = 0;
+  size_t cursor_ = 0;  // the entry of that stretch at or after pos_ (a hint)
   uint64_t packets_pos_ = UINT64_MAX;
 
   // pt_qry's state (its names).

@@ -236,6 +236,7 @@ class Engine {
   size_t next_ = 0;      // next piece to hand to a worker
   size_t consumed_ = 0;  // pieces the stitcher is done with
   size_t window_ = 4;    // pieces decoded ahead of the stitcher, at most
+  uint64_t largest_piece_bytes_ = 0;
   bool stop_ = false;
   std::mutex spare_mutex_;
   std::vector<std::vector<FlowEvent>> spare_events_;
@@ -292,6 +293,7 @@ void Engine::Plan() {
         if (k > 0) piece->spec.head_psb = after(starts[k]);
         if (k + 1 < starts.size()) piece->spec.tail_psb = after(starts[k + 1]);
         piece->bytes = (k + 1 < starts.size() ? starts[k + 1] : buffer->size) - starts[k];
+        largest_piece_bytes_ = std::max(largest_piece_bytes_, piece->bytes);
         pieces_.push_back(std::move(piece));
       }
     }
@@ -320,8 +322,12 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   }
   piece->events.clear();
   piece->steps.clear();
-  // About one event per PT byte or less: grow once, not by doubling.
-  piece->events.reserve(static_cast<size_t>(piece->bytes));
+  // About one event (and time step) per PT byte or less: room once, not a doubling into
+  // fresh pages each time. Room for the largest piece, so a reused list never moves (up
+  // to 4 Mi: a buffer without PSBs is one piece, and its list grows as it must).
+  const size_t room = static_cast<size_t>(std::min<uint64_t>(largest_piece_bytes_, uint64_t{4} << 20));
+  piece->events.reserve(room);
+  piece->steps.reserve(room);
   const uint8_t* padded = piece->buffer->Load();
   const PtBuffer buffer{padded, piece->buffer->size, piece->buffer->file_offset, &piece->buffer->psbs,
                         piece->buffer->packet_scan};

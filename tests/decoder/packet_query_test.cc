@@ -68,6 +68,13 @@ std::vector<std::string> StreamsOf(const std::string& trace) {
   return out;
 }
 
+// An index's stretches end to end.
+std::vector<PacketQuery::Packed> Flat(const PacketQuery::PacketIndex& index) {
+  std::vector<PacketQuery::Packed> out;
+  for (const std::vector<PacketQuery::Packed>& stretch : index) out.insert(out.end(), stretch.begin(), stretch.end());
+  return out;
+}
+
 struct Totals {
   uint64_t streams = 0;
   uint64_t calls = 0;
@@ -234,7 +241,8 @@ TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
 
 // The scan in stretches on threads (cut at PSBs) gives what one scan gives: the same
 // packets, support and OVF flag, on a long stream and on mutated copies of it (where a
-// stretch fails or the stretches do not meet, one scan decides).
+// stretch fails or the stretches do not meet, one scan decides). Its index is kept in
+// those stretches: the query reads across them as libipt's does (lockstep).
 TEST(PacketQueryTest, ScanOnThreadsEqualsOneScan) {
   if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
   TempDir tmp;
@@ -250,12 +258,11 @@ TEST(PacketQueryTest, ScanOnThreadsEqualsOneScan) {
     if (a.has_ovf != b.has_ovf) return absl::StrCat("has_ovf ", a.has_ovf, " / ", b.has_ovf);
     if ((a.packets == nullptr) != (b.packets == nullptr)) return "one has an index, the other none";
     if (a.packets == nullptr) return "";
-    if (a.packets->size() != b.packets->size()) {
-      return absl::StrCat(a.packets->size(), " / ", b.packets->size(), " packets");
-    }
-    for (size_t i = 0; i < a.packets->size(); ++i) {
-      const PacketQuery::Packed& x = (*a.packets)[i];
-      const PacketQuery::Packed& y = (*b.packets)[i];
+    const std::vector<PacketQuery::Packed> pa = Flat(*a.packets), pb = Flat(*b.packets);
+    if (pa.size() != pb.size()) return absl::StrCat(pa.size(), " / ", pb.size(), " packets");
+    for (size_t i = 0; i < pa.size(); ++i) {
+      const PacketQuery::Packed& x = pa[i];
+      const PacketQuery::Packed& y = pb[i];
       if (x.offset != y.offset || x.kind != y.kind || x.size != y.size || x.value != y.value || x.aux != y.aux ||
           x.bits != y.bits) {
         return absl::StrCat("packet ", i, " at ", x.offset, " differs");
@@ -267,8 +274,13 @@ TEST(PacketQueryTest, ScanOnThreadsEqualsOneScan) {
   ASSERT_TRUE(serial.supported);
   ASSERT_TRUE(serial.has_ovf);
   ASSERT_NE(serial.packets, nullptr);
+  EXPECT_EQ(serial.packets->size(), 1u);
   for (int threads : {2, 3}) {
-    EXPECT_EQ(same(serial, PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()), threads)), "") << threads;
+    const PacketQuery::Scan threaded = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()), threads);
+    EXPECT_EQ(same(serial, threaded), "") << threads;
+    ASSERT_NE(threaded.packets, nullptr);
+    EXPECT_GE(threaded.packets->size(), static_cast<size_t>(threads));
+    EXPECT_EQ(RunLockstep(bytes, PlainConfig(), 7, 50'000'000, threads).difference, "") << threads;
   }
   std::mt19937_64 random(44);
   int unsupported = 0;
@@ -278,8 +290,12 @@ TEST(PacketQueryTest, ScanOnThreadsEqualsOneScan) {
     const PacketQuery::Scan one_scan = PacketQuery::ScanBytes(ConfigFor(mutated, PlainConfig()), 1);
     if (!one_scan.supported) ++unsupported;
     EXPECT_EQ(same(one_scan, PacketQuery::ScanBytes(ConfigFor(mutated, PlainConfig()), 2)), "") << "mutation " << m;
+    if (one_scan.supported) {
+      EXPECT_EQ(RunLockstep(mutated, PlainConfig(), 200 + static_cast<uint64_t>(m), 50'000'000, 2).difference, "")
+          << "mutation " << m;
+    }
   }
-  std::printf("%zu bytes, %zu packets; %d of 12 mutations unsupported\n", bytes.size(), serial.packets->size(),
+  std::printf("%zu bytes, %zu packets; %d of 12 mutations unsupported\n", bytes.size(), Flat(*serial.packets).size(),
               unsupported);
 }
 
