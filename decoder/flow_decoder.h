@@ -135,11 +135,13 @@ class PsbWatcher {
   virtual void AtEnd(const SyncState& sync) = 0;
 };
 
-// One step of the time axis inside a piece, replayed when the piece is stitched.
+// One step of the time axis inside a piece, replayed when the piece is stitched (16
+// bytes: pieces write millions of them, and the stitcher reads them back).
 struct TimeStep {
-  bool update = false;        // true: a timing packet said `tsc`; false: a Now() sample
-  uint64_t tsc = 0;
+  static constexpr uint64_t kSample = UINT64_MAX;  // no TSC packet holds this (56 bits)
+  uint64_t tsc = kSample;     // what a timing packet said, or kSample: a Now() sample
   uint64_t instructions = 0;  // piece-relative
+  bool update() const { return tsc != kSample; }
 };
 
 // The branch that ended the last block, waiting for the next block (its target).
@@ -164,6 +166,7 @@ struct PendingBranch {
 struct PieceRecording {
   std::vector<FlowEvent>* events = nullptr;
   std::vector<TimeStep>* time_steps = nullptr;
+  uint64_t errors = 0;  // kError events among `events` (counted as they come)
   // Instruction axis: the last time handed out (piece-relative), if any.
   bool sampled_time = false;
   uint64_t last_sample = 0;

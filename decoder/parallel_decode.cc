@@ -122,7 +122,7 @@ class PieceStitcher {
       times_.resize(piece.steps.size());
       for (size_t i = 0; i < piece.steps.size(); ++i) {
         const TimeStep& step = piece.steps[i];
-        if (step.update) {
+        if (step.update()) {
           clock_.Update(step.tsc, base + step.instructions);
         } else {
           times_[i] = clock_.Now(base + step.instructions);

@@ -66,6 +66,7 @@ class PieceWatcher : public PsbWatcher {
       // Back to the stop: the overlap was only looked at.
       if (in_overlap_) {
         recording_->events->resize(stop_.events);
+        recording_->errors = stop_.errors;
         recording_->time_steps->resize(stop_.steps);
         recording_->sampled_time = stop_.sampled_time;
         recording_->last_sample = stop_.last_sample;
@@ -87,6 +88,7 @@ class PieceWatcher : public PsbWatcher {
   // The decode at the stop, to come back to after looking past it.
   struct StopMark {
     size_t events = 0;
+    uint64_t errors = 0;
     size_t steps = 0;
     bool sampled_time = false;
     uint64_t last_sample = 0;
@@ -101,6 +103,7 @@ class PieceWatcher : public PsbWatcher {
 
   void MarkStop(const SyncState& sync) {
     stop_.events = recording_->events->size();
+    stop_.errors = recording_->errors;
     stop_.steps = recording_->time_steps->size();
     stop_.sampled_time = recording_->sampled_time;
     stop_.last_sample = recording_->last_sample;
@@ -160,8 +163,7 @@ absl::StatusOr<PieceOutcome> DecodePiece(FlowDecoder* decoder, const PtBuffer& b
   outcome.recorded = recording;
   outcome.recorded.events = nullptr;
   outcome.recorded.time_steps = nullptr;
-  outcome.errors = static_cast<uint64_t>(
-      std::count_if(events->begin(), events->end(), [](const FlowEvent& e) { return e.kind == FlowKind::kError; }));
+  outcome.errors = recording.errors;
   return outcome;
 }
 

@@ -87,7 +87,7 @@ uint64_t PtStreamDecoder::TimeSample(uint64_t instructions) {
     piece_->last_sample = instructions;
     return instructions;
   }
-  piece_->time_steps->push_back({false, 0, instructions});
+  piece_->time_steps->push_back({TimeStep::kSample, instructions});
   return piece_->time_steps->size() - 1;
 }
 
@@ -115,7 +115,7 @@ void PtStreamDecoder::UpdateTime(uint64_t tsc) {
   if (piece_ == nullptr) {
     clock_.Update(tsc, instructions_);
   } else {
-    piece_->time_steps->push_back({true, tsc, instructions_});
+    piece_->time_steps->push_back({tsc, instructions_});
   }
 }
 
@@ -185,6 +185,7 @@ void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t 
 void PtStreamDecoder::Deliver(FlowEvent& event) {
   if (piece_ != nullptr) {
     event.image_tsc = image_tsc_;
+    piece_->errors += event.kind == FlowKind::kError ? 1 : 0;
     piece_->events->push_back(event);
   } else {
     consumer_->OnFlow(event);
@@ -821,6 +822,7 @@ void PtStreamDecoder::EndPiece() { piece_ = nullptr; }
 
 void PtStreamDecoder::RestartPieceHere() {
   piece_->events->clear();
+  piece_->errors = 0;
   piece_->time_steps->clear();
   last_update_tsc_ = 0;
   image_tsc_ = 0;
