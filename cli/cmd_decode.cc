@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -174,7 +173,7 @@ absl::Status RunDecode(const DecodeArgs& args) {
   }
   options.progress = args.progress || (!args.quiet && ProgressBar::StderrIsTerminal());
   if (args.jobs < 0) return absl::InvalidArgumentError("--jobs must be 1 or more (0: one per core)");
-  options.jobs = args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.jobs = args.jobs;
   options.piece_bytes = args.piece_bytes;
   CatchInterrupts();
   options.cancel = &g_decode_interrupted;
@@ -257,7 +256,8 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--tid", args->tid, "Only this thread");
   cmd->add_option("--time-range", args->time_range, "BEGIN:END, keep slices that begin inside (output time units)");
   cmd->add_option("--stats-json", args->stats_json, "Write decode counts as JSON");
-  cmd->add_option("--jobs,-j", args->jobs, "Decoding threads (default: one per core; 1: no parallel decoding)");
+  cmd->add_option("--jobs,-j", args->jobs,
+                  "Decoding threads (default: one per core for traces of 2 MiB of PT or more; 1: no parallel decoding)");
   cmd->add_option("--piece-bytes", args->piece_bytes,
                   "Parallel decoding: PT bytes per piece (default: from the trace size and --jobs)");
   cmd->add_option("--min-duration", args->min_duration,

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,7 +36,7 @@ absl::StatusOr<decoder::DecodeOptions> InternalOptions(const DecodeOptions& opti
   internal.window_begin = options.window_begin;
   internal.window_end = options.window_end;
   internal.debug_root = options.debug_root;
-  internal.jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  internal.jobs = options.jobs;
   return internal;
 }
 

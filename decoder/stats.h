@@ -26,6 +26,7 @@ namespace ptd::decoder {
   X(kLost, "lost", kSum, "gaps between chunks (lost trace data)")                                     \
   X(kSyncs, "syncs", kSum, "synchronizations on a PSB")                                               \
   X(kBytes, "bytes", kSum, "PT bytes decoded")                                                        \
+  X(kJobs, "jobs", kMax, "threads that decoded the trace (more than 1: in pieces, in parallel)")       \
   X(kUndecodable, "undecodable", kSum, "instructions capstone could not classify")                   \
   X(kDroppedShort, "dropped_short", kSum, "slices left out as shorter than --min-duration")          \
   X(kDroppedDeep, "dropped_deep", kSum, "slices left out as deeper than --max-depth")                 \

@@ -647,7 +647,10 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     progress_ = std::make_unique<ProgressBar>(options_.progress_label, total_bytes_, true);
   }
   size_t finished = 0;  // streams whose routers are finished
-  if (options_.jobs <= 1 || options_.block_observer != nullptr || options_.flow_observer != nullptr) {
+  const int jobs = DecodeJobs(options_.jobs, total_bytes_, std::thread::hardware_concurrency());
+  const bool parallel = jobs > 1 && options_.block_observer == nullptr && options_.flow_observer == nullptr;
+  result_.stats.Set(Stat::kJobs, parallel ? static_cast<uint64_t>(jobs) : 1);
+  if (!parallel) {
     for (; finished < streams.size() && !Cancelled(); ++finished) {
       absl::Status s = DecodeStream(streams[finished].get());
       if (!s.ok()) return s;
@@ -655,10 +658,10 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
       FinishStream(streams[finished].get());
     }
   } else {
-    std::vector<StreamJob*> jobs;
-    for (auto& state : streams) jobs.push_back(&state->job);
+    std::vector<StreamJob*> stream_jobs;
+    for (auto& state : streams) stream_jobs.push_back(&state->job);
     ParallelOptions parallel;
-    parallel.jobs = options_.jobs;
+    parallel.jobs = jobs;
     parallel.piece_bytes = options_.piece_bytes;
     parallel.cancel = options_.cancel;
     parallel.progress = [this](uint64_t done) { Progress(done); };
@@ -666,7 +669,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
       FinishStream(streams[index].get());
       finished = index + 1;
     };
-    absl::Status s = DecodeStreamsInParallel(jobs, parallel);
+    absl::Status s = DecodeStreamsInParallel(stream_jobs, parallel);
     if (!s.ok()) return s;
   }
   if (Cancelled()) {
@@ -834,6 +837,15 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
   if (!result.ok()) return result.status();
   if (!closed.ok()) return closed;
   return result;
+}
+
+int DecodeJobs(int asked, uint64_t pt_bytes, unsigned cores) {
+  if (asked > 0) return asked;
+  // One per core, unless the trace is too small to gain: each worker has a decoder,
+  // images and caches of its own to start, and its pieces record their events for the
+  // stitcher (the 0.7 MB mruby sample took 1.8x the CPU time of one thread, and longer).
+  if (pt_bytes < DecodeOptions::kMinParallelBytes) return 1;
+  return static_cast<int>(std::max(1u, cores));
 }
 
 std::string DecodeStatsJson(const DecodeResult& result) {

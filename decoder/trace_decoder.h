@@ -49,7 +49,9 @@ struct DecodeOptions {
   FlowConsumer* flow_observer = nullptr;
   // Threads decoding: 1 decodes each stream with one libipt decoder, in order; more cut
   // streams at PSBs into pieces decoded in parallel (docs/decoder.md). Same output.
+  // 0: one per core, once the trace holds kMinParallelBytes of PT (below, one).
   int jobs = 1;
+  static constexpr uint64_t kMinParallelBytes = uint64_t{2} << 20;
   uint64_t piece_bytes = 0;                  // parallel: PT bytes per piece (0: automatic)
   const std::atomic<bool>* cancel = nullptr;  // turns true (SIGINT): stop, close, mark
   // Level of detail of what reaches the sinks (--min-duration, --max-depth): see
@@ -99,5 +101,9 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
 // `decode --stats-json`: every counter of `result.stats` by its key (decoder/stats.h),
 // and "seconds"; "cycles" only when the trace has CYC.
 std::string DecodeStatsJson(const DecodeResult& result);
+
+// The decoding threads for DecodeOptions::jobs = `asked` (0: one per core of `cores`,
+// but one for traces under kMinParallelBytes of PT).
+int DecodeJobs(int asked, uint64_t pt_bytes, unsigned cores);
 
 }  // namespace ptd::decoder

@@ -17,6 +17,7 @@
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "decoder/pt_stream_decoder.h"
+#include "decoder/trace_decoder.h"
 #include "ftf/ftf_check.h"
 #include "gtest/gtest.h"
 #include "image/module_cache.h"
@@ -83,6 +84,41 @@ TEST(ParallelDecodeTest, RealSamplesDecodeIdenticallyInPieces) {
     // mruby: ~80 pieces, one holding its overflow.
     ExpectSameWithJobs(trace, tmp, 8192);
   }
+}
+
+// --jobs 0 (the CLI's default): one thread per core only for traces big enough to gain.
+TEST(DecodeJobsTest, OnePerCoreOnlyForTracesWorthPieces) {
+  const uint64_t big = DecodeOptions::kMinParallelBytes;
+  EXPECT_EQ(DecodeJobs(0, big, 2), 2);
+  EXPECT_EQ(DecodeJobs(0, big * 10, 8), 8);
+  EXPECT_EQ(DecodeJobs(0, big - 1, 8), 1);
+  EXPECT_EQ(DecodeJobs(0, big, 0), 1);  // the core count unknown
+  EXPECT_EQ(DecodeJobs(3, 100, 2), 3);  // asked for: as asked
+  EXPECT_EQ(DecodeJobs(1, big * 10, 8), 1);
+}
+
+// The default on a small real trace (mruby: 0.7 MB) decodes on one thread; asked for
+// two, the same trace goes in pieces; the files are the same, and --stats-json says
+// how many threads decoded.
+TEST(ParallelDecodeTest, DefaultJobsDecodeASmallTraceOnOneThread) {
+  PTD_REQUIRE_SAMPLES(samples);
+  TempDir tmp;
+  std::string dir = absl::StrCat(samples, "/libxdc_experiments/mruby");
+  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"), absl::StrCat("pages ", dir, "/data.addr ", dir, "/data.dump\n")).ok());
+  std::string trace = tmp.Sub("trace");
+  auto r = RunCommand({PTD_CLI_PATH, "import", "raw", "--pt", dir + "/trace", "--maps", tmp.Sub("maps.txt"), "-o", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto decode = [&](const std::vector<std::string>& jobs, const std::string& name) -> std::string {
+    std::vector<std::string> argv = {PTD_CLI_PATH, "decode", trace, "-o", tmp.Sub(name + ".ftf"), "-q",
+                                     "--stats-json", tmp.Sub(name + ".json")};
+    argv.insert(argv.end(), jobs.begin(), jobs.end());
+    auto d = RunCommand(argv);
+    EXPECT_EQ(d.exit_code, 0) << d.err;
+    return ReadFileToString(tmp.Sub(name + ".json")).value_or("");
+  };
+  EXPECT_NE(decode({}, "default").find("\"jobs\": 1,"), std::string::npos);
+  EXPECT_NE(decode({"--jobs", "2"}, "two").find("\"jobs\": 2,"), std::string::npos);
+  EXPECT_EQ(ReadFileToString(tmp.Sub("default.ftf")).value_or("a"), ReadFileToString(tmp.Sub("two.ftf")).value_or("b"));
 }
 
 TEST(ParallelDecodeTest, InstructionDecoderDecodesIdenticallyInPieces) {

@@ -32,7 +32,7 @@ struct DecodeOptions {
   };
   Decoder decoder = Decoder::kFast;
   TimeAxis time_axis = TimeAxis::kTime;
-  int jobs = 1;  // decoding threads; 0: one per core. Same result for every value.
+  int jobs = 1;  // decoding threads; 0: one per core (one below 2 MiB of PT). Same result for every value.
   // Filters: only this thread; only slices beginning in [window_begin, window_end) on
   // the time axis.
   std::optional<int> tid;
