@@ -68,18 +68,22 @@ void ExpectSameWithJobs(const std::string& trace, const TempDir& tmp, uint64_t p
   EXPECT_TRUE(check.ok()) << check;
 }
 
+// Imports the libxdc sample `name` (its PT and memory dump) as a trace directory in `tmp`.
+std::string ImportLibxdcSample(const std::string& samples, const std::string& name, const TempDir& tmp) {
+  std::string dir = absl::StrCat(samples, "/libxdc_experiments/", name);
+  EXPECT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"), absl::StrCat("pages ", dir, "/data.addr ", dir, "/data.dump\n")).ok());
+  std::string trace = tmp.Sub("trace");
+  auto r = RunCommand({PTD_CLI_PATH, "import", "raw", "--pt", dir + "/trace", "--maps", tmp.Sub("maps.txt"), "-o", trace});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return trace;
+}
+
 TEST(ParallelDecodeTest, RealSamplesDecodeIdenticallyInPieces) {
   PTD_REQUIRE_SAMPLES(samples);
   for (const char* name : {"Unzip", "foo", "mruby"}) {
     SCOPED_TRACE(name);
     TempDir tmp;
-    std::string dir = absl::StrCat(samples, "/libxdc_experiments/", name);
-    ASSERT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"),
-                                absl::StrCat("pages ", dir, "/data.addr ", dir, "/data.dump\n")).ok());
-    std::string trace = tmp.Sub("trace");
-    auto r = RunCommand({PTD_CLI_PATH, "import", "raw", "--pt", dir + "/trace", "--maps", tmp.Sub("maps.txt"),
-                         "-o", trace});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string trace = ImportLibxdcSample(samples, name, tmp);
     ASSERT_GE(PsbCount(trace), 10u);
     // mruby: ~80 pieces, one holding its overflow.
     ExpectSameWithJobs(trace, tmp, 8192);
@@ -103,11 +107,7 @@ TEST(DecodeJobsTest, OnePerCoreOnlyForTracesWorthPieces) {
 TEST(ParallelDecodeTest, DefaultJobsDecodeASmallTraceOnOneThread) {
   PTD_REQUIRE_SAMPLES(samples);
   TempDir tmp;
-  std::string dir = absl::StrCat(samples, "/libxdc_experiments/mruby");
-  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"), absl::StrCat("pages ", dir, "/data.addr ", dir, "/data.dump\n")).ok());
-  std::string trace = tmp.Sub("trace");
-  auto r = RunCommand({PTD_CLI_PATH, "import", "raw", "--pt", dir + "/trace", "--maps", tmp.Sub("maps.txt"), "-o", trace});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string trace = ImportLibxdcSample(samples, "mruby", tmp);
   auto decode = [&](const std::vector<std::string>& jobs, const std::string& name) -> std::string {
     std::vector<std::string> argv = {PTD_CLI_PATH, "decode", trace, "-o", tmp.Sub(name + ".ftf"), "-q",
                                      "--stats-json", tmp.Sub(name + ".json")};
@@ -124,11 +124,7 @@ TEST(ParallelDecodeTest, DefaultJobsDecodeASmallTraceOnOneThread) {
 TEST(ParallelDecodeTest, InstructionDecoderDecodesIdenticallyInPieces) {
   PTD_REQUIRE_SAMPLES(samples);
   TempDir tmp;
-  std::string dir = absl::StrCat(samples, "/libxdc_experiments/foo");
-  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"), absl::StrCat("pages ", dir, "/data.addr ", dir, "/data.dump\n")).ok());
-  std::string trace = tmp.Sub("trace");
-  auto r = RunCommand({PTD_CLI_PATH, "import", "raw", "--pt", dir + "/trace", "--maps", tmp.Sub("maps.txt"), "-o", trace});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string trace = ImportLibxdcSample(samples, "foo", tmp);
   ExpectSameWithJobs(trace, tmp, 2048, {"--decoder", "insn"});
 }
 
