@@ -156,7 +156,11 @@ class PieceStitcher {
       }
       if (i == piece.events.size()) break;
       FlowEvent& event = piece.events[i];
-      if (image_clock_ != nullptr && event.image_tsc != 0) AdvanceImage(conversion_.TscToNs(event.image_tsc));
+      // The same image time as the event before changes nothing (most events).
+      if (image_clock_ != nullptr && event.image_tsc != 0 && event.image_tsc != last_image_tsc_) {
+        last_image_tsc_ = event.image_tsc;
+        AdvanceImage(conversion_.TscToNs(event.image_tsc));
+      }
       fix(&event.instructions, &event.time);
       if (cycles_) fix_cycles(&event.cycles, &event.time);
       consumer_->OnFlow(event);
@@ -205,6 +209,7 @@ class PieceStitcher {
   const image::ProcessImage* image_ = nullptr;
   TimeConversion conversion_;
   uint64_t next_image_change_ = 0;  // 0: the first event places the image
+  uint64_t last_image_tsc_ = 0;     // of the last event that advanced the image
   uint64_t instructions_ = 0;
   bool cycles_;
   bool cycles_axis_;
