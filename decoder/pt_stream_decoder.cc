@@ -82,6 +82,11 @@ uint64_t PtStreamDecoder::Now() {
 // time axis: the index of the logged step.
 uint64_t PtStreamDecoder::TimeSample(uint64_t instructions) {
   if (piece_ == nullptr) return clock_.Now(instructions);
+  return PieceTimeSample(instructions);
+}
+
+// Out of line: inlined, its vector growth made every sample save more registers.
+uint64_t PtStreamDecoder::PieceTimeSample(uint64_t instructions) {
   if (config_.axis == TimeAxis::kInstructions) {
     piece_->sampled_time = true;
     piece_->last_sample = instructions;

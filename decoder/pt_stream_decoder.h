@@ -111,6 +111,7 @@ class PtStreamDecoder : public FlowDecoder {
   void UseImage(image::ProcessImage* image);
   uint64_t Now();
   uint64_t TimeSample(uint64_t instructions);
+  [[gnu::noinline]] uint64_t PieceTimeSample(uint64_t instructions);
   void WarnErrata();
 
   PtDecodeConfig config_;
