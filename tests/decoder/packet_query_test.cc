@@ -317,6 +317,58 @@ TEST(PacketQueryTest, TimedWalkerTracesInLockstep) {
   EXPECT_GT(totals.mutated_compared, 10u);
 }
 
+// The scan reads 1-byte CYCs and MTCs itself (not through pt_pkt_next): its index holds
+// what libipt's packet decoder reads, packet for packet, on a timed stream and mutated
+// copies of it (random bytes make CYCs of all sizes).
+TEST(PacketQueryTest, IndexHoldsWhatLibiptsPacketDecoderReads) {
+  if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
+  TempDir tmp;
+  CodeWalkerOptions options = LibcWalk(77, 1'000'000);
+  options.generator.mtc = true;
+  options.generator.cyc = true;
+  options.generator.mtc_freq = 1;
+  const std::string bytes = WalkerStream(tmp, options);
+  ASSERT_FALSE(bytes.empty());
+  std::mt19937_64 random(5);
+  uint64_t compared = 0, cycs = 0, mtcs = 0;
+  for (int m = 0; m < 20; ++m) {
+    std::string stream = bytes;
+    for (int c = 0; c < m * 50; ++c) stream[random() % stream.size()] = static_cast<char>(random());
+    const pt_config config = ConfigFor(stream, PlainConfig());
+    const PacketQuery::Scan scan = PacketQuery::ScanBytes(config);
+    if (!scan.supported) continue;
+    ASSERT_NE(scan.packets, nullptr);
+    const std::vector<PacketQuery::Packed> index = Flat(*scan.packets);
+    pt_packet_decoder* pkt = pt_pkt_alloc_decoder(&config);
+    ASSERT_EQ(pt_pkt_sync_forward(pkt), 0);
+    size_t i = 0;
+    for (pt_packet packet; pt_pkt_next(pkt, &packet, sizeof packet) > 0;) {
+      if (packet.type == ppt_pad) continue;
+      uint64_t offset = 0;
+      pt_pkt_get_offset(pkt, &offset);
+      offset -= packet.size;
+      ASSERT_LT(i, index.size()) << "mutation " << m;
+      const PacketQuery::Packed& entry = index[i++];
+      ASSERT_EQ(entry.offset, offset) << "mutation " << m;
+      ASSERT_EQ(entry.size, packet.size) << "mutation " << m << " at " << offset;
+      if (packet.type == ppt_cyc) {
+        ASSERT_EQ(entry.value, packet.payload.cyc.value) << "mutation " << m << " at " << offset;
+        ++cycs;
+      } else if (packet.type == ppt_mtc) {
+        ASSERT_EQ(entry.aux, packet.payload.mtc.ctc) << "mutation " << m << " at " << offset;
+        ++mtcs;
+      }
+      ++compared;
+    }
+    pt_pkt_free_decoder(pkt);
+    EXPECT_EQ(i, index.size()) << "mutation " << m;
+  }
+  std::printf("%llu packets compared (%llu CYC, %llu MTC)\n", static_cast<unsigned long long>(compared),
+              static_cast<unsigned long long>(cycs), static_cast<unsigned long long>(mtcs));
+  EXPECT_GT(cycs, 10'000u);
+  EXPECT_GT(mtcs, 1'000u);
+}
+
 // The emulated test programs (MTC, CYC, TMA from the recorder's emulation, overflows):
 // in lockstep under each timing config, and the fast decoder reads them through
 // PacketQuery and gives libipt's block decoder's FTF.
