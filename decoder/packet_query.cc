@@ -117,6 +117,11 @@ pt_exec_mode ExecMode(uint8_t bits) {
       p.kind = static_cast<uint8_t>(Kind::kVmcs);
       p.value = packet.payload.vmcs.base;
       break;
+    case ppt_stop: p.kind = static_cast<uint8_t>(Kind::kStop); break;
+    case ppt_mnt:
+      p.kind = static_cast<uint8_t>(Kind::kMnt);
+      p.value = packet.payload.mnt.payload;
+      break;
     case ppt_tma:
       p.kind = static_cast<uint8_t>(Kind::kTma);
       p.value = packet.payload.tma.ctc | uint64_t{packet.payload.tma.fc} << 16;
@@ -764,6 +769,14 @@ int PacketQuery::DecodeHeader() {
       Consume();
       return 0;
     }
+    case Kind::kMnt: {
+      pt_event* ev = queues_[kBindPsbend].Enqueue();
+      if (ev == nullptr) return -pte_nomem;
+      ev->type = ptev_mnt;
+      ev->variant.mnt.payload = cur_->value;
+      Consume();
+      return 0;
+    }
     default: return -pte_bad_context;
   }
 }
@@ -964,6 +977,7 @@ int PacketQuery::ProcessPendingPsbEvents() {
     case ptev_async_paging: EventIp(&ev->variant.async_paging.ip, ev); break;
     case ptev_async_vmcs: EventIp(&ev->variant.async_vmcs.ip, ev); break;
     case ptev_cbr: break;
+    case ptev_mnt: ev->status_update = 0; break;  // maintenance: anywhere, no status
     default: return -pte_internal;
   }
   event_ = ev;
@@ -1117,6 +1131,26 @@ int PacketQuery::DecodeVmcs() {
   pt_event* ev = Standalone();
   ev->type = ptev_vmcs;
   ev->variant.vmcs.base = base;
+  event_ = ev;
+  EventTime(ev);
+  Consume();
+  return 0;
+}
+
+// STOP and MNT are events of their own (MNT in PSB+ waits for PSBEND: DecodeHeader).
+int PacketQuery::DecodeStop() {
+  pt_event* ev = Standalone();
+  ev->type = ptev_stop;
+  event_ = ev;
+  EventTime(ev);
+  Consume();
+  return 0;
+}
+
+int PacketQuery::DecodeMnt() {
+  pt_event* ev = Standalone();
+  ev->type = ptev_mnt;
+  ev->variant.mnt.payload = cur_->value;
   event_ = ev;
   EventTime(ev);
   Consume();
@@ -1352,6 +1386,8 @@ int PacketQuery::UpdateTimeCyc(uint64_t cyc) {
     case Kind::kCbr: return DecodeCbr();
     case Kind::kPip: return DecodePip();
     case Kind::kVmcs: return DecodeVmcs();
+    case Kind::kStop: return DecodeStop();
+    case Kind::kMnt: return DecodeMnt();
     case Kind::kTma: return DecodeTma();
     case Kind::kMtc: return DecodeMtc();
     case Kind::kCyc: return DecodeCyc();

@@ -369,6 +369,51 @@ TEST(PacketQueryTest, IndexHoldsWhatLibiptsPacketDecoderReads) {
   EXPECT_GT(mtcs, 1'000u);
 }
 
+// STOP and MNT (standalone events; MNT in PSB+ an event at PSBEND that is no status
+// update) inserted at packet boundaries of a timed walker stream, in PSB+ headers too,
+// and mutated copies of that: in lockstep.
+TEST(PacketQueryTest, StopAndMntInLockstep) {
+  if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
+  TempDir tmp;
+  CodeWalkerOptions options = LibcWalk(91, 300'000);
+  options.generator.mtc = true;
+  options.generator.cyc = true;
+  options.overflow_every_bytes = 9000;
+  const std::string bytes = WalkerStream(tmp, options);
+  ASSERT_FALSE(bytes.empty());
+  const PacketQuery::Scan scan = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()));
+  ASSERT_NE(scan.packets, nullptr);
+  const std::vector<PacketQuery::Packed> index = Flat(*scan.packets);
+  std::mt19937_64 random(3);
+  std::vector<uint32_t> at;  // packet starts, ascending
+  for (const PacketQuery::Packed& p : index) {
+    if (random() % 40 == 0) at.push_back(p.offset);
+  }
+  const std::string stop("\x02\x83", 2);
+  const std::string mnt("\x02\xc3\x88\x11\x22\x33\x44\x55\x66\x77\x88", 11);
+  std::string with;
+  size_t from = 0;
+  int stops = 0, mnts = 0;
+  for (uint32_t offset : at) {
+    with.append(bytes, from, offset - from);
+    if (random() % 2 == 0) {
+      with += stop;
+      ++stops;
+    } else {
+      with += mnt;
+      ++mnts;
+    }
+    from = offset;
+  }
+  with.append(bytes, from, std::string::npos);
+  ASSERT_GT(stops, 50);
+  ASSERT_GT(mnts, 50);
+  Totals totals;
+  CheckStream("walker with STOP and MNT", with, ConfigOfGenerator(options.generator), 12, &totals);
+  Print("STOP and MNT", totals);
+  EXPECT_GT(totals.events, static_cast<uint64_t>(stops + mnts) / 2);
+}
+
 // The emulated test programs (MTC, CYC, TMA from the recorder's emulation, overflows):
 // in lockstep under each timing config, and the fast decoder reads them through
 // PacketQuery and gives libipt's block decoder's FTF.
@@ -422,7 +467,7 @@ TEST(PacketQueryTest, QuipperSkylakeInLockstep) {
   EXPECT_GT(totals.time_changes, 100u);
 }
 
-// What it does not model goes to libipt: packets it does not read (MNT, STOP, PTW, ...),
+// What it does not model goes to libipt: packets it does not read (EXSTOP, PTW, ...),
 // a CYC the SKD007 erratum drops, an MTC frequency libipt's shifts overflow on, a decode
 // callback, the OVF errata on a stream with OVF.
 TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
@@ -442,11 +487,12 @@ TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
     bytes.resize(static_cast<size_t>(written));
     return bytes;
   };
-  for (pt_packet_type type : {ppt_mnt, ppt_stop, ppt_exstop, ppt_mwait, ppt_pwre, ppt_pwrx, ppt_ptw}) {
+  for (pt_packet_type type : {ppt_exstop, ppt_mwait, ppt_pwre, ppt_pwrx, ppt_ptw, ppt_stop, ppt_mnt}) {
     pt_packet packet{};
     packet.type = type;
     std::string bytes = stream_with({packet});
-    EXPECT_FALSE(PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig())).supported) << type;
+    const bool modelled = type == ppt_stop || type == ppt_mnt;
+    EXPECT_EQ(PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig())).supported, modelled) << type;
   }
   // A 2-byte CYC whose second byte is an extended opcode, OVF's after it (07 02 f3).
   {
