@@ -118,6 +118,32 @@ pt_exec_mode ExecMode(uint8_t bits) {
       p.value = packet.payload.vmcs.base;
       break;
     case ppt_stop: p.kind = static_cast<uint8_t>(Kind::kStop); break;
+    case ppt_exstop:
+      p.kind = static_cast<uint8_t>(Kind::kExstop);
+      p.aux = packet.payload.exstop.ip;
+      break;
+    case ppt_mwait:
+      p.kind = static_cast<uint8_t>(Kind::kMwait);
+      p.value = packet.payload.mwait.hints | uint64_t{packet.payload.mwait.ext} << 32;
+      break;
+    case ppt_pwre:
+      p.kind = static_cast<uint8_t>(Kind::kPwre);
+      p.aux = packet.payload.pwre.state;
+      p.bits = packet.payload.pwre.sub_state;
+      p.value = packet.payload.pwre.hw;
+      break;
+    case ppt_pwrx:
+      p.kind = static_cast<uint8_t>(Kind::kPwrx);
+      p.aux = packet.payload.pwrx.last;
+      p.bits = packet.payload.pwrx.deepest;
+      p.value = packet.payload.pwrx.interrupt | packet.payload.pwrx.store << 1 | packet.payload.pwrx.autonomous << 2;
+      break;
+    case ppt_ptw:
+      p.kind = static_cast<uint8_t>(Kind::kPtw);
+      p.value = packet.payload.ptw.payload;
+      p.aux = packet.payload.ptw.ip;
+      p.bits = packet.payload.ptw.plc;
+      break;
     case ppt_mnt:
       p.kind = static_cast<uint8_t>(Kind::kMnt);
       p.value = packet.payload.mnt.payload;
@@ -906,6 +932,18 @@ int PacketQuery::DecodeFup() {
         if (!ev->variant.tsx.aborted) consume_packet_ = true;
         EventIp(&ev->variant.tsx.ip, ev);
         break;
+      case ptev_exstop:
+        consume_packet_ = true;
+        EventIp(&ev->variant.exstop.ip, ev);
+        break;
+      case ptev_mwait:
+        consume_packet_ = true;
+        EventIp(&ev->variant.mwait.ip, ev);
+        break;
+      case ptev_ptwrite:
+        consume_packet_ = true;
+        EventIp(&ev->variant.ptwrite.ip, ev);
+        break;
       default: return -pte_internal;
     }
     if (!TakeBoundEvent(ev, kBindFup)) return 0;
@@ -1157,6 +1195,66 @@ int PacketQuery::DecodeMnt() {
   return 0;
 }
 
+// The power events (libipt gives them no time): EXSTOP with IP and MWAIT bind to a FUP,
+// the rest stand alone. Queue failures are -pte_internal there.
+int PacketQuery::DecodePower() {
+  pt_event* ev = nullptr;
+  if (next_ == Kind::kMwait || (next_ == Kind::kExstop && cur_->aux != 0)) {
+    ev = queues_[kBindFup].Enqueue();
+    if (ev == nullptr) return -pte_internal;
+  } else {
+    ev = Standalone();
+    event_ = ev;
+  }
+  switch (next_) {
+    case Kind::kExstop:
+      ev->type = ptev_exstop;
+      if (cur_->aux == 0) ev->ip_suppressed = 1;
+      break;
+    case Kind::kMwait:
+      ev->type = ptev_mwait;
+      ev->variant.mwait.hints = static_cast<uint32_t>(cur_->value);
+      ev->variant.mwait.ext = static_cast<uint32_t>(cur_->value >> 32);
+      break;
+    case Kind::kPwre:
+      ev->type = ptev_pwre;
+      ev->variant.pwre.state = cur_->aux;
+      ev->variant.pwre.sub_state = cur_->bits;
+      ev->variant.pwre.hw = cur_->value & 1;
+      break;
+    default:
+      ev->type = ptev_pwrx;
+      ev->variant.pwrx.last = cur_->aux;
+      ev->variant.pwrx.deepest = cur_->bits;
+      ev->variant.pwrx.interrupt = cur_->value & 1;
+      ev->variant.pwrx.store = (cur_->value >> 1) & 1;
+      ev->variant.pwrx.autonomous = (cur_->value >> 2) & 1;
+      break;
+  }
+  Consume();
+  return 0;
+}
+
+// PTWRITE: with IP it binds to a FUP, else stands alone (no time either).
+int PacketQuery::DecodePtw() {
+  const int size = pt_ptw_size(cur_->bits);
+  if (size < 0) return size;
+  pt_event* ev = nullptr;
+  if (cur_->aux != 0) {
+    ev = queues_[kBindFup].Enqueue();
+    if (ev == nullptr) return -pte_internal;
+  } else {
+    ev = Standalone();
+    ev->ip_suppressed = 1;
+    event_ = ev;
+  }
+  ev->type = ptev_ptwrite;
+  ev->variant.ptwrite.size = static_cast<uint8_t>(size);
+  ev->variant.ptwrite.payload = cur_->value;
+  Consume();
+  return 0;
+}
+
 int PacketQuery::DecodePsbend() {
   int status = ProcessPendingPsbEvents();
   if (status < 0) return status;
@@ -1388,6 +1486,11 @@ int PacketQuery::UpdateTimeCyc(uint64_t cyc) {
     case Kind::kVmcs: return DecodeVmcs();
     case Kind::kStop: return DecodeStop();
     case Kind::kMnt: return DecodeMnt();
+    case Kind::kExstop:
+    case Kind::kMwait:
+    case Kind::kPwre:
+    case Kind::kPwrx: return DecodePower();
+    case Kind::kPtw: return DecodePtw();
     case Kind::kTma: return DecodeTma();
     case Kind::kMtc: return DecodeMtc();
     case Kind::kCyc: return DecodeCyc();

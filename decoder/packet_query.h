@@ -12,13 +12,12 @@
 // pt_query_decoder.c.
 //
 // Supported: PAD, PSB, PSBEND, FUP, TIP, TIP.PGE, TIP.PGD, TNT-8, TNT-64, MODE.Exec,
-// MODE.TSX, TSC, TMA, MTC, CYC, OVF, CBR, PIP, VMCS, STOP, MNT, and the BDM70 and SKL168
-// errata.
+// MODE.TSX, TSC, TMA, MTC, CYC, OVF, CBR, PIP, VMCS, STOP, MNT, EXSTOP, MWAIT, PWRE,
+// PWRX, PTW, and the BDM70 and SKL168 errata.
 // Time follows pt_time.c: TSC, TMA, MTC and CYC with libipt's calibration (pt_tcal_*:
 // CYC needs a fast-counter:cycles ratio from MTCs, TSCs in PSB+ or CBR and nom_freq),
 // so pt_qry_time and every event's tsc, lost_mtc and lost_cyc are libipt's.
-// A buffer holding anything else (EXSTOP, MWAIT, PWRE, PWRX, PTW, unknown
-// packets), a packet libipt cannot decode (but for the end of the buffer), an OVF under
+// A buffer holding anything else (unknown packets), a packet libipt cannot decode (but for the end of the buffer), an OVF under
 // the SKD010, APL11 or APL12 errata, a CYC the SKD007 erratum would drop, timing packets
 // with an mtc_freq over 23 (libipt's shifts overflow), or a config with a decode callback
 // is not accepted: the caller uses pt_qry for the whole buffer (Accepts decides, once per
@@ -42,12 +41,17 @@ class PacketQuery {
   // One packet libipt decoded in the scan, as the query layer needs it (PADs are left
   // out: the bytes between two packets of the scan are PADs).
   struct Packed {
-    uint64_t value = 0;   // TNT payload, IP, TSC, CR3, VMCS base, CYC, TMA ctc | fc << 16, MNT
+    // TNT payload, IP, TSC, CR3, VMCS base, CYC, TMA ctc | fc << 16, MNT and PTW payload,
+    // MWAIT hints | ext << 32, PWRE hw, PWRX interrupt | store << 1 | autonomous << 2
+    uint64_t value = 0;
     uint32_t offset = 0;  // in the buffer
     uint8_t kind = 0;     // Kind
     uint8_t size = 0;
-    uint8_t aux = 0;      // TNT bit size, IP compression, MODE leaf, CBR ratio, PIP nr, MTC ctc
-    uint8_t bits = 0;     // MODE: exec csl | csd << 1, tsx intx | abrt << 1
+    // TNT bit size, IP compression, MODE leaf, CBR ratio, PIP nr, MTC ctc, EXSTOP and PTW
+    // ip, PWRE state, PWRX last
+    uint8_t aux = 0;
+    uint8_t bits = 0;  // MODE: exec csl | csd << 1, tsx intx | abrt << 1; PWRE sub-state,
+                       // PWRX deepest, PTW plc
   };
   // The packets from the first PSB on, in order, as stretches that follow one another
   // (one per scanning thread: joining them would copy the index, and fresh pages cost).
@@ -147,7 +151,7 @@ class PacketQuery {
   static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index,
                          const std::vector<uint64_t>* seen = nullptr);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
-  enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kStop, kMnt, kTma, kMtc, kCyc, kOther };
+  enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kStop, kMnt, kExstop, kMwait, kPwre, kPwrx, kPtw, kTma, kMtc, kCyc, kOther };
   // libipt's event queue for one binding: 8 slots, at most 6 events.
   struct Queue {
     static constexpr uint8_t kSlots = 8;
@@ -167,7 +171,10 @@ class PacketQuery {
       1u << static_cast<uint8_t>(Kind::kOvf) | 1u << static_cast<uint8_t>(Kind::kMode) |
       1u << static_cast<uint8_t>(Kind::kCbr) | 1u << static_cast<uint8_t>(Kind::kPip) |
       1u << static_cast<uint8_t>(Kind::kVmcs) | 1u << static_cast<uint8_t>(Kind::kStop) |
-      1u << static_cast<uint8_t>(Kind::kMnt) | 1u << static_cast<uint8_t>(Kind::kOther);
+      1u << static_cast<uint8_t>(Kind::kMnt) | 1u << static_cast<uint8_t>(Kind::kExstop) |
+      1u << static_cast<uint8_t>(Kind::kMwait) | 1u << static_cast<uint8_t>(Kind::kPwre) |
+      1u << static_cast<uint8_t>(Kind::kPwrx) | 1u << static_cast<uint8_t>(Kind::kPtw) |
+      1u << static_cast<uint8_t>(Kind::kOther);
   static constexpr uint32_t kBindingKinds = 1u << static_cast<uint8_t>(Kind::kPsbend) |
                                             1u << static_cast<uint8_t>(Kind::kTip) |
                                             1u << static_cast<uint8_t>(Kind::kFup);
@@ -257,6 +264,8 @@ class PacketQuery {
   int DecodeVmcs();
   int DecodeStop();
   int DecodeMnt();
+  int DecodePower();
+  int DecodePtw();
   int DecodePsbend();
   int DecodeCbr();
   int HeaderCbr();

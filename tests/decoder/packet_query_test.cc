@@ -369,11 +369,55 @@ TEST(PacketQueryTest, IndexHoldsWhatLibiptsPacketDecoderReads) {
   EXPECT_GT(mtcs, 1'000u);
 }
 
-// STOP and MNT (standalone events; MNT in PSB+ an event at PSBEND that is no status
-// update) inserted at packet boundaries of a timed walker stream, in PSB+ headers too,
-// and mutated copies of that: in lockstep.
-TEST(PacketQueryTest, StopAndMntInLockstep) {
+// One packet as libipt's encoder writes it.
+std::string Encoded(pt_packet packet) {
+  std::string bytes(64, '\0');
+  pt_config config = ConfigFor(bytes, PlainConfig());
+  pt_encoder* encoder = pt_alloc_encoder(&config);
+  const int size = pt_enc_next(encoder, &packet);
+  pt_free_encoder(encoder);
+  EXPECT_GT(size, 0) << packet.type;
+  bytes.resize(static_cast<size_t>(std::max(size, 0)));
+  return bytes;
+}
+
+// The other event packets, inserted at packet boundaries of a timed walker stream (in
+// PSB+ headers too, and before FUPs they bind to or not), and mutated copies: in
+// lockstep. STOP, MNT (in PSB+ an event at PSBEND that is no status update), PWRE and
+// PWRX stand alone; EXSTOP and PTW with IP, and MWAIT, bind to the next FUP.
+TEST(PacketQueryTest, OtherEventPacketsInLockstep) {
   if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
+  std::vector<std::string> inserts;
+  for (pt_packet_type type : {ppt_stop, ppt_mnt, ppt_exstop, ppt_mwait, ppt_pwre, ppt_pwrx, ppt_ptw}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      pt_packet packet{};
+      packet.type = type;
+      packet.payload.mnt.payload = 0x1122334455667788ull;
+      if (type == ppt_exstop) packet.payload.exstop.ip = variant & 1;
+      if (type == ppt_mwait) {
+        packet.payload.mwait.hints = 0x21 + variant;
+        packet.payload.mwait.ext = 1;
+      }
+      if (type == ppt_pwre) {
+        packet.payload.pwre.state = 2;
+        packet.payload.pwre.sub_state = 1;
+        packet.payload.pwre.hw = variant & 1;
+      }
+      if (type == ppt_pwrx) {
+        packet.payload.pwrx.last = 3;
+        packet.payload.pwrx.deepest = 5;
+        packet.payload.pwrx.interrupt = variant & 1;
+        packet.payload.pwrx.store = variant >> 1;
+        packet.payload.pwrx.autonomous = 1 - (variant & 1);
+      }
+      if (type == ppt_ptw) {
+        packet.payload.ptw.payload = 0xabcdef01u + variant;
+        packet.payload.ptw.plc = static_cast<uint8_t>(variant >> 1);
+        packet.payload.ptw.ip = variant & 1;
+      }
+      inserts.push_back(Encoded(packet));
+    }
+  }
   TempDir tmp;
   CodeWalkerOptions options = LibcWalk(91, 300'000);
   options.generator.mtc = true;
@@ -385,33 +429,22 @@ TEST(PacketQueryTest, StopAndMntInLockstep) {
   ASSERT_NE(scan.packets, nullptr);
   const std::vector<PacketQuery::Packed> index = Flat(*scan.packets);
   std::mt19937_64 random(3);
-  std::vector<uint32_t> at;  // packet starts, ascending
-  for (const PacketQuery::Packed& p : index) {
-    if (random() % 40 == 0) at.push_back(p.offset);
-  }
-  const std::string stop("\x02\x83", 2);
-  const std::string mnt("\x02\xc3\x88\x11\x22\x33\x44\x55\x66\x77\x88", 11);
   std::string with;
   size_t from = 0;
-  int stops = 0, mnts = 0;
-  for (uint32_t offset : at) {
-    with.append(bytes, from, offset - from);
-    if (random() % 2 == 0) {
-      with += stop;
-      ++stops;
-    } else {
-      with += mnt;
-      ++mnts;
-    }
-    from = offset;
+  int inserted = 0;
+  for (const PacketQuery::Packed& p : index) {
+    if (random() % 30 != 0) continue;
+    with.append(bytes, from, p.offset - from);
+    with += inserts[random() % inserts.size()];
+    ++inserted;
+    from = p.offset;
   }
   with.append(bytes, from, std::string::npos);
-  ASSERT_GT(stops, 50);
-  ASSERT_GT(mnts, 50);
+  ASSERT_GT(inserted, 500);
   Totals totals;
-  CheckStream("walker with STOP and MNT", with, ConfigOfGenerator(options.generator), 12, &totals);
-  Print("STOP and MNT", totals);
-  EXPECT_GT(totals.events, static_cast<uint64_t>(stops + mnts) / 2);
+  CheckStream("walker with other event packets", with, ConfigOfGenerator(options.generator), 12, &totals);
+  Print("other event packets", totals);
+  EXPECT_GT(totals.events, static_cast<uint64_t>(inserted) / 2);
 }
 
 // The emulated test programs (MTC, CYC, TMA from the recorder's emulation, overflows):
@@ -467,7 +500,7 @@ TEST(PacketQueryTest, QuipperSkylakeInLockstep) {
   EXPECT_GT(totals.time_changes, 100u);
 }
 
-// What it does not model goes to libipt: packets it does not read (EXSTOP, PTW, ...),
+// What it does not model goes to libipt: packets libipt does not know,
 // a CYC the SKD007 erratum drops, an MTC frequency libipt's shifts overflow on, a decode
 // callback, the OVF errata on a stream with OVF.
 TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
@@ -491,8 +524,12 @@ TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
     pt_packet packet{};
     packet.type = type;
     std::string bytes = stream_with({packet});
-    const bool modelled = type == ppt_stop || type == ppt_mnt;
-    EXPECT_EQ(PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig())).supported, modelled) << type;
+    EXPECT_TRUE(PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig())).supported) << type;
+  }
+  {
+    // An opcode libipt does not know (extended 0xff).
+    std::string bytes = stream_with({}) + std::string("\x02\xff\x00\x00", 4);
+    EXPECT_FALSE(PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig())).supported);
   }
   // A 2-byte CYC whose second byte is an extended opcode, OVF's after it (07 02 f3).
   {
