@@ -424,6 +424,15 @@ pt_event* PacketQuery::Queue::Find(pt_event_type type) {
   return &standalone_;
 }
 
+// The next event, of `type`, standing alone, with the time.
+pt_event* PacketQuery::TimedStandalone(pt_event_type type) {
+  pt_event* ev = Standalone();
+  ev->type = type;
+  event_ = ev;
+  EventTime(ev);
+  return ev;
+}
+
 // pt_qry_event_ip: a missing IP marks the event, it is no error.
 [[gnu::always_inline]] inline int PacketQuery::EventIp(uint64_t* ip, pt_event* event) const {
   int status = ip_.Query(ip);
@@ -1177,20 +1186,13 @@ int PacketQuery::DecodeVmcs() {
 
 // STOP and MNT are events of their own (MNT in PSB+ waits for PSBEND: DecodeHeader).
 int PacketQuery::DecodeStop() {
-  pt_event* ev = Standalone();
-  ev->type = ptev_stop;
-  event_ = ev;
-  EventTime(ev);
+  TimedStandalone(ptev_stop);
   Consume();
   return 0;
 }
 
 int PacketQuery::DecodeMnt() {
-  pt_event* ev = Standalone();
-  ev->type = ptev_mnt;
-  ev->variant.mnt.payload = cur_->value;
-  event_ = ev;
-  EventTime(ev);
+  TimedStandalone(ptev_mnt)->variant.mnt.payload = cur_->value;
   Consume();
   return 0;
 }
@@ -1270,11 +1272,7 @@ int PacketQuery::DecodeCbr() {
   int status = CalibrateCbr(cur_->aux);
   if (status < 0) return status;
   if (cur_->aux == 0) return -pte_bad_packet;
-  pt_event* ev = Standalone();
-  ev->type = ptev_cbr;
-  ev->variant.cbr.ratio = cur_->aux;
-  event_ = ev;
-  EventTime(ev);
+  TimedStandalone(ptev_cbr)->variant.cbr.ratio = cur_->aux;
   Consume();
   return 0;
 }

@@ -275,6 +275,7 @@ class PacketQuery {
   int FindOvfFup();
   int CheckBdm70(uint64_t offset);
   pt_event* Standalone();
+  pt_event* TimedStandalone(pt_event_type type);
   void Consume() { pos_ += next_size_; }
   // pt_time_update_tsc (and the calibration's TSC outside PSB+: no error there).
   void DecodeTsc() {
