@@ -7,9 +7,8 @@
 //
 // Results are those of pt_qry for the streams it accepts: the same return codes (errors
 // at the same call), status bits, pt_event fields, offsets, sync offsets and time. Packets
-// come from pt_pkt_next (MTC and short CYC, read alike, in CYC traces); the state machine
-// (read-ahead, event queues by binding, PSB+ header, overflow) follows
-// pt_query_decoder.c.
+// come from pt_pkt_next; the state machine (read-ahead, event queues by binding, PSB+
+// header, overflow) follows pt_query_decoder.c.
 //
 // Supported: PAD, PSB, PSBEND, FUP, TIP, TIP.PGE, TIP.PGD, TNT-8, TNT-64, MODE.Exec,
 // MODE.TSX, TSC, TMA, MTC, CYC, OVF, CBR, PIP, VMCS, STOP, MNT, EXSTOP, MWAIT, PWRE,
