@@ -167,29 +167,6 @@ pt_exec_mode ExecMode(uint8_t bits) {
 
 // --- The pre-scan --------------------------------------------------------------------
 
-// The commonest timing packets at `offset` (an MTC or CYC opcode there, a byte after it),
-// read as pt_df_fetch and pt_pkt_read_mtc/cyc read them, without pt_pkt_next's ~150
-// instructions (an emulated recording has a CYC after each branch packet): an MTC, a
-// 1-byte CYC, or a 2-byte one but for SKD007's look-alike (pt_pkt_next's path checks
-// that). False for the rest (pt_pkt_next reads them).
-[[gnu::always_inline]] inline bool PacketQuery::ReadTimingPacket(const uint8_t* bytes, uint64_t size, uint64_t offset,
-                                                                 Packed* out) {
-  const uint8_t opcode = bytes[offset];
-  const uint8_t second = bytes[offset + 1];
-  if (opcode == kMtcOpcode) {
-    *out = {0, static_cast<uint32_t>(offset), static_cast<uint8_t>(Kind::kMtc), 2, second, 0};
-    return true;
-  }
-  if ((opcode & kCycExtend) == 0) {
-    *out = {uint64_t{opcode} >> kCycShift, static_cast<uint32_t>(offset), static_cast<uint8_t>(Kind::kCyc), 1, 0, 0};
-    return true;
-  }
-  if ((second & kCycxExtend) != 0 || offset + 2 >= size || bytes[offset + 2] == kExtOvf) return false;
-  const uint64_t value = uint64_t{opcode} >> kCycShift | uint64_t{second} >> 1 << (8 - kCycShift);
-  *out = {value, static_cast<uint32_t>(offset), static_cast<uint8_t>(Kind::kCyc), 2, 0, 0};
-  return true;
-}
-
 // The packets from `start` (a PSB) up to `stop`, the end of the buffer, or a PSB in
 // `seen` (sorted; one met before at a packet boundary).
 PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index,
@@ -206,27 +183,39 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
   // written, while a regrowth copies everything into fresh pages (dense stretches of
   // branch-heavy traces hold a packet per 1.9 bytes).
   if (index) chain.packets.reserve(std::min(stop, size) - start + 1);
-  const uint8_t* const bytes = config.begin;
   uint64_t next = start;
   bool pkt_behind = false;  // the packet decoder is not at `next` (timing packets read here)
-  bool cycles = false;      // a CYC was read
   while (true) {
     const uint64_t offset = next;
     if (offset >= stop) {
       chain.met_stop = offset == stop;
       break;
     }
-    // MTC and CYC opcodes are bytes no other packet starts with (pt_df_fetch). Only once
-    // a CYC was seen: then they are a packet in two or three; elsewhere the test costs
-    // more than it saves (~10 instructions a packet).
-    if (cycles && offset + 1 < size) {
-      const uint8_t opcode = bytes[offset];
-      Packed timing;
-      if (((opcode & kCycOpcodeMask) == kCycOpcode || opcode == kMtcOpcode) &&
-          ReadTimingPacket(bytes, size, offset, &timing)) {
+    // The commonest timing packets, an opcode byte each that nothing else shares (as
+    // pt_df_fetch and pt_pkt_read_cyc/mtc read them), without pt_pkt_next's ~150
+    // instructions: an emulated recording's CYC per branch packet doubled the scan.
+    if (offset + 1 < size) {
+      const uint8_t opcode = config.begin[offset];
+      if ((opcode & kCycOpcodeMask) == kCycOpcode) {
+        // One byte, or two when the second has no extension bit (a 2-byte one may be the
+        // SKD007 case: pt_pkt_next's path checks it).
+        const uint8_t second = config.begin[offset + 1];
+        if ((opcode & kCycExtend) == 0 || ((second & kCycxExtend) == 0 && offset + 2 < size &&
+                                           config.begin[offset + 2] != kExtOvf)) {
+          const uint8_t cyc_size = (opcode & kCycExtend) == 0 ? 1 : 2;
+          uint64_t value = uint64_t{opcode} >> kCycShift;
+          if (cyc_size == 2) value |= uint64_t{second} >> 1 << (8 - kCycShift);
+          chain.has_timing = true;
+          if (index) chain.packets.push_back({value, static_cast<uint32_t>(offset), static_cast<uint8_t>(Kind::kCyc), cyc_size, 0, 0});
+          next = offset + cyc_size;
+          pkt_behind = true;
+          continue;
+        }
+      }
+      if (opcode == kMtcOpcode) {
         chain.has_timing = true;
-        if (index) chain.packets.push_back(timing);
-        next = offset + timing.size;
+        if (index) chain.packets.push_back({0, static_cast<uint32_t>(offset), static_cast<uint8_t>(Kind::kMtc), 2, config.begin[offset + 1], 0});
+        next = offset + 2;
         pkt_behind = true;
         continue;
       }
@@ -251,9 +240,8 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
       break;
     }
     if (kind == Kind::kOvf) chain.has_ovf = true;
-    if (kind >= Kind::kTma) [[unlikely]] {  // kTma, kMtc, kCyc (kOther left above)
+    if (kind == Kind::kTma || kind == Kind::kMtc || kind == Kind::kCyc) {
       chain.has_timing = true;
-      if (kind == Kind::kCyc) cycles = true;
       // check_erratum_skd007: a 2-byte CYC whose second byte is an extended opcode, an
       // OVF's second byte after it.
       if (kind == Kind::kCyc && packed.size == 2 && (packed.value & ~uint64_t{0x1f}) == 0x20 && offset + 2 < size &&

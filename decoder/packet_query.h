@@ -146,7 +146,6 @@ class PacketQuery {
     bool has_timing = false;
     bool has_skd007_cyc = false;
   };
-  static bool ReadTimingPacket(const uint8_t* bytes, uint64_t size, uint64_t offset, Packed* out);
   static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index,
                          const std::vector<uint64_t>* seen = nullptr);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
