@@ -23,7 +23,6 @@ constexpr uint8_t kCycOpcode = 0x03;  // pt_opc_cyc under pt_opm_cyc
 constexpr uint8_t kCycOpcodeMask = 0x03;
 constexpr uint8_t kCycExtend = 0x04;  // pt_opm_cyc_ext: more payload bytes follow
 constexpr int kCycShift = 3;          // pt_opm_cyc_shr
-constexpr uint8_t kCycxExtend = 0x01;  // pt_opm_cycx_ext: in the payload bytes after the first
 constexpr uint8_t kMaxMtcFreq = 23;  // libipt shifts 1u by mtc_freq + 8
 
 // pt_time_ctc_delta: from last_ctc to ctc, over one wrap of the CTC bits MTC gives.
@@ -191,26 +190,17 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
       chain.met_stop = offset == stop;
       break;
     }
-    // The commonest timing packets, an opcode byte each that nothing else shares (as
+    // The two commonest timing packets, an opcode byte each that nothing else shares (as
     // pt_df_fetch and pt_pkt_read_cyc/mtc read them), without pt_pkt_next's ~150
     // instructions: an emulated recording's CYC per branch packet doubled the scan.
     if (offset + 1 < size) {
       const uint8_t opcode = config.begin[offset];
-      if ((opcode & kCycOpcodeMask) == kCycOpcode) {
-        // One byte, or two when the second has no extension bit (a 2-byte one may be the
-        // SKD007 case: pt_pkt_next's path checks it).
-        const uint8_t second = config.begin[offset + 1];
-        if ((opcode & kCycExtend) == 0 || ((second & kCycxExtend) == 0 && offset + 2 < size &&
-                                           config.begin[offset + 2] != kExtOvf)) {
-          const uint8_t cyc_size = (opcode & kCycExtend) == 0 ? 1 : 2;
-          uint64_t value = uint64_t{opcode} >> kCycShift;
-          if (cyc_size == 2) value |= uint64_t{second} >> 1 << (8 - kCycShift);
-          chain.has_timing = true;
-          if (index) chain.packets.push_back({value, static_cast<uint32_t>(offset), static_cast<uint8_t>(Kind::kCyc), cyc_size, 0, 0});
-          next = offset + cyc_size;
-          pkt_behind = true;
-          continue;
-        }
+      if ((opcode & kCycOpcodeMask) == kCycOpcode && (opcode & kCycExtend) == 0) {
+        chain.has_timing = true;
+        if (index) chain.packets.push_back({uint64_t{opcode} >> kCycShift, static_cast<uint32_t>(offset), static_cast<uint8_t>(Kind::kCyc), 1, 0, 0});
+        next = offset + 1;
+        pkt_behind = true;
+        continue;
       }
       if (opcode == kMtcOpcode) {
         chain.has_timing = true;
