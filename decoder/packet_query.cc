@@ -18,11 +18,6 @@ constexpr uint32_t kTmaCtcBits = 16;  // pt_pl_tma_ctc_bit_size
 constexpr uint32_t kTmaCtcMask = (1u << kTmaCtcBits) - 1;
 constexpr uint32_t kFcrShift = 8;  // pt_tcal_fcr_shr
 constexpr uint8_t kExtOvf = 0xf3;  // pt_ext_ovf
-constexpr uint8_t kMtcOpcode = 0x59;  // pt_opc_mtc (2 bytes)
-constexpr uint8_t kCycOpcode = 0x03;  // pt_opc_cyc under pt_opm_cyc
-constexpr uint8_t kCycOpcodeMask = 0x03;
-constexpr uint8_t kCycExtend = 0x04;  // pt_opm_cyc_ext: more payload bytes follow
-constexpr int kCycShift = 3;          // pt_opm_cyc_shr
 constexpr uint8_t kMaxMtcFreq = 23;  // libipt shifts 1u by mtc_freq + 8
 
 // pt_time_ctc_delta: from last_ctc to ctc, over one wrap of the CTC bits MTC gives.
@@ -183,36 +178,11 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
   // branch-heavy traces hold a packet per 1.9 bytes).
   if (index) chain.packets.reserve(std::min(stop, size) - start + 1);
   uint64_t next = start;
-  bool pkt_behind = false;  // the packet decoder is not at `next` (timing packets read here)
   while (true) {
     const uint64_t offset = next;
     if (offset >= stop) {
       chain.met_stop = offset == stop;
       break;
-    }
-    // The two commonest timing packets, an opcode byte each that nothing else shares (as
-    // pt_df_fetch and pt_pkt_read_cyc/mtc read them), without pt_pkt_next's ~150
-    // instructions: an emulated recording's CYC per branch packet doubled the scan.
-    if (offset + 1 < size) {
-      const uint8_t opcode = config.begin[offset];
-      if ((opcode & kCycOpcodeMask) == kCycOpcode && (opcode & kCycExtend) == 0) {
-        chain.has_timing = true;
-        if (index) chain.packets.push_back({uint64_t{opcode} >> kCycShift, static_cast<uint32_t>(offset), static_cast<uint8_t>(Kind::kCyc), 1, 0, 0});
-        next = offset + 1;
-        pkt_behind = true;
-        continue;
-      }
-      if (opcode == kMtcOpcode) {
-        chain.has_timing = true;
-        if (index) chain.packets.push_back({0, static_cast<uint32_t>(offset), static_cast<uint8_t>(Kind::kMtc), 2, config.begin[offset + 1], 0});
-        next = offset + 2;
-        pkt_behind = true;
-        continue;
-      }
-    }
-    if (pkt_behind) {
-      pt_pkt_sync_set(pkt, offset);
-      pkt_behind = false;
     }
     pt_packet packet;
     int status = pt_pkt_next(pkt, &packet, sizeof packet);

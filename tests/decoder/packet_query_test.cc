@@ -317,9 +317,8 @@ TEST(PacketQueryTest, TimedWalkerTracesInLockstep) {
   EXPECT_GT(totals.mutated_compared, 10u);
 }
 
-// The scan reads 1-byte CYCs and MTCs itself (not through pt_pkt_next): its index holds
-// what libipt's packet decoder reads, packet for packet, on a timed stream and mutated
-// copies of it (random bytes make CYCs of all sizes).
+// The scan's index holds what libipt's packet decoder reads, packet for packet, on a
+// timed stream and mutated copies of it (random bytes make CYCs of all sizes).
 TEST(PacketQueryTest, IndexHoldsWhatLibiptsPacketDecoderReads) {
   if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
   TempDir tmp;
