@@ -13,6 +13,32 @@ namespace {
 
 constexpr int kOvfSize = 2;        // ptps_ovf
 constexpr int kPsbendSize = 2;     // ptps_psbend
+constexpr uint32_t kMtcBits = 8;   // pt_pl_mtc_bit_size
+constexpr uint32_t kTmaCtcBits = 16;  // pt_pl_tma_ctc_bit_size
+constexpr uint32_t kTmaCtcMask = (1u << kTmaCtcBits) - 1;
+constexpr uint32_t kFcrShift = 8;  // pt_tcal_fcr_shr
+constexpr uint8_t kExtOvf = 0xf3;  // pt_ext_ovf
+constexpr uint8_t kMaxMtcFreq = 23;  // libipt shifts 1u by mtc_freq + 8
+
+// pt_time_ctc_delta: from last_ctc to ctc, over one wrap of the CTC bits MTC gives.
+int CtcDelta(uint32_t* delta, uint32_t ctc, uint32_t last_ctc, const pt_config& config) {
+  if (ctc < last_ctc) {
+    ctc += 1u << (config.mtc_freq + kMtcBits);
+    if (ctc < last_ctc) return -pte_bad_packet;
+  }
+  *delta = ctc - last_ctc;
+  return 0;
+}
+
+// pt_time_ctc_fc: CTC ticks in fast counter ticks (CPUID 0x15's TSC:crystal ratio).
+int CtcToFc(uint64_t* fc, uint64_t ctc, const pt_config& config) {
+  if (config.cpuid_0x15_eax == 0 || config.cpuid_0x15_ebx == 0) return -pte_bad_config;
+  *fc = (ctc * config.cpuid_0x15_ebx) / config.cpuid_0x15_eax;
+  return 0;
+}
+
+// libipt's pt_qry_apply_*: a configuration error only makes time imprecise.
+int Applied(int status) { return status < 0 && status != -pte_bad_config ? status : 0; }
 
 pt_packet_decoder* NewPacketDecoder(const pt_config& config) {
   pt_config c = config;
@@ -85,6 +111,49 @@ pt_exec_mode ExecMode(uint8_t bits) {
       p.kind = static_cast<uint8_t>(Kind::kVmcs);
       p.value = packet.payload.vmcs.base;
       break;
+    case ppt_stop: p.kind = static_cast<uint8_t>(Kind::kStop); break;
+    case ppt_exstop:
+      p.kind = static_cast<uint8_t>(Kind::kExstop);
+      p.aux = packet.payload.exstop.ip;
+      break;
+    case ppt_mwait:
+      p.kind = static_cast<uint8_t>(Kind::kMwait);
+      p.value = packet.payload.mwait.hints | uint64_t{packet.payload.mwait.ext} << 32;
+      break;
+    case ppt_pwre:
+      p.kind = static_cast<uint8_t>(Kind::kPwre);
+      p.aux = packet.payload.pwre.state;
+      p.bits = packet.payload.pwre.sub_state;
+      p.value = packet.payload.pwre.hw;
+      break;
+    case ppt_pwrx:
+      p.kind = static_cast<uint8_t>(Kind::kPwrx);
+      p.aux = packet.payload.pwrx.last;
+      p.bits = packet.payload.pwrx.deepest;
+      p.value = packet.payload.pwrx.interrupt | packet.payload.pwrx.store << 1 | packet.payload.pwrx.autonomous << 2;
+      break;
+    case ppt_ptw:
+      p.kind = static_cast<uint8_t>(Kind::kPtw);
+      p.value = packet.payload.ptw.payload;
+      p.aux = packet.payload.ptw.ip;
+      p.bits = packet.payload.ptw.plc;
+      break;
+    case ppt_mnt:
+      p.kind = static_cast<uint8_t>(Kind::kMnt);
+      p.value = packet.payload.mnt.payload;
+      break;
+    case ppt_tma:
+      p.kind = static_cast<uint8_t>(Kind::kTma);
+      p.value = packet.payload.tma.ctc | uint64_t{packet.payload.tma.fc} << 16;
+      break;
+    case ppt_mtc:
+      p.kind = static_cast<uint8_t>(Kind::kMtc);
+      p.aux = packet.payload.mtc.ctc;
+      break;
+    case ppt_cyc:
+      p.kind = static_cast<uint8_t>(Kind::kCyc);
+      p.value = packet.payload.cyc.value;
+      break;
     default: p.kind = static_cast<uint8_t>(Kind::kOther); break;
   }
   return p;
@@ -131,6 +200,15 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
       break;
     }
     if (kind == Kind::kOvf) chain.has_ovf = true;
+    if (kind == Kind::kTma || kind == Kind::kMtc || kind == Kind::kCyc) {
+      chain.has_timing = true;
+      // check_erratum_skd007: a 2-byte CYC whose second byte is an extended opcode, an
+      // OVF's second byte after it.
+      if (kind == Kind::kCyc && packed.size == 2 && (packed.value & ~uint64_t{0x1f}) == 0x20 && offset + 2 < size &&
+          config.begin[offset + 2] == kExtOvf) {
+        chain.has_skd007_cyc = true;
+      }
+    }
     if (index && kind != Kind::kPad) chain.packets.push_back(packed);
     if (packet.type == ppt_psb) {
       if (seen != nullptr && offset != start && std::binary_search(seen->begin(), seen->end(), offset)) break;
@@ -192,6 +270,8 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
       if (!part.packets.empty()) packets->push_back(std::move(part.packets));
       seen_psbs.insert(seen_psbs.end(), part.psbs.begin(), part.psbs.end());
       scan.has_ovf = scan.has_ovf || part.has_ovf;
+      scan.has_timing = scan.has_timing || part.has_timing;
+      scan.has_skd007_cyc = scan.has_skd007_cyc || part.has_skd007_cyc;
       ok = ok && part.ok;
     }
   }
@@ -203,6 +283,8 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
     const Chain chain = ScanChain(config, start, UINT64_MAX, false, &seen_psbs);
     ok = chain.ok;
     scan.has_ovf = scan.has_ovf || chain.has_ovf;
+    scan.has_timing = scan.has_timing || chain.has_timing;
+    scan.has_skd007_cyc = scan.has_skd007_cyc || chain.has_skd007_cyc;
     for (uint64_t psb : chain.psbs) seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), psb), psb);
   }
   pt_pkt_free_decoder(pkt);
@@ -218,6 +300,9 @@ bool PacketQuery::Accepts(const pt_config& config, const Scan& scan) {
   if (config.decode.callback != nullptr) return false;
   // These change how pt_qry reads an OVF (look-ahead repairs not modelled here).
   if (scan.has_ovf && (config.errata.skd010 || config.errata.apl11 || config.errata.apl12)) return false;
+  // pt_qry_decode_cyc skips such a CYC's first byte into the OVF (not modelled here).
+  if (scan.has_skd007_cyc && config.errata.skd007) return false;
+  if (scan.has_timing && config.mtc_freq > kMaxMtcFreq) return false;
   return true;
 }
 
@@ -287,6 +372,15 @@ pt_event* PacketQuery::Queue::Find(pt_event_type type) {
   return &standalone_;
 }
 
+// The next event, of `type`, standing alone, with the time.
+pt_event* PacketQuery::TimedStandalone(pt_event_type type) {
+  pt_event* ev = Standalone();
+  ev->type = type;
+  event_ = ev;
+  EventTime(ev);
+  return ev;
+}
+
 // pt_qry_event_ip: a missing IP marks the event, it is no error.
 [[gnu::always_inline]] inline int PacketQuery::EventIp(uint64_t* ip, pt_event* event) const {
   int status = ip_.Query(ip);
@@ -296,8 +390,8 @@ pt_event* PacketQuery::Queue::Find(pt_event_type type) {
 
 [[gnu::always_inline]] inline void PacketQuery::EventTime(pt_event* event) const {
   event->tsc = time_.tsc;
-  event->lost_mtc = 0;
-  event->lost_cyc = 0;
+  event->lost_mtc = time_.lost_mtc;
+  event->lost_cyc = time_.lost_cyc;
   if (time_.have_tsc) event->has_tsc = 1;
 }
 
@@ -333,6 +427,7 @@ void PacketQuery::Reset() {
   tnt_index_ = 0;
   time_ = TimeState();
   last_time_ = TimeState();
+  tcal_ = TimeCal();
   for (Queue& q : queues_) q.begin = q.end = 0;
 }
 
@@ -612,6 +707,7 @@ int PacketQuery::IndirectBranch(uint64_t* addr) {
 // pt_qry_decode_psb with pt_qry_read_psb_header.
 int PacketQuery::DecodePsb() {
   const uint64_t psb = pos_;
+  if (config_.errata.skl168) tcal_.check_skl168 = true;  // pt_tcal_update_psb
   Consume();
   ip_ = LastIp();
   int status = 0;
@@ -634,8 +730,11 @@ int PacketQuery::DecodeHeader() {
     case Kind::kPad: Consume(); return 0;
     case Kind::kFup: return HeaderFup();
     case Kind::kMode: return HeaderMode();
-    case Kind::kTsc: DecodeTsc(); return 0;
+    case Kind::kTsc: return HeaderTsc();
     case Kind::kCbr: return HeaderCbr();
+    case Kind::kTma: return DecodeTma();
+    case Kind::kMtc: return DecodeMtc();
+    case Kind::kCyc: return DecodeCyc();
     case Kind::kPip: {
       pt_event* ev = queues_[kBindPsbend].Enqueue();
       if (ev == nullptr) return -pte_nomem;
@@ -650,6 +749,14 @@ int PacketQuery::DecodeHeader() {
       if (ev == nullptr) return -pte_nomem;
       ev->type = ptev_async_vmcs;
       ev->variant.async_vmcs.base = cur_->value;
+      Consume();
+      return 0;
+    }
+    case Kind::kMnt: {
+      pt_event* ev = queues_[kBindPsbend].Enqueue();
+      if (ev == nullptr) return -pte_nomem;
+      ev->type = ptev_mnt;
+      ev->variant.mnt.payload = cur_->value;
       Consume();
       return 0;
     }
@@ -782,6 +889,18 @@ int PacketQuery::DecodeFup() {
         if (!ev->variant.tsx.aborted) consume_packet_ = true;
         EventIp(&ev->variant.tsx.ip, ev);
         break;
+      case ptev_exstop:
+        consume_packet_ = true;
+        EventIp(&ev->variant.exstop.ip, ev);
+        break;
+      case ptev_mwait:
+        consume_packet_ = true;
+        EventIp(&ev->variant.mwait.ip, ev);
+        break;
+      case ptev_ptwrite:
+        consume_packet_ = true;
+        EventIp(&ev->variant.ptwrite.ip, ev);
+        break;
       default: return -pte_internal;
     }
     if (!TakeBoundEvent(ev, kBindFup)) return 0;
@@ -853,6 +972,7 @@ int PacketQuery::ProcessPendingPsbEvents() {
     case ptev_async_paging: EventIp(&ev->variant.async_paging.ip, ev); break;
     case ptev_async_vmcs: EventIp(&ev->variant.async_vmcs.ip, ev); break;
     case ptev_cbr: break;
+    case ptev_mnt: ev->status_update = 0; break;  // maintenance: anywhere, no status
     default: return -pte_internal;
   }
   event_ = ev;
@@ -1012,6 +1132,79 @@ int PacketQuery::DecodeVmcs() {
   return 0;
 }
 
+// STOP and MNT are events of their own (MNT in PSB+ waits for PSBEND: DecodeHeader).
+int PacketQuery::DecodeStop() {
+  TimedStandalone(ptev_stop);
+  Consume();
+  return 0;
+}
+
+int PacketQuery::DecodeMnt() {
+  TimedStandalone(ptev_mnt)->variant.mnt.payload = cur_->value;
+  Consume();
+  return 0;
+}
+
+// The power events (libipt gives them no time): EXSTOP with IP and MWAIT bind to a FUP,
+// the rest stand alone. Queue failures are -pte_internal there.
+int PacketQuery::DecodePower() {
+  pt_event* ev = nullptr;
+  if (next_ == Kind::kMwait || (next_ == Kind::kExstop && cur_->aux != 0)) {
+    ev = queues_[kBindFup].Enqueue();
+    if (ev == nullptr) return -pte_internal;
+  } else {
+    ev = Standalone();
+    event_ = ev;
+  }
+  switch (next_) {
+    case Kind::kExstop:
+      ev->type = ptev_exstop;
+      if (cur_->aux == 0) ev->ip_suppressed = 1;
+      break;
+    case Kind::kMwait:
+      ev->type = ptev_mwait;
+      ev->variant.mwait.hints = static_cast<uint32_t>(cur_->value);
+      ev->variant.mwait.ext = static_cast<uint32_t>(cur_->value >> 32);
+      break;
+    case Kind::kPwre:
+      ev->type = ptev_pwre;
+      ev->variant.pwre.state = cur_->aux;
+      ev->variant.pwre.sub_state = cur_->bits;
+      ev->variant.pwre.hw = cur_->value & 1;
+      break;
+    default:
+      ev->type = ptev_pwrx;
+      ev->variant.pwrx.last = cur_->aux;
+      ev->variant.pwrx.deepest = cur_->bits;
+      ev->variant.pwrx.interrupt = cur_->value & 1;
+      ev->variant.pwrx.store = (cur_->value >> 1) & 1;
+      ev->variant.pwrx.autonomous = (cur_->value >> 2) & 1;
+      break;
+  }
+  Consume();
+  return 0;
+}
+
+// PTWRITE: with IP it binds to a FUP, else stands alone (no time either).
+int PacketQuery::DecodePtw() {
+  const int size = pt_ptw_size(cur_->bits);
+  if (size < 0) return size;
+  pt_event* ev = nullptr;
+  if (cur_->aux != 0) {
+    ev = queues_[kBindFup].Enqueue();
+    if (ev == nullptr) return -pte_internal;
+  } else {
+    ev = Standalone();
+    ev->ip_suppressed = 1;
+    event_ = ev;
+  }
+  ev->type = ptev_ptwrite;
+  ev->variant.ptwrite.size = static_cast<uint8_t>(size);
+  ev->variant.ptwrite.payload = cur_->value;
+  Consume();
+  return 0;
+}
+
 int PacketQuery::DecodePsbend() {
   int status = ProcessPendingPsbEvents();
   if (status < 0) return status;
@@ -1021,24 +1214,201 @@ int PacketQuery::DecodePsbend() {
 }
 
 int PacketQuery::DecodeCbr() {
-  // libipt's time and calibration both refuse a zero ratio.
+  // A CBR outside PSB+ is a frequency change: the calibration starts again. libipt's
+  // time and calibration both refuse a zero ratio.
+  tcal_ = TimeCal();
+  int status = CalibrateCbr(cur_->aux);
+  if (status < 0) return status;
   if (cur_->aux == 0) return -pte_bad_packet;
-  pt_event* ev = Standalone();
-  ev->type = ptev_cbr;
-  ev->variant.cbr.ratio = cur_->aux;
-  event_ = ev;
-  EventTime(ev);
+  TimedStandalone(ptev_cbr)->variant.cbr.ratio = cur_->aux;
   Consume();
   return 0;
 }
 
 int PacketQuery::HeaderCbr() {
+  int status = CalibrateCbr(cur_->aux);
+  if (status < 0) return status;
   if (cur_->aux == 0) return -pte_bad_packet;
   pt_event* ev = queues_[kBindPsbend].Enqueue();
   if (ev == nullptr) return -pte_nomem;
   ev->type = ptev_cbr;
   ev->variant.cbr.ratio = cur_->aux;
   Consume();
+  return 0;
+}
+
+// pt_tcal_header_cbr: with the nominal frequency, a CBR gives the ratio.
+int PacketQuery::CalibrateCbr(uint8_t ratio) {
+  if (config_.nom_freq == 0) return 0;
+  if (ratio == 0) return -pte_bad_packet;
+  tcal_.SetFcr((uint64_t{config_.nom_freq} << kFcrShift) / ratio);
+  return 0;
+}
+
+// --- Timing packets (pt_time.c) ----------------------------------------------------
+
+// A TSC in PSB+: pt_tcal_header_tsc calibrates from the CYCs since the last TSC (unless
+// MTCs do), then the time as DecodeTsc.
+int PacketQuery::HeaderTsc() {
+  const uint64_t last_tsc = tcal_.tsc;
+  const uint64_t cyc = tcal_.cyc_tsc;
+  uint64_t tsc = cur_->value;
+  tcal_.tsc = tsc;
+  tcal_.cyc_tsc = 0;
+  if (last_tsc != 0 && cyc != 0 && !tcal_.have_mtc) {
+    if (tsc < last_tsc) {
+      tsc += uint64_t{1} << 56;  // pt_pl_tsc_bit_size
+      if (tsc < last_tsc) return -pte_bad_packet;
+    }
+    const uint64_t delta = tsc - last_tsc;
+    if (delta & ~(~uint64_t{0} >> kFcrShift)) return -pte_internal;
+    tcal_.SetFcr((delta << kFcrShift) / cyc);
+  }
+  UpdateTimeTsc();
+  Consume();
+  return 0;
+}
+
+// pt_time_update_tma (the calibration ignores TMA).
+int PacketQuery::DecodeTma() {
+  if (!time_.have_tsc) return -pte_bad_context;
+  if (time_.have_tma) return -pte_bad_context;
+  if (time_.have_mtc) return -pte_internal;
+  const uint32_t ctc = static_cast<uint32_t>(cur_->value & 0xffff);
+  const uint64_t fc = cur_->value >> 16;
+  const uint32_t mtc_hi = config_.mtc_freq + kMtcBits;
+  const uint32_t ctc_mask = (1u << mtc_hi) - 1u;
+  time_.have_tma = true;
+  time_.base -= fc;
+  time_.fc += fc;
+  // With all the CTC bits MTC gives, the TMA counts as an MTC; otherwise the next MTC
+  // estimates the bits it lacks.
+  if (mtc_hi <= kTmaCtcBits) time_.have_mtc = true;
+  time_.ctc = time_.ctc_cyc = ctc & ctc_mask;
+  Consume();
+  return 0;
+}
+
+int PacketQuery::DecodeMtc() {
+  const uint32_t ctc = uint32_t{cur_->aux} << config_.mtc_freq;
+  int status = Applied(CalibrateMtc(ctc));
+  if (status < 0) return status;
+  status = Applied(UpdateTimeMtc(ctc));
+  if (status < 0) return status;
+  Consume();
+  return 0;
+}
+
+// pt_tcal_update_mtc: the ratio from the CYCs counted since the last MTC.
+int PacketQuery::CalibrateMtc(uint32_t ctc) {
+  const uint32_t last_ctc = tcal_.ctc;
+  const uint64_t cyc = tcal_.cyc_mtc;
+  const bool check_skl168 = tcal_.check_skl168;
+  tcal_.check_skl168 = false;
+  if (!tcal_.have_mtc) {
+    tcal_.cyc_mtc = 0;
+    tcal_.ctc = ctc;
+    tcal_.have_mtc = true;
+    return 0;
+  }
+  if (cyc == 0) return 0;  // no cycles yet: the next MTC spans both periods
+  tcal_.cyc_mtc = 0;
+  tcal_.ctc = ctc;
+  uint32_t ctc_delta = 0;
+  int status = CtcDelta(&ctc_delta, ctc, last_ctc, config_);
+  if (status < 0) return status;
+  uint64_t fc = 0;
+  status = CtcToFc(&fc, ctc_delta, config_);
+  if (status < 0) return status;
+  if (fc & ~(~uint64_t{0} >> kFcrShift)) return -pte_internal;
+  const uint64_t fcr = (fc << kFcrShift) / cyc;
+  // SKL168: CYCs may be dropped just before a PSB. The first MTC after one is skipped if
+  // MTCs were lost or a wrap CYC looks lost.
+  if (check_skl168) {
+    if ((1u << config_.mtc_freq) < ctc_delta) return 0;
+    if (config_.mtc_freq < 10 && tcal_.HaveFcr()) {
+      const uint64_t expected = (tcal_.fcr * (cyc + 0xf00)) >> kFcrShift;
+      if (expected < fc) return 0;
+    }
+  }
+  tcal_.SetFcr(fcr);
+  return 0;
+}
+
+// pt_time_update_mtc.
+int PacketQuery::UpdateTimeMtc(uint32_t ctc) {
+  const bool have_tsc = time_.have_tsc;
+  const bool have_tma = time_.have_tma;
+  const bool have_mtc = time_.have_mtc;
+  // MTCs between a TSC and its TMA are ignored.
+  if (have_tsc && !have_tma) return 0;
+  uint64_t base = time_.base;
+  uint32_t last_ctc = time_.ctc;
+  if (time_.fc != 0 || time_.lost_cyc != 0 || !have_mtc) time_.ctc_cyc = ctc;
+  time_.have_mtc = true;
+  time_.fc = 0;
+  time_.ctc = ctc;
+  time_.lost_cyc = 0;
+  if (!have_mtc) {
+    // The first MTC: without a TMA it only starts the count; after one it completes the
+    // TMA's CTC bits (one period back if its low bits are behind the TMA's).
+    if (!have_tma) return 0;
+    if (last_ctc & ~kTmaCtcMask) return -pte_internal;
+    const uint32_t ctc_lo = ctc & kTmaCtcMask;
+    uint32_t ctc_hi = ctc & ~kTmaCtcMask;
+    if (ctc_lo < last_ctc) {
+      ctc_hi -= 1u << kTmaCtcBits;
+      ctc_hi &= 0xffu << config_.mtc_freq;
+    }
+    last_ctc |= ctc_hi;
+  }
+  uint32_t ctc_delta = 0;
+  int status = CtcDelta(&ctc_delta, ctc, last_ctc, config_);
+  if (status < 0) {
+    time_.lost_mtc += 1;
+    return status;
+  }
+  uint64_t fc = 0;
+  status = CtcToFc(&fc, ctc_delta, config_);
+  if (status < 0) return status;
+  base += fc;
+  time_.tsc = time_.base = base;
+  return 0;
+}
+
+// pt_tcal_update_cyc, then pt_time_update_cyc with the ratio so far (none: a lost CYC).
+int PacketQuery::DecodeCyc() {
+  const uint64_t cyc = cur_->value;
+  tcal_.cyc_mtc += cyc;
+  tcal_.cyc_tsc += cyc;
+  int status = Applied(UpdateTimeCyc(cyc));
+  if (status < 0) return status;
+  Consume();
+  return 0;
+}
+
+int PacketQuery::UpdateTimeCyc(uint64_t cyc) {
+  const uint64_t fcr = tcal_.HaveFcr() ? tcal_.fcr : 0;
+  if (fcr == 0) {
+    time_.lost_cyc += 1;
+    return 0;
+  }
+  uint64_t fc = time_.fc;
+  if (fc == 0 && time_.ctc != time_.ctc_cyc) {
+    // pt_time_adjust_cyc: a CYC spanning MTC periods; the cycles of the earlier periods
+    // (estimated with the ratio) are not this period's.
+    uint32_t ctc_delta = 0;
+    int status = CtcDelta(&ctc_delta, time_.ctc, time_.ctc_cyc, config_);
+    if (status < 0) return status;
+    uint64_t old_fc = 0;
+    status = CtcToFc(&old_fc, ctc_delta, config_);
+    if (status < 0) return status;
+    const uint64_t old_cyc = (old_fc << kFcrShift) / fcr;
+    cyc = std::max(cyc, old_cyc) - old_cyc;
+  }
+  fc += (cyc * fcr) >> kFcrShift;
+  time_.fc = fc;
+  time_.tsc = time_.base + fc;
   return 0;
 }
 
@@ -1060,6 +1430,16 @@ int PacketQuery::HeaderCbr() {
     case Kind::kCbr: return DecodeCbr();
     case Kind::kPip: return DecodePip();
     case Kind::kVmcs: return DecodeVmcs();
+    case Kind::kStop: return DecodeStop();
+    case Kind::kMnt: return DecodeMnt();
+    case Kind::kExstop:
+    case Kind::kMwait:
+    case Kind::kPwre:
+    case Kind::kPwrx: return DecodePower();
+    case Kind::kPtw: return DecodePtw();
+    case Kind::kTma: return DecodeTma();
+    case Kind::kMtc: return DecodeMtc();
+    case Kind::kCyc: return DecodeCyc();
     default: return -pte_internal;  // Accepts keeps other packets away
   }
 }

@@ -11,11 +11,16 @@
 // header, overflow) follows pt_query_decoder.c.
 //
 // Supported: PAD, PSB, PSBEND, FUP, TIP, TIP.PGE, TIP.PGD, TNT-8, TNT-64, MODE.Exec,
-// MODE.TSX, TSC, OVF, CBR, PIP, VMCS, and the BDM70 erratum. A buffer holding anything
-// else (MNT, TMA, MTC, CYC, STOP, EXSTOP, MWAIT, PWRE, PWRX, PTW, unknown packets), a
-// packet libipt cannot decode (but for the end of the buffer), an OVF under the SKD010,
-// APL11 or APL12 errata, or a config with a decode callback is not accepted: the caller
-// uses pt_qry for the whole buffer (Accepts decides, once per buffer).
+// MODE.TSX, TSC, TMA, MTC, CYC, OVF, CBR, PIP, VMCS, STOP, MNT, EXSTOP, MWAIT, PWRE,
+// PWRX, PTW, and the BDM70 and SKL168 errata.
+// Time follows pt_time.c: TSC, TMA, MTC and CYC with libipt's calibration (pt_tcal_*:
+// CYC needs a fast-counter:cycles ratio from MTCs, TSCs in PSB+ or CBR and nom_freq),
+// so pt_qry_time and every event's tsc, lost_mtc and lost_cyc are libipt's.
+// A buffer holding anything else (unknown packets), a packet libipt cannot decode (but for the end of the buffer), an OVF under
+// the SKD010, APL11 or APL12 errata, a CYC the SKD007 erratum would drop, timing packets
+// with an mtc_freq over 23 (libipt's shifts overflow), or a config with a decode callback
+// is not accepted: the caller uses pt_qry for the whole buffer (Accepts decides, once per
+// buffer).
 
 #include <intel-pt.h>
 
@@ -35,12 +40,17 @@ class PacketQuery {
   // One packet libipt decoded in the scan, as the query layer needs it (PADs are left
   // out: the bytes between two packets of the scan are PADs).
   struct Packed {
-    uint64_t value = 0;   // TNT payload, IP, TSC, CR3, VMCS base
+    // TNT payload, IP, TSC, CR3, VMCS base, CYC, TMA ctc | fc << 16, MNT and PTW payload,
+    // MWAIT hints | ext << 32, PWRE hw, PWRX interrupt | store << 1 | autonomous << 2
+    uint64_t value = 0;
     uint32_t offset = 0;  // in the buffer
     uint8_t kind = 0;     // Kind
     uint8_t size = 0;
-    uint8_t aux = 0;      // TNT bit size, IP compression, MODE leaf, CBR ratio, PIP nr
-    uint8_t bits = 0;     // MODE: exec csl | csd << 1, tsx intx | abrt << 1
+    // TNT bit size, IP compression, MODE leaf, CBR ratio, PIP nr, MTC ctc, EXSTOP and PTW
+    // ip, PWRE state, PWRX last
+    uint8_t aux = 0;
+    uint8_t bits = 0;  // MODE: exec csl | csd << 1, tsx intx | abrt << 1; PWRE sub-state,
+                       // PWRX deepest, PTW plc
   };
   // The packets from the first PSB on, in order, as stretches that follow one another
   // (one per scanning thread: joining them would copy the index, and fresh pages cost).
@@ -50,6 +60,8 @@ class PacketQuery {
   struct Scan {
     bool supported = false;  // only supported packets, no decode error before the end
     bool has_ovf = false;
+    bool has_timing = false;   // TMA, MTC or CYC (their arithmetic uses mtc_freq)
+    bool has_skd007_cyc = false;  // a 2-byte CYC an OVF overlaps (SKD007 drops it)
     // The decode reads packets here instead of decoding each again (pt_pkt_next costs
     // ~150 instructions a packet). Null for buffers over 32 MiB (the index takes ~6
     // bytes per byte of PT).
@@ -118,8 +130,8 @@ class PacketQuery {
   int Event(pt_event* event, size_t size);
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
     *tsc = last_time_.tsc;
-    if (lost_mtc != nullptr) *lost_mtc = 0;  // no MTC/CYC: nothing is lost
-    if (lost_cyc != nullptr) *lost_cyc = 0;
+    if (lost_mtc != nullptr) *lost_mtc = last_time_.lost_mtc;
+    if (lost_cyc != nullptr) *lost_cyc = last_time_.lost_cyc;
     return last_time_.have_tsc ? 0 : -pte_no_time;
   }
 
@@ -131,11 +143,13 @@ class PacketQuery {
     bool ok = true;               // no undecodable or unmodelled packet
     bool met_stop = false;        // it reached its stop on a packet boundary
     bool has_ovf = false;
+    bool has_timing = false;
+    bool has_skd007_cyc = false;
   };
   static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index,
                          const std::vector<uint64_t>* seen = nullptr);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
-  enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kOther };
+  enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kStop, kMnt, kExstop, kMwait, kPwre, kPwrx, kPtw, kTma, kMtc, kCyc, kOther };
   // libipt's event queue for one binding: 8 slots, at most 6 events.
   struct Queue {
     static constexpr uint8_t kSlots = 8;
@@ -154,13 +168,45 @@ class PacketQuery {
       1u << static_cast<uint8_t>(Kind::kPge) | 1u << static_cast<uint8_t>(Kind::kPgd) |
       1u << static_cast<uint8_t>(Kind::kOvf) | 1u << static_cast<uint8_t>(Kind::kMode) |
       1u << static_cast<uint8_t>(Kind::kCbr) | 1u << static_cast<uint8_t>(Kind::kPip) |
-      1u << static_cast<uint8_t>(Kind::kVmcs) | 1u << static_cast<uint8_t>(Kind::kOther);
+      1u << static_cast<uint8_t>(Kind::kVmcs) | 1u << static_cast<uint8_t>(Kind::kStop) |
+      1u << static_cast<uint8_t>(Kind::kMnt) | 1u << static_cast<uint8_t>(Kind::kExstop) |
+      1u << static_cast<uint8_t>(Kind::kMwait) | 1u << static_cast<uint8_t>(Kind::kPwre) |
+      1u << static_cast<uint8_t>(Kind::kPwrx) | 1u << static_cast<uint8_t>(Kind::kPtw) |
+      1u << static_cast<uint8_t>(Kind::kOther);
   static constexpr uint32_t kBindingKinds = 1u << static_cast<uint8_t>(Kind::kPsbend) |
                                             1u << static_cast<uint8_t>(Kind::kTip) |
                                             1u << static_cast<uint8_t>(Kind::kFup);
+  // libipt's struct pt_time (but the CBR, which no query here reports).
   struct TimeState {
     uint64_t tsc = 0;
+    uint64_t base = 0;     // from TSC and MTC
+    uint64_t fc = 0;       // the fast counter estimated since base
+    uint32_t ctc = 0;      // the last CTC (MTC, TMA)
+    uint32_t ctc_cyc = 0;  // the CTC when fc was cleared
+    uint32_t lost_mtc = 0;
+    uint32_t lost_cyc = 0;
     bool have_tsc = false;
+    bool have_tma = false;
+    bool have_mtc = false;
+  };
+  // libipt's struct pt_time_cal: the fast-counter:cycles ratio (fcr, shifted left by 8)
+  // that CYC needs, from CYCs counted between two MTCs or two PSB+ TSCs, or a CBR.
+  struct TimeCal {
+    uint64_t fcr = 0;
+    uint64_t min_fcr = UINT64_MAX;
+    uint64_t max_fcr = 0;
+    uint64_t tsc = 0;
+    uint64_t cyc_tsc = 0;
+    uint64_t cyc_mtc = 0;
+    uint32_t ctc = 0;
+    bool have_mtc = false;
+    bool check_skl168 = false;
+    bool HaveFcr() const { return min_fcr <= max_fcr; }
+    void SetFcr(uint64_t value) {
+      fcr = value;
+      min_fcr = std::min(min_fcr, value);
+      max_fcr = std::max(max_fcr, value);
+    }
   };
   struct LastIp {
     uint64_t ip = 0;
@@ -214,6 +260,10 @@ class PacketQuery {
   int HeaderMode();
   int DecodePip();
   int DecodeVmcs();
+  int DecodeStop();
+  int DecodeMnt();
+  int DecodePower();
+  int DecodePtw();
   int DecodePsbend();
   int DecodeCbr();
   int HeaderCbr();
@@ -223,12 +273,33 @@ class PacketQuery {
   int FindOvfFup();
   int CheckBdm70(uint64_t offset);
   pt_event* Standalone();
+  pt_event* TimedStandalone(pt_event_type type);
   void Consume() { pos_ += next_size_; }
+  // pt_time_update_tsc (and the calibration's TSC outside PSB+: no error there).
   void DecodeTsc() {
-    time_.tsc = cur_->value;
-    time_.have_tsc = true;
+    tcal_.tsc = cur_->value;
+    tcal_.cyc_tsc = 0;
+    UpdateTimeTsc();
     Consume();
   }
+  void UpdateTimeTsc() {
+    time_.have_tsc = true;
+    time_.have_tma = false;
+    time_.have_mtc = false;
+    time_.tsc = time_.base = cur_->value;
+    time_.ctc = 0;
+    time_.fc = 0;
+    time_.lost_mtc = 0;
+    time_.lost_cyc = 0;
+  }
+  int HeaderTsc();
+  int DecodeTma();
+  int DecodeMtc();
+  int DecodeCyc();
+  int CalibrateMtc(uint32_t ctc);
+  int UpdateTimeMtc(uint32_t ctc);
+  int UpdateTimeCyc(uint64_t cyc);
+  int CalibrateCbr(uint8_t ratio);
 
   static std::atomic<uint64_t> made_;
   pt_config config_;
@@ -260,6 +331,7 @@ class PacketQuery {
   LastIp ip_;
   TimeState time_;
   TimeState last_time_;
+  TimeCal tcal_;
   bool enabled_ = false;
   bool consume_packet_ = false;
   pt_event* event_ = nullptr;

@@ -178,6 +178,9 @@ int main(int argc, char** argv) {
   app.add_flag("--noretcomp", options.generator.noretcomp, "No return compression");
   app.add_flag("--long-tnt", options.generator.long_tnt, "TNT-64 packets");
   app.add_option("--overflow-every", options.overflow_every_bytes, "Inject OVF every N bytes");
+  app.add_flag("--mtc", options.generator.mtc, "MTC packets (and TMA in PSB+)");
+  app.add_flag("--cyc", options.generator.cyc, "CYC packets (with --mtc)");
+  app.add_option("--mtc-period", options.generator.mtc_freq, "MTC period (mtc_freq, at most 8)")->capture_default_str();
   app.add_flag("--verify", verify, "Retrace with libipt and compare instruction counts");
   app.add_option("--count-ground-truth", count_truth, "Only count the instructions of this ground-truth file");
   CLI11_PARSE(app, argc, argv);

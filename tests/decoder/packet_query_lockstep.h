@@ -21,6 +21,11 @@ struct Lockstep {
   uint64_t calls = 0;
   uint64_t events = 0;
   uint64_t errors = 0;
+  // How often pt_qry_time changed from one call to the next, and the most MTC and CYC
+  // updates it said were lost (the tests check that timing packets were exercised).
+  uint64_t time_changes = 0;
+  uint32_t max_lost_mtc = 0;
+  uint32_t max_lost_cyc = 0;
   std::string difference;  // the first one, empty if none
 };
 
@@ -55,6 +60,7 @@ inline Lockstep RunLockstep(const std::string& bytes, const pt_config& base, uin
     pt_qry_get_offset(ref, &offset);
     out.difference = absl::StrCat("call ", call, " (", what, ") at offset ", offset, ": ", detail);
   };
+  uint64_t last_time = 0;
   // After every call: offsets and time.
   auto compare_state = [&]() -> bool {
     uint64_t a = 0, b = 0;
@@ -73,9 +79,15 @@ inline Lockstep RunLockstep(const std::string& bytes, const pt_config& base, uin
     ra = pt_qry_time(ref, &a, &ma, &ca);
     rb = ours.Time(&b, &mb, &cb);
     if (ra != rb || a != b || ma != mb || ca != cb) {
-      differ(absl::StrCat("time ", ra, "/", a, " vs ", rb, "/", b));
+      differ(absl::StrCat("time ", ra, "/", a, "/", ma, "/", ca, " vs ", rb, "/", b, "/", mb, "/", cb));
       return false;
     }
+    if (ra >= 0 && a != last_time) {
+      ++out.time_changes;
+      last_time = a;
+    }
+    out.max_lost_mtc = std::max(out.max_lost_mtc, ma);
+    out.max_lost_cyc = std::max(out.max_lost_cyc, ca);
     return true;
   };
   int a_event = 0;
@@ -95,7 +107,8 @@ inline Lockstep RunLockstep(const std::string& bytes, const pt_config& base, uin
     if (!same_code(a_event, b_event)) return false;
     if (a_event >= 0 && std::memcmp(&ea, &eb, sizeof ea) != 0) {
       differ(absl::StrCat("event type ", ea.type, " vs ", eb.type, ", ip_suppressed ", ea.ip_suppressed, " vs ",
-                          eb.ip_suppressed, ", tsc ", ea.tsc, " vs ", eb.tsc));
+                          eb.ip_suppressed, ", tsc ", ea.tsc, " vs ", eb.tsc, ", lost_mtc ", ea.lost_mtc, " vs ",
+                          eb.lost_mtc, ", lost_cyc ", ea.lost_cyc, " vs ", eb.lost_cyc));
       return false;
     }
     return true;

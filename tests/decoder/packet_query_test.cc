@@ -1,9 +1,10 @@
 // PacketQuery (decoder/packet_query.h) in lockstep with libipt's query decoder: the same
 // bytes, the same calls, and every return code, output, offset, sync offset and time
 // compared after each call. Streams: the code walker over libc (escapes, overflows,
-// TSC/MTC/CYC timing, return compression off, TNT-64), the emulated test programs, the
-// real traces of ../shared/samples, and mutated copies of all of them (compared where
-// PacketQuery::Accepts says yes). Then the fast flow decoder end to end: it must use
+// TSC, TMA/MTC/CYC timing, return compression off, TNT-64), the emulated test programs,
+// the real traces of ../shared/samples (quipper's Skylake MTC stream among them), and
+// mutated copies of all of them (compared where PacketQuery::Accepts says yes); timed
+// streams under several timing configs (mtc_freq, nom_freq, CPUID 0x15, CPU errata). Then the fast flow decoder end to end: it must use
 // PacketQuery on these traces (and still equal libipt's block decoder: the other tests).
 #include "decoder/packet_query.h"
 
@@ -82,7 +83,19 @@ struct Totals {
   uint64_t errors = 0;
   uint64_t mutated_compared = 0;
   uint64_t mutated_rejected = 0;
+  uint64_t time_changes = 0;
+  uint32_t max_lost_mtc = 0;
+  uint32_t max_lost_cyc = 0;
 };
+
+void Add(const Lockstep& run, Totals* totals) {
+  totals->calls += run.calls;
+  totals->events += run.events;
+  totals->errors += run.errors;
+  totals->time_changes += run.time_changes;
+  totals->max_lost_mtc = std::max(totals->max_lost_mtc, run.max_lost_mtc);
+  totals->max_lost_cyc = std::max(totals->max_lost_cyc, run.max_lost_cyc);
+}
 
 // Compares `bytes` in lockstep (it must be accepted) and `mutations` mutated copies
 // (where accepted).
@@ -94,9 +107,7 @@ void CheckStream(const std::string& name, const std::string& bytes, const pt_con
   EXPECT_EQ(run.difference, "") << name;
   if (getenv("PTD_PQ_VERBOSE")) std::printf("%s: %zu bytes, %llu calls, %llu events, %llu errors\n", name.c_str(), bytes.size(), (unsigned long long)run.calls, (unsigned long long)run.events, (unsigned long long)run.errors);
   ++totals->streams;
-  totals->calls += run.calls;
-  totals->events += run.events;
-  totals->errors += run.errors;
+  Add(run, totals);
   std::mt19937_64 random(std::hash<std::string>()(name));
   for (int m = 0; m < mutations; ++m) {
     std::string mutated = bytes;
@@ -120,19 +131,18 @@ void CheckStream(const std::string& name, const std::string& bytes, const pt_con
     Lockstep mrun = RunLockstep(mutated, base, 100 + static_cast<uint64_t>(m), max_calls);
     EXPECT_EQ(mrun.difference, "") << name << " mutation " << m;
     ++totals->mutated_compared;
-    totals->calls += mrun.calls;
-    totals->events += mrun.events;
-    totals->errors += mrun.errors;
+    Add(mrun, totals);
   }
 }
 
 void Print(const std::string& what, const Totals& t) {
   std::printf("%s: %llu streams, %llu calls compared (%llu events, %llu errors); mutated copies: %llu compared, "
-              "%llu not accepted\n",
+              "%llu not accepted; time changed %llu times, lost MTC up to %u, lost CYC up to %u\n",
               what.c_str(), static_cast<unsigned long long>(t.streams), static_cast<unsigned long long>(t.calls),
               static_cast<unsigned long long>(t.events), static_cast<unsigned long long>(t.errors),
               static_cast<unsigned long long>(t.mutated_compared),
-              static_cast<unsigned long long>(t.mutated_rejected));
+              static_cast<unsigned long long>(t.mutated_rejected), static_cast<unsigned long long>(t.time_changes),
+              t.max_lost_mtc, t.max_lost_cyc);
 }
 
 std::string WalkerStream(const TempDir& tmp, const CodeWalkerOptions& options) {
@@ -186,34 +196,358 @@ TEST(PacketQueryTest, WalkerTracesInLockstep) {
     EXPECT_EQ(run.difference, "") << v.name << " (bdm70)";
     totals.calls += run.calls;
   }
-  // MTC/CYC are not supported: such buffers go to libipt.
-  CodeWalkerOptions timed = LibcWalk(seed++, 200'000);
-  timed.generator.tsc_interval = 1000;
-  timed.generator.mtc = true;
-  timed.generator.cyc = true;
-  std::string bytes = WalkerStream(tmp, timed);
-  EXPECT_FALSE(PacketQuery::Accepts(ConfigFor(bytes, PlainConfig())));
   Print("walker", totals);
   EXPECT_GT(totals.calls, 1'000'000u);
   EXPECT_GT(totals.events, 10'000u);
   EXPECT_GT(totals.mutated_compared, 10u);
 }
 
-// What it does not model goes to libipt: the emulated programs' MTC/CYC timing, a decode
-// callback, the OVF errata on a stream with OVF. Their fast decode uses pt_qry (no
-// PacketQuery made) and still equals libipt's block decoder.
-TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
-  testing::Recording rec = testing::Record("ptd_prog_calls", {"--emulate-overflow-every", "6144"});
-  ASSERT_TRUE(rec.error.empty()) << rec.error;
-  std::vector<std::string> streams = StreamsOf(rec.trace);
-  ASSERT_FALSE(streams.empty());
-  for (std::string& bytes : streams) {
-    EXPECT_FALSE(PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig())).supported);  // MTC, CYC
+// The configs a stream with TMA/MTC/CYC is compared under: as recorded (`recorded`), and
+// variants that take libipt's other time paths: no nominal frequency (CYC waits for two
+// MTCs to calibrate), no CPUID 0x15 (MTC and the CYC adjustment give no time), other MTC
+// frequencies (TMA as an MTC or not, other wrap-arounds), another crystal ratio, and a
+// Skylake CPU's errata (SKL168 calibration skips, SKD007; its SKD010 refuses OVF).
+struct NamedConfig {
+  std::string name;
+  pt_config config;
+};
+std::vector<NamedConfig> TimingConfigs(const pt_config& recorded) {
+  std::vector<NamedConfig> out;
+  out.push_back({"recorded", recorded});
+  pt_config c = recorded;
+  c.nom_freq = 0;
+  out.push_back({"nom_freq 0", c});
+  c = recorded;
+  c.cpuid_0x15_eax = 0;
+  c.cpuid_0x15_ebx = 0;
+  out.push_back({"no cpuid 0x15", c});
+  for (uint8_t freq : {0, 3, 9, 15, 23}) {
+    if (freq == recorded.mtc_freq) continue;
+    c = recorded;
+    c.mtc_freq = freq;
+    out.push_back({absl::StrCat("mtc_freq ", freq), c});
   }
-  const uint64_t before = PacketQuery::made();
-  DecodeOptions options;
-  EXPECT_EQ(testing::CompareFastWithLibiptBlock(rec.trace, options), "");
-  EXPECT_EQ(PacketQuery::made(), before);
+  c = recorded;
+  c.cpuid_0x15_eax = 3;
+  c.cpuid_0x15_ebx = 7;
+  c.nom_freq = 37;
+  out.push_back({"cpuid 3/7, nom_freq 37", c});
+  c = recorded;
+  c.cpu.vendor = pcv_intel;
+  c.cpu.family = 6;
+  c.cpu.model = 0x4e;
+  c.cpu.stepping = 3;
+  EXPECT_GE(pt_cpu_errata(&c.errata, &c.cpu), 0);
+  EXPECT_TRUE(c.errata.skl168 && c.errata.skd007);
+  out.push_back({"skylake errata", c});
+  return out;
+}
+
+// `bytes` under each of TimingConfigs (`mutations` mutated copies under some);
+// a config that refuses (Skylake's SKD010 with an OVF) is counted, not compared.
+void CheckTimedStream(const std::string& name, const std::string& bytes, const pt_config& recorded, int mutations,
+                      Totals* totals, int* refused) {
+  int k = 0;
+  for (const NamedConfig& variant : TimingConfigs(recorded)) {
+    std::string copy = bytes;
+    const PacketQuery::Scan scan = PacketQuery::ScanBytes(ConfigFor(copy, variant.config));
+    EXPECT_TRUE(scan.supported) << name;
+    EXPECT_TRUE(scan.has_timing) << name;
+    if (!PacketQuery::Accepts(ConfigFor(copy, variant.config), scan)) {
+      EXPECT_TRUE(scan.has_ovf && variant.config.errata.skd010) << name << " (" << variant.name << ") refused";
+      ++*refused;
+      continue;
+    }
+    // Mutations under the first configs, and many under Skylake's errata: MTCs dropped
+    // or changed by them take SKL168's paths.
+    const bool errata = variant.config.errata.skl168;
+    CheckStream(absl::StrCat(name, " (", variant.name, ")"), bytes, variant.config,
+                errata ? 3 * mutations : k++ < 3 ? mutations : 0, totals);
+  }
+}
+
+pt_config ConfigOfGenerator(const PacketGeneratorOptions& g) {
+  pt_config c = PlainConfig();
+  c.mtc_freq = static_cast<uint8_t>(g.mtc_freq);
+  c.cpuid_0x15_eax = 1;
+  c.cpuid_0x15_ebx = g.art_ratio;
+  c.nom_freq = g.core_ratio;
+  return c;
+}
+
+// The code walker's streams with MTC and CYC (and TMA in each PSB+, TSCs, overflows,
+// MTC without CYC): pt_qry's time at every call, and every event's tsc, lost_mtc and
+// lost_cyc, under each timing config.
+TEST(PacketQueryTest, TimedWalkerTracesInLockstep) {
+  if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
+  TempDir tmp;
+  Totals totals;
+  int refused = 0;
+  struct Variant {
+    const char* name;
+    bool cyc;
+    uint32_t mtc_freq;
+    uint64_t tsc_interval;
+    uint64_t overflow_every_bytes;
+  };
+  const Variant variants[] = {
+      {"mtc+cyc", true, 8, 0, 0},
+      {"mtc+cyc, mtc_freq 2, tsc", true, 2, 3000, 0},
+      {"mtc only, mtc_freq 5", false, 5, 0, 0},
+      {"mtc+cyc+overflows", true, 6, 1000, 7000},
+  };
+  uint64_t seed = 40;
+  for (const Variant& v : variants) {
+    CodeWalkerOptions options = LibcWalk(seed++, 400'000);
+    options.generator.mtc = true;
+    options.generator.cyc = v.cyc;
+    options.generator.mtc_freq = v.mtc_freq;
+    options.generator.tsc_interval = v.tsc_interval;
+    options.overflow_every_bytes = v.overflow_every_bytes;
+    std::string bytes = WalkerStream(tmp, options);
+    ASSERT_FALSE(bytes.empty()) << v.name;
+    CheckTimedStream(absl::StrCat("walker ", v.name), bytes, ConfigOfGenerator(options.generator), 6, &totals,
+                     &refused);
+  }
+  Print("timed walker", totals);
+  EXPECT_EQ(refused, 1);  // Skylake's SKD010 with the overflows
+  EXPECT_GT(totals.calls, 1'000'000u);
+  EXPECT_GT(totals.time_changes, 100'000u);
+  EXPECT_GT(totals.max_lost_cyc, 0u);  // CYCs before the first calibration
+  EXPECT_GT(totals.mutated_compared, 10u);
+}
+
+// The scan's index holds what libipt's packet decoder reads, packet for packet, on a
+// timed stream and mutated copies of it (random bytes make CYCs of all sizes).
+TEST(PacketQueryTest, IndexHoldsWhatLibiptsPacketDecoderReads) {
+  if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
+  TempDir tmp;
+  CodeWalkerOptions options = LibcWalk(77, 1'000'000);
+  options.generator.mtc = true;
+  options.generator.cyc = true;
+  options.generator.mtc_freq = 1;
+  const std::string bytes = WalkerStream(tmp, options);
+  ASSERT_FALSE(bytes.empty());
+  std::mt19937_64 random(5);
+  uint64_t compared = 0, cycs = 0, mtcs = 0;
+  for (int m = 0; m < 20; ++m) {
+    std::string stream = bytes;
+    for (int c = 0; c < m * 50; ++c) stream[random() % stream.size()] = static_cast<char>(random());
+    const pt_config config = ConfigFor(stream, PlainConfig());
+    const PacketQuery::Scan scan = PacketQuery::ScanBytes(config);
+    if (!scan.supported) continue;
+    ASSERT_NE(scan.packets, nullptr);
+    const std::vector<PacketQuery::Packed> index = Flat(*scan.packets);
+    pt_packet_decoder* pkt = pt_pkt_alloc_decoder(&config);
+    ASSERT_EQ(pt_pkt_sync_forward(pkt), 0);
+    size_t i = 0;
+    for (pt_packet packet; pt_pkt_next(pkt, &packet, sizeof packet) > 0;) {
+      if (packet.type == ppt_pad) continue;
+      uint64_t offset = 0;
+      pt_pkt_get_offset(pkt, &offset);
+      offset -= packet.size;
+      ASSERT_LT(i, index.size()) << "mutation " << m;
+      const PacketQuery::Packed& entry = index[i++];
+      ASSERT_EQ(entry.offset, offset) << "mutation " << m;
+      ASSERT_EQ(entry.size, packet.size) << "mutation " << m << " at " << offset;
+      if (packet.type == ppt_cyc) {
+        ASSERT_EQ(entry.value, packet.payload.cyc.value) << "mutation " << m << " at " << offset;
+        ++cycs;
+      } else if (packet.type == ppt_mtc) {
+        ASSERT_EQ(entry.aux, packet.payload.mtc.ctc) << "mutation " << m << " at " << offset;
+        ++mtcs;
+      }
+      ++compared;
+    }
+    pt_pkt_free_decoder(pkt);
+    EXPECT_EQ(i, index.size()) << "mutation " << m;
+  }
+  std::printf("%llu packets compared (%llu CYC, %llu MTC)\n", static_cast<unsigned long long>(compared),
+              static_cast<unsigned long long>(cycs), static_cast<unsigned long long>(mtcs));
+  EXPECT_GT(cycs, 10'000u);
+  EXPECT_GT(mtcs, 1'000u);
+}
+
+// One packet as libipt's encoder writes it.
+std::string Encoded(pt_packet packet) {
+  std::string bytes(64, '\0');
+  pt_config config = ConfigFor(bytes, PlainConfig());
+  pt_encoder* encoder = pt_alloc_encoder(&config);
+  const int size = pt_enc_next(encoder, &packet);
+  pt_free_encoder(encoder);
+  EXPECT_GT(size, 0) << packet.type;
+  bytes.resize(static_cast<size_t>(std::max(size, 0)));
+  return bytes;
+}
+
+// The other event packets, inserted at packet boundaries of a timed walker stream (in
+// PSB+ headers too, and before FUPs they bind to or not), and mutated copies: in
+// lockstep. STOP, MNT (in PSB+ an event at PSBEND that is no status update), PWRE and
+// PWRX stand alone; EXSTOP and PTW with IP, and MWAIT, bind to the next FUP.
+TEST(PacketQueryTest, OtherEventPacketsInLockstep) {
+  if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
+  std::vector<std::string> inserts;
+  for (pt_packet_type type : {ppt_stop, ppt_mnt, ppt_exstop, ppt_mwait, ppt_pwre, ppt_pwrx, ppt_ptw}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      pt_packet packet{};
+      packet.type = type;
+      packet.payload.mnt.payload = 0x1122334455667788ull;
+      if (type == ppt_exstop) packet.payload.exstop.ip = variant & 1;
+      if (type == ppt_mwait) {
+        packet.payload.mwait.hints = 0x21 + variant;
+        packet.payload.mwait.ext = 1;
+      }
+      if (type == ppt_pwre) {
+        packet.payload.pwre.state = 2;
+        packet.payload.pwre.sub_state = 1;
+        packet.payload.pwre.hw = variant & 1;
+      }
+      if (type == ppt_pwrx) {
+        packet.payload.pwrx.last = 3;
+        packet.payload.pwrx.deepest = 5;
+        packet.payload.pwrx.interrupt = variant & 1;
+        packet.payload.pwrx.store = variant >> 1;
+        packet.payload.pwrx.autonomous = 1 - (variant & 1);
+      }
+      if (type == ppt_ptw) {
+        packet.payload.ptw.payload = 0xabcdef01u + variant;
+        packet.payload.ptw.plc = static_cast<uint8_t>(variant >> 1);
+        packet.payload.ptw.ip = variant & 1;
+      }
+      inserts.push_back(Encoded(packet));
+    }
+  }
+  TempDir tmp;
+  CodeWalkerOptions options = LibcWalk(91, 300'000);
+  options.generator.mtc = true;
+  options.generator.cyc = true;
+  options.overflow_every_bytes = 9000;
+  const std::string bytes = WalkerStream(tmp, options);
+  ASSERT_FALSE(bytes.empty());
+  const PacketQuery::Scan scan = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()));
+  ASSERT_NE(scan.packets, nullptr);
+  const std::vector<PacketQuery::Packed> index = Flat(*scan.packets);
+  std::mt19937_64 random(3);
+  std::string with;
+  size_t from = 0;
+  int inserted = 0;
+  for (const PacketQuery::Packed& p : index) {
+    if (random() % 30 != 0) continue;
+    with.append(bytes, from, p.offset - from);
+    with += inserts[random() % inserts.size()];
+    ++inserted;
+    from = p.offset;
+  }
+  with.append(bytes, from, std::string::npos);
+  ASSERT_GT(inserted, 500);
+  Totals totals;
+  CheckStream("walker with other event packets", with, ConfigOfGenerator(options.generator), 12, &totals);
+  Print("other event packets", totals);
+  EXPECT_GT(totals.events, static_cast<uint64_t>(inserted) / 2);
+}
+
+// The emulated test programs (MTC, CYC, TMA from the recorder's emulation, overflows):
+// in lockstep under each timing config, and the fast decoder reads them through
+// PacketQuery and gives libipt's block decoder's FTF.
+TEST(PacketQueryTest, EmulatedProgramsWithTimingInLockstep) {
+  Totals totals;
+  int refused = 0;
+  PacketGeneratorOptions recorded;
+  recorded.mtc = recorded.cyc = true;
+  for (const char* program : {"ptd_prog_calls", "ptd_prog_threads"}) {
+    testing::Recording rec = testing::Record(program, {"--emulate-overflow-every", "6144"});
+    ASSERT_TRUE(rec.error.empty()) << rec.error;
+    std::vector<std::string> streams = StreamsOf(rec.trace);
+    ASSERT_FALSE(streams.empty());
+    int n = 0;
+    for (const std::string& bytes : streams) {
+      CheckTimedStream(absl::StrCat(program, " stream ", n++), bytes, ConfigOfGenerator(recorded), 4, &totals,
+                       &refused);
+    }
+    const uint64_t before = PacketQuery::made();
+    DecodeOptions options;
+    EXPECT_EQ(testing::CompareFastWithLibiptBlock(rec.trace, options), "") << program;
+    EXPECT_GT(PacketQuery::made(), before) << program;
+  }
+  Print("emulated programs", totals);
+  EXPECT_GT(totals.time_changes, 1000u);
+}
+
+// The real Skylake stream of ../shared/samples/quipper_perfdata (TSC, MTC period 3,
+// TMA in PSB+; kernel and user) under its own config (AUXTRACE_INFO: CTC ratio 100/2,
+// max non-turbo ratio 12, cpu 6/78/3) and the variants.
+TEST(PacketQueryTest, QuipperSkylakeInLockstep) {
+  PTD_REQUIRE_SAMPLES(root);
+  TempDir tmp;
+  auto r = RunCommand({"python3", absl::StrCat(root, "/tools/perf_aux_extract.py"),
+                       absl::StrCat(root, "/quipper_perfdata/perf.data.intel_pt-4.14"), tmp.Sub("aux")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  pt_config recorded = PlainConfig();
+  recorded.mtc_freq = 3;
+  recorded.cpuid_0x15_eax = 2;
+  recorded.cpuid_0x15_ebx = 100;
+  recorded.nom_freq = 12;
+  Totals totals;
+  int refused = 0;
+  for (const char* file : {"aux.idx0.cpu0.bin", "aux.idx3.cpu3.bin"}) {
+    absl::StatusOr<std::string> bytes = ReadFileToString(tmp.Sub(file));
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    CheckTimedStream(file, *bytes, recorded, 20, &totals, &refused);
+  }
+  Print("quipper", totals);
+  EXPECT_EQ(refused, 0);
+  EXPECT_GT(totals.time_changes, 100u);
+}
+
+// What it does not model goes to libipt: packets libipt does not know,
+// a CYC the SKD007 erratum drops, an MTC frequency libipt's shifts overflow on, a decode
+// callback, the OVF errata on a stream with OVF.
+TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
+  // PSB, PSBEND, then the packet under test (libipt's encoder writes them).
+  auto stream_with = [](const std::vector<pt_packet>& packets) {
+    std::string bytes(256, '\0');
+    pt_config config = ConfigFor(bytes, PlainConfig());
+    pt_encoder* encoder = pt_alloc_encoder(&config);
+    pt_packet psb{};
+    psb.type = ppt_psb;
+    pt_packet psbend{};
+    psbend.type = ppt_psbend;
+    int written = 0;
+    for (pt_packet packet : {psb, psbend}) written += pt_enc_next(encoder, &packet);
+    for (pt_packet packet : packets) written += pt_enc_next(encoder, &packet);
+    pt_free_encoder(encoder);
+    bytes.resize(static_cast<size_t>(written));
+    return bytes;
+  };
+  for (pt_packet_type type : {ppt_exstop, ppt_mwait, ppt_pwre, ppt_pwrx, ppt_ptw, ppt_stop, ppt_mnt}) {
+    pt_packet packet{};
+    packet.type = type;
+    std::string bytes = stream_with({packet});
+    EXPECT_TRUE(PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig())).supported) << type;
+  }
+  {
+    // An opcode libipt does not know (extended 0xff).
+    std::string bytes = stream_with({}) + std::string("\x02\xff\x00\x00", 4);
+    EXPECT_FALSE(PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig())).supported);
+  }
+  // A 2-byte CYC whose second byte is an extended opcode, OVF's after it (07 02 f3).
+  {
+    pt_packet mtc{};
+    mtc.type = ppt_mtc;
+    std::string bytes = stream_with({mtc}) + std::string("\x07\x02\xf3", 3);
+    const PacketQuery::Scan scan = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()));
+    ASSERT_TRUE(scan.supported);
+    EXPECT_TRUE(scan.has_skd007_cyc);
+    pt_config skd007 = ConfigFor(bytes, PlainConfig());
+    EXPECT_TRUE(PacketQuery::Accepts(skd007, scan));
+    skd007.errata.skd007 = 1;
+    EXPECT_FALSE(PacketQuery::Accepts(skd007, scan));
+    pt_config freq = ConfigFor(bytes, PlainConfig());
+    freq.mtc_freq = 23;
+    EXPECT_TRUE(PacketQuery::Accepts(freq, scan));
+    freq.mtc_freq = 24;
+    EXPECT_FALSE(PacketQuery::Accepts(freq, scan));
+  }
 
   TempDir tmp;
   CodeWalkerOptions walk = LibcWalk(9, 100'000);

@@ -1,6 +1,6 @@
 // PacketQuery (decoder/packet_query.h) on hostile PT bytes: where it accepts the stream,
 // every call gives what libipt's query decoder gives (tests/decoder/packet_query_lockstep.h);
-// the first input byte picks the call sequence. Never a crash, never a difference.
+// the first input byte picks the call sequence and the config. Never a crash, never a difference.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +16,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pt_config config;
   pt_config_init(&config);
   config.errata.bdm70 = (seed & 1) != 0;
+  // Timing configs (TMA/MTC/CYC): libipt's time and calibration take other paths with
+  // each, and the Skylake errata (SKL168, SKD007) with bit 4.
+  static constexpr uint8_t kMtcFreqs[] = {0, 3, 8, 23};
+  config.mtc_freq = kMtcFreqs[(seed >> 1) & 3];
+  config.nom_freq = (seed & 8) != 0 ? 12 : 0;
+  config.cpuid_0x15_eax = (seed & 32) != 0 ? 2 : 0;
+  config.cpuid_0x15_ebx = (seed & 32) != 0 ? 100 : 0;
+  config.errata.skl168 = (seed & 16) != 0;
+  config.errata.skd007 = (seed & 16) != 0;
   config.begin = reinterpret_cast<uint8_t*>(bytes.data());
   config.end = config.begin + bytes.size();
   if (!ptd::decoder::PacketQuery::Accepts(config)) return 0;
