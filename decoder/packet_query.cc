@@ -223,6 +223,13 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
   return chain;
 }
 
+// What a chain met that Accepts weighs, added to the scan's.
+void PacketQuery::NoteFlags(const Chain& chain, Scan* scan) {
+  scan->has_ovf = scan->has_ovf || chain.has_ovf;
+  scan->has_timing = scan->has_timing || chain.has_timing;
+  scan->has_skd007_cyc = scan->has_skd007_cyc || chain.has_skd007_cyc;
+}
+
 PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
   Scan scan;
   pt_packet_decoder* pkt = NewPacketDecoder(config);
@@ -273,9 +280,7 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
     for (Chain& part : parts) {
       if (!part.packets.empty()) packets->push_back(std::move(part.packets));
       seen_psbs.insert(seen_psbs.end(), part.psbs.begin(), part.psbs.end());
-      scan.has_ovf = scan.has_ovf || part.has_ovf;
-      scan.has_timing = scan.has_timing || part.has_timing;
-      scan.has_skd007_cyc = scan.has_skd007_cyc || part.has_skd007_cyc;
+      NoteFlags(part, &scan);
       ok = ok && part.ok;
     }
   }
@@ -286,9 +291,7 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
     if (std::binary_search(seen_psbs.begin(), seen_psbs.end(), start)) continue;
     const Chain chain = ScanChain(config, start, UINT64_MAX, false, &seen_psbs);
     ok = chain.ok;
-    scan.has_ovf = scan.has_ovf || chain.has_ovf;
-    scan.has_timing = scan.has_timing || chain.has_timing;
-    scan.has_skd007_cyc = scan.has_skd007_cyc || chain.has_skd007_cyc;
+    NoteFlags(chain, &scan);
     for (uint64_t psb : chain.psbs) seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), psb), psb);
   }
   pt_pkt_free_decoder(pkt);

@@ -16,11 +16,11 @@
 // Time follows pt_time.c: TSC, TMA, MTC and CYC with libipt's calibration (pt_tcal_*:
 // CYC needs a fast-counter:cycles ratio from MTCs, TSCs in PSB+ or CBR and nom_freq),
 // so pt_qry_time and every event's tsc, lost_mtc and lost_cyc are libipt's.
-// A buffer holding anything else (unknown packets), a packet libipt cannot decode (but for the end of the buffer), an OVF under
-// the SKD010, APL11 or APL12 errata, a CYC the SKD007 erratum would drop, timing packets
-// with an mtc_freq over 23 (libipt's shifts overflow), or a config with a decode callback
-// is not accepted: the caller uses pt_qry for the whole buffer (Accepts decides, once per
-// buffer).
+// A buffer holding anything else (unknown packets), a packet libipt cannot decode (but
+// for the end of the buffer), an OVF under the SKD010, APL11 or APL12 errata, a CYC the
+// SKD007 erratum would drop, timing packets with an mtc_freq over 23 (libipt's shifts
+// overflow), or a config with a decode callback is not accepted: the caller uses pt_qry
+// for the whole buffer (Accepts decides, once per buffer).
 
 #include <intel-pt.h>
 
@@ -53,7 +53,8 @@ class PacketQuery {
                        // PWRX deepest, PTW plc
   };
   // The packets from the first PSB on, in order, as stretches that follow one another
-  // (one per scanning thread: joining them would copy the index, and fresh pages cost).
+  // (as the scan's threads read them: joining them would copy the index into fresh
+  // pages, which cost).
   // Each stretch but the first starts with a PSB; the bytes up to the next stretch's
   // first packet that no entry covers are PADs.
   using PacketIndex = std::vector<std::vector<Packed>>;
@@ -148,6 +149,7 @@ class PacketQuery {
   };
   static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index,
                          const std::vector<uint64_t>* seen = nullptr);
+  static void NoteFlags(const Chain& chain, Scan* scan);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
   enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kStop, kMnt, kExstop, kMwait, kPwre, kPwrx, kPtw, kTma, kMtc, kCyc, kOther };
   // libipt's event queue for one binding: 8 slots, at most 6 events.

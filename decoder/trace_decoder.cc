@@ -648,9 +648,9 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   }
   size_t finished = 0;  // streams whose routers are finished
   const int jobs = DecodeJobs(options_.jobs, total_bytes_, std::thread::hardware_concurrency());
-  const bool parallel = jobs > 1 && options_.block_observer == nullptr && options_.flow_observer == nullptr;
-  result_.stats.Set(Stat::kJobs, parallel ? static_cast<uint64_t>(jobs) : 1);
-  if (!parallel) {
+  const bool in_pieces = jobs > 1 && options_.block_observer == nullptr && options_.flow_observer == nullptr;
+  result_.stats.Set(Stat::kJobs, in_pieces ? static_cast<uint64_t>(jobs) : 1);
+  if (!in_pieces) {
     for (; finished < streams.size() && !Cancelled(); ++finished) {
       absl::Status s = DecodeStream(streams[finished].get());
       if (!s.ok()) return s;
