@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/memory.h"
 #include "common/pt_psb.h"
 
 namespace ptd::decoder {
@@ -161,10 +162,20 @@ pt_exec_mode ExecMode(uint8_t bits) {
 
 // --- The pre-scan --------------------------------------------------------------------
 
+// A new chunk at the end of `chunks`, with room for `packets`: its pages are mapped in
+// one call, not a fault each (first touches dominated the scan's system time).
+std::vector<PacketQuery::Packed>* PacketQuery::NewIndexChunk(std::vector<std::vector<Packed>>* chunks,
+                                                              uint64_t packets) {
+  std::vector<Packed>& chunk = chunks->emplace_back();
+  chunk.reserve(packets);
+  PrefaultForWrite(chunk.data(), packets * sizeof(Packed));
+  return &chunk;
+}
+
 // The packets from `start` (a PSB) up to `stop`, the end of the buffer, or a PSB in
 // `seen` (sorted; one met before at a packet boundary).
-PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index,
-                                          const std::vector<uint64_t>* seen) {
+PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t start, uint64_t stop,
+                                          uint64_t chunk_packets, const std::vector<uint64_t>* seen) {
   Chain chain;
   const uint64_t size = static_cast<uint64_t>(config.end - config.begin);
   pt_packet_decoder* pkt = NewPacketDecoder(config);
@@ -173,10 +184,8 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
     chain.ok = false;
     return chain;
   }
-  // Room for a packet per byte (the most there can be): reserved pages cost nothing until
-  // written, while a regrowth copies everything into fresh pages (dense stretches of
-  // branch-heavy traces hold a packet per 1.9 bytes).
-  if (index) chain.packets.reserve(std::min(stop, size) - start + 1);
+  const uint64_t end = std::min(stop, size);
+  std::vector<Packed>* chunk = nullptr;  // the one being filled
   uint64_t next = start;
   while (true) {
     const uint64_t offset = next;
@@ -213,7 +222,13 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
         chain.has_skd007_cyc = true;
       }
     }
-    if (index && kind != Kind::kPad) chain.packets.push_back(packed);
+    if (chunk_packets != 0 && kind != Kind::kPad) {
+      if (chunk == nullptr || chunk->size() == chunk->capacity()) [[unlikely]] {
+        // No more packets than bytes are left.
+        chunk = NewIndexChunk(&chain.chunks, std::min<uint64_t>(chunk_packets, end - std::min(end, offset) + 1));
+      }
+      chunk->push_back(packed);
+    }
     if (packet.type == ppt_psb) {
       if (seen != nullptr && offset != start && std::binary_search(seen->begin(), seen->end(), offset)) break;
       chain.psbs.push_back(offset);
@@ -230,7 +245,7 @@ void PacketQuery::NoteFlags(const Chain& chain, Scan* scan) {
   scan->has_skd007_cyc = scan->has_skd007_cyc || chain.has_skd007_cyc;
 }
 
-PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
+PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads, uint64_t chunk_packets) {
   Scan scan;
   pt_packet_decoder* pkt = NewPacketDecoder(config);
   if (pkt == nullptr) return scan;
@@ -248,6 +263,7 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
   // packet with pt_pkt_next instead (slower, but the memory stays bounded).
   constexpr uint64_t kMaxIndexedBytes = 32ull << 20;
   const bool indexed = size <= kMaxIndexedBytes;
+  const uint64_t index_chunk = indexed ? std::max<uint64_t>(chunk_packets, 1) : 0;
   bool ok = true;
   std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (sorted)
   auto packets = std::make_shared<PacketIndex>();
@@ -265,7 +281,7 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
     std::atomic<size_t> next_part{0};
     auto scan_parts = [&] {
       for (size_t k; (k = next_part.fetch_add(1)) < parts.size();) {
-        parts[k] = ScanChain(config, cuts[k], cuts[k + 1], indexed);
+        parts[k] = ScanChain(config, cuts[k], cuts[k + 1], index_chunk);
       }
     };
     std::vector<std::thread> workers;
@@ -275,10 +291,10 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
     bool whole = true;
     for (size_t k = 0; k + 1 < parts.size(); ++k) whole = whole && parts[k].ok && parts[k].met_stop;
     if (!whole) {
-      parts.assign(1, ScanChain(config, starts.front(), UINT64_MAX, indexed));
+      parts.assign(1, ScanChain(config, starts.front(), UINT64_MAX, index_chunk));
     }
     for (Chain& part : parts) {
-      if (!part.packets.empty()) packets->push_back(std::move(part.packets));
+      for (std::vector<Packed>& chunk : part.chunks) packets->push_back(std::move(chunk));
       seen_psbs.insert(seen_psbs.end(), part.psbs.begin(), part.psbs.end());
       NoteFlags(part, &scan);
       ok = ok && part.ok;
@@ -289,7 +305,7 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads) {
   for (uint64_t start : starts) {
     if (!ok) break;
     if (std::binary_search(seen_psbs.begin(), seen_psbs.end(), start)) continue;
-    const Chain chain = ScanChain(config, start, UINT64_MAX, false, &seen_psbs);
+    const Chain chain = ScanChain(config, start, UINT64_MAX, 0, &seen_psbs);
     ok = chain.ok;
     NoteFlags(chain, &scan);
     for (uint64_t psb : chain.psbs) seen_psbs.insert(std::upper_bound(seen_psbs.begin(), seen_psbs.end(), psb), psb);
@@ -491,7 +507,7 @@ int PacketQuery::FetchOther() {
 // The packet at pos_ from the scan's index, if the index covers pos_: an entry there, or
 // a PAD between two entries (the scan decoded every byte from the first PSB on).
 bool PacketQuery::FetchIndexed() {
-  if ((pos_ < stretch_begin_ || pos_ >= stretch_end_) && !SelectStretch()) return false;
+  if ((pos_ < chunk_begin_ || pos_ >= chunk_end_) && !SelectChunk()) return false;
   size_t i = cursor_ + 1;
   if (i < packed_count_ && packed_[i].offset == pos_) {
     // The packet after the last one fetched (most fetches).
@@ -515,7 +531,7 @@ bool PacketQuery::FetchIndexed() {
   }
   // Between two entries (or after the last, up to the end): PADs. All of them at once.
   if (i > 0 && packed_[i - 1].offset + packed_[i - 1].size <= pos_) {
-    const uint64_t end = i < packed_count_ ? packed_[i].offset : stretch_end_;
+    const uint64_t end = i < packed_count_ ? packed_[i].offset : chunk_end_;
     next_ = Kind::kPad;
     next_size_ = static_cast<int>(std::min<uint64_t>(end - pos_, INT32_MAX));
     fetch_error_ = 0;
@@ -524,17 +540,17 @@ bool PacketQuery::FetchIndexed() {
   return false;  // inside a packet (a sync inside another's payload) or before the first
 }
 
-// The stretch whose bytes hold pos_; false before the first.
-bool PacketQuery::SelectStretch() {
-  const PacketIndex& stretches = *index_;
-  auto after = std::upper_bound(stretches.begin(), stretches.end(), pos_,
-                                [](uint64_t pos, const std::vector<Packed>& s) { return pos < s.front().offset; });
-  if (after == stretches.begin()) return false;
-  const std::vector<Packed>& stretch = *(after - 1);
-  packed_ = stretch.data();
-  packed_count_ = stretch.size();
-  stretch_begin_ = stretch.front().offset;
-  stretch_end_ = after == stretches.end() ? size_ : after->front().offset;
+// The chunk whose bytes hold pos_; false before the first.
+bool PacketQuery::SelectChunk() {
+  const PacketIndex& chunks = *index_;
+  auto after = std::upper_bound(chunks.begin(), chunks.end(), pos_,
+                                [](uint64_t pos, const std::vector<Packed>& c) { return pos < c.front().offset; });
+  if (after == chunks.begin()) return false;
+  const std::vector<Packed>& chunk = *(after - 1);
+  packed_ = chunk.data();
+  packed_count_ = chunk.size();
+  chunk_begin_ = chunk.front().offset;
+  chunk_end_ = after == chunks.end() ? size_ : after->front().offset;
   cursor_ = SIZE_MAX;  // no hint: FetchIndexed searches
   return true;
 }

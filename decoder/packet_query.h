@@ -52,12 +52,13 @@ class PacketQuery {
     uint8_t bits = 0;  // MODE: exec csl | csd << 1, tsx intx | abrt << 1; PWRE sub-state,
                        // PWRX deepest, PTW plc
   };
-  // The packets from the first PSB on, in order, as stretches that follow one another
-  // (as the scan's threads read them: joining them would copy the index into fresh
-  // pages, which cost).
-  // Each stretch but the first starts with a PSB; the bytes up to the next stretch's
-  // first packet that no entry covers are PADs.
+  // The packets from the first PSB on, in order, in chunks that follow one another (each
+  // of at most kIndexChunkPackets, filled in turn as the scan's threads read them:
+  // one vector would have to reserve a packet per byte, 16 times the trace's size, or
+  // copy itself into fresh pages when it grows). The bytes between a chunk's last
+  // packet and the next chunk's first are PADs.
   using PacketIndex = std::vector<std::vector<Packed>>;
+  static constexpr uint64_t kIndexChunkPackets = uint64_t{1} << 16;  // 1 MiB of entries
   struct Scan {
     bool supported = false;  // only supported packets, no decode error before the end
     bool has_ovf = false;
@@ -70,7 +71,8 @@ class PacketQuery {
   };
   // `threads`: the chain from the first PSB is read in that many stretches at once
   // (buffers of kMinParallelScanBytes and more; the result is the same).
-  static Scan ScanBytes(const pt_config& config, int threads = 1);
+  // `chunk_packets`: the index's chunk size (tests make it small to cross many).
+  static Scan ScanBytes(const pt_config& config, int threads = 1, uint64_t chunk_packets = kIndexChunkPackets);
   static constexpr uint64_t kMinParallelScanBytes = uint64_t{1} << 20;
   static bool Accepts(const pt_config& config, const Scan& scan);
   static bool Accepts(const pt_config& config) { return Accepts(config, ScanBytes(config)); }
@@ -139,7 +141,7 @@ class PacketQuery {
  private:
   // A stretch of the packet chain from a PSB (ScanBytes).
   struct Chain {
-    std::vector<Packed> packets;  // PADs left out
+    std::vector<std::vector<Packed>> chunks;  // PADs left out
     std::vector<uint64_t> psbs;   // its PSBs, in order
     bool ok = true;               // no undecodable or unmodelled packet
     bool met_stop = false;        // it reached its stop on a packet boundary
@@ -147,9 +149,11 @@ class PacketQuery {
     bool has_timing = false;
     bool has_skd007_cyc = false;
   };
-  static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, bool index,
+  // `chunk_packets`: 0 for no index.
+  static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, uint64_t chunk_packets,
                          const std::vector<uint64_t>* seen = nullptr);
   static void NoteFlags(const Chain& chain, Scan* scan);
+  static std::vector<Packed>* NewIndexChunk(std::vector<std::vector<Packed>>* chunks, uint64_t packets);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
   enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kStop, kMnt, kExstop, kMwait, kPwre, kPwrx, kPtw, kTma, kMtc, kCyc, kOther };
   // libipt's event queue for one binding: 8 slots, at most 6 events.
@@ -224,7 +228,7 @@ class PacketQuery {
   int Fetch();
   int FetchOther();
   bool FetchIndexed();
-  bool SelectStretch();
+  bool SelectChunk();
   int ReadAhead();
   int ReadAheadInline();
   int EndQuery();
@@ -309,13 +313,13 @@ class PacketQuery {
   pt_packet_decoder* packets_ = nullptr;  // positioned at packets_pos_
   pt_packet_decoder* scan_ = nullptr;     // the look-ahead scans (OVF, BDM70)
   std::shared_ptr<const PacketIndex> index_;  // Scan::packets
-  // The stretch of the index being read: its entries, and the bytes it covers (from its
-  // first entry up to the next stretch's first, or the end).
+  // The chunk of the index being read: its entries, and the bytes it covers (from its
+  // first entry up to the next chunk's first, or the end).
   const Packed* packed_ = nullptr;
   size_t packed_count_ = 0;
-  uint64_t stretch_begin_ = UINT64_MAX;
-  uint64_t stretch_end_ = 0;
-  size_t cursor_ = 0;  // the entry of that stretch at or after pos_ (a hint)
+  uint64_t chunk_begin_ = UINT64_MAX;
+  uint64_t chunk_end_ = 0;
+  size_t cursor_ = 0;  // the entry of that chunk at or after pos_ (a hint)
   uint64_t packets_pos_ = UINT64_MAX;
 
   // pt_qry's state (its names).

@@ -34,9 +34,9 @@ inline std::string Hex(uint64_t v) { return absl::StrCat("0x", absl::Hex(v)); }
 // Runs both query layers over `bytes` with the same calls (`seed` picks between
 // conditional and indirect branch queries) until both are past the last PSB or
 // `max_calls`; stops at the first difference. `scan_threads`: PacketQuery's index is
-// scanned in that many stretches (long streams).
+// scanned in that many stretches (long streams); `chunk_packets`: its chunk size.
 inline Lockstep RunLockstep(const std::string& bytes, const pt_config& base, uint64_t seed, uint64_t max_calls,
-                            int scan_threads = 1) {
+                            int scan_threads = 1, uint64_t chunk_packets = PacketQuery::kIndexChunkPackets) {
   Lockstep out;
   std::vector<uint8_t> padded(bytes.begin(), bytes.end());
   padded.resize(bytes.size() + 64, 0);
@@ -45,7 +45,7 @@ inline Lockstep RunLockstep(const std::string& bytes, const pt_config& base, uin
   config.end = padded.data() + bytes.size();
   pt_query_decoder* ref = pt_qry_alloc_decoder(&config);
   // With the scan's TNT-8 map when the bytes pass it (as the fast decoder runs it).
-  const PacketQuery::Scan scan = PacketQuery::ScanBytes(config, scan_threads);
+  const PacketQuery::Scan scan = PacketQuery::ScanBytes(config, scan_threads, chunk_packets);
   PacketQuery ours(config, scan.supported ? &scan : nullptr);
   if (ref == nullptr || !ours.ok()) {
     out.difference = "allocation failed";

@@ -576,7 +576,8 @@ TEST(PacketQueryTest, RefusesWhatItDoesNotModel) {
 // The scan in stretches on threads (cut at PSBs) gives what one scan gives: the same
 // packets, support and OVF flag, on a long stream and on mutated copies of it (where a
 // stretch fails or the stretches do not meet, one scan decides). Its index is kept in
-// those stretches: the query reads across them as libipt's does (lockstep).
+// chunks of at most kIndexChunkPackets, cut anywhere: the query reads across them as
+// libipt's does (lockstep), with chunks small enough to cross thousands.
 TEST(PacketQueryTest, ScanOnThreadsEqualsOneScan) {
   if (!std::filesystem::exists(kLibc)) GTEST_SKIP() << kLibc << " is absent";
   TempDir tmp;
@@ -608,13 +609,25 @@ TEST(PacketQueryTest, ScanOnThreadsEqualsOneScan) {
   ASSERT_TRUE(serial.supported);
   ASSERT_TRUE(serial.has_ovf);
   ASSERT_NE(serial.packets, nullptr);
-  EXPECT_EQ(serial.packets->size(), 1u);
-  for (int threads : {2, 3}) {
-    const PacketQuery::Scan threaded = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()), threads);
-    EXPECT_EQ(same(serial, threaded), "") << threads;
-    ASSERT_NE(threaded.packets, nullptr);
-    EXPECT_GE(threaded.packets->size(), static_cast<size_t>(threads));
-    EXPECT_EQ(RunLockstep(bytes, PlainConfig(), 7, 50'000'000, threads).difference, "") << threads;
+  const size_t packet_count = Flat(*serial.packets).size();
+  constexpr uint64_t kChunk = PacketQuery::kIndexChunkPackets;
+  EXPECT_EQ(serial.packets->size(), (packet_count + kChunk - 1) / kChunk);
+  for (const std::vector<PacketQuery::Packed>& chunk : *serial.packets) EXPECT_LE(chunk.capacity(), kChunk);
+  constexpr uint64_t kSmallChunk = 1000;
+  for (int threads : {1, 2, 3}) {
+    if (threads > 1) {
+      const PacketQuery::Scan threaded = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()), threads);
+      EXPECT_EQ(same(serial, threaded), "") << threads;
+      ASSERT_NE(threaded.packets, nullptr);
+      EXPECT_GE(threaded.packets->size(), static_cast<size_t>(threads));
+      EXPECT_EQ(RunLockstep(bytes, PlainConfig(), 7, 50'000'000, threads).difference, "") << threads;
+    }
+    const PacketQuery::Scan small = PacketQuery::ScanBytes(ConfigFor(bytes, PlainConfig()), threads, kSmallChunk);
+    EXPECT_EQ(same(serial, small), "") << threads << " threads, small chunks";
+    ASSERT_NE(small.packets, nullptr);
+    EXPECT_GE(small.packets->size(), packet_count / kSmallChunk);
+    EXPECT_EQ(RunLockstep(bytes, PlainConfig(), 9, 50'000'000, threads, kSmallChunk).difference, "")
+        << threads << " threads, small chunks";
   }
   std::mt19937_64 random(44);
   int unsupported = 0;
@@ -625,8 +638,8 @@ TEST(PacketQueryTest, ScanOnThreadsEqualsOneScan) {
     if (!one_scan.supported) ++unsupported;
     EXPECT_EQ(same(one_scan, PacketQuery::ScanBytes(ConfigFor(mutated, PlainConfig()), 2)), "") << "mutation " << m;
     if (one_scan.supported) {
-      EXPECT_EQ(RunLockstep(mutated, PlainConfig(), 200 + static_cast<uint64_t>(m), 50'000'000, 2).difference, "")
-          << "mutation " << m;
+      const uint64_t seed = 200 + static_cast<uint64_t>(m);
+      EXPECT_EQ(RunLockstep(mutated, PlainConfig(), seed, 50'000'000, 2, kSmallChunk).difference, "") << "mutation " << m;
     }
   }
   std::printf("%zu bytes, %zu packets; %d of 12 mutations unsupported\n", bytes.size(), Flat(*serial.packets).size(),

@@ -28,7 +28,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.begin = reinterpret_cast<uint8_t*>(bytes.data());
   config.end = config.begin + bytes.size();
   if (!ptd::decoder::PacketQuery::Accepts(config)) return 0;
-  ptd::decoder::testing::Lockstep run = ptd::decoder::testing::RunLockstep(bytes, config, seed, 100000);
+  // Bit 6: index chunks of 3 packets, so reads cross chunk boundaries everywhere.
+  const uint64_t chunk_packets = (seed & 64) != 0 ? 3 : ptd::decoder::PacketQuery::kIndexChunkPackets;
+  ptd::decoder::testing::Lockstep run =
+      ptd::decoder::testing::RunLockstep(bytes, config, seed, 100000, 1, chunk_packets);
   if (!run.difference.empty()) {
     std::fprintf(stderr, "PacketQuery differs from pt_qry: %s\n", run.difference.c_str());
     std::abort();
