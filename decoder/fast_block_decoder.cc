@@ -271,6 +271,7 @@ int FastBlockDecoder::ProceedWithTrace(const FastInsn& insn) {
   }
   block->iclass = insn->iclass;
   block->end_ip = insn->ip;
+  block->size = insn->size;
   ++block->ninsn;
   return 1;
 }
@@ -496,6 +497,7 @@ void FastBlockDecoder::Fill(uint64_t ip, FastBlockCache::Entry* entry) {
     const FastInsn& last = entry.last;
     block->end_ip = last.ip;
     block->iclass = last.iclass;
+    block->size = last.size;
     const uint64_t fallthrough = last.ip + last.size;
     if (entry.error != 0) {
       ip_ = fallthrough;

@@ -160,6 +160,8 @@ class FastBlockDecoder {
     return query_.Time(tsc, lost_mtc, lost_cyc);
   }
   int Event(pt_event* event);
+  // As pt_blk_next, but `size` always holds the last instruction's size (libipt: only when
+  // the block is truncated).
   int Next(pt_block* block);
   // Next for the blocks most of a trace is made of, many per call and without building
   // pt_blocks: runs decoded before on the no-event path, ending in a conditional or a

@@ -536,7 +536,10 @@ template <class Api>
     if (klass != InsnClass::kOther && klass != InsnClass::kUnknown) {
       uint64_t insn_size = 0;
       if (klass == InsnClass::kCall || klass == InsnClass::kFarCall) {
-        insn_size = block.truncated ? block.size : classifier_.Classify(block.end_ip).size;
+        // The fast decoder's blocks always carry their last instruction's size (libipt's
+        // only when truncated): no second decode of the call.
+        const bool size_known = std::is_same_v<Api, FastApi> || block.truncated;
+        insn_size = size_known ? block.size : classifier_.Classify(block.end_ip).size;
       }
       SetPending(klass, block.end_ip, insn_size);
     }
