@@ -2,18 +2,6 @@
 
 namespace ptd::decoder {
 
-namespace {
-
-constexpr uint32_t kMtcBits = 8;      // pt_pl_mtc_bit_size
-constexpr uint32_t kTmaCtcBits = 16;  // pt_pl_tma_ctc_bit_size
-constexpr uint32_t kTmaCtcMask = (1u << kTmaCtcBits) - 1;
-constexpr uint32_t kFcrShift = 8;  // pt_tcal_fcr_shr
-
-// libipt's pt_qry_apply_*: a configuration error only makes time imprecise.
-int Applied(int status) { return status < 0 && status != -pte_bad_config ? status : 0; }
-
-}  // namespace
-
 // pt_time_ctc_delta: from last_ctc to ctc, over one wrap of the CTC bits MTC gives.
 int PacketTime::CtcDelta(uint32_t* delta, uint32_t ctc, uint32_t last_ctc) const {
   if (ctc < last_ctc) {
@@ -70,30 +58,6 @@ int PacketTime::OnHeaderTsc(uint64_t tsc) {
   }
   SetTsc(packet_tsc);
   return 0;
-}
-
-// pt_time_update_tma (the calibration ignores TMA).
-int PacketTime::OnTma(uint32_t ctc, uint64_t fc) {
-  if (!state_.have_tsc) return -pte_bad_context;
-  if (state_.have_tma) return -pte_bad_context;
-  if (state_.have_mtc) return -pte_internal;
-  const uint32_t mtc_hi = mtc_freq_ + kMtcBits;
-  const uint32_t ctc_mask = (1u << mtc_hi) - 1u;
-  state_.have_tma = true;
-  state_.base -= fc;
-  state_.fc += fc;
-  // With all the CTC bits MTC gives, the TMA counts as an MTC; otherwise the next MTC
-  // estimates the bits it lacks.
-  if (mtc_hi <= kTmaCtcBits) state_.have_mtc = true;
-  state_.ctc = state_.ctc_cyc = ctc & ctc_mask;
-  return 0;
-}
-
-int PacketTime::OnMtc(uint8_t ctc_bits) {
-  const uint32_t ctc = uint32_t{ctc_bits} << mtc_freq_;
-  int status = Applied(CalibrateMtc(ctc));
-  if (status < 0) return status;
-  return Applied(UpdateMtc(ctc));
 }
 
 // pt_tcal_update_mtc: the ratio from the CYCs counted since the last MTC.
@@ -171,13 +135,6 @@ int PacketTime::UpdateMtc(uint32_t ctc) {
   base += fc;
   state_.tsc = state_.base = base;
   return 0;
-}
-
-// pt_tcal_update_cyc, then pt_time_update_cyc with the ratio so far (none: a lost CYC).
-int PacketTime::OnCyc(uint64_t cyc) {
-  cal_.cyc_mtc += cyc;
-  cal_.cyc_tsc += cyc;
-  return Applied(UpdateCyc(cyc));
 }
 
 int PacketTime::UpdateCyc(uint64_t cyc) {

@@ -4,8 +4,9 @@
 // cycles ratio from MTCs, TSCs in PSB+ or CBR and nom_freq), so pt_qry_time and every
 // event's tsc, lost_mtc and lost_cyc are libipt's. Errors are libipt's too, at the same
 // packet. PacketQuery decodes the packets (pt_pkt_next) and hands their payloads here,
-// one call a packet; the calls for TSC and the time of an event are inline (the query's
-// read-ahead meets a TSC at every re-enable).
+// one call a packet; the calls for TSC, TMA, MTC, CYC and the time of an event are inline
+// (the query's read-ahead meets a TSC at every re-enable; the rest work as before the
+// move, when they were PacketQuery's).
 
 #include <intel-pt.h>
 
@@ -79,15 +80,46 @@ class PacketTime {
   }
   // A CBR outside PSB+ is a frequency change: the calibration starts again.
   int OnCbr(uint8_t ratio);
-  // TMA: its CTC bits and fast counter. MTC: its 8 CTC bits. CYC: its cycles.
-  int OnTma(uint32_t ctc, uint64_t fc);
-  int OnMtc(uint8_t ctc_bits);
-  int OnCyc(uint64_t cyc);
+  // TMA: its CTC bits and fast counter (pt_time_update_tma; the calibration ignores TMA).
+  int OnTma(uint32_t ctc, uint64_t fc) {
+    if (!state_.have_tsc) return -pte_bad_context;
+    if (state_.have_tma) return -pte_bad_context;
+    if (state_.have_mtc) return -pte_internal;
+    const uint32_t mtc_hi = mtc_freq_ + kMtcBits;
+    const uint32_t ctc_mask = (1u << mtc_hi) - 1u;
+    state_.have_tma = true;
+    state_.base -= fc;
+    state_.fc += fc;
+    // With all the CTC bits MTC gives, the TMA counts as an MTC; otherwise the next MTC
+    // estimates the bits it lacks.
+    if (mtc_hi <= kTmaCtcBits) state_.have_mtc = true;
+    state_.ctc = state_.ctc_cyc = ctc & ctc_mask;
+    return 0;
+  }
+  // MTC: its 8 CTC bits.
+  int OnMtc(uint8_t ctc_bits) {
+    const uint32_t ctc = uint32_t{ctc_bits} << mtc_freq_;
+    int status = Applied(CalibrateMtc(ctc));
+    if (status < 0) return status;
+    return Applied(UpdateMtc(ctc));
+  }
+  // CYC: its cycles (pt_tcal_update_cyc, then pt_time_update_cyc with the ratio so far;
+  // none: a lost CYC).
+  int OnCyc(uint64_t cyc) {
+    cal_.cyc_mtc += cyc;
+    cal_.cyc_tsc += cyc;
+    return Applied(UpdateCyc(cyc));
+  }
   // In PSB+ (TMA, MTC and CYC as outside it):
   int OnHeaderTsc(uint64_t tsc);
   int OnHeaderCbr(uint8_t ratio);
 
  private:
+  static constexpr uint32_t kMtcBits = 8;      // pt_pl_mtc_bit_size
+  static constexpr uint32_t kTmaCtcBits = 16;  // pt_pl_tma_ctc_bit_size
+  static constexpr uint32_t kTmaCtcMask = (1u << kTmaCtcBits) - 1;
+  static constexpr uint32_t kFcrShift = 8;  // pt_tcal_fcr_shr
+
   // libipt's struct pt_time_cal: the fast-counter:cycles ratio (fcr, shifted left by 8)
   // that CYC needs, from CYCs counted between two MTCs or two PSB+ TSCs, or a CBR.
   struct Calibration {
@@ -118,6 +150,8 @@ class PacketTime {
     state_.lost_mtc = 0;
     state_.lost_cyc = 0;
   }
+  // libipt's pt_qry_apply_*: a configuration error only makes time imprecise.
+  static int Applied(int status) { return status < 0 && status != -pte_bad_config ? status : 0; }
   int CtcDelta(uint32_t* delta, uint32_t ctc, uint32_t last_ctc) const;
   int CtcToFc(uint64_t* fc, uint64_t ctc) const;
   int CalibrateCbr(uint8_t ratio);
