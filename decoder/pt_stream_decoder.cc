@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/memory.h"
 
 namespace ptd::decoder {
 namespace {
@@ -92,7 +93,7 @@ uint64_t PtStreamDecoder::PieceTimeSample(uint64_t instructions) {
     piece_->last_sample = instructions;
     return instructions;
   }
-  piece_->time_steps->push_back({TimeStep::kSample, instructions});
+  PushBackPrefaulted(*piece_->time_steps, {TimeStep::kSample, instructions});
   return piece_->time_steps->size() - 1;
 }
 
@@ -120,7 +121,7 @@ void PtStreamDecoder::UpdateTime(uint64_t tsc) {
   if (piece_ == nullptr) {
     clock_.Update(tsc, instructions_);
   } else {
-    piece_->time_steps->push_back({tsc, instructions_});
+    PushBackPrefaulted(*piece_->time_steps, {tsc, instructions_});
   }
 }
 
@@ -191,7 +192,7 @@ void PtStreamDecoder::Deliver(FlowEvent& event) {
   if (piece_ != nullptr) {
     event.image_tsc = image_tsc_;
     piece_->errors += event.kind == FlowKind::kError ? 1 : 0;
-    piece_->events->push_back(event);
+    PushBackPrefaulted(*piece_->events, event);  // lists are reserved for the largest piece
   } else {
     consumer_->OnFlow(event);
   }
