@@ -7,18 +7,19 @@
 
 namespace ptd {
 
-void PrefaultForWrite(void* data, size_t bytes) {
+bool PrefaultForWrite(void* data, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
-  if (bytes < kMinPrefaultBytes) return;
+  if (bytes < kMinPrefaultBytes) return false;
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
-  if (end <= begin) return;
+  if (end <= begin) return false;
   // Failure (an old kernel: EINVAL) leaves the pages to fault in as before.
-  (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0;
 #else
   (void)data;
   (void)bytes;
+  return false;
 #endif
 }
 
