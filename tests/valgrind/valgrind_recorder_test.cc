@@ -238,19 +238,21 @@ TEST_F(ValgrindRecorderTest, ForkedAndExecedChildrenAreRecordedAsThemselves) {
 }
 
 // A shell pipeline of programs that fork after they exec: sh forks /bin/true, then
-// execs bash, whose first fork (a command substitution) is again its program's fork
-// number 1; bash runs a #!/bin/sh script (Valgrind loads its interpreter), which forks
-// in turn. Every child inherits the mappings of the program that forked it, at that
+// execs env, which execs bash (as `#!/usr/bin/env bash` scripts do), whose first fork (a
+// command substitution) is again its program's fork number 1; bash runs a #!/bin/sh
+// script (Valgrind loads its interpreter), which forks in turn. Every child inherits the mappings of the program that forked it, at that
 // fork's time: each process decodes with no error and its own calls.
 TEST_F(ValgrindRecorderTest, ShellChildrenForkedAfterExecsDecodeCleanly) {
-  if (!PathExists("/bin/sh") || !PathExists("/bin/bash")) GTEST_SKIP() << "/bin/sh or /bin/bash not installed";
+  for (const char* program : {"/bin/sh", "/bin/bash", "/usr/bin/env"}) {
+    if (!PathExists(program)) GTEST_SKIP() << program << " not installed";
+  }
   const std::string script = tmp_.Sub("child.sh");
   ASSERT_TRUE(WriteFileAtomic(script, std::string_view("#!/bin/sh\n/bin/true\n/bin/echo done >/dev/null\n")).ok());
   ASSERT_EQ(chmod(script.c_str(), 0755), 0);
   Recorded rec = RecordCleanly(
-      {"/bin/sh", "-c", absl::StrCat("/bin/true; exec /bin/bash -c 'x=$(/bin/echo hi); ", script, "; /bin/true'")});
+      {"/bin/sh", "-c", absl::StrCat("/bin/true; exec /usr/bin/env /bin/bash -c 'x=$(/bin/echo hi); ", script, "; /bin/true'")});
   EXPECT_EQ(rec.summary.exit_status, 0);
-  // sh -> bash -> true; sh's true; bash's $(/bin/echo); the script, and its true and echo.
+  // sh -> env -> bash -> true; sh's true; bash's $(/bin/echo); the script, and its true and echo.
   std::map<std::string, int> processes;
   uint64_t most_programs = 0;
   int bash_forks = 0, substitutions = 0;
@@ -274,9 +276,9 @@ TEST_F(ValgrindRecorderTest, ShellChildrenForkedAfterExecsDecodeCleanly) {
   EXPECT_EQ(processes["echo"], 2);
   EXPECT_EQ(processes["child.sh"], 1);
   EXPECT_EQ(rec.decoded.threads.size(), 6u);
-  // The first process ran sh, bash and true: its last program too (the tool's file for
-  // it is named as the first one was).
-  EXPECT_EQ(most_programs, 3u);
+  // The first process ran sh, env, bash and true: its later programs too (the tool's
+  // files for them are named as the first ones were, once those were read).
+  EXPECT_EQ(most_programs, 4u);
   EXPECT_EQ(bash_forks, 3);  // bash itself, its substitution and the script's process
   EXPECT_EQ(substitutions, 1);
 }
