@@ -19,6 +19,11 @@ struct PsbTsc {
   std::optional<uint64_t> tsc;  // the TSC packet of its PSB+ (none when TSC is off)
 };
 
+// The offset of every PSB pattern in `bytes`, in order, not overlapping (the resync
+// remedy and the pieces' borders need them). A byte search, no packet decoding: a
+// pattern inside another packet's payload counts too.
+std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes);
+
 // Every PSB of `bytes`, in order, with its PSB+'s TSC.
 std::vector<PsbTsc> FindPsbsWithTsc(absl::Span<const uint8_t> bytes);
 

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "common/pt_psb.h"
 #include "decoder/piece_decoder.h"
 #include "decoder/pt_stream_decoder.h"
 #include "image/padded_chunk.h"

@@ -9,12 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/memory.h"
+#include "common/pt_psb.h"
 
 namespace ptd::decoder {
 namespace {
-
-constexpr uint8_t kPsbPattern[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                                     0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
 
 InsnClass FromLibipt(enum pt_insn_class klass) {
   switch (klass) {
@@ -38,20 +36,6 @@ PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size, int th
   c.begin = const_cast<uint8_t*>(padded);
   c.end = c.begin + size;
   return PacketQuery::ScanBytes(c, threads);
-}
-
-std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes) {
-  std::vector<uint64_t> offsets;
-  const uint8_t* begin = bytes.data();
-  const uint8_t* end = begin + bytes.size();
-  const uint8_t* at = begin;
-  while (true) {
-    at = std::search(at, end, kPsbPattern, kPsbPattern + sizeof kPsbPattern);
-    if (at == end) break;
-    offsets.push_back(static_cast<uint64_t>(at - begin));
-    at += sizeof kPsbPattern;
-  }
-  return offsets;
 }
 
 bool StreamHasTsc(absl::Span<const uint8_t> padded_bytes, size_t size, size_t limit) {

@@ -165,8 +165,6 @@ class PtStreamDecoder : public FlowDecoder {
   std::vector<std::string> warnings_;
 };
 
-// Offsets of every PSB in `bytes` (the resync remedy needs them).
-std::vector<uint64_t> FindPsbOffsets(absl::Span<const uint8_t> bytes);
 // PacketQuery's scan of a buffer (`padded`: kPtPadding zero bytes after `size`), on
 // `threads` threads.
 PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size, int threads = 1);

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
 #include "tests/testing/psb_stream.h"
 
 namespace ptd {
@@ -40,6 +44,49 @@ TEST(CutsAtPsbsTest, CutsAtTheFirstPsbPastEachShare) {
   EXPECT_TRUE(CutsAtPsbs(1000, psbs, 1, 0).empty());
   EXPECT_TRUE(CutsAtPsbs(1000, psbs, 2, 1001).empty());
   EXPECT_TRUE(CutsAtPsbs(1000, {0}, 2, 0).empty());
+}
+
+// The byte search against the obvious one: random bytes rich in the pattern's own bytes
+// (partial patterns everywhere), with PSBs planted back to back, overlapping, at the
+// start and cut short at the end.
+TEST(FindPsbOffsetsTest, FindsWhatANaiveSearchFinds) {
+  const uint8_t psb[kPsbSize] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                 0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
+  auto naive = [&](const std::vector<uint8_t>& bytes) {
+    std::vector<uint64_t> out;
+    for (size_t at = 0; at + kPsbSize <= bytes.size();) {
+      if (std::equal(psb, psb + kPsbSize, bytes.begin() + static_cast<std::ptrdiff_t>(at))) {
+        out.push_back(at);
+        at += kPsbSize;
+      } else {
+        ++at;
+      }
+    }
+    return out;
+  };
+  std::mt19937 random(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<uint8_t> bytes(1 + random() % 3000);
+    for (uint8_t& b : bytes) {
+      const uint32_t r = random() % 8;
+      b = r < 3 ? 0x02 : r < 6 ? 0x82 : static_cast<uint8_t>(random());
+    }
+    for (int k = 0; k < 6; ++k) {
+      const size_t at = random() % bytes.size();
+      const size_t n = std::min<size_t>(kPsbSize - (k == 5 ? 1 : 0), bytes.size() - at);
+      std::copy(psb, psb + n, bytes.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+    if (round % 2 == 0 && bytes.size() >= 2 * kPsbSize) {
+      std::copy(psb, psb + kPsbSize, bytes.begin());  // at the start, then one after it
+      std::copy(psb, psb + kPsbSize, bytes.begin() + kPsbSize);
+    }
+    EXPECT_EQ(FindPsbOffsets(absl::MakeConstSpan(bytes)), naive(bytes)) << "round " << round;
+  }
+  EXPECT_TRUE(FindPsbOffsets({}).empty());
+  // An 18-byte run of the pattern holds one PSB (not overlapping), at 0.
+  std::vector<uint8_t> run;
+  for (int i = 0; i < 9; ++i) run.insert(run.end(), {0x02, 0x82});
+  EXPECT_EQ(FindPsbOffsets(absl::MakeConstSpan(run)), std::vector<uint64_t>{0});
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/pt_psb.h"
 #include "decoder/cycle_index.h"
 #include "decoder/pt_stream_decoder.h"
 #include "gtest/gtest.h"

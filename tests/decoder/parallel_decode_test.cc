@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/pt_psb.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "decoder/pt_stream_decoder.h"
