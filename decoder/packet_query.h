@@ -140,6 +140,7 @@ class PacketQuery {
   // A stretch of the packet chain from a PSB (ScanBytes).
   struct Chain {
     std::vector<std::vector<Packed>> chunks;  // PADs left out
+    std::vector<Packed> packets;              // the chunk being filled (then the last)
     std::vector<uint64_t> psbs;   // its PSBs, in order
     bool ok = true;               // no undecodable or unmodelled packet
     bool met_stop = false;        // it reached its stop on a packet boundary
@@ -151,7 +152,7 @@ class PacketQuery {
   static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, uint64_t chunk_packets,
                          const std::vector<uint64_t>* seen = nullptr);
   static void NoteFlags(const Chain& chain, Scan* scan);
-  static std::vector<Packed>* NewIndexChunk(std::vector<std::vector<Packed>>* chunks, uint64_t packets);
+  static void NextIndexChunk(Chain* chain, uint64_t packets);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
   enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kStop, kMnt, kExstop, kMwait, kPwre, kPwrx, kPtw, kTma, kMtc, kCyc, kOther };
   // libipt's event queue for one binding: 8 slots, at most 6 events.
