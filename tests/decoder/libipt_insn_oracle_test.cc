@@ -55,6 +55,7 @@ const std::vector<Expected>& ZydisRefused() {
       {"c6 /1 (only c6 /0 is mov)", {0xc6, 0x0f, 0x83, 0x2b, 0x01}, 3, ptic_other},
       {"ff /7 (undefined)", {0xff, 0xff, 0x83, 0xfa, 0x2f}, 2, ptic_other},
       {"lock nop", {0xf0, 0x90}, 2, ptic_other},
+      {"VEX with opcode map 0", {0xc4, 0xe0, 0x78, 0x90, 0x90}, 4, ptic_other},
       {"lock call rel32", {0xf0, 0xe8, 0x10, 0x00, 0x00, 0x00}, 6, ptic_call, true, 6 + 0x10},
       {"lock jz rel8", {0xf0, 0x74, 0x02}, 3, ptic_cond_jump, true, 3 + 2},
       {"lock jmp rel8", {0xf0, 0xeb, 0xfe}, 3, ptic_jump, true, 3 - 2},
