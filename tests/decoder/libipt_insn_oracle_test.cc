@@ -95,16 +95,18 @@ TEST(LibiptInsnOracleTest, RefusesWhatLibiptRefuses) {
   }
 }
 
-// In 32-bit mode push es is an instruction (Zydis decodes it); 1f in 64-bit mode is not.
+// The mode reaches libipt: a near call's displacement is 2 bytes in 16-bit code, 4 in 32-bit.
 TEST(LibiptInsnOracleTest, FollowsTheExecutionMode) {
-  const uint8_t push_es[] = {0x06};
-  FastInsn insn;
-  ASSERT_TRUE(DecodeInsnWithLibipt(ptem_32bit, 0x1000, push_es, sizeof push_es, &insn));
-  EXPECT_EQ(insn.size, 1);
   const uint8_t lock_call[] = {0xf0, 0xe8, 0x10, 0x00, 0x00, 0x00};
+  FastInsn insn;
   ASSERT_TRUE(DecodeInsnWithLibipt(ptem_32bit, 0x1000, lock_call, sizeof lock_call, &insn));
   EXPECT_EQ(insn.iclass, ptic_call);
+  EXPECT_EQ(insn.size, 6);
   EXPECT_EQ(insn.target, 0x1000u + 6 + 0x10);
+  ASSERT_TRUE(DecodeInsnWithLibipt(ptem_16bit, 0x1000, lock_call, sizeof lock_call, &insn));
+  EXPECT_EQ(insn.iclass, ptic_call);
+  EXPECT_EQ(insn.size, 4);
+  EXPECT_EQ(insn.target, 0x1000u + 4 + 0x10);
 }
 
 // ---------------------------------------------------------------------------------
@@ -134,7 +136,8 @@ std::vector<uint8_t> Program() {
 }
 
 // Two PSB segments: the first runs from 00 to the error at 21; the second (where the
-// decoders resync) from 50 to the syscall, where tracing stops.
+// decoders resync) from 50 to the syscall, where tracing stops, and twice more from 50
+// (libipt's block decoder may take those from its block cache).
 std::vector<uint8_t> Stream(size_t* size) {
   std::vector<uint8_t> buffer(1024 + kPtPadding, 0);
   pt_config config;
@@ -177,6 +180,11 @@ std::vector<uint8_t> Stream(size_t* size) {
   tnt.payload.tnt.bit_size = 1;  // never asked for: the decode fails at 21 before
   emit(tnt);
   psb_plus(kBase + 0x50);
+  emit(ip_packet(ppt_tip_pgd, 0, pt_ipc_suppressed));
+  // Again, from libipt's block cache now.
+  emit(ip_packet(ppt_tip_pge, kBase + 0x50, pt_ipc_sext_48));
+  emit(ip_packet(ppt_tip_pgd, 0, pt_ipc_suppressed));
+  emit(ip_packet(ppt_tip_pge, kBase + 0x50, pt_ipc_sext_48));
   emit(ip_packet(ppt_tip_pgd, 0, pt_ipc_suppressed));
   uint64_t offset = 0;
   EXPECT_GE(pt_enc_get_offset(encoder.get(), &offset), 0);
@@ -239,9 +247,9 @@ TEST(FastDecoderOnInsnsZydisRefusesTest, DecodesThemAsLibiptBlockDoes) {
 
   // What libipt's block decoder does here, so the comparison covers every case: 00..07
   // (5), the call, 40 and the return, jz (taken), jmp rax (to 20), the nop at 20: 11 and
-  // the error at 21; then 50..54 (3) to the syscall. (The jumps make no flow event: they
-  // stay inside the code's one function.)
-  EXPECT_EQ(block.instructions, 14u);
+  // the error at 21; then 50..54 (3) to the syscall, three times. (The jumps make no
+  // flow event: they stay inside the code's one function.)
+  EXPECT_EQ(block.instructions, 20u);
   int calls = 0, returns = 0, syscalls = 0, errors = 0;
   for (const FlowEvent& e : block.events) {
     calls += e.kind == FlowKind::kCall;
@@ -254,7 +262,7 @@ TEST(FastDecoderOnInsnsZydisRefusesTest, DecodesThemAsLibiptBlockDoes) {
   }
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(returns, 1);
-  EXPECT_EQ(syscalls, 1);
+  EXPECT_EQ(syscalls, 3);
   EXPECT_EQ(errors, 1);
 }
 
