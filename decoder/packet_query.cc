@@ -13,32 +13,7 @@ namespace {
 
 constexpr int kOvfSize = 2;        // ptps_ovf
 constexpr int kPsbendSize = 2;     // ptps_psbend
-constexpr uint32_t kMtcBits = 8;   // pt_pl_mtc_bit_size
-constexpr uint32_t kTmaCtcBits = 16;  // pt_pl_tma_ctc_bit_size
-constexpr uint32_t kTmaCtcMask = (1u << kTmaCtcBits) - 1;
-constexpr uint32_t kFcrShift = 8;  // pt_tcal_fcr_shr
 constexpr uint8_t kExtOvf = 0xf3;  // pt_ext_ovf
-constexpr uint8_t kMaxMtcFreq = 23;  // libipt shifts 1u by mtc_freq + 8
-
-// pt_time_ctc_delta: from last_ctc to ctc, over one wrap of the CTC bits MTC gives.
-int CtcDelta(uint32_t* delta, uint32_t ctc, uint32_t last_ctc, const pt_config& config) {
-  if (ctc < last_ctc) {
-    ctc += 1u << (config.mtc_freq + kMtcBits);
-    if (ctc < last_ctc) return -pte_bad_packet;
-  }
-  *delta = ctc - last_ctc;
-  return 0;
-}
-
-// pt_time_ctc_fc: CTC ticks in fast counter ticks (CPUID 0x15's TSC:crystal ratio).
-int CtcToFc(uint64_t* fc, uint64_t ctc, const pt_config& config) {
-  if (config.cpuid_0x15_eax == 0 || config.cpuid_0x15_ebx == 0) return -pte_bad_config;
-  *fc = (ctc * config.cpuid_0x15_ebx) / config.cpuid_0x15_eax;
-  return 0;
-}
-
-// libipt's pt_qry_apply_*: a configuration error only makes time imprecise.
-int Applied(int status) { return status < 0 && status != -pte_bad_config ? status : 0; }
 
 pt_packet_decoder* NewPacketDecoder(const pt_config& config) {
   pt_config c = config;
@@ -309,7 +284,7 @@ bool PacketQuery::Accepts(const pt_config& config, const Scan& scan) {
   if (scan.has_ovf && (config.errata.skd010 || config.errata.apl11 || config.errata.apl12)) return false;
   // pt_qry_decode_cyc skips such a CYC's first byte into the OVF (not modelled here).
   if (scan.has_skd007_cyc && config.errata.skd007) return false;
-  if (scan.has_timing && config.mtc_freq > kMaxMtcFreq) return false;
+  if (scan.has_timing && config.mtc_freq > PacketTime::kMaxMtcFreq) return false;
   return true;
 }
 
@@ -384,7 +359,7 @@ pt_event* PacketQuery::TimedStandalone(pt_event_type type) {
   pt_event* ev = Standalone();
   ev->type = type;
   event_ = ev;
-  EventTime(ev);
+  time_.state().Stamp(ev);
   return ev;
 }
 
@@ -395,18 +370,11 @@ pt_event* PacketQuery::TimedStandalone(pt_event_type type) {
   return 0;
 }
 
-[[gnu::always_inline]] inline void PacketQuery::EventTime(pt_event* event) const {
-  event->tsc = time_.tsc;
-  event->lost_mtc = time_.lost_mtc;
-  event->lost_cyc = time_.lost_cyc;
-  if (time_.have_tsc) event->has_tsc = 1;
-}
-
 // --- Construction and sync ---------------------------------------------------------
 
 std::atomic<uint64_t> PacketQuery::made_{0};
 
-PacketQuery::PacketQuery(const pt_config& config, const Scan* scan) : config_(config) {
+PacketQuery::PacketQuery(const pt_config& config, const Scan* scan) : config_(config), time_(config) {
   made_.fetch_add(1, std::memory_order_relaxed);
   config_.decode.callback = nullptr;
   config_.decode.context = nullptr;
@@ -432,9 +400,8 @@ void PacketQuery::Reset() {
   ip_ = LastIp();
   tnt_ = 0;
   tnt_index_ = 0;
-  time_ = TimeState();
-  last_time_ = TimeState();
-  tcal_ = TimeCal();
+  time_.Reset();
+  last_time_ = PacketTime::State();
   for (Queue& q : queues_) q.begin = q.end = 0;
 }
 
@@ -633,7 +600,7 @@ int PacketQuery::ReadAhead() { return ReadAheadInline(); }
 // read so far, and it reads ahead to the next packet a query needs (the end of the
 // buffer there is no error).
 [[gnu::always_inline]] inline int PacketQuery::EndQuery() {
-  last_time_ = time_;
+  last_time_ = time_.state();
   int status = ReadAheadInline();
   return status < 0 && status != -pte_eos ? status : 0;
 }
@@ -654,7 +621,7 @@ int PacketQuery::CacheTnt() {
     status = ReadAhead();
     if (status != 0) return status;
   }
-  last_time_ = time_;
+  last_time_ = time_.state();
   int status = ReadAhead();
   if (status < 0 && status != -pte_eos) return status;
   return 0;
@@ -667,7 +634,7 @@ int PacketQuery::CondBranchRefill(int* taken) {
     tnt_ = cur_->value;
     tnt_index_ = 1ull << (cur_->aux - 1);
     Consume();
-    last_time_ = time_;
+    last_time_ = time_.state();
     status = ReadAhead();
     if (status < 0 && status != -pte_eos) return status;
     status = 0;
@@ -714,7 +681,7 @@ int PacketQuery::IndirectBranch(uint64_t* addr) {
 // pt_qry_decode_psb with pt_qry_read_psb_header.
 int PacketQuery::DecodePsb() {
   const uint64_t psb = pos_;
-  if (config_.errata.skl168) tcal_.check_skl168 = true;  // pt_tcal_update_psb
+  time_.OnPsb();
   Consume();
   ip_ = LastIp();
   int status = 0;
@@ -829,7 +796,7 @@ int PacketQuery::DecodeHeader() {
     ev = Standalone();
     ev->type = ptev_enabled;
     if (ip_.Query(&ev->variant.enabled.ip) < 0) return -pte_bad_packet;
-    EventTime(ev);
+    time_.state().Stamp(ev);
     tnt_ = 0;
     tnt_index_ = 0;
     consume_packet_ = true;
@@ -872,7 +839,7 @@ int PacketQuery::DecodeHeader() {
     ev = Standalone();
     ev->type = ptev_disabled;
     EventIp(&ev->variant.disabled.ip, ev);
-    EventTime(ev);
+    time_.state().Stamp(ev);
   }
   event_ = ev;
   if (queues_[kBindTip].pending()) return 0;
@@ -919,7 +886,7 @@ int PacketQuery::DecodeFup() {
     if (ev == nullptr) return -pte_nomem;
     ev->type = ptev_async_branch;
     ev->variant.async_branch.from = ip;
-    EventTime(ev);
+    time_.state().Stamp(ev);
   }
   Consume();
   return 0;
@@ -972,7 +939,7 @@ int PacketQuery::ProcessPendingPsbEvents() {
   pt_event* ev = queues_[kBindPsbend].Dequeue();
   if (ev == nullptr) return 0;
   ev->status_update = 1;
-  EventTime(ev);
+  time_.state().Stamp(ev);
   switch (ev->type) {
     case ptev_exec_mode: EventIp(&ev->variant.exec_mode.ip, ev); break;
     case ptev_tsx: EventIp(&ev->variant.tsx.ip, ev); break;
@@ -1025,9 +992,9 @@ int PacketQuery::DecodeOvf() {
   int status = ProcessPendingPsbEvents();
   if (status < 0) return status;
   if (status > 0) return 0;
-  const TimeState time = time_;
+  const PacketTime::State time = time_.state();
   Reset();
-  time_ = time;
+  time_.set_state(time);
   pos_ += kOvfSize;
   const int offset = FindOvfFup();
   if (offset <= 0) {
@@ -1037,14 +1004,14 @@ int PacketQuery::DecodeOvf() {
     ev->ip_suppressed = 1;
     enabled_ = false;
     event_ = ev;
-    EventTime(ev);
+    time_.state().Stamp(ev);
     return 0;
   }
   pt_event* ev = queues_[kBindFup].Enqueue();
   if (ev == nullptr) return -pte_internal;
   ev->type = ptev_overflow;
   enabled_ = true;
-  EventTime(ev);
+  time_.state().Stamp(ev);
   return 0;
 }
 
@@ -1054,7 +1021,7 @@ int PacketQuery::DecodeOvf() {
     if (ev == nullptr) return -pte_nomem;
     ev->type = ptev_exec_mode;
     ev->variant.exec_mode.mode = ExecMode(cur_->bits);
-    EventTime(ev);
+    time_.state().Stamp(ev);
   } else if (cur_->aux == pt_mol_tsx) {
     pt_event* ev = nullptr;
     if (!enabled_) {
@@ -1069,7 +1036,7 @@ int PacketQuery::DecodeOvf() {
     ev->type = ptev_tsx;
     ev->variant.tsx.speculative = cur_->bits & 1;
     ev->variant.tsx.aborted = (cur_->bits >> 1) & 1;
-    EventTime(ev);
+    time_.state().Stamp(ev);
   }
   Consume();
   return 0;
@@ -1106,7 +1073,7 @@ int PacketQuery::DecodePip() {
     ev->variant.async_paging.cr3 = cur_->value;
     ev->variant.async_paging.non_root = (cur_->aux & 1);
   }
-  EventTime(ev);
+  time_.state().Stamp(ev);
   Consume();
   return 0;
 }
@@ -1134,7 +1101,7 @@ int PacketQuery::DecodeVmcs() {
   ev->type = ptev_vmcs;
   ev->variant.vmcs.base = base;
   event_ = ev;
-  EventTime(ev);
+  time_.state().Stamp(ev);
   Consume();
   return 0;
 }
@@ -1220,22 +1187,18 @@ int PacketQuery::DecodePsbend() {
   return 0;
 }
 
+// A CBR outside PSB+ restarts the calibration (PacketTime::OnCbr).
 int PacketQuery::DecodeCbr() {
-  // A CBR outside PSB+ is a frequency change: the calibration starts again. libipt's
-  // time and calibration both refuse a zero ratio.
-  tcal_ = TimeCal();
-  int status = CalibrateCbr(cur_->aux);
+  int status = time_.OnCbr(cur_->aux);
   if (status < 0) return status;
-  if (cur_->aux == 0) return -pte_bad_packet;
   TimedStandalone(ptev_cbr)->variant.cbr.ratio = cur_->aux;
   Consume();
   return 0;
 }
 
 int PacketQuery::HeaderCbr() {
-  int status = CalibrateCbr(cur_->aux);
+  int status = time_.OnHeaderCbr(cur_->aux);
   if (status < 0) return status;
-  if (cur_->aux == 0) return -pte_bad_packet;
   pt_event* ev = queues_[kBindPsbend].Enqueue();
   if (ev == nullptr) return -pte_nomem;
   ev->type = ptev_cbr;
@@ -1244,178 +1207,35 @@ int PacketQuery::HeaderCbr() {
   return 0;
 }
 
-// pt_tcal_header_cbr: with the nominal frequency, a CBR gives the ratio.
-int PacketQuery::CalibrateCbr(uint8_t ratio) {
-  if (config_.nom_freq == 0) return 0;
-  if (ratio == 0) return -pte_bad_packet;
-  tcal_.SetFcr((uint64_t{config_.nom_freq} << kFcrShift) / ratio);
-  return 0;
-}
+// --- Timing packets (PacketTime) ---------------------------------------------------
+// Not inlined into Decode: there they would cost it a saved register for every packet.
 
-// --- Timing packets (pt_time.c) ----------------------------------------------------
-
-// A TSC in PSB+: pt_tcal_header_tsc calibrates from the CYCs since the last TSC (unless
-// MTCs do), then the time as DecodeTsc.
 int PacketQuery::HeaderTsc() {
-  const uint64_t last_tsc = tcal_.tsc;
-  const uint64_t cyc = tcal_.cyc_tsc;
-  uint64_t tsc = cur_->value;
-  tcal_.tsc = tsc;
-  tcal_.cyc_tsc = 0;
-  if (last_tsc != 0 && cyc != 0 && !tcal_.have_mtc) {
-    if (tsc < last_tsc) {
-      tsc += uint64_t{1} << 56;  // pt_pl_tsc_bit_size
-      if (tsc < last_tsc) return -pte_bad_packet;
-    }
-    const uint64_t delta = tsc - last_tsc;
-    if (delta & ~(~uint64_t{0} >> kFcrShift)) return -pte_internal;
-    tcal_.SetFcr((delta << kFcrShift) / cyc);
-  }
-  UpdateTimeTsc();
-  Consume();
-  return 0;
-}
-
-// pt_time_update_tma (the calibration ignores TMA).
-int PacketQuery::DecodeTma() {
-  if (!time_.have_tsc) return -pte_bad_context;
-  if (time_.have_tma) return -pte_bad_context;
-  if (time_.have_mtc) return -pte_internal;
-  const uint32_t ctc = static_cast<uint32_t>(cur_->value & 0xffff);
-  const uint64_t fc = cur_->value >> 16;
-  const uint32_t mtc_hi = config_.mtc_freq + kMtcBits;
-  const uint32_t ctc_mask = (1u << mtc_hi) - 1u;
-  time_.have_tma = true;
-  time_.base -= fc;
-  time_.fc += fc;
-  // With all the CTC bits MTC gives, the TMA counts as an MTC; otherwise the next MTC
-  // estimates the bits it lacks.
-  if (mtc_hi <= kTmaCtcBits) time_.have_mtc = true;
-  time_.ctc = time_.ctc_cyc = ctc & ctc_mask;
-  Consume();
-  return 0;
-}
-
-int PacketQuery::DecodeMtc() {
-  const uint32_t ctc = uint32_t{cur_->aux} << config_.mtc_freq;
-  int status = Applied(CalibrateMtc(ctc));
-  if (status < 0) return status;
-  status = Applied(UpdateTimeMtc(ctc));
+  int status = time_.OnHeaderTsc(cur_->value);
   if (status < 0) return status;
   Consume();
   return 0;
 }
 
-// pt_tcal_update_mtc: the ratio from the CYCs counted since the last MTC.
-int PacketQuery::CalibrateMtc(uint32_t ctc) {
-  const uint32_t last_ctc = tcal_.ctc;
-  const uint64_t cyc = tcal_.cyc_mtc;
-  const bool check_skl168 = tcal_.check_skl168;
-  tcal_.check_skl168 = false;
-  if (!tcal_.have_mtc) {
-    tcal_.cyc_mtc = 0;
-    tcal_.ctc = ctc;
-    tcal_.have_mtc = true;
-    return 0;
-  }
-  if (cyc == 0) return 0;  // no cycles yet: the next MTC spans both periods
-  tcal_.cyc_mtc = 0;
-  tcal_.ctc = ctc;
-  uint32_t ctc_delta = 0;
-  int status = CtcDelta(&ctc_delta, ctc, last_ctc, config_);
-  if (status < 0) return status;
-  uint64_t fc = 0;
-  status = CtcToFc(&fc, ctc_delta, config_);
-  if (status < 0) return status;
-  if (fc & ~(~uint64_t{0} >> kFcrShift)) return -pte_internal;
-  const uint64_t fcr = (fc << kFcrShift) / cyc;
-  // SKL168: CYCs may be dropped just before a PSB. The first MTC after one is skipped if
-  // MTCs were lost or a wrap CYC looks lost.
-  if (check_skl168) {
-    if ((1u << config_.mtc_freq) < ctc_delta) return 0;
-    if (config_.mtc_freq < 10 && tcal_.HaveFcr()) {
-      const uint64_t expected = (tcal_.fcr * (cyc + 0xf00)) >> kFcrShift;
-      if (expected < fc) return 0;
-    }
-  }
-  tcal_.SetFcr(fcr);
-  return 0;
-}
-
-// pt_time_update_mtc.
-int PacketQuery::UpdateTimeMtc(uint32_t ctc) {
-  const bool have_tsc = time_.have_tsc;
-  const bool have_tma = time_.have_tma;
-  const bool have_mtc = time_.have_mtc;
-  // MTCs between a TSC and its TMA are ignored.
-  if (have_tsc && !have_tma) return 0;
-  uint64_t base = time_.base;
-  uint32_t last_ctc = time_.ctc;
-  if (time_.fc != 0 || time_.lost_cyc != 0 || !have_mtc) time_.ctc_cyc = ctc;
-  time_.have_mtc = true;
-  time_.fc = 0;
-  time_.ctc = ctc;
-  time_.lost_cyc = 0;
-  if (!have_mtc) {
-    // The first MTC: without a TMA it only starts the count; after one it completes the
-    // TMA's CTC bits (one period back if its low bits are behind the TMA's).
-    if (!have_tma) return 0;
-    if (last_ctc & ~kTmaCtcMask) return -pte_internal;
-    const uint32_t ctc_lo = ctc & kTmaCtcMask;
-    uint32_t ctc_hi = ctc & ~kTmaCtcMask;
-    if (ctc_lo < last_ctc) {
-      ctc_hi -= 1u << kTmaCtcBits;
-      ctc_hi &= 0xffu << config_.mtc_freq;
-    }
-    last_ctc |= ctc_hi;
-  }
-  uint32_t ctc_delta = 0;
-  int status = CtcDelta(&ctc_delta, ctc, last_ctc, config_);
-  if (status < 0) {
-    time_.lost_mtc += 1;
-    return status;
-  }
-  uint64_t fc = 0;
-  status = CtcToFc(&fc, ctc_delta, config_);
-  if (status < 0) return status;
-  base += fc;
-  time_.tsc = time_.base = base;
-  return 0;
-}
-
-// pt_tcal_update_cyc, then pt_time_update_cyc with the ratio so far (none: a lost CYC).
-int PacketQuery::DecodeCyc() {
-  const uint64_t cyc = cur_->value;
-  tcal_.cyc_mtc += cyc;
-  tcal_.cyc_tsc += cyc;
-  int status = Applied(UpdateTimeCyc(cyc));
+// The index packs a TMA as ctc | fc << 16.
+[[gnu::noinline]] int PacketQuery::DecodeTma() {
+  int status = time_.OnTma(static_cast<uint32_t>(cur_->value & 0xffff), cur_->value >> 16);
   if (status < 0) return status;
   Consume();
   return 0;
 }
 
-int PacketQuery::UpdateTimeCyc(uint64_t cyc) {
-  const uint64_t fcr = tcal_.HaveFcr() ? tcal_.fcr : 0;
-  if (fcr == 0) {
-    time_.lost_cyc += 1;
-    return 0;
-  }
-  uint64_t fc = time_.fc;
-  if (fc == 0 && time_.ctc != time_.ctc_cyc) {
-    // pt_time_adjust_cyc: a CYC spanning MTC periods; the cycles of the earlier periods
-    // (estimated with the ratio) are not this period's.
-    uint32_t ctc_delta = 0;
-    int status = CtcDelta(&ctc_delta, time_.ctc, time_.ctc_cyc, config_);
-    if (status < 0) return status;
-    uint64_t old_fc = 0;
-    status = CtcToFc(&old_fc, ctc_delta, config_);
-    if (status < 0) return status;
-    const uint64_t old_cyc = (old_fc << kFcrShift) / fcr;
-    cyc = std::max(cyc, old_cyc) - old_cyc;
-  }
-  fc += (cyc * fcr) >> kFcrShift;
-  time_.fc = fc;
-  time_.tsc = time_.base + fc;
+[[gnu::noinline]] int PacketQuery::DecodeMtc() {
+  int status = time_.OnMtc(cur_->aux);
+  if (status < 0) return status;
+  Consume();
+  return 0;
+}
+
+[[gnu::noinline]] int PacketQuery::DecodeCyc() {
+  int status = time_.OnCyc(cur_->value);
+  if (status < 0) return status;
+  Consume();
   return 0;
 }
 

@@ -13,9 +13,8 @@
 // Supported: PAD, PSB, PSBEND, FUP, TIP, TIP.PGE, TIP.PGD, TNT-8, TNT-64, MODE.Exec,
 // MODE.TSX, TSC, TMA, MTC, CYC, OVF, CBR, PIP, VMCS, STOP, MNT, EXSTOP, MWAIT, PWRE,
 // PWRX, PTW, and the BDM70 and SKL168 errata.
-// Time follows pt_time.c: TSC, TMA, MTC and CYC with libipt's calibration (pt_tcal_*:
-// CYC needs a fast-counter:cycles ratio from MTCs, TSCs in PSB+ or CBR and nom_freq),
-// so pt_qry_time and every event's tsc, lost_mtc and lost_cyc are libipt's.
+// Time follows pt_time.c and pt_tcal_* (PacketTime, decoder/packet_time.h), so
+// pt_qry_time and every event's tsc, lost_mtc and lost_cyc are libipt's.
 // A buffer holding anything else (unknown packets), a packet libipt cannot decode (but
 // for the end of the buffer), an OVF under the SKD010, APL11 or APL12 errata, a CYC the
 // SKD007 erratum would drop, timing packets with an mtc_freq over 23 (libipt's shifts
@@ -31,6 +30,8 @@
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "decoder/packet_time.h"
 
 namespace ptd::decoder {
 
@@ -130,10 +131,7 @@ class PacketQuery {
   int IndirectBranch(uint64_t* ip);
   int Event(pt_event* event, size_t size);
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
-    *tsc = last_time_.tsc;
-    if (lost_mtc != nullptr) *lost_mtc = last_time_.lost_mtc;
-    if (lost_cyc != nullptr) *lost_cyc = last_time_.lost_cyc;
-    return last_time_.have_tsc ? 0 : -pte_no_time;
+    return last_time_.Query(tsc, lost_mtc, lost_cyc);
   }
 
  private:
@@ -178,38 +176,6 @@ class PacketQuery {
   static constexpr uint32_t kBindingKinds = 1u << static_cast<uint8_t>(Kind::kPsbend) |
                                             1u << static_cast<uint8_t>(Kind::kTip) |
                                             1u << static_cast<uint8_t>(Kind::kFup);
-  // libipt's struct pt_time (but the CBR, which no query here reports).
-  struct TimeState {
-    uint64_t tsc = 0;
-    uint64_t base = 0;     // from TSC and MTC
-    uint64_t fc = 0;       // the fast counter estimated since base
-    uint32_t ctc = 0;      // the last CTC (MTC, TMA)
-    uint32_t ctc_cyc = 0;  // the CTC when fc was cleared
-    uint32_t lost_mtc = 0;
-    uint32_t lost_cyc = 0;
-    bool have_tsc = false;
-    bool have_tma = false;
-    bool have_mtc = false;
-  };
-  // libipt's struct pt_time_cal: the fast-counter:cycles ratio (fcr, shifted left by 8)
-  // that CYC needs, from CYCs counted between two MTCs or two PSB+ TSCs, or a CBR.
-  struct TimeCal {
-    uint64_t fcr = 0;
-    uint64_t min_fcr = UINT64_MAX;
-    uint64_t max_fcr = 0;
-    uint64_t tsc = 0;
-    uint64_t cyc_tsc = 0;
-    uint64_t cyc_mtc = 0;
-    uint32_t ctc = 0;
-    bool have_mtc = false;
-    bool check_skl168 = false;
-    bool HaveFcr() const { return min_fcr <= max_fcr; }
-    void SetFcr(uint64_t value) {
-      fcr = value;
-      min_fcr = std::min(min_fcr, value);
-      max_fcr = std::max(max_fcr, value);
-    }
-  };
   struct LastIp {
     uint64_t ip = 0;
     bool have_ip = false;
@@ -271,37 +237,20 @@ class PacketQuery {
   int HeaderCbr();
   int ProcessPendingPsbEvents();
   int EventIp(uint64_t* ip, pt_event* event) const;
-  void EventTime(pt_event* event) const;
   int FindOvfFup();
   int CheckBdm70(uint64_t offset);
   pt_event* Standalone();
   pt_event* TimedStandalone(pt_event_type type);
   void Consume() { pos_ += next_size_; }
-  // pt_time_update_tsc (and the calibration's TSC outside PSB+: no error there).
+  // The timing packets: their payloads to time_.
   void DecodeTsc() {
-    tcal_.tsc = cur_->value;
-    tcal_.cyc_tsc = 0;
-    UpdateTimeTsc();
+    time_.OnTsc(cur_->value);
     Consume();
-  }
-  void UpdateTimeTsc() {
-    time_.have_tsc = true;
-    time_.have_tma = false;
-    time_.have_mtc = false;
-    time_.tsc = time_.base = cur_->value;
-    time_.ctc = 0;
-    time_.fc = 0;
-    time_.lost_mtc = 0;
-    time_.lost_cyc = 0;
   }
   int HeaderTsc();
   int DecodeTma();
   int DecodeMtc();
   int DecodeCyc();
-  int CalibrateMtc(uint32_t ctc);
-  int UpdateTimeMtc(uint32_t ctc);
-  int UpdateTimeCyc(uint64_t cyc);
-  int CalibrateCbr(uint8_t ratio);
 
   static std::atomic<uint64_t> made_;
   pt_config config_;
@@ -331,9 +280,8 @@ class PacketQuery {
   uint64_t tnt_ = 0;
   uint64_t tnt_index_ = 0;
   LastIp ip_;
-  TimeState time_;
-  TimeState last_time_;
-  TimeCal tcal_;
+  PacketTime time_;
+  PacketTime::State last_time_;  // time_ at the end of the last query (pt_qry_time)
   bool enabled_ = false;
   bool consume_packet_ = false;
   pt_event* event_ = nullptr;

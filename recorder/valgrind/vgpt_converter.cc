@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -112,8 +114,12 @@ struct VgptConverter::Process {
   int pid = 0;
   int ppid = 0;
   uint64_t clock = 0;
-  std::map<uint32_t, uint64_t> fork_times;  // fork_seq -> time of the fork
-  std::map<uint32_t, int> forking_tid;
+  // A fork is named by the instance (file number) of the program that made it and its
+  // seq in that program: each exec'd program counts its forks from 1 again.
+  using ForkKey = std::pair<uint32_t, uint32_t>;  // instance, fork_seq
+  std::map<ForkKey, uint64_t> fork_times;         // -> time of the fork
+  std::map<ForkKey, int> forking_tid;
+  std::set<uint32_t> closed_instances;  // instances read to their end: no more forks come
   std::vector<uint64_t> triggers;  // sorted
   bool alive = true;
   bool exec_pending = false;  // the last instance ended with an exec attempt
@@ -137,6 +143,7 @@ struct VgptConverter::Instance {
   bool exited = false;
   bool last_was_exec = false;
   int pid = 0;
+  uint32_t number = 0;  // the file's <n> (<pid>-<n>.vgpt), from the hello record
   Process* process = nullptr;
   Thread* current = nullptr;
   std::vector<Block> blocks;
@@ -398,6 +405,8 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       const int ppid = static_cast<int>(p.U32());
       const uint32_t flags = p.U32();
       const uint32_t fork_seq = p.U32();
+      const uint32_t number = p.U32();
+      const uint32_t parent_number = p.U32();
       const std::string exe = p.String();
       if (!p.ok() || version != VGPT_VERSION || in.hello) {
         ++stats_.bad_records;
@@ -420,6 +429,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
           if (tid != pid) gone.push_back(thread.get());
         }
         in.pid = pid;
+        in.number = number;
         in.process = process;
         for (Thread* t : gone) EndThread(in, *t);
         if (auto main = threads_.find(pid); main != threads_.end() && main->second->pending_id != kNoBlock) {
@@ -427,31 +437,24 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
         }
       } else {
         if (flags & VGPT_HELLO_FORK_CHILD) {
+          // Wait for the parent's stream to reach the fork (its FORKING record is written
+          // before the child exists), unless the parent's program that forked has been
+          // read to its end without it, or nothing else can move (StopWaiting).
           auto parent = processes_.find(ppid);
-          if (parent == processes_.end()) {
-            // The parent's stream may not have been read at all yet.
-            for (const auto& other : instances_) {
-              if (other.get() != &in && !other->hello && !other->closed) {
-                *waiting = true;
-                return 0;
-              }
-            }
-          } else {
-            auto at = parent->second->fork_times.find(fork_seq);
-            if (at == parent->second->fork_times.end()) {
-              // The parent's stream has not reached this fork yet.
-              bool parent_open = false;
-              for (const auto& other : instances_) {
-                if (other->pid == ppid && !other->closed) parent_open = true;
-              }
-              if (parent_open) {
-                *waiting = true;
-                return 0;
-              }
-              start = parent->second->clock;
-            } else {
-              start = at->second;
-            }
+          const bool parent_done = parent != processes_.end() &&
+                                   parent->second->closed_instances.count(parent_number) > 0;
+          std::optional<uint64_t> fork_time;
+          if (parent != processes_.end()) {
+            auto at = parent->second->fork_times.find({parent_number, fork_seq});
+            if (at != parent->second->fork_times.end()) fork_time = at->second;
+          }
+          if (fork_time) {
+            start = *fork_time;
+          } else if (!parent_done && !stop_waiting_) {
+            *waiting = true;
+            return 0;
+          } else if (parent != processes_.end()) {
+            start = parent->second->clock;
           }
         }
         auto owned = std::make_unique<Process>();
@@ -461,6 +464,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
         process->clock = std::max(start, newest_time_ == 0 ? start : uint64_t{0});
         processes_[pid] = std::move(owned);
         in.pid = pid;
+        in.number = number;
         in.process = process;
         if (flags & VGPT_HELLO_FORK_CHILD) {
           ++stats_.forks;
@@ -470,7 +474,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
           auto parent = processes_.find(ppid);
           int ptid = ppid;
           if (parent != processes_.end()) {
-            auto t = parent->second->forking_tid.find(fork_seq);
+            auto t = parent->second->forking_tid.find({parent_number, fork_seq});
             if (t != parent->second->forking_tid.end()) ptid = t->second;
           }
           fork.ptid = static_cast<uint32_t>(ptid);
@@ -615,8 +619,8 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       return 0;  // the kernel reports none either: the next mapping there replaces it
     case VGPT_FORKING: {
       const uint32_t seq = p.U32();
-      in.process->fork_times[seq] = Tick(*in.process);
-      in.process->forking_tid[seq] = in.current != nullptr ? in.current->tid : in.pid;
+      in.process->fork_times[{in.number, seq}] = Tick(*in.process);
+      in.process->forking_tid[{in.number, seq}] = in.current != nullptr ? in.current->tid : in.pid;
       return 0;
     }
     case VGPT_FORKED:
@@ -681,7 +685,9 @@ void VgptConverter::CloseInstance(int instance) {
   Instance& in = *instances_[instance];
   if (in.closed) return;
   in.closed = true;
-  if (!in.hello || in.exited) return;
+  if (!in.hello) return;
+  in.process->closed_instances.insert(in.number);
+  if (in.exited) return;
   if (in.last_was_exec) {
     // The exec went through (or the process died in it): the next instance of the pid
     // continues its main thread; Finish ends it if none comes.

@@ -93,6 +93,11 @@ class VgptConverter {
   // The process of an instance (0 before its hello record).
   int PidOf(int instance) const;
 
+  // Nothing else can move (the spool's final reading): a forked child whose parent's
+  // fork was never read starts at its parent's latest time (or on its own) instead of
+  // waiting.
+  void StopWaiting() { stop_waiting_ = true; }
+
   // Stops consuming: Feed takes nothing more (a --trigger that ends the recording calls it
   // from on_trigger; the block that hit it is the last one taken).
   void Stop() { stopped_ = true; }
@@ -148,6 +153,7 @@ class VgptConverter {
   std::vector<std::string> notes_;
   uint64_t newest_time_ = 0;
   bool stopped_ = false;
+  bool stop_waiting_ = false;
   VgptConverterStats stats_;
 };
 

@@ -110,9 +110,13 @@ void VgptSpool::Close(File& file) {
   if (file.instance < 0) file.instance = converter_->OpenInstance(file.path);
   converter_->CloseInstance(file.instance);
   file.closed = true;
+  // Emptied, not unlinked: the tool names a new instance's file after the first free
+  // <pid>-<n>, so an unlinked name would be taken again by the process's next exec'd
+  // program, a file this spool has already read and would never read again (and the
+  // fork numbers naming the file would be ambiguous). Drain unlinks them all.
+  (void)!ftruncate(file.fd, 0);
   close(file.fd);
   file.fd = -1;
-  unlink(file.path.c_str());
 }
 
 absl::StatusOr<bool> VgptSpool::Poll() {
@@ -123,12 +127,15 @@ absl::StatusOr<bool> VgptSpool::Poll() {
       File& file = *it->second;
       if (file.closed) continue;
       // Only the oldest open instance of a pid is read; a newer one means the older
-      // exec'd away, so once it has nothing left it is complete.
+      // exec'd away, so once it has nothing left it is complete. Words it has read but
+      // not consumed are a forked child waiting for its parent's fork (a child that
+      // execs at once has its next file before its parent's stream reached the fork):
+      // it stays open until they are taken.
       bool fed = false;
       if (absl::Status s = Pump(file, false, &fed); !s.ok()) return s;
       progress |= fed;
       const bool newer = std::next(it) != by_seq.end();
-      if (!fed && (converter_->Exited(file.instance) || newer) && file.tail_size == 0) {
+      if (!fed && (converter_->Exited(file.instance) || newer) && file.words.empty() && file.tail_size == 0) {
         // Nothing more can come: read once more to be sure, then close.
         bool more = false;
         if (absl::Status s = Pump(file, true, &more); !s.ok()) return s;
@@ -156,8 +163,13 @@ absl::Status VgptSpool::Drain() {
     }
   }
   // Instances wait for each other (children for their parents' forks), so go round
-  // until nothing moves.
-  for (bool progress = true; progress;) {
+  // until nothing moves; then once more with no waiting (a child whose parent's fork
+  // was never written starts at its parent's latest time), until nothing moves again.
+  for (bool progress = true, forced = false; progress || !forced;) {
+    if (!progress) {
+      converter_->StopWaiting();
+      forced = true;
+    }
     progress = false;
     for (auto& [pid, by_seq] : files_) {
       for (auto& [seq, file] : by_seq) {
@@ -177,9 +189,13 @@ absl::Status VgptSpool::Drain() {
       }
     }
   }
-  // Whatever still waits (a child whose parent never reached its fork) is closed as is.
+  // Whatever is left (a torn last record) is closed as is. The files go: a tool
+  // instance still running sees its file gone at its next write and runs on untraced.
   for (auto& [pid, by_seq] : files_) {
-    for (auto& [seq, file] : by_seq) Close(*file);
+    for (auto& [seq, file] : by_seq) {
+      Close(*file);
+      unlink(file->path.c_str());
+    }
   }
   return absl::OkStatus();
 }

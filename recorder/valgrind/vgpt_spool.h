@@ -4,7 +4,8 @@
 // keeps each process's story straight: a process's instances one after the other (an
 // exec'd program after its predecessor has been read to the end), a forked child once
 // its parent's stream has reached the fork. What has been consumed is punched out of the
-// files, so the disk holds only what the converter has not read yet.
+// files, so the disk holds only what the converter has not read yet; a file read to its
+// end is emptied but keeps its name until Drain (the tool takes the first free name).
 
 #include <cstdint>
 #include <map>

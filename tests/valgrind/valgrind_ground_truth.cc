@@ -94,6 +94,7 @@ class CountingSink : public decoder::SliceSink {
   CountingSink(DecodedTrace* out, int tid, const std::string& watch) : out_(out), tid_(tid), watch_(watch) {}
   void Begin(uint64_t time, absl::string_view name) override {
     ++out_->calls[std::string(name)];
+    ++out_->thread_calls[tid_][std::string(name)];
     ++out_->parents[std::string(name)][open_.empty() ? std::string() : open_.back().name];
     open_.push_back({name == watch_, time, std::string(name)});
     out_->max_depth = std::max<uint64_t>(out_->max_depth, open_.size());
@@ -110,7 +111,10 @@ class CountingSink : public decoder::SliceSink {
   }
   void Instant(uint64_t time, absl::string_view name, absl::string_view detail) override {
     last_ = std::max(last_, time);
-    if (name == "decode error") out_->error_details.push_back(std::string(detail));
+    if (name == "decode error") {
+      out_->error_details.push_back(absl::StrCat("tid ", tid_, ": ", detail));
+      ++out_->thread_errors[tid_];
+    }
   }
   uint64_t last() const { return last_; }
   size_t open() const { return open_.size(); }

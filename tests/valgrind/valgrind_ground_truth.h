@@ -45,6 +45,8 @@ struct DecodedTrace {
   std::map<std::string, uint64_t> calls;  // slices begun per function name
   std::vector<std::string> error_details;
   std::map<int, std::string> threads;     // tid -> process name
+  std::map<int, std::map<std::string, uint64_t>> thread_calls;  // tid -> slices begun per function
+  std::map<int, uint64_t> thread_errors;  // tid -> decode errors
   std::vector<WatchedSlice> watched;      // slices of `watch`, in the order they ended
   std::vector<std::string> warnings;      // the decoder's
   // Per function name: the names of the slices its slices began in ("" at the top).

@@ -237,6 +237,52 @@ TEST_F(ValgrindRecorderTest, ForkedAndExecedChildrenAreRecordedAsThemselves) {
   }
 }
 
+// A shell pipeline of programs that fork after they exec: sh forks /bin/true, then
+// execs env, which execs bash (as `#!/usr/bin/env bash` scripts do), whose first fork (a
+// command substitution) is again its program's fork number 1; bash runs a #!/bin/sh
+// script (Valgrind loads its interpreter), which forks in turn. Every child inherits the mappings of the program that forked it, at that
+// fork's time: each process decodes with no error and its own calls.
+TEST_F(ValgrindRecorderTest, ShellChildrenForkedAfterExecsDecodeCleanly) {
+  for (const char* program : {"/bin/sh", "/bin/bash", "/usr/bin/env"}) {
+    if (!PathExists(program)) GTEST_SKIP() << program << " not installed";
+  }
+  const std::string script = tmp_.Sub("child.sh");
+  ASSERT_TRUE(WriteFileAtomic(script, std::string_view("#!/bin/sh\n/bin/true\n/bin/echo done >/dev/null\n")).ok());
+  ASSERT_EQ(chmod(script.c_str(), 0755), 0);
+  Recorded rec = RecordCleanly(
+      {"/bin/sh", "-c", absl::StrCat("/bin/true; exec /usr/bin/env /bin/bash -c 'x=$(/bin/echo hi); ", script, "; /bin/true'")});
+  EXPECT_EQ(rec.summary.exit_status, 0);
+  // sh -> env -> bash -> true; sh's true; bash's $(/bin/echo); the script, and its true and echo.
+  std::map<std::string, int> processes;
+  uint64_t most_programs = 0;
+  int bash_forks = 0, substitutions = 0;
+  for (const auto& [tid, name] : rec.decoded.threads) {
+    ++processes[name];
+    const std::string who = absl::StrCat("tid ", tid, " (", name, ")");
+    EXPECT_EQ(rec.decoded.thread_errors[tid], 0u) << who;
+    // Every process started a program of its own (each one exec'd).
+    std::map<std::string, uint64_t>& calls = rec.decoded.thread_calls[tid];
+    EXPECT_GE(calls["__libc_start_main"], 1u) << who;
+    most_programs = std::max(most_programs, calls["__libc_start_main"]);
+    // bash and its children ran bash's code from the fork (make_child) to the exec
+    // (shell_execve) before they became something else.
+    if (calls["make_child"] > 0) {
+      ++bash_forks;
+      EXPECT_EQ(calls["shell_execve"], 1u) << who;
+    }
+    if (name == "echo" && calls["command_substitute"] > 0) ++substitutions;
+  }
+  EXPECT_EQ(processes["true"], 3);
+  EXPECT_EQ(processes["echo"], 2);
+  EXPECT_EQ(processes["child.sh"], 1);
+  EXPECT_EQ(rec.decoded.threads.size(), 6u);
+  // The first process ran sh, env, bash and true: its later programs too (the tool's
+  // files for them are named as the first ones were, once those were read).
+  EXPECT_EQ(most_programs, 4u);
+  EXPECT_EQ(bash_forks, 3);  // bash itself, its substitution and the script's process
+  EXPECT_EQ(substitutions, 1);
+}
+
 TEST_F(ValgrindRecorderTest, NoFollowRecordsOnlyTheParent) {
   Recorded rec = RecordAndDecode(tmp_, {Program("ptd_prog_fork_exec")},
                                  [](RecordOptions& o) { o.follow_children = false; });

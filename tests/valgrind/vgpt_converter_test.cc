@@ -17,97 +17,13 @@
 #include "recorder/valgrind/tool/vgpt_stream.h"
 #include "sideband/record_reader.h"
 #include "tests/testing/test_util.h"
+#include "tests/valgrind/vgpt_stream_builder.h"
 
 namespace ptd {
 namespace {
 
+using ::ptd::testing::StreamBuilder;
 using ::ptd::testing::TempDir;
-
-// Writes words the way ptdtrace lays them out.
-class StreamBuilder {
- public:
-  StreamBuilder& Hello(uint32_t pid, uint32_t ppid, uint32_t flags = VGPT_HELLO_STARTUP, uint32_t fork_seq = 0,
-                       const std::string& exe = "/bin/prog") {
-    std::vector<uint32_t> p = {VGPT_VERSION, pid, ppid, flags, fork_seq};
-    AppendString(p, exe);
-    return Record(VGPT_HELLO, p);
-  }
-  // A block of `lengths.size()` instructions at `start`, ending with `kind` towards `target`.
-  StreamBuilder& Block(uint32_t id, uint64_t start, std::vector<uint8_t> lengths, uint32_t kind, uint64_t target = 0) {
-    uint64_t end = start;
-    for (uint8_t l : lengths) end += l;
-    const uint64_t last = end - lengths.back();
-    std::vector<uint32_t> p = {id};
-    Append64(p, start);
-    Append64(p, end);
-    Append64(p, last);
-    Append64(p, target);
-    p.push_back(kind);
-    p.push_back(static_cast<uint32_t>(lengths.size()));
-    p.push_back(0);
-    std::vector<uint32_t> packed((lengths.size() + 3) / 4, 0);
-    std::memcpy(packed.data(), lengths.data(), lengths.size());
-    p.insert(p.end(), packed.begin(), packed.end());
-    return Record(VGPT_BLOCK, p);
-  }
-  StreamBuilder& Run(std::initializer_list<uint32_t> ids) {
-    words_.insert(words_.end(), ids.begin(), ids.end());
-    return *this;
-  }
-  StreamBuilder& Switch(uint32_t now, uint32_t out = 0, uint64_t resume = 0) {
-    std::vector<uint32_t> p = {now, out};
-    Append64(p, resume);
-    return Record(VGPT_SWITCH, p);
-  }
-  StreamBuilder& Signal(uint32_t tid, uint64_t ip) {
-    std::vector<uint32_t> p = {tid, 10};
-    Append64(p, ip);
-    return Record(VGPT_SIGNAL, p);
-  }
-  StreamBuilder& Map(uint64_t start, uint64_t len, const std::string& path) {
-    std::vector<uint32_t> p;
-    Append64(p, start);
-    Append64(p, len);
-    Append64(p, 0);
-    p.push_back(5);  // r-x
-    p.push_back(0);
-    Append64(p, 0);
-    Append64(p, 0);
-    AppendString(p, path);
-    return Record(VGPT_MAP, p);
-  }
-  StreamBuilder& Forking(uint32_t seq) { return Record(VGPT_FORKING, {seq}); }
-  StreamBuilder& Exec() {
-    std::vector<uint32_t> p;
-    AppendString(p, "/bin/next");
-    return Record(VGPT_EXEC, p);
-  }
-  StreamBuilder& ThreadExit(uint32_t tid) { return Record(VGPT_THREAD_EXIT, {tid}); }
-  StreamBuilder& Exit() { return Record(VGPT_EXIT, {0}); }
-  StreamBuilder& Raw(std::initializer_list<uint32_t> w) {
-    words_.insert(words_.end(), w.begin(), w.end());
-    return *this;
-  }
-  const std::vector<uint32_t>& words() const { return words_; }
-
- private:
-  StreamBuilder& Record(uint32_t kind, const std::vector<uint32_t>& payload) {
-    words_.push_back(VGPT_TAG_BASE | kind);
-    words_.push_back(static_cast<uint32_t>(payload.size()));
-    words_.insert(words_.end(), payload.begin(), payload.end());
-    return *this;
-  }
-  static void Append64(std::vector<uint32_t>& p, uint64_t v) {
-    p.push_back(static_cast<uint32_t>(v));
-    p.push_back(static_cast<uint32_t>(v >> 32));
-  }
-  static void AppendString(std::vector<uint32_t>& p, const std::string& s) {
-    std::vector<uint32_t> w((s.size() + 1 + 3) / 4, 0);
-    std::memcpy(w.data(), s.c_str(), s.size() + 1);
-    p.insert(p.end(), w.begin(), w.end());
-  }
-  std::vector<uint32_t> words_;
-};
 
 struct Packets {
   int tnt_bits = 0;
@@ -350,7 +266,7 @@ TEST_F(ConverterTest, ExecedProgramContinuesItsProcessAfterTheOldOne) {
   StreamBuilder before;
   before.Hello(100, 1).Block(1, 0x1000, {5}, VGPT_KIND_SYSCALL).Run({1}).Exec();
   StreamBuilder after;
-  after.Hello(100, 1, VGPT_HELLO_STARTUP, 0, "/bin/next").Map(0x1000, 0x1000, "/bin/next")
+  after.Hello(100, 1, VGPT_HELLO_STARTUP, 0, "/bin/next", 1).Map(0x1000, 0x1000, "/bin/next")
       .Block(1, 0x1000, {7}, VGPT_KIND_SYSCALL).Run({1}).Exit();
   const int a = FeedAll(before);
   converter_->CloseInstance(a);
@@ -368,6 +284,67 @@ TEST_F(ConverterTest, ExecedProgramContinuesItsProcessAfterTheOldOne) {
   EXPECT_GT(map_time, exec_time);
   Packets p = StreamOf(100);
   EXPECT_EQ(p.pges, 2);  // one stream: the old program, then the new one
+}
+
+// Each exec'd program counts its forks from 1 again: a child of the second program's
+// first fork is not the first program's, and waits for its own fork even when the
+// first program's stream is complete (its parent's next file not read yet).
+TEST_F(ConverterTest, ForkAfterAnExecIsTheNewProgramsFork) {
+  StreamBuilder first;
+  first.Hello(100, 1).Block(1, 0x1000, {5}, VGPT_KIND_SYSCALL).Run({1}).Forking(1).Run({1}).Exec();
+  StreamBuilder second;
+  second.Hello(100, 1, VGPT_HELLO_STARTUP, 0, "/bin/next", 1).Map(0x1000, 0x1000, "/bin/next")
+      .Block(1, 0x1000, {7}, VGPT_KIND_SYSCALL).Run({1, 1, 1}).Forking(1).Run({1}).Exit();
+  StreamBuilder child_of_first;
+  child_of_first.Hello(200, 100, VGPT_HELLO_FORK_CHILD, 1, "/bin/prog", 0, 0)
+      .Block(1, 0x1005, {1}, VGPT_KIND_SYSCALL).Run({1}).Exit();
+  StreamBuilder child_of_second;
+  child_of_second.Hello(300, 100, VGPT_HELLO_FORK_CHILD, 1, "/bin/next", 0, 1)
+      .Block(1, 0x1007, {1}, VGPT_KIND_SYSCALL).Run({1}).Exit();
+  const int f = FeedAll(first);
+  converter_->CloseInstance(f);
+  FeedAll(child_of_first);
+  const int c = converter_->OpenInstance("child of the second program");
+  bool waiting = false;
+  EXPECT_EQ(converter_->Feed(c, absl::MakeConstSpan(child_of_second.words()), &waiting), 0u);
+  EXPECT_TRUE(waiting);
+  FeedAll(second);
+  EXPECT_EQ(converter_->Feed(c, absl::MakeConstSpan(child_of_second.words()), &waiting),
+            child_of_second.words().size());
+  EXPECT_FALSE(waiting);
+  Finish();
+  uint64_t exec_time = 0, first_fork = 0, second_fork = 0;
+  for (const PerfRecord& r : Sideband()) {
+    if (const auto* m = std::get_if<CommRecord>(&r.body); m != nullptr && m->exec && m->comm == "next") exec_time = r.sample_id.time;
+    if (const auto* k = std::get_if<ForkRecord>(&r.body); k != nullptr && k->pid == 200) first_fork = k->time;
+    if (const auto* k = std::get_if<ForkRecord>(&r.body); k != nullptr && k->pid == 300) second_fork = k->time;
+  }
+  EXPECT_GT(exec_time, 0u);
+  EXPECT_LT(first_fork, exec_time);
+  // Three system calls of the new program after its exec, then the fork: the child
+  // inherits the new program's mappings, not the old one's.
+  EXPECT_GT(second_fork, exec_time + 3 * 1000);
+  EXPECT_EQ(converter_->stats().forks, 2u);
+}
+
+// A child whose parent's program was read to its end without the fork (the parent's
+// stream was cut) does not wait for it: it starts at its parent's latest time.
+TEST_F(ConverterTest, ChildOfAForkNeverWrittenStartsAtItsParentsLatestTime) {
+  StreamBuilder parent;
+  parent.Hello(100, 1).Block(1, 0x1000, {5}, VGPT_KIND_SYSCALL).Run({1, 1});  // cut: no fork, no exit
+  StreamBuilder child;
+  child.Hello(200, 100, VGPT_HELLO_FORK_CHILD, 1).Block(1, 0x1005, {1}, VGPT_KIND_SYSCALL).Run({1}).Exit();
+  const int p = FeedAll(parent);
+  const int c = converter_->OpenInstance("child");
+  bool waiting = false;
+  EXPECT_EQ(converter_->Feed(c, absl::MakeConstSpan(child.words()), &waiting), 0u);
+  EXPECT_TRUE(waiting);
+  converter_->CloseInstance(p);
+  EXPECT_EQ(converter_->Feed(c, absl::MakeConstSpan(child.words()), &waiting), child.words().size());
+  EXPECT_FALSE(waiting);
+  Finish();
+  EXPECT_EQ(converter_->stats().forks, 1u);
+  EXPECT_EQ(converter_->stats().instructions, 2u + 1u);
 }
 
 TEST_F(ConverterTest, KilledProgramsThreadEndsWhereItsLastBlockBegan) {

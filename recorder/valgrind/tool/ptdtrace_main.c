@@ -57,6 +57,8 @@ static Bool write_failed = False;
 static UInt next_block_id = 1;
 static UInt fork_seq = 0;          /* forks started by this process */
 static UInt hello_fork_seq = 0;    /* the parent's fork this process came from */
+static UInt out_instance = 0;      /* <n> of this instance's file <pid>-<n>.vgpt */
+static UInt hello_parent_instance = 0; /* <n> of the parent's file that holds that fork */
 static Bool is_fork_child = False;
 static ThreadId last_tid = VG_INVALID_THREADID;
 #define MAX_TIDS 4096 /* Valgrind's ThreadIds are small (--max-threads, 500 by default) */
@@ -174,6 +176,7 @@ static void open_output(void) {
       /* Out of the program's way: programs close or dup2 over low fds. */
       out_fd = VG_(safe_fd)(sr_Res(r));
       out_offset = 0;
+      out_instance = (UInt)n;
       return;
     }
     if (sr_Err(r) != VKI_EEXIST) break;
@@ -185,12 +188,14 @@ static void open_output(void) {
 static void put_hello(UInt flags) {
   if (write_failed) return;
   const HChar* exe = VG_(args_the_exename) ? VG_(args_the_exename) : "";
-  begin(VGPT_HELLO, 5 + string_words(exe));
+  begin(VGPT_HELLO, 7 + string_words(exe));
   put32(VGPT_VERSION);
   put32((UInt)VG_(getpid)());
   put32((UInt)VG_(getppid)());
   put32(flags);
   put32(hello_fork_seq);
+  put32(out_instance);
+  put32(hello_parent_instance);
   put_string(exe);
 }
 
@@ -380,6 +385,7 @@ static void child_fork(ThreadId tid) {
   write_failed = False;
   is_fork_child = True;
   hello_fork_seq = fork_seq;
+  hello_parent_instance = out_instance;
   fork_seq = 0;
   last_tid = VG_INVALID_THREADID;
   for (Int i = 0; i < MAX_TIDS; ++i) alive[i] = False;

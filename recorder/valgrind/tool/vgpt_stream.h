@@ -17,13 +17,17 @@
 #define PTD_VGPT_STREAM_H
 
 #define VGPT_TAG_BASE 0xFFFFFF00u
-#define VGPT_VERSION 1u
+#define VGPT_VERSION 2u
 
 /* Control record kinds. */
 enum {
   /* u32 version, u32 pid, u32 ppid, u32 flags (VGPT_HELLO_*), u32 fork_seq,
-     string exe path. First record of every file. A forked child's file says which
-     fork of its parent it came from (the parent's VGPT_FORKING record with that seq). */
+     u32 instance, u32 parent_instance, string exe path. First record of every file.
+     `instance` is this file's <n> (<pid>-<n>.vgpt: 0 for a process's first program, one
+     more after each exec). A forked child's file says which fork of its parent it came
+     from: the VGPT_FORKING record with seq `fork_seq` in the parent's file number
+     `parent_instance` (each exec'd program counts its forks from 1 again, so the seq
+     alone is ambiguous once the parent has exec'd). */
   VGPT_HELLO = 1,
   /* u32 id, u64 start, u64 end (fall-through of the last instruction), u64 last_ip,
      u64 target (const target of the final jump, 0 if indirect), u32 kind (VGPT_KIND_*),
@@ -79,7 +83,7 @@ enum {
 };
 
 enum {
-  VGPT_HELLO_FORK_CHILD = 1, /* this process was forked from ppid (fork_seq valid) */
+  VGPT_HELLO_FORK_CHILD = 1, /* this process was forked from ppid (fork_seq, parent_instance valid) */
   VGPT_HELLO_STARTUP = 2,    /* the first program of a process started by the tool */
 };
 
