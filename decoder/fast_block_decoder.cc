@@ -5,6 +5,8 @@
 #include <array>
 #include <cstring>
 
+#include "decoder/libipt_insn_oracle.h"
+
 namespace ptd::decoder {
 namespace {
 
@@ -181,7 +183,11 @@ int FastBlockDecoder::Decode(uint64_t ip, FastInsn* insn) {
     uint8_t bytes[pt_max_insn_size];
     size_t n = image_->ReadCode(ip, bytes, sizeof bytes);
     if (n == 0) return -pte_nomap;  // not cached: the image may map it later
-    it = cache_->insns_.emplace(ip, DecodeX86(cache_->mode(), ip, bytes, n)).first;
+    FastInsn decoded = DecodeX86(cache_->mode(), ip, bytes, n);
+    // Zydis refuses some bytes libipt's length decoder accepts (and its block decoder walks
+    // on over): then libipt says what they are. Rare, and cached like the rest.
+    if (decoded.iclass == ptic_error) DecodeInsnWithLibipt(cache_->mode(), ip, bytes, n, &decoded);
+    it = cache_->insns_.emplace(ip, decoded).first;
   }
   *insn = it->second;
   return insn->iclass == ptic_error ? -pte_bad_insn : 0;

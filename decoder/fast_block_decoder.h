@@ -13,7 +13,8 @@
 // Not modelled (libipt's block decoder does more): the tick events,
 // ptwrite binding, the BDM64/SKL014 errata and mov-to-CR3/VMX instructions (none occur in
 // user-space traces); such traces decode, but may differ (the differential test says).
-// Instructions outside the ISA both libipt and Zydis know may be classed differently.
+// Bytes Zydis refuses are decoded by libipt itself (libipt_insn_oracle.h); instructions
+// both decode, but outside the ISA both know, may still be classed differently.
 
 #include <intel-pt.h>
 

@@ -76,17 +76,7 @@ absl::StatusOr<BlockRun> RunBlocks(const std::string& trace, DecodeOptions optio
 
 }  // namespace
 
-std::string CompareFastWithLibiptBlock(const std::string& trace, DecodeOptions options) {
-  ptd::testing::TempDir tmp;
-  Decoded block, fast;
-  if (absl::Status s = Decode(trace, options, DecoderKind::kBlock, tmp.Sub("block.ftf"), &block); !s.ok()) {
-    return absl::StrCat("libipt-block: ", s.ToString());
-  }
-  if (absl::Status s = Decode(trace, options, DecoderKind::kFast, tmp.Sub("fast.ftf"), &fast); !s.ok()) {
-    return absl::StrCat("fast: ", s.ToString());
-  }
-  const std::vector<FlowEvent>& a = block.log.events;
-  const std::vector<FlowEvent>& b = fast.log.events;
+std::string FirstFlowDifference(const std::vector<FlowEvent>& a, const std::vector<FlowEvent>& b) {
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
     if (!SameEvent(a[i], b[i])) {
       return absl::StrCat("flow event ", i, " differs: libipt-block ", Describe(a[i]), "; fast ", Describe(b[i]),
@@ -98,6 +88,20 @@ std::string CompareFastWithLibiptBlock(const std::string& trace, DecodeOptions o
     return absl::StrCat("libipt-block gave ", a.size(), " flow events, fast ", b.size(), "; the first extra: ",
                         Describe(extra));
   }
+  return "";
+}
+
+std::string CompareFastWithLibiptBlock(const std::string& trace, DecodeOptions options) {
+  ptd::testing::TempDir tmp;
+  Decoded block, fast;
+  if (absl::Status s = Decode(trace, options, DecoderKind::kBlock, tmp.Sub("block.ftf"), &block); !s.ok()) {
+    return absl::StrCat("libipt-block: ", s.ToString());
+  }
+  if (absl::Status s = Decode(trace, options, DecoderKind::kFast, tmp.Sub("fast.ftf"), &fast); !s.ok()) {
+    return absl::StrCat("fast: ", s.ToString());
+  }
+  const std::vector<FlowEvent>& a = block.log.events;
+  if (std::string difference = FirstFlowDifference(a, fast.log.events); !difference.empty()) return difference;
   // Every counter but `blocks` (libipt splits a few first-visit blocks), `undecodable` and
   // `tracelet_blocks` (the fast decoder's own).
   const Stats& x = block.result.stats;

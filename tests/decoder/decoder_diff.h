@@ -5,12 +5,17 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 
 #include "decoder/trace_decoder.h"
 
 namespace ptd::decoder::testing {
+
+// "" when the flow events of libipt's block decoder (`block`) and the fast decoder
+// (`fast`) are the same; otherwise the first difference, as below.
+std::string FirstFlowDifference(const std::vector<FlowEvent>& block, const std::vector<FlowEvent>& fast);
 
 // "" when the fast decoder and libipt's block decoder give the same output for `trace`
 // with `options` (decoder and observers are set here); otherwise the first difference:
