@@ -1,5 +1,8 @@
 #include "decoder/insn_classifier.h"
 
+#include "decoder/fast_block_decoder.h"
+#include "decoder/libipt_insn_oracle.h"
+
 namespace ptd::decoder {
 
 InsnInfo InsnClassifier::ClassifyMissed(uint64_t address) {
@@ -41,10 +44,33 @@ InsnClass ClassOf(const image::InsnInfo& insn) {
 
 }  // namespace
 
+InsnClass FromLibipt(enum pt_insn_class klass) {
+  switch (klass) {
+    case ptic_other: return InsnClass::kOther;
+    case ptic_call: return InsnClass::kCall;
+    case ptic_return: return InsnClass::kReturn;
+    case ptic_jump: return InsnClass::kJump;
+    case ptic_cond_jump: return InsnClass::kCondJump;
+    case ptic_far_call: return InsnClass::kFarCall;
+    case ptic_far_return: return InsnClass::kFarReturn;
+    case ptic_far_jump: return InsnClass::kFarJump;
+    default: return InsnClass::kUnknown;
+  }
+}
+
 InsnInfo InsnClassifier::ClassifyBytes(const uint8_t* bytes, size_t size, uint64_t address) {
   const image::InsnInfo insn = x86_.Decode(address, absl::MakeConstSpan(bytes, size));
   InsnInfo info;
   if (insn.size == 0) {
+    // What capstone refuses, libipt may still decode (its length decoder takes bytes no
+    // instruction has, as the trace did): its answer, as the fast decoder takes it, so
+    // both decoders size a call alike.
+    FastInsn libipt;
+    if (DecodeInsnWithLibipt(ptem_64bit, address, bytes, size, &libipt)) {
+      info.size = libipt.size;
+      info.klass = FromLibipt(libipt.iclass);
+      return info;
+    }
     ++undecodable_;
     return info;
   }

@@ -5,6 +5,8 @@
 // classifier (image/insn_classifier.h). Results are cached by address, so each block end
 // is decoded once.
 
+#include <intel-pt.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -15,7 +17,7 @@
 
 namespace ptd::decoder {
 
-// Same meaning as libipt's pt_insn_class, without depending on its header here.
+// Same meaning as libipt's pt_insn_class.
 enum class InsnClass : uint8_t {
   kUnknown,   // bytes missing or capstone cannot decode them
   kOther,
@@ -27,6 +29,8 @@ enum class InsnClass : uint8_t {
   kFarReturn, // sysret, iret
   kFarJump,
 };
+
+InsnClass FromLibipt(enum pt_insn_class klass);
 
 struct InsnInfo {
   InsnClass klass = InsnClass::kUnknown;
@@ -51,7 +55,8 @@ class InsnClassifier {
   }
   // Classifies raw bytes (for blocks whose last instruction spans two sections).
   InsnInfo ClassifyBytes(const uint8_t* bytes, size_t size, uint64_t address);
-  // Instructions capstone could not decode (they degrade to kUnknown, counted here).
+  // Instructions neither capstone nor libipt could decode (they degrade to kUnknown,
+  // counted here).
   uint64_t undecodable() const { return undecodable_; }
 
  private:

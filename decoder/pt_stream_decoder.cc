@@ -14,20 +14,6 @@
 namespace ptd::decoder {
 namespace {
 
-InsnClass FromLibipt(enum pt_insn_class klass) {
-  switch (klass) {
-    case ptic_other: return InsnClass::kOther;
-    case ptic_call: return InsnClass::kCall;
-    case ptic_return: return InsnClass::kReturn;
-    case ptic_jump: return InsnClass::kJump;
-    case ptic_cond_jump: return InsnClass::kCondJump;
-    case ptic_far_call: return InsnClass::kFarCall;
-    case ptic_far_return: return InsnClass::kFarReturn;
-    case ptic_far_jump: return InsnClass::kFarJump;
-    default: return InsnClass::kUnknown;
-  }
-}
-
 }  // namespace
 
 PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size, int threads) {
