@@ -448,7 +448,7 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
 // Lookup through the link the last block left (checked against the IP: the cache may have
 // been cleared or the link filled for another run since), filling that link on a miss.
 [[gnu::always_inline]] inline FastBlockCache::Entry& FastBlockDecoder::LookupLinked(uint64_t ip) {
-  auto& blocks = cache_->blocks_;
+  std::vector<FastBlockCache::Entry>& blocks = cache_->blocks_;
   const uint32_t from = link_from_;
   link_from_ = 0;
   if (from == 0 || link_ip_ != ip || from > blocks.size()) return Lookup(ip);

@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "common/memory.h"
 #include "decoder/query_source.h"
 #include "decoder/recent_by_address.h"
 #include "image/process_image.h"
@@ -104,15 +103,10 @@ class FastBlockCache {
 
  private:
   friend class FastBlockDecoder;
-  // By address. Their tables are prefaulted: a rehash writes all of a new one, and on the
-  // walker trace these faults were a third of what remained after the packet index's.
-  template <class V>
-  using ByAddress = absl::flat_hash_map<uint64_t, V, absl::Hash<uint64_t>, std::equal_to<uint64_t>,
-                                        PrefaultingAllocator<std::pair<const uint64_t, V>>>;
-  std::vector<Entry, PrefaultingAllocator<Entry>> blocks_;  // entries never move once made (by index)
-  ByAddress<uint32_t> index_;  // start IP → blocks_ index
+  std::vector<Entry> blocks_;                    // entries never move once made (by index)
+  absl::flat_hash_map<uint64_t, uint32_t> index_;  // start IP → blocks_ index
   RecentByAddress<uint32_t, 4096> recent_;  // the last blocks looked up: start IP → blocks_ index
-  ByAddress<FastInsn> insns_;  // per instruction (the event paths walk them)
+  absl::flat_hash_map<uint64_t, FastInsn> insns_;  // per instruction (the event paths walk them)
   std::vector<Tracelet> tracelets_;  // 2^tracelet_slot_bits_ slots once RunQuick uses them
   int tracelet_slot_bits_ = kMinTraceletSlotBits;
   size_t tracelets_made_ = 0;  // since the table was last sized

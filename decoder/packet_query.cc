@@ -5,7 +5,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/memory.h"
 #include "common/pt_psb.h"
 
 namespace ptd::decoder {
@@ -137,14 +136,11 @@ pt_exec_mode ExecMode(uint8_t bits) {
 
 // --- The pre-scan --------------------------------------------------------------------
 
-// The chain's full chunk (if any) to its chunks, and a new one with room for `packets`:
-// its pages are mapped in one call, not a fault each (first touches dominated the scan's
-// system time).
+// The chain's full chunk (if any) to its chunks, and a new one with room for `packets`.
 void PacketQuery::NextIndexChunk(Chain* chain, uint64_t packets) {
   if (!chain->packets.empty()) chain->chunks.push_back(std::move(chain->packets));
   chain->packets = std::vector<Packed>();
   chain->packets.reserve(packets);
-  PrefaultForWrite(chain->packets.data(), packets * sizeof(Packed));
 }
 
 // The packets from `start` (a PSB) up to `stop`, the end of the buffer, or a PSB in

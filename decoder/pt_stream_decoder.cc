@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/memory.h"
 #include "common/pt_psb.h"
 
 namespace ptd::decoder {
@@ -63,7 +62,7 @@ uint64_t PtStreamDecoder::PieceTimeSample(uint64_t instructions) {
     piece_->last_sample = instructions;
     return instructions;
   }
-  PushBackPrefaulted(*piece_->time_steps, {TimeStep::kSample, instructions});
+  piece_->time_steps->push_back({TimeStep::kSample, instructions});
   return piece_->time_steps->size() - 1;
 }
 
@@ -91,7 +90,7 @@ void PtStreamDecoder::UpdateTime(uint64_t tsc) {
   if (piece_ == nullptr) {
     clock_.Update(tsc, instructions_);
   } else {
-    PushBackPrefaulted(*piece_->time_steps, {tsc, instructions_});
+    piece_->time_steps->push_back({tsc, instructions_});
   }
 }
 
@@ -162,7 +161,7 @@ void PtStreamDecoder::Deliver(FlowEvent& event) {
   if (piece_ != nullptr) {
     event.image_tsc = image_tsc_;
     piece_->errors += event.kind == FlowKind::kError ? 1 : 0;
-    PushBackPrefaulted(*piece_->events, event);  // lists are reserved for the largest piece
+    piece_->events->push_back(event);
   } else {
     consumer_->OnFlow(event);
   }
