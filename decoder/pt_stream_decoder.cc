@@ -132,6 +132,7 @@ void PtStreamDecoder::UseImage(image::ProcessImage* image) {
   classifier_.SetImage(image);
   traps_.SetImage(image);
   pending_range_ = image::FunctionRange();
+  ranges_.Clear();
   fast_cache_.Clear();
   if (fast_ != nullptr) fast_->SetImage(image);
   if (image->libipt_image() != libipt_image_) {
@@ -217,7 +218,12 @@ bool StaysInFunction(const image::ProcessImage& image, const PendingBranch& pend
 [[gnu::always_inline]] inline bool PtStreamDecoder::PendingStaysInFunction(uint64_t target, bool known) {
   if (!MayStayInFunction(pending_, known)) return false;
   if (pending_.ip < pending_range_.start || pending_.ip >= pending_range_.end) {
-    pending_range_ = image_->RangeOf(pending_.ip);
+    if (const image::FunctionRange* known = ranges_.Find(pending_.ip)) {
+      pending_range_ = *known;
+    } else {
+      pending_range_ = image_->RangeOf(pending_.ip);
+      ranges_.Put(pending_.ip, pending_range_);
+    }
   }
   return RunAndTargetInside(pending_range_, pending_, target);
 }
