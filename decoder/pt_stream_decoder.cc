@@ -708,8 +708,10 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
           QuickRun run;
           run.lo = pending_range_.start;
           run.hi = pending_range_.end;
-          // One block at a time where each is looked at (observer, cycles).
-          run.max_blocks = observer_ != nullptr || cycles_.active() ? 1 : UINT32_MAX;
+          // One block at a time where each is looked at (observer). Cycles need no look
+          // inside a run: no event comes from it, and the cursor's value at the run's end
+          // (HandleQuickRun) is the last block's (it never decreases with the offset).
+          run.max_blocks = observer_ != nullptr ? 1 : UINT32_MAX;
           run.watch_time = config_.axis == TimeAxis::kTime;
           run.tsc = last_update_tsc_;
           if (cancel_ != nullptr || progress_) {
