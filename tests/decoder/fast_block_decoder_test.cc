@@ -141,6 +141,27 @@ TEST(FastBlockDecoderTest, TraceletsTakeMostBlocksIdentically) {
   EXPECT_EQ(CompareFastWithLibiptBlock(rec.trace, OnAxis(TimeAxisChoice::kInstructions)), "");
 }
 
+// With CYC (`--timing high`) quick runs and tracelets are taken too (the cycle cursor is
+// looked up once at a run's end): blocks through tracelets on every axis, and the flow
+// events (cycles included), counters and FTF still libipt's block decoder's.
+TEST(FastBlockDecoderTest, TraceletsUnderCycAreIdentical) {
+  Recording rec = Record("ptd_prog_calls", {"--timing", "high"});
+  ASSERT_TRUE(rec.error.empty()) << rec.error;
+  for (TimeAxisChoice axis : {TimeAxisChoice::kTime, TimeAxisChoice::kCycles, TimeAxisChoice::kInstructions}) {
+    DecodeOptions options = OnAxis(axis);
+    options.decoder = DecoderKind::kFast;
+    absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(rec.trace, "", options);
+    ASSERT_TRUE(result.ok()) << result.status();
+    std::printf("axis %d: blocks %llu, through tracelets %llu, cycles %llu\n", static_cast<int>(axis),
+                static_cast<unsigned long long>(result->stats[Stat::kBlocks]),
+                static_cast<unsigned long long>(result->stats[Stat::kTraceletBlocks]),
+                static_cast<unsigned long long>(result->stats[Stat::kCycles]));
+    EXPECT_GT(result->stats[Stat::kCycles], 0u) << "the recording has no CYC";
+    EXPECT_GT(result->stats[Stat::kTraceletBlocks] * 10, result->stats[Stat::kBlocks]);
+    EXPECT_EQ(CompareFastWithLibiptBlock(rec.trace, OnAxis(axis)), "");
+  }
+}
+
 }  // namespace
 }  // namespace ptd::decoder
 
