@@ -140,7 +140,7 @@ class PacketQuery {
   // A stretch of the packet chain from a PSB (ScanBytes).
   struct Chain {
     std::vector<std::vector<Packed>> chunks;  // PADs left out
-    std::vector<Packed> packets;              // the chunk being filled (then the last)
+    std::vector<Packed> packets;              // the chunk being filled (into `chunks` when full, and at the end)
     std::vector<uint64_t> psbs;   // its PSBs, in order
     bool ok = true;               // no undecodable or unmodelled packet
     bool met_stop = false;        // it reached its stop on a packet boundary
