@@ -26,6 +26,7 @@
 #include "decoder/flow_event.h"
 #include "decoder/insn_classifier.h"
 #include "decoder/packet_query.h"
+#include "decoder/piece_events.h"
 #include "decoder/stats.h"
 #include "decoder/time_interpolator.h"
 #include "image/process_image.h"
@@ -135,13 +136,26 @@ class PsbWatcher {
   virtual void AtEnd(const SyncState& sync) = 0;
 };
 
-// One step of the time axis inside a piece, replayed when the piece is stitched (16
-// bytes: pieces write millions of them, and the stitcher reads them back).
-struct TimeStep {
-  static constexpr uint64_t kSample = UINT64_MAX;  // no TSC packet holds this (56 bits)
-  uint64_t tsc = kSample;     // what a timing packet said, or kSample: a Now() sample
-  uint64_t instructions = 0;  // piece-relative
-  bool update() const { return tsc != kSample; }
+// The steps of the time axis inside a piece, replayed when the piece is stitched, as
+// words (pieces write millions, and the stitcher reads them back long out of the
+// cache): a Now() sample is one word, its piece-relative instruction count; a timing
+// update two, the TSC with kUpdate set (TSCs have 56 bits), then the count. A sample is
+// named by its word's index.
+struct TimeSteps {
+  static constexpr uint64_t kUpdate = uint64_t{1} << 63;
+  std::vector<uint64_t> words;
+  size_t AddSample(uint64_t instructions) {
+    words.push_back(instructions);
+    return words.size() - 1;
+  }
+  void AddUpdate(uint64_t tsc, uint64_t instructions) {
+    words.push_back(tsc | kUpdate);
+    words.push_back(instructions);
+  }
+  size_t size() const { return words.size(); }
+  size_t capacity() const { return words.capacity(); }
+  void clear() { words.clear(); }
+  void reserve(size_t steps) { words.reserve(steps); }
 };
 
 // The branch that ended the last block, waiting for the next block (its target).
@@ -160,12 +174,12 @@ struct PendingBranch {
 
 // Piece mode: what the decoder records instead of handing events to its consumer.
 // Events carry instruction counts relative to the piece's start; on the time axis their
-// `time` is an index into `time_steps` (the Now() sample that gave it), on the
+// `time` names the Now() sample in `time_steps` that gave it, on the
 // instruction axis the piece-relative count; each carries its image time
 // (FlowEvent::image_tsc). The stitcher turns them into real values.
 struct PieceRecording {
-  std::vector<FlowEvent>* events = nullptr;
-  std::vector<TimeStep>* time_steps = nullptr;
+  PieceEvents* events = nullptr;
+  TimeSteps* time_steps = nullptr;
   uint64_t errors = 0;  // kError events among `events` (counted as they come)
   // Instruction axis: the last time handed out (piece-relative), if any.
   bool sampled_time = false;

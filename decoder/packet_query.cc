@@ -241,11 +241,15 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads, u
   auto packets = std::make_shared<PacketIndex>();
   if (!starts.empty()) {
     // The chain from the first PSB, indexed: in stretches cut at PSBs, read by `threads`
-    // threads when asked. Four stretches a thread, taken in turn: packets are denser in
-    // some parts of a trace than in others, so equal bytes are not equal work. They must
-    // meet where one scan would pass (each cut's PSB on a packet boundary); otherwise, or
+    // threads when asked. Many stretches (of 128 KiB or more), taken in turn: packets
+    // are denser in some parts of a trace than in others (the 60 M walker's last eighth
+    // holds twice the packets of the others), so equal bytes are not equal work, and a
+    // thread that takes a dense stretch last keeps the others waiting. They must meet
+    // where one scan would pass (each cut's PSB on a packet boundary); otherwise, or
     // where one fails, what one scan finds decides.
-    const int stretches = threads > 1 ? threads * 4 : 1;
+    constexpr uint64_t kMinStretchBytes = uint64_t{128} << 10;
+    const int stretches =
+        threads > 1 ? static_cast<int>(std::clamp<uint64_t>(size / kMinStretchBytes, threads, threads * 16)) : 1;
     std::vector<uint64_t> cuts = CutsAtPsbs(size, starts, stretches, kMinParallelScanBytes);
     std::vector<Chain> parts(cuts.size() + 1);
     cuts.insert(cuts.begin(), starts.front());

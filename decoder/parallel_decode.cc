@@ -64,8 +64,8 @@ struct Piece {
   bool done = false;
   PieceSpec ran;  // the spec its events came from (`spec`, or a redo's)
   absl::Status status;
-  std::vector<FlowEvent> events;
-  std::vector<TimeStep> steps;
+  PieceEvents events;
+  TimeSteps steps;
   PieceOutcome outcome;
   std::vector<std::string> warnings;
 };
@@ -120,13 +120,14 @@ class PieceStitcher {
     const uint64_t base = instructions_;
     const bool timed = clock_.axis() == TimeAxis::kTime;
     if (timed) {
-      times_.resize(piece.steps.size());
-      for (size_t i = 0; i < piece.steps.size(); ++i) {
-        const TimeStep& step = piece.steps[i];
-        if (step.update()) {
-          clock_.Update(step.tsc, base + step.instructions);
+      const std::vector<uint64_t>& steps = piece.steps.words;
+      times_.resize(steps.size());
+      for (size_t i = 0; i < steps.size(); ++i) {
+        if (steps[i] & TimeSteps::kUpdate) {
+          clock_.Update(steps[i] & ~TimeSteps::kUpdate, base + steps[i + 1]);
+          ++i;
         } else {
-          times_[i] = clock_.Now(base + step.instructions);
+          times_[i] = clock_.Now(base + steps[i]);
         }
       }
     } else if (piece.outcome.recorded.sampled_time) {
@@ -146,17 +147,18 @@ class PieceStitcher {
     };
     const PieceOutcome& o = piece.outcome;
     const PieceRecording& r = o.recorded;
+    PieceEvents::Reader events(piece.events);
+    FlowEvent event;
     for (size_t i = 0; i <= piece.events.size(); ++i) {
       if (r.carried_flush && i == r.carried_flush_index && carried_.valid) {
-        FlowEvent event;
+        FlowEvent flushed;
         if (!CarriedStaysInFunction(r.carried_flush_target, r.carried_flush_known) &&
-            PendingEvent(carried_, r.carried_flush_target, r.carried_flush_known, &event)) {
-          consumer_->OnFlow(event);
+            PendingEvent(carried_, r.carried_flush_target, r.carried_flush_known, &flushed)) {
+          consumer_->OnFlow(flushed);
         }
         carried_.valid = false;
       }
-      if (i == piece.events.size()) break;
-      FlowEvent& event = piece.events[i];
+      if (!events.Next(&event)) break;
       // The same image time as the event before changes nothing (most events).
       if (image_clock_ != nullptr && event.image_tsc != 0 && event.image_tsc != last_image_tsc_) {
         last_image_tsc_ = event.image_tsc;
@@ -245,8 +247,8 @@ class Engine {
   uint64_t largest_piece_bytes_ = 0;
   bool stop_ = false;
   std::mutex spare_mutex_;
-  std::vector<std::vector<FlowEvent>> spare_events_;
-  std::vector<std::vector<TimeStep>> spare_steps_;
+  std::vector<PieceEvents> spare_events_;
+  std::vector<TimeSteps> spare_steps_;
 };
 
 void Engine::Plan() {

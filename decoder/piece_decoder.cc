@@ -65,9 +65,9 @@ class PieceWatcher : public PsbWatcher {
     if (stopped_ || in_overlap_) {
       // Back to the stop: the overlap was only looked at.
       if (in_overlap_) {
-        recording_->events->resize(stop_.events);
+        recording_->events->TruncateTo(stop_.events);
         recording_->errors = stop_.errors;
-        recording_->time_steps->resize(stop_.steps);
+        recording_->time_steps->words.resize(stop_.steps);
         recording_->sampled_time = stop_.sampled_time;
         recording_->last_sample = stop_.last_sample;
         decoder_->RestoreState(stop_.state);
@@ -87,7 +87,7 @@ class PieceWatcher : public PsbWatcher {
  private:
   // The decode at the stop, to come back to after looking past it.
   struct StopMark {
-    size_t events = 0;
+    PieceEvents::Mark events;
     uint64_t errors = 0;
     size_t steps = 0;
     bool sampled_time = false;
@@ -102,7 +102,7 @@ class PieceWatcher : public PsbWatcher {
   }
 
   void MarkStop(const SyncState& sync) {
-    stop_.events = recording_->events->size();
+    stop_.events = recording_->events->mark();
     stop_.errors = recording_->errors;
     stop_.steps = recording_->time_steps->size();
     stop_.sampled_time = recording_->sampled_time;
@@ -123,7 +123,7 @@ class PieceWatcher : public PsbWatcher {
   PieceOutcome::Digest TailDigest(bool ended) const {
     PieceOutcome::Digest d = Digest(ended);
     d.instructions -= stop_.state.instructions;
-    d.events -= stop_.events;
+    d.events -= stop_.events.count;
     return d;
   }
 
@@ -149,8 +149,8 @@ class PieceWatcher : public PsbWatcher {
 }  // namespace
 
 absl::StatusOr<PieceOutcome> DecodePiece(FlowDecoder* decoder, const PtBuffer& buffer, const CycleIndex* cycle_index,
-                                         const PieceSpec& spec, std::vector<FlowEvent>* events,
-                                         std::vector<TimeStep>* time_steps) {
+                                         const PieceSpec& spec, PieceEvents* events,
+                                         TimeSteps* time_steps) {
   PieceOutcome outcome;
   PieceRecording recording;
   recording.events = events;

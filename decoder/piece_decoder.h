@@ -74,8 +74,8 @@ struct PieceOutcome {
 // PieceRecording for what their values mean until stitched). `cycle_index`: the
 // buffer's (config.cycles), else null.
 absl::StatusOr<PieceOutcome> DecodePiece(FlowDecoder* decoder, const PtBuffer& buffer, const CycleIndex* cycle_index,
-                                         const PieceSpec& spec, std::vector<FlowEvent>* events,
-                                         std::vector<TimeStep>* time_steps);
+                                         const PieceSpec& spec, PieceEvents* events,
+                                         TimeSteps* time_steps);
 
 // The seam between two pieces: `expected` is what the previous piece ended in (its
 // outcome's `next`, or a resync), `previous_tail` its tail digest; `ran` and `outcome`

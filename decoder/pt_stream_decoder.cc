@@ -62,8 +62,7 @@ uint64_t PtStreamDecoder::PieceTimeSample(uint64_t instructions) {
     piece_->last_sample = instructions;
     return instructions;
   }
-  piece_->time_steps->push_back({TimeStep::kSample, instructions});
-  return piece_->time_steps->size() - 1;
+  return piece_->time_steps->AddSample(instructions);
 }
 
 // Most branches are jumps the filter drops, so a branch's time is sampled late: just
@@ -90,7 +89,7 @@ void PtStreamDecoder::UpdateTime(uint64_t tsc) {
   if (piece_ == nullptr) {
     clock_.Update(tsc, instructions_);
   } else {
-    piece_->time_steps->push_back({tsc, instructions_});
+    piece_->time_steps->AddUpdate(tsc, instructions_);
   }
 }
 
