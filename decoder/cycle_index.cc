@@ -121,6 +121,30 @@ CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size, const std::vect
   return index;
 }
 
+CycleIndex CycleIndex::FromScan(const uint8_t* padded, size_t size, const PacketQuery::Scan& scan,
+                                const std::vector<uint64_t>& psbs, int threads) {
+  if (scan.packets == nullptr) return Build(padded, size, psbs, threads);
+  CycleIndex index;
+  bool open = false;
+  for (const std::vector<PacketQuery::Packed>& chunk : *scan.packets) {
+    for (const PacketQuery::Packed& packet : chunk) {
+      switch (PacketQuery::TimingRoleOf(packet)) {
+        case PacketQuery::TimingRole::kCyc:
+          index.total_ += packet.value;
+          ++index.cyc_packets_;
+          open = true;
+          break;
+        case PacketQuery::TimingRole::kTiming: break;
+        case PacketQuery::TimingRole::kTimed:
+          if (open) index.entries_.push_back({packet.offset, index.total_});
+          open = false;
+          break;
+      }
+    }
+  }
+  return index;
+}
+
 uint64_t CycleIndex::At(uint64_t offset) const {
   auto it = std::lower_bound(entries_.begin(), entries_.end(), offset,
                              [](const Entry& e, uint64_t o) { return e.offset < o; });

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "decoder/packet_query.h"
 
 namespace ptd::decoder {
 
@@ -38,6 +39,11 @@ class CycleIndex {
   // buffer wait for its index).
   static CycleIndex Build(const uint8_t* padded, size_t size, const std::vector<uint64_t>& psbs, int threads);
   static constexpr size_t kMinParallelBytes = size_t{1} << 20;
+  // The same index, from the packets PacketQuery's scan of the buffer already decoded
+  // (`scan.packets`: the whole chain from the first PSB, decoded without error), without
+  // decoding them again; Build when the scan kept no packets.
+  static CycleIndex FromScan(const uint8_t* padded, size_t size, const PacketQuery::Scan& scan,
+                             const std::vector<uint64_t>& psbs, int threads);
 
   // Cycles counted at decoder offset `offset` (see above); relative to the buffer start.
   uint64_t At(uint64_t offset) const;

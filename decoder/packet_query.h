@@ -60,6 +60,21 @@ class PacketQuery {
   // packet and the next chunk's first are PADs.
   using PacketIndex = std::vector<std::vector<Packed>>;
   static constexpr uint64_t kIndexChunkPackets = uint64_t{1} << 16;  // 1 MiB of entries
+  // What the cycle index needs to know of an entry (CycleIndex::FromScan): a CYC (its
+  // payload in `value`), another packet libipt's query decoder reads ahead over (MTC,
+  // TSC, TMA, CBR; PADs are not in the index), or one that makes a branch or an event.
+  enum class TimingRole : uint8_t { kCyc, kTiming, kTimed };
+  static TimingRole TimingRoleOf(const Packed& packed) {
+    switch (static_cast<Kind>(packed.kind)) {
+      case Kind::kCyc: return TimingRole::kCyc;
+      case Kind::kPad:
+      case Kind::kMtc:
+      case Kind::kTsc:
+      case Kind::kTma:
+      case Kind::kCbr: return TimingRole::kTiming;
+      default: return TimingRole::kTimed;
+    }
+  }
   struct Scan {
     bool supported = false;  // only supported packets, no decode error before the end
     bool has_ovf = false;

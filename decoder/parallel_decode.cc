@@ -45,8 +45,8 @@ struct Buffer {
         copy.assign(source, source + size);
         copy.resize(size + kPtPadding, 0);
       }
-      if (index_cycles) cycles = CycleIndex::Build(bytes(), size, psbs, index_threads);
       if (scan_packets) packet_scan = ScanPacketsForQuery(bytes(), size, index_threads);
+      if (index_cycles) cycles = CycleIndex::FromScan(bytes(), size, packet_scan, psbs, index_threads);
     });
     return bytes();
   }

@@ -761,17 +761,17 @@ Stats PtStreamDecoder::stats() const {
 
 absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, uint64_t base_offset) {
   stats_.Add(Stat::kBytes, size);
+  std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
+  PacketQuery::Scan scan;
+  if (config_.kind == DecoderKind::kFast) scan = ScanPacketsForQuery(padded, size);
   if (config_.cycles) {
     // This chunk's cycles continue from the chunks before it.
-    chunk_cycles_ = CycleIndex::Build(padded, size);
+    chunk_cycles_ = CycleIndex::FromScan(padded, size, scan, psbs, 1);
     cycles_.Start(&chunk_cycles_, cycles_total_);
     cycles_total_ += chunk_cycles_.total();
   }
   need_enable_ = true;
   pending_.valid = false;
-  std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(padded, size));
-  PacketQuery::Scan scan;
-  if (config_.kind == DecoderKind::kFast) scan = ScanPacketsForQuery(padded, size);
   return Run(PtBuffer{padded, size, base_offset, &psbs, scan}, DecodeStart(), nullptr);
 }
 

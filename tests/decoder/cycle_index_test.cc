@@ -54,6 +54,22 @@ class PacketWriter {
     p.payload.tnt.payload = payload;
     return Put(p);
   }
+  uint64_t Tsc(uint64_t tsc) {
+    pt_packet p = Packet(ppt_tsc);
+    p.payload.tsc.tsc = tsc;
+    return Put(p);
+  }
+  uint64_t Cbr(uint8_t ratio) {
+    pt_packet p = Packet(ppt_cbr);
+    p.payload.cbr.ratio = ratio;
+    return Put(p);
+  }
+  uint64_t Tma(uint16_t ctc, uint16_t fc) {
+    pt_packet p = Packet(ppt_tma);
+    p.payload.tma.ctc = ctc;
+    p.payload.tma.fc = fc;
+    return Put(p);
+  }
   uint64_t Tip(uint64_t ip) {
     pt_packet p = Packet(ppt_tip);
     p.payload.ip.ipc = pt_ipc_sext_48;
@@ -268,6 +284,56 @@ TEST(CycleIndexTest, ParallelScanEqualsOneScan) {
       ExpectSameIndex(one, CycleIndex::Build(w.data(), w.size(), psbs, threads));
     }
   }
+}
+
+// The fast decoder's index comes from the packets PacketQuery's scan already decoded:
+// the same groups, totals and offsets as the index's own pass, whatever read-ahead
+// packets (PAD, MTC, TSC, TMA, CBR) lie between a CYC and the packet it times, on one
+// scan thread or several, over many index chunks.
+TEST(CycleIndexTest, FromScanEqualsItsOwnPass) {
+  const size_t capacity = 3 * CycleIndex::kMinParallelBytes;
+  PacketWriter w(capacity);
+  w.Psb();
+  w.PsbEnd();
+  uint64_t i = 0;
+  while (w.size() + 64 < capacity - CycleIndex::kMinParallelBytes / 2) {
+    ++i;
+    if (i % 7 != 0) w.Cyc(i % 29 + 1);
+    if (i % 11 == 0) w.Cyc(3);  // two CYCs in a row: one group
+    switch (i % 9) {
+      case 0: w.Pad(); break;
+      case 1: w.Mtc(static_cast<uint8_t>(i)); break;
+      case 2: w.Tsc(i * 1000); break;
+      case 3: w.Tma(static_cast<uint16_t>(i), static_cast<uint16_t>(i % 500)); break;
+      case 4: w.Cbr(static_cast<uint8_t>(i % 40 + 1)); break;
+      default: break;
+    }
+    if (i % 400 == 0) {
+      w.Psb();
+      w.PsbEnd();
+    } else if (i % 3 == 0) {
+      w.Tip(0x400000 + i * 16);
+    } else {
+      w.Tnt(3, i & 7);
+    }
+  }
+  w.Cyc(5);  // trailing: no packet times it, but it counts in the total
+  const std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(w.data(), w.size()));
+  const CycleIndex own = w.Index();
+  ASSERT_GT(own.entries().size(), 10000u);
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = const_cast<uint8_t*>(w.data());
+  config.end = config.begin + w.size();
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    const PacketQuery::Scan scan = PacketQuery::ScanBytes(config, threads, 1000);
+    ASSERT_NE(scan.packets, nullptr);
+    ASSERT_GT(scan.packets->size(), 10u);
+    ExpectSameIndex(own, CycleIndex::FromScan(w.data(), w.size(), scan, psbs, threads));
+  }
+  // A scan that kept no packets: the index's own pass.
+  ExpectSameIndex(own, CycleIndex::FromScan(w.data(), w.size(), PacketQuery::Scan(), psbs, 1));
 }
 
 }  // namespace
