@@ -123,8 +123,8 @@ pt_config QueryConfig(const pt_config& config) {
 }  // namespace
 
 FastBlockDecoder::FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image,
-                                   const PacketQuery::Scan* packet_scan)
-    : query_(QueryConfig(config), packet_scan), cache_(cache), image_(image) {}
+                                   const PacketQuery::Scan* packet_scan, SectionBlockCache* section_blocks)
+    : query_(QueryConfig(config), packet_scan), cache_(cache), image_(image), section_blocks_(section_blocks) {}
 
 FastBlockDecoder::~FastBlockDecoder() = default;
 
@@ -461,26 +461,56 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
   return entry;
 }
 
+SectionBlocks* FastBlockDecoder::SharedRuns(const image::ProcessImage::SectionBytes& section) {
+  if (section_blocks_ == nullptr) return nullptr;
+  SharedSection& shared = shared_section_;
+  const uint64_t size = section.end - section.start;
+  if (shared.runs == nullptr || shared.module != section.module->get() || shared.file_offset != section.file_offset ||
+      shared.size != size || shared.mode != cache_->mode()) {
+    shared = {section_blocks_->Get(*section.module, section.file_offset, size, cache_->mode()), section.module->get(),
+              section.file_offset, size, cache_->mode()};
+  }
+  return shared.runs;
+}
+
 void FastBlockDecoder::Fill(uint64_t ip, FastBlockCache::Entry* entry) {
-  uint64_t start = 0, end = 0;
-  if (!image_->SectionBounds(ip, &start, &end)) {
+  image::ProcessImage::SectionBytes section;
+  if (!image_->SectionBytesAt(ip, &section)) {
     entry->error = -pte_nomap;
     return;
   }
-  uint64_t at = ip;
-  while (true) {
-    FastInsn insn;
-    int status = Decode(at, &insn);
-    if (status < 0) {
-      entry->error = status;
-      return;
+  SectionBlocks* shared = SharedRuns(section);
+  const uint64_t offset = ip - section.start;
+  BlockSummary run;
+  if (shared != nullptr && shared->Find(section.start, offset, &run)) {
+    ++cache_->runs_shared_;
+  } else {
+    // Shared only if every instruction was read from this section's bytes alone: near its
+    // end, Decode reads on into whatever the process maps next.
+    bool section_bytes_only = true;
+    uint64_t at = ip;
+    while (true) {
+      section_bytes_only &= section.end - at >= pt_max_insn_size;
+      FastInsn insn;
+      int status = Decode(at, &insn);
+      if (status < 0) {
+        run.error = status;
+        break;
+      }
+      ++run.ninsn;
+      run.last = insn;
+      uint64_t next = insn.ip + insn.size;
+      if (insn.iclass != ptic_other || next < section.start || next >= section.end || run.ninsn == kMaxEntryInsns) {
+        break;
+      }
+      at = next;
     }
-    ++entry->ninsn;
-    entry->last = insn;
-    uint64_t next = insn.ip + insn.size;
-    if (insn.iclass != ptic_other || next < start || next >= end || entry->ninsn == kMaxEntryInsns) return;
-    at = next;
+    ++cache_->runs_decoded_;
+    if (shared != nullptr && section_bytes_only) shared->Add(section.start, offset, run);
   }
+  entry->ninsn = run.ninsn;
+  entry->error = run.error;
+  entry->last = run.last;
 }
 
 // libipt's cached path: blocks end at every instruction that needs trace, at direct

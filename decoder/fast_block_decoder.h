@@ -22,25 +22,20 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "decoder/fast_insn.h"
 #include "decoder/query_source.h"
 #include "decoder/recent_by_address.h"
+#include "decoder/section_block_cache.h"
 #include "image/process_image.h"
 
 namespace ptd::decoder {
-
-// One decoded instruction, in libipt's terms.
-struct FastInsn {
-  uint64_t ip = 0;
-  uint8_t size = 0;
-  pt_insn_class iclass = ptic_error;
-  bool direct = false;   // near call/jump with the target in the instruction
-  uint64_t target = 0;   // direct branches (conditional ones too)
-};
 
 // Straight-line runs of code by start IP: `ninsn` instructions, the last (`last`) a
 // branch, the last one of its section, or followed by an instruction that cannot be
 // read or decoded (`error`). Owned by the stream decoder, cleared whenever its image
 // changes (a new image, mappings replaced, JIT code): entries are keyed by address only.
+// What an entry holds of the code comes from the decode's SectionBlockCache when another
+// stream (or this one, before a change) decoded the same bytes; the rest is this stream's.
 class FastBlockCache {
  public:
   struct Entry {
@@ -100,6 +95,9 @@ class FastBlockCache {
     mode_ = mode;
   }
   size_t size() const { return blocks_.size(); }
+  // Entries made so far (never reset): from the shared SectionBlockCache, and decoded here.
+  uint64_t runs_shared() const { return runs_shared_; }
+  uint64_t runs_decoded() const { return runs_decoded_; }
 
  private:
   friend class FastBlockDecoder;
@@ -111,6 +109,8 @@ class FastBlockCache {
   int tracelet_slot_bits_ = kMinTraceletSlotBits;
   size_t tracelets_made_ = 0;  // since the table was last sized
   pt_exec_mode mode_ = ptem_64bit;
+  uint64_t runs_shared_ = 0;
+  uint64_t runs_decoded_ = 0;
 };
 
 // Blocks RunQuick took: `blocks` blocks, `instructions` instructions in all, each
@@ -140,9 +140,10 @@ class FastBlockDecoder {
  public:
   // `config` as for pt_blk_alloc_decoder (its block flags are ignored: blocks end on
   // calls and jumps). Check ok() after construction. `packet_scan`: the buffer's scan if
-  // it passed PacketQuery::Accepts (else libipt's query decoder reads it).
+  // it passed PacketQuery::Accepts (else libipt's query decoder reads it). `section_blocks`:
+  // the decode's runs shared by section (null: every run is decoded here).
   FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image,
-                   const PacketQuery::Scan* packet_scan = nullptr);
+                   const PacketQuery::Scan* packet_scan = nullptr, SectionBlockCache* section_blocks = nullptr);
   ~FastBlockDecoder();
   FastBlockDecoder(const FastBlockDecoder&) = delete;
   FastBlockDecoder& operator=(const FastBlockDecoder&) = delete;
@@ -198,6 +199,7 @@ class FastBlockDecoder {
   FastBlockCache::Entry& Lookup(uint64_t ip);
   FastBlockCache::Entry& LookupLinked(uint64_t ip);
   void Fill(uint64_t ip, FastBlockCache::Entry* entry);
+  SectionBlocks* SharedRuns(const image::ProcessImage::SectionBytes& section);
   int ProceedOneInsn(pt_block* block, FastInsn* insn, const FastInsn* known);
   const FastInsn* SkipStraight(pt_block* block, uint64_t stop_ip);
   int ProceedToIp(pt_block* block, FastInsn* insn, uint64_t ip);
@@ -216,6 +218,16 @@ class FastBlockDecoder {
   QuerySource query_;
   FastBlockCache* cache_;
   image::ProcessImage* image_;
+  SectionBlockCache* section_blocks_;
+  // The shared runs of the section Fill looked at last, and what they are of: most runs
+  // start in the section the last one did.
+  struct SharedSection {
+    SectionBlocks* runs = nullptr;
+    const image::Module* module = nullptr;
+    uint64_t file_offset = 0;
+    uint64_t size = 0;
+    pt_exec_mode mode = ptem_unknown;
+  } shared_section_;
   // The state of libipt's block decoder (same names without the prefix).
   pt_exec_mode mode_ = ptem_unknown;
   uint64_t ip_ = 0;

@@ -33,6 +33,8 @@
 
 namespace ptd::decoder {
 
+class SectionBlockCache;
+
 // kFast: the fast block source (fast_block_decoder.h), libipt's query decoder under it;
 // kBlock, kInsn: libipt's block and instruction decoders (the references).
 enum class DecoderKind { kFast, kBlock, kInsn };
@@ -82,6 +84,9 @@ struct PtDecodeConfig {
   // The stream has CYC packets: every buffer is indexed (cycle_index.h) and events carry
   // `cycles`. Off: no lookups at all.
   bool cycles = false;
+  // The fast decoder's runs of code shared by section with the decode's other streams
+  // (section_block_cache.h); null: each stream decodes all it runs.
+  SectionBlockCache* section_blocks = nullptr;
 };
 
 // Zero bytes every buffer handed to libipt must have after its end.

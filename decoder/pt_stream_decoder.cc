@@ -451,7 +451,8 @@ struct FastApi {
   using Decoder = FastBlockDecoder;
   static Decoder* Alloc(PtStreamDecoder* self, const pt_config* c) {
     auto* d = new FastBlockDecoder(*c, &self->fast_cache_, self->image_,
-                                   PacketQuery::Accepts(*c, self->packet_scan_) ? &self->packet_scan_ : nullptr);
+                                   PacketQuery::Accepts(*c, self->packet_scan_) ? &self->packet_scan_ : nullptr,
+                                   self->config_.section_blocks);
     if (!d->ok()) {
       delete d;
       return nullptr;
@@ -756,6 +757,8 @@ Stats PtStreamDecoder::stats() const {
   Stats stats = stats_;
   stats.Set(Stat::kInstructions, instructions_);
   stats.Set(Stat::kUndecodable, classifier_.undecodable());
+  stats.Set(Stat::kFastRunsShared, fast_cache_.runs_shared());
+  stats.Set(Stat::kFastRunsDecoded, fast_cache_.runs_decoded());
   return stats;
 }
 

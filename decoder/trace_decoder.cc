@@ -30,6 +30,7 @@
 #include "decoder/parallel_decode.h"
 #include "decoder/psb_window.h"
 #include "decoder/pt_stream_decoder.h"
+#include "decoder/section_block_cache.h"
 #include "ftf/ftf_writer.h"
 #include "image/mapped_file.h"
 #include "image/module_cache.h"
@@ -253,6 +254,9 @@ class Decoding {
   std::mutex thread_sections_mutex_;
   std::map<std::thread::id, std::unique_ptr<image::SectionCache>> thread_sections_;
   image::ModuleCache modules_;
+  // The fast decoder's runs of code, shared by every stream and worker (the same library
+  // code runs in every process).
+  SectionBlockCache section_blocks_;
   // The models' images (names are resolved from them), one per process, shared by every
   // stream of the process; a stream that starts earlier than the last one ended rebuilds.
   std::map<int, std::unique_ptr<image::TimedProcessImage>> images_;
@@ -364,6 +368,7 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
   state->name = stream.file;
   PtDecodeConfig& config = state->job.config;
   config.kind = options_.decoder;
+  config.section_blocks = &section_blocks_;
   // An emulated trace was written by no real CPU: it has no errata to apply or warn about.
   if (meta_.mode != TraceMode::kEmulated) config.cpu = meta_.host.cpu;
   config.pt = meta_.pt;

@@ -301,4 +301,14 @@ bool ProcessImage::SectionBounds(uint64_t address, uint64_t* start, uint64_t* en
   return true;
 }
 
+bool ProcessImage::SectionBytesAt(uint64_t address, SectionBytes* out) const {
+  const Region* region = FindRegion(address);
+  if (region == nullptr) return false;
+  out->start = region->start;
+  out->end = region->end;
+  out->module = &region->module;
+  out->file_offset = region->file_offset;
+  return true;
+}
+
 }  // namespace ptd::image

@@ -83,6 +83,16 @@ class ProcessImage {
   // [start, end) of the mapping (one libipt section) that holds `address`; false: none.
   // The fast decoder ends its blocks where libipt's do, at section ends.
   bool SectionBounds(uint64_t address, uint64_t* start, uint64_t* end) const;
+  // The same section with the file bytes it maps: sections of one module with the same
+  // file offset and size hold the same bytes wherever they are mapped (modules are read
+  // once per decode and never change), so what is decoded from them can be shared.
+  struct SectionBytes {
+    uint64_t start = 0;
+    uint64_t end = 0;
+    const std::shared_ptr<const Module>* module = nullptr;  // valid until the image changes
+    uint64_t file_offset = 0;  // of `start`
+  };
+  bool SectionBytesAt(uint64_t address, SectionBytes* out) const;
 
   // Things worth telling the user (build-id mismatches, missing files).
   const std::vector<std::string>& warnings() const { return warnings_; }
