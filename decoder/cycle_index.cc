@@ -11,9 +11,17 @@
 namespace ptd::decoder {
 namespace {
 
-// Packets libipt's query decoder reads ahead over (applies without stopping): they do
-// not produce a branch or an event, so a CYC before them times what follows them.
-bool IsTimingPacket(enum pt_packet_type type) {
+pt_packet_decoder* AllocPacketDecoder(const uint8_t* begin, size_t size) {
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = const_cast<uint8_t*>(begin);
+  config.end = config.begin + size;
+  return pt_pkt_alloc_decoder(&config);
+}
+
+}  // namespace
+
+bool CycleIndex::IsTimingPacket(int type) {
   switch (type) {
     case ppt_pad:
     case ppt_cyc:
@@ -27,28 +35,10 @@ bool IsTimingPacket(enum pt_packet_type type) {
   }
 }
 
-pt_packet_decoder* AllocPacketDecoder(const uint8_t* begin, size_t size) {
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = const_cast<uint8_t*>(begin);
-  config.end = config.begin + size;
-  return pt_pkt_alloc_decoder(&config);
-}
-
-}  // namespace
-
 // One stretch of a buffer: from its first PSB (`from` 0) or from the PSB at `from`, to
-// `to`. Entries are buffer offsets; cycles count from `from`.
-struct CycleIndex::Part {
-  std::vector<Entry> entries;
-  uint64_t total = 0;
-  size_t cyc_packets = 0;
-  bool open = false;     // CYCs at the end that no packet after them claimed
-  bool aligned = false;  // the last packet ended exactly at `to`
-};
-
-CycleIndex::Part CycleIndex::Scan(const uint8_t* padded, uint64_t from, uint64_t to) {
-  Part part;
+// `to`.
+CycleIndex::Stretch CycleIndex::Scan(const uint8_t* padded, uint64_t from, uint64_t to) {
+  Stretch part;
   pt_packet_decoder* decoder = AllocPacketDecoder(padded, static_cast<size_t>(to));
   if (decoder == nullptr) return part;
   uint64_t failed_at = 0;
@@ -69,12 +59,9 @@ CycleIndex::Part CycleIndex::Scan(const uint8_t* padded, uint64_t from, uint64_t
       continue;
     }
     if (packet.type == ppt_cyc) {
-      part.total += packet.payload.cyc.value;
-      ++part.cyc_packets;
-      part.open = true;
-    } else if (part.open && !IsTimingPacket(packet.type)) {
-      part.entries.push_back({offset, part.total});
-      part.open = false;
+      part.OnCyc(packet.payload.cyc.value);
+    } else if (!IsTimingPacket(packet.type)) {
+      part.OnTimed(offset);
     }
   }
   part.aligned = !failed && status == -pte_eos && pt_pkt_get_offset(decoder, &offset) >= 0 && offset == to;
@@ -82,13 +69,28 @@ CycleIndex::Part CycleIndex::Scan(const uint8_t* padded, uint64_t from, uint64_t
   return part;
 }
 
-CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size) {
-  Part part = Scan(padded, 0, size);
+CycleIndex CycleIndex::Join(std::vector<Stretch>* stretches, const std::vector<uint64_t>& starts) {
   CycleIndex index;
-  index.entries_ = std::move(part.entries);
-  index.total_ = part.total;
-  index.cyc_packets_ = part.cyc_packets;
+  for (size_t k = 0; k < stretches->size(); ++k) {
+    Stretch& part = (*stretches)[k];
+    const uint64_t base = index.total_;
+    if (k == 0) {
+      index.entries_ = std::move(part.entries);
+    } else {
+      for (const Entry& e : part.entries) index.entries_.push_back({e.offset, base + e.cycles});
+    }
+    index.total_ += part.total;
+    index.cyc_packets_ += part.cyc_packets;
+    // CYCs just before the next stretch's PSB time that PSB.
+    if (part.open && k + 1 < stretches->size()) index.entries_.push_back({starts[k + 1], index.total_});
+  }
   return index;
+}
+
+CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size) {
+  std::vector<Stretch> parts;
+  parts.push_back(Scan(padded, 0, size));
+  return Join(&parts, {0});
 }
 
 CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size, const std::vector<uint64_t>& psbs, int threads) {
@@ -97,7 +99,7 @@ CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size, const std::vect
   if (cuts.empty()) return Build(padded, size);
   cuts.insert(cuts.begin(), 0);
   cuts.push_back(size);
-  std::vector<Part> parts(cuts.size() - 1);
+  std::vector<Stretch> parts(cuts.size() - 1);
   std::vector<std::thread> workers;
   for (size_t k = 1; k < parts.size(); ++k) {
     workers.emplace_back([&, k] { parts[k] = Scan(padded, cuts[k], cuts[k + 1]); });
@@ -109,40 +111,7 @@ CycleIndex CycleIndex::Build(const uint8_t* padded, size_t size, const std::vect
   for (size_t k = 0; k + 1 < parts.size(); ++k) {
     if (!parts[k].aligned) return Build(padded, size);
   }
-  CycleIndex index;
-  for (size_t k = 0; k < parts.size(); ++k) {
-    const uint64_t base = index.total_;
-    for (const Entry& e : parts[k].entries) index.entries_.push_back({e.offset, base + e.cycles});
-    index.total_ += parts[k].total;
-    index.cyc_packets_ += parts[k].cyc_packets;
-    // CYCs just before the next stretch's PSB time that PSB.
-    if (parts[k].open && k + 1 < parts.size()) index.entries_.push_back({cuts[k + 1], index.total_});
-  }
-  return index;
-}
-
-CycleIndex CycleIndex::FromScan(const uint8_t* padded, size_t size, const PacketQuery::Scan& scan,
-                                const std::vector<uint64_t>& psbs, int threads) {
-  if (scan.packets == nullptr) return Build(padded, size, psbs, threads);
-  CycleIndex index;
-  bool open = false;
-  for (const std::vector<PacketQuery::Packed>& chunk : *scan.packets) {
-    for (const PacketQuery::Packed& packet : chunk) {
-      switch (PacketQuery::TimingRoleOf(packet)) {
-        case PacketQuery::TimingRole::kCyc:
-          index.total_ += packet.value;
-          ++index.cyc_packets_;
-          open = true;
-          break;
-        case PacketQuery::TimingRole::kTiming: break;
-        case PacketQuery::TimingRole::kTimed:
-          if (open) index.entries_.push_back({packet.offset, index.total_});
-          open = false;
-          break;
-      }
-    }
-  }
-  return index;
+  return Join(&parts, cuts);
 }
 
 uint64_t CycleIndex::At(uint64_t offset) const {

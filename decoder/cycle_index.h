@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "decoder/packet_query.h"
 
 namespace ptd::decoder {
 
@@ -39,11 +38,35 @@ class CycleIndex {
   // buffer wait for its index).
   static CycleIndex Build(const uint8_t* padded, size_t size, const std::vector<uint64_t>& psbs, int threads);
   static constexpr size_t kMinParallelBytes = size_t{1} << 20;
-  // The same index, from the packets PacketQuery's scan of the buffer already decoded
-  // (`scan.packets`: the whole chain from the first PSB, decoded without error), without
-  // decoding them again; Build when the scan kept no packets.
-  static CycleIndex FromScan(const uint8_t* padded, size_t size, const PacketQuery::Scan& scan,
-                             const std::vector<uint64_t>& psbs, int threads);
+
+  // The CYC groups of one stretch of packets, fed in order by whatever decodes them (the
+  // index's own pass here, PacketQuery's scan for the fast decoder: one pass over the
+  // packets serves both). Entries are buffer offsets; cycles count from the stretch's
+  // start.
+  struct Stretch {
+    std::vector<Entry> entries;
+    uint64_t total = 0;
+    size_t cyc_packets = 0;
+    bool open = false;     // CYCs at the end that no packet after them claimed
+    bool aligned = false;  // (own pass) the last packet ended exactly where the next stretch starts
+    void OnCyc(uint64_t cycles) {
+      total += cycles;
+      ++cyc_packets;
+      open = true;
+    }
+    // A packet the query decoder does not read ahead over (IsTimingPacket), at `offset`.
+    void OnTimed(uint64_t offset) {
+      if (!open) return;
+      entries.push_back({offset, total});
+      open = false;
+    }
+  };
+  // Whether libipt's query decoder reads ahead over packets of `type` (they make no
+  // branch and no event: a CYC before them times what follows them).
+  static bool IsTimingPacket(int type);
+  // The index of stretches that follow one another, stretch k starting at `starts[k]`
+  // (the first at the buffer's first PSB), each where the one before ended.
+  static CycleIndex Join(std::vector<Stretch>* stretches, const std::vector<uint64_t>& starts);
 
   // Cycles counted at decoder offset `offset` (see above); relative to the buffer start.
   uint64_t At(uint64_t offset) const;
@@ -53,8 +76,7 @@ class CycleIndex {
   const std::vector<Entry>& entries() const { return entries_; }
 
  private:
-  struct Part;
-  static Part Scan(const uint8_t* padded, uint64_t from, uint64_t to);
+  static Stretch Scan(const uint8_t* padded, uint64_t from, uint64_t to);
 
   std::vector<Entry> entries_;  // offsets strictly increasing
   uint64_t total_ = 0;

@@ -185,12 +185,15 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
                   static_cast<int>(Kind::kOther) == static_cast<int>(Kind::kCyc) + 1);
     if (kind >= Kind::kTma) [[unlikely]] {  // kTma, kMtc, kCyc (kOther left above)
       chain.has_timing = true;
+      if (kind == Kind::kCyc) chain.cycles.OnCyc(packed.value);
       // check_erratum_skd007: a 2-byte CYC whose second byte is an extended opcode, an
       // OVF's second byte after it.
       if (kind == Kind::kCyc && packed.size == 2 && (packed.value & ~uint64_t{0x1f}) == 0x20 && offset + 2 < size &&
           config.begin[offset + 2] == kExtOvf) {
         chain.has_skd007_cyc = true;
       }
+    } else if (kind != Kind::kPad && kind != Kind::kTsc && kind != Kind::kCbr) {  // not read ahead over
+      chain.cycles.OnTimed(offset);
     }
     if (chunk_packets != 0 && kind != Kind::kPad) {
       // The chunk being filled is the chain's own vector (one behind a pointer cost ~10
@@ -239,6 +242,7 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads, u
   bool ok = true;
   std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (sorted)
   auto packets = std::make_shared<PacketIndex>();
+  std::shared_ptr<CycleIndex> cycles;
   if (!starts.empty()) {
     // The chain from the first PSB, indexed: in stretches cut at PSBs, read by `threads`
     // threads when asked. Many stretches (of 128 KiB or more), taken in turn: packets
@@ -268,13 +272,17 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads, u
     for (size_t k = 0; k + 1 < parts.size(); ++k) whole = whole && parts[k].ok && parts[k].met_stop;
     if (!whole) {
       parts.assign(1, ScanChain(config, starts.front(), UINT64_MAX, index_chunk));
+      cuts.assign(1, starts.front());
     }
+    std::vector<CycleIndex::Stretch> cycle_stretches;
     for (Chain& part : parts) {
+      cycle_stretches.push_back(std::move(part.cycles));
       for (std::vector<Packed>& chunk : part.chunks) packets->push_back(std::move(chunk));
       seen_psbs.insert(seen_psbs.end(), part.psbs.begin(), part.psbs.end());
       NoteFlags(part, &scan);
       ok = ok && part.ok;
     }
+    cycles = std::make_shared<CycleIndex>(CycleIndex::Join(&cycle_stretches, cuts));
   }
   // The other PSBs (inside a packet of that chain: mutated data), each until it meets a
   // packet boundary seen before.
@@ -288,6 +296,7 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads, u
   }
   pt_pkt_free_decoder(pkt);
   scan.supported = ok;
+  if (ok) scan.cycles = std::move(cycles);
   if (ok && indexed) {
     scan.packets = std::move(packets);
   }

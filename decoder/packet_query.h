@@ -31,6 +31,7 @@
 #include <memory>
 #include <vector>
 
+#include "decoder/cycle_index.h"
 #include "decoder/packet_time.h"
 
 namespace ptd::decoder {
@@ -60,21 +61,6 @@ class PacketQuery {
   // packet and the next chunk's first are PADs.
   using PacketIndex = std::vector<std::vector<Packed>>;
   static constexpr uint64_t kIndexChunkPackets = uint64_t{1} << 16;  // 1 MiB of entries
-  // What the cycle index needs to know of an entry (CycleIndex::FromScan): a CYC (its
-  // payload in `value`), another packet libipt's query decoder reads ahead over (MTC,
-  // TSC, TMA, CBR; PADs are not in the index), or one that makes a branch or an event.
-  enum class TimingRole : uint8_t { kCyc, kTiming, kTimed };
-  static TimingRole TimingRoleOf(const Packed& packed) {
-    switch (static_cast<Kind>(packed.kind)) {
-      case Kind::kCyc: return TimingRole::kCyc;
-      case Kind::kPad:
-      case Kind::kMtc:
-      case Kind::kTsc:
-      case Kind::kTma:
-      case Kind::kCbr: return TimingRole::kTiming;
-      default: return TimingRole::kTimed;
-    }
-  }
   struct Scan {
     bool supported = false;  // only supported packets, no decode error before the end
     bool has_ovf = false;
@@ -84,6 +70,10 @@ class PacketQuery {
     // ~150 instructions a packet). Null for buffers over 32 MiB (the index takes ~6
     // bytes per byte of PT).
     std::shared_ptr<const PacketIndex> packets;
+    // The buffer's CYC groups, from the same pass (the decode's cycles need them): null
+    // unless `supported` (then the index's own pass, which resyncs past bad bytes, gives
+    // them). Callers move it out.
+    std::shared_ptr<CycleIndex> cycles;
   };
   // `threads`: the chain from the first PSB is read in that many stretches at once
   // (buffers of kMinParallelScanBytes and more; the result is the same).
@@ -162,6 +152,7 @@ class PacketQuery {
     bool has_ovf = false;
     bool has_timing = false;
     bool has_skd007_cyc = false;
+    CycleIndex::Stretch cycles;
   };
   // `chunk_packets`: 0 for no index.
   static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, uint64_t chunk_packets,

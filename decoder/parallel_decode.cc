@@ -46,7 +46,10 @@ struct Buffer {
         copy.resize(size + kPtPadding, 0);
       }
       if (scan_packets) packet_scan = ScanPacketsForQuery(bytes(), size, index_threads);
-      if (index_cycles) cycles = CycleIndex::FromScan(bytes(), size, packet_scan, psbs, index_threads);
+      if (index_cycles) {
+        cycles = packet_scan.cycles != nullptr ? std::move(*packet_scan.cycles)
+                                               : CycleIndex::Build(bytes(), size, psbs, index_threads);
+      }
     });
     return bytes();
   }

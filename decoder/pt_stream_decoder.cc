@@ -769,7 +769,7 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
   if (config_.kind == DecoderKind::kFast) scan = ScanPacketsForQuery(padded, size);
   if (config_.cycles) {
     // This chunk's cycles continue from the chunks before it.
-    chunk_cycles_ = CycleIndex::FromScan(padded, size, scan, psbs, 1);
+    chunk_cycles_ = scan.cycles != nullptr ? std::move(*scan.cycles) : CycleIndex::Build(padded, size);
     cycles_.Start(&chunk_cycles_, cycles_total_);
     cycles_total_ += chunk_cycles_.total();
   }
