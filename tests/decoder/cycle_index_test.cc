@@ -11,102 +11,13 @@
 #include "decoder/packet_query.h"
 #include "decoder/pt_stream_decoder.h"
 #include "gtest/gtest.h"
+#include "tests/decoder/packet_writer.h"
 
 namespace ptd::decoder {
 namespace {
 
-// Writes packets with pt_enc into a buffer (with the padding the decoders expect) and
-// remembers where each one starts.
-class PacketWriter {
- public:
-  explicit PacketWriter(size_t capacity = 4096) : bytes_(capacity + kPtPadding, 0) {
-    pt_config config;
-    pt_config_init(&config);
-    config.begin = bytes_.data();
-    config.end = bytes_.data() + capacity;
-    encoder_ = pt_alloc_encoder(&config);
-  }
-  ~PacketWriter() { pt_free_encoder(encoder_); }
-
-  // Offset of the packet written.
-  uint64_t Put(const pt_packet& packet) {
-    uint64_t offset = 0;
-    EXPECT_GE(pt_enc_get_offset(encoder_, &offset), 0);
-    pt_packet copy = packet;
-    EXPECT_GT(pt_enc_next(encoder_, &copy), 0) << "packet type " << packet.type;
-    return offset;
-  }
-  uint64_t Psb() { return Put(Packet(ppt_psb)); }
-  uint64_t PsbEnd() { return Put(Packet(ppt_psbend)); }
-  uint64_t Pad() { return Put(Packet(ppt_pad)); }
-  uint64_t Cyc(uint64_t value) {
-    pt_packet p = Packet(ppt_cyc);
-    p.payload.cyc.value = value;
-    return Put(p);
-  }
-  uint64_t Mtc(uint8_t ctc) {
-    pt_packet p = Packet(ppt_mtc);
-    p.payload.mtc.ctc = ctc;
-    return Put(p);
-  }
-  uint64_t Tnt(uint8_t bits, uint64_t payload) {
-    pt_packet p = Packet(ppt_tnt_8);
-    p.payload.tnt.bit_size = bits;
-    p.payload.tnt.payload = payload;
-    return Put(p);
-  }
-  uint64_t Tsc(uint64_t tsc) {
-    pt_packet p = Packet(ppt_tsc);
-    p.payload.tsc.tsc = tsc;
-    return Put(p);
-  }
-  uint64_t Cbr(uint8_t ratio) {
-    pt_packet p = Packet(ppt_cbr);
-    p.payload.cbr.ratio = ratio;
-    return Put(p);
-  }
-  uint64_t Tma(uint16_t ctc, uint16_t fc) {
-    pt_packet p = Packet(ppt_tma);
-    p.payload.tma.ctc = ctc;
-    p.payload.tma.fc = fc;
-    return Put(p);
-  }
-  uint64_t Tip(uint64_t ip) {
-    pt_packet p = Packet(ppt_tip);
-    p.payload.ip.ipc = pt_ipc_sext_48;
-    p.payload.ip.ip = ip;
-    return Put(p);
-  }
-  // Bytes no packet starts with (an extended opcode libipt does not know).
-  uint64_t Garbage() {
-    uint64_t offset = size();
-    const uint8_t junk[] = {0x02, 0xee, 0x02, 0xee};
-    std::memcpy(bytes_.data() + offset, junk, sizeof junk);
-    EXPECT_GE(pt_enc_sync_set(encoder_, offset + sizeof junk), 0);
-    return offset;
-  }
-
-  size_t size() const {
-    uint64_t offset = 0;
-    pt_enc_get_offset(encoder_, &offset);
-    return static_cast<size_t>(offset);
-  }
-  const uint8_t* data() const { return bytes_.data(); }
-  CycleIndex Index() const { return CycleIndex::Build(data(), size()); }
-
- private:
-  static pt_packet Packet(enum pt_packet_type type) {
-    pt_packet p;
-    std::memset(&p, 0, sizeof p);
-    p.type = type;
-    return p;
-  }
-  std::vector<uint8_t> bytes_;
-  pt_encoder* encoder_ = nullptr;
-};
-
 TEST(CycleIndexTest, CountsTheCycsBeforeThePacketTheyTime) {
-  PacketWriter w;
+  testing::PacketWriter w;
   w.Psb();
   w.PsbEnd();
   w.Cyc(5);
@@ -117,7 +28,7 @@ TEST(CycleIndexTest, CountsTheCycsBeforeThePacketTheyTime) {
   w.Cyc(3);
   uint64_t tip = w.Tip(0x401000);
   w.Cyc(11);  // trailing: no packet after it
-  CycleIndex index = w.Index();
+  CycleIndex index = CycleIndex::Build(w.data(), w.size());
 
   EXPECT_EQ(index.cyc_packets(), 4u);
   EXPECT_EQ(index.total(), 5u + 7u + 3u + 11u);
@@ -139,19 +50,19 @@ TEST(CycleIndexTest, CountsTheCycsBeforeThePacketTheyTime) {
 }
 
 TEST(CycleIndexTest, NoCycNoEntries) {
-  PacketWriter w;
+  testing::PacketWriter w;
   w.Psb();
   w.PsbEnd();
   w.Tnt(2, 0b11);
   w.Tip(0x401000);
-  CycleIndex index = w.Index();
+  CycleIndex index = CycleIndex::Build(w.data(), w.size());
   EXPECT_EQ(index.total(), 0u);
   EXPECT_TRUE(index.entries().empty());
   EXPECT_FALSE(StreamHasCyc(absl::MakeConstSpan(w.data(), w.size())));
 }
 
 TEST(CycleIndexTest, FindsCycForTheProbe) {
-  PacketWriter w;
+  testing::PacketWriter w;
   w.Psb();
   w.PsbEnd();
   w.Tnt(2, 0b11);
@@ -163,7 +74,7 @@ TEST(CycleIndexTest, FindsCycForTheProbe) {
 }
 
 TEST(CycleIndexTest, ResyncsAtTheNextPsbAfterUndecodableBytes) {
-  PacketWriter w;
+  testing::PacketWriter w;
   w.Psb();
   w.PsbEnd();
   w.Cyc(4);
@@ -175,7 +86,7 @@ TEST(CycleIndexTest, ResyncsAtTheNextPsbAfterUndecodableBytes) {
   w.PsbEnd();
   w.Cyc(6);
   uint64_t last = w.Tip(0x402000);
-  CycleIndex index = w.Index();
+  CycleIndex index = CycleIndex::Build(w.data(), w.size());
   EXPECT_EQ(index.total(), 10u);
   ASSERT_EQ(index.entries().size(), 2u);
   EXPECT_EQ(index.entries()[0].offset, first);
@@ -187,7 +98,7 @@ TEST(CycleIndexTest, ResyncsAtTheNextPsbAfterUndecodableBytes) {
 // Two chunks of one stream: the second counts on from the first's total; the cursor
 // never goes back, even when the decoder does (a resync at an earlier PSB).
 TEST(CycleIndexTest, CursorAddsChunkBasesAndNeverDecreases) {
-  PacketWriter a;
+  testing::PacketWriter a;
   a.Psb();
   a.PsbEnd();
   std::vector<uint64_t> anchors;
@@ -197,18 +108,18 @@ TEST(CycleIndexTest, CursorAddsChunkBasesAndNeverDecreases) {
     expected += i;
     anchors.push_back(a.Tnt(1, i & 1));
   }
-  CycleIndex first = a.Index();
+  CycleIndex first = CycleIndex::Build(a.data(), a.size());
   ASSERT_EQ(first.entries().size(), 40u);
   ASSERT_EQ(first.total(), expected);
 
-  PacketWriter b;
+  testing::PacketWriter b;
   b.Psb();
   b.PsbEnd();
   b.Cyc(100);
   uint64_t tip = b.Tip(0x401000);
   b.Cyc(50);
   uint64_t tnt = b.Tnt(2, 3);
-  CycleIndex second = b.Index();
+  CycleIndex second = CycleIndex::Build(b.data(), b.size());
 
   CycleCursor cursor;
   EXPECT_FALSE(cursor.active());
@@ -256,7 +167,7 @@ TEST(CycleIndexTest, ParallelScanEqualsOneScan) {
   for (bool garbage : {false, true}) {
     SCOPED_TRACE(garbage ? "with undecodable bytes" : "clean");
     const size_t capacity = 3 * CycleIndex::kMinParallelBytes;
-    PacketWriter w(capacity);
+    testing::PacketWriter w(capacity);
     w.Psb();
     w.PsbEnd();
     uint64_t i = 0;
@@ -278,7 +189,7 @@ TEST(CycleIndexTest, ParallelScanEqualsOneScan) {
     ASSERT_GT(w.size(), CycleIndex::kMinParallelBytes);
     std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(w.data(), w.size()));
     ASSERT_GT(psbs.size(), 100u);
-    CycleIndex one = w.Index();
+    CycleIndex one = CycleIndex::Build(w.data(), w.size());
     EXPECT_GT(one.entries().size(), 1000u);
     for (int threads : {2, 3, 7}) {
       SCOPED_TRACE(threads);
@@ -294,7 +205,7 @@ TEST(CycleIndexTest, ParallelScanEqualsOneScan) {
 // stretch's PSB).
 TEST(CycleIndexTest, PacketScanGivesTheSameIndex) {
   const size_t capacity = 3 * CycleIndex::kMinParallelBytes;
-  PacketWriter w(capacity);
+  testing::PacketWriter w(capacity);
   w.Psb();
   w.PsbEnd();
   uint64_t i = 0;
@@ -321,7 +232,7 @@ TEST(CycleIndexTest, PacketScanGivesTheSameIndex) {
   }
   w.Cyc(5);  // trailing: no packet times it, but it counts in the total
   const std::vector<uint64_t> psbs = FindPsbOffsets(absl::MakeConstSpan(w.data(), w.size()));
-  const CycleIndex own = w.Index();
+  const CycleIndex own = CycleIndex::Build(w.data(), w.size());
   ASSERT_GT(own.entries().size(), 10000u);
   pt_config config;
   pt_config_init(&config);

@@ -1,21 +1,19 @@
 #include "tests/decoder/decoder_diff.h"
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "gtest/gtest.h"
+#include "image/section_cache.h"
+#include "tests/decoder/flow_log.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::decoder::testing {
 namespace {
-
-class FlowLog : public FlowConsumer {
- public:
-  void OnFlow(const FlowEvent& event) override { events.push_back(event); }
-  std::vector<FlowEvent> events;
-};
 
 bool SameEvent(const FlowEvent& a, const FlowEvent& b) {
   return a.kind == b.kind && a.target_known == b.target_known && a.ip == b.ip && a.target == b.target &&
@@ -151,6 +149,21 @@ std::string CompareFastWithLibiptBlockOnCorruptTrace(const std::string& trace, D
     return "";
   }
   return absl::StrCat(difference, "; every block both decoders ran is on executed code, and libipt's decoders agree");
+}
+
+DecodedStream DecodeOverMapping(DecoderKind kind, const image::Mapping& mapping, const uint8_t* padded, size_t size,
+                                image::ModuleCache* modules, SectionBlockCache* shared) {
+  image::SectionCache sections;
+  image::ProcessImage image(&sections, modules, "test");
+  EXPECT_TRUE(image.AddMapping(mapping).ok());
+  FlowLog log;
+  PtDecodeConfig config;
+  config.kind = kind;
+  config.section_blocks = shared;
+  std::unique_ptr<FlowDecoder> decoder = MakeFlowDecoder(config, &image, &log);
+  absl::Status status = decoder->DecodeChunk(padded, size, 0);
+  EXPECT_TRUE(status.ok()) << status;
+  return {std::move(log.events), decoder->instructions(), decoder->stats()};
 }
 
 }  // namespace ptd::decoder::testing

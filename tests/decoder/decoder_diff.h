@@ -9,13 +9,28 @@
 
 #include "absl/container/flat_hash_set.h"
 
+#include "decoder/flow_decoder.h"
+#include "decoder/stats.h"
 #include "decoder/trace_decoder.h"
+#include "image/module_cache.h"
+#include "image/process_image.h"
 
 namespace ptd::decoder::testing {
 
 // "" when the flow events of libipt's block decoder (`block`) and the fast decoder
 // (`fast`) are the same; otherwise the first difference, as below.
 std::string FirstFlowDifference(const std::vector<FlowEvent>& block, const std::vector<FlowEvent>& fast);
+
+// A hand-made stream (`padded`: `size` bytes and kPtPadding zeros) decoded by `kind`
+// over one process whose code is `mapping`; `shared`: the decode's shared runs (fast
+// decoder), or null.
+struct DecodedStream {
+  std::vector<FlowEvent> events;
+  uint64_t instructions = 0;
+  Stats stats;
+};
+DecodedStream DecodeOverMapping(DecoderKind kind, const image::Mapping& mapping, const uint8_t* padded, size_t size,
+                                image::ModuleCache* modules, SectionBlockCache* shared = nullptr);
 
 // "" when the fast decoder and libipt's block decoder give the same output for `trace`
 // with `options` (decoder and observers are set here); otherwise the first difference:

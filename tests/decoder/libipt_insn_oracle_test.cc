@@ -25,6 +25,7 @@
 #include "image/process_image.h"
 #include "image/section_cache.h"
 #include "tests/decoder/decoder_diff.h"
+#include "tests/decoder/packet_writer.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::decoder {
@@ -138,88 +139,38 @@ std::vector<uint8_t> Program() {
 // Two PSB segments: the first runs from 00 to the error at 21; the second (where the
 // decoders resync) from 50 to the syscall, where tracing stops, and twice more from 50
 // (libipt's block decoder may take those from its block cache).
-std::vector<uint8_t> Stream(size_t* size) {
-  std::vector<uint8_t> buffer(1024 + kPtPadding, 0);
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = buffer.data();
-  config.end = buffer.data() + 1024;
-  std::unique_ptr<pt_encoder, void (*)(pt_encoder*)> encoder(pt_alloc_encoder(&config), pt_free_encoder);
-  auto emit = [&](pt_packet packet) { EXPECT_GE(pt_enc_next(encoder.get(), &packet), 0); };
-  auto simple = [](pt_packet_type type) {
-    pt_packet p{};
-    p.type = type;
-    return p;
-  };
-  auto ip_packet = [](pt_packet_type type, uint64_t ip, pt_ip_compression ipc) {
-    pt_packet p{};
-    p.type = type;
-    p.payload.ip.ipc = ipc;
-    p.payload.ip.ip = ip;
-    return p;
-  };
+void WriteStream(testing::PacketWriter* w) {
   // PSB+ while tracing is enabled holds a FUP with the IP (0: tracing is disabled).
   auto psb_plus = [&](uint64_t fup_ip) {
-    emit(simple(ppt_psb));
-    pt_packet mode{};
-    mode.type = ppt_mode;
-    mode.payload.mode.leaf = pt_mol_exec;
-    mode.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
-    emit(mode);
-    if (fup_ip != 0) emit(ip_packet(ppt_fup, fup_ip, pt_ipc_sext_48));
-    emit(simple(ppt_psbend));
+    w->Psb();
+    w->Mode(ptem_64bit);
+    if (fup_ip != 0) w->Ip(ppt_fup, fup_ip);
+    w->PsbEnd();
   };
   psb_plus(0);
-  emit(ip_packet(ppt_tip_pge, kBase, pt_ipc_sext_48));
-  pt_packet tnt{};
-  tnt.type = ppt_tnt_8;
-  tnt.payload.tnt.bit_size = 2;
-  tnt.payload.tnt.payload = 0b11;  // the return (compressed), then jz taken
-  emit(tnt);
-  emit(ip_packet(ppt_tip, kBase + 0x20, pt_ipc_sext_48));
-  tnt.payload.tnt.bit_size = 1;  // never asked for: the decode fails at 21 before
-  emit(tnt);
+  w->Ip(ppt_tip_pge, kBase);
+  w->Tnt(2, 0b11);  // the return (compressed), then jz taken
+  w->Ip(ppt_tip, kBase + 0x20);
+  w->Tnt(1, 0b11);  // never asked for: the decode fails at 21 before
   psb_plus(kBase + 0x50);
-  emit(ip_packet(ppt_tip_pgd, 0, pt_ipc_suppressed));
+  w->Ip(ppt_tip_pgd, 0, pt_ipc_suppressed);
   // Again, from libipt's block cache now.
-  emit(ip_packet(ppt_tip_pge, kBase + 0x50, pt_ipc_sext_48));
-  emit(ip_packet(ppt_tip_pgd, 0, pt_ipc_suppressed));
-  emit(ip_packet(ppt_tip_pge, kBase + 0x50, pt_ipc_sext_48));
-  emit(ip_packet(ppt_tip_pgd, 0, pt_ipc_suppressed));
-  uint64_t offset = 0;
-  EXPECT_GE(pt_enc_get_offset(encoder.get(), &offset), 0);
-  *size = static_cast<size_t>(offset);
-  return buffer;
+  w->Ip(ppt_tip_pge, kBase + 0x50);
+  w->Ip(ppt_tip_pgd, 0, pt_ipc_suppressed);
+  w->Ip(ppt_tip_pge, kBase + 0x50);
+  w->Ip(ppt_tip_pgd, 0, pt_ipc_suppressed);
 }
 
-class FlowLog : public FlowConsumer {
- public:
-  void OnFlow(const FlowEvent& event) override { events.push_back(event); }
-  std::vector<FlowEvent> events;
-};
+using Decoded = testing::DecodedStream;
 
-struct Decoded {
-  std::vector<FlowEvent> events;
-  uint64_t instructions = 0;
-};
-
-Decoded Decode(DecoderKind kind, const std::string& code_path, const std::vector<uint8_t>& stream, size_t size) {
-  image::SectionCache sections;
+Decoded Decode(DecoderKind kind, const std::string& code_path, const testing::PacketWriter& stream) {
   image::ModuleCache modules;
-  image::ProcessImage image(&sections, &modules, "test");
   image::Mapping mapping;
   mapping.path = code_path;
   mapping.name = "code";
   mapping.vaddr = kBase;
   mapping.memory_dump = true;
-  EXPECT_TRUE(image.AddMapping(mapping).ok());
-  FlowLog log;
-  PtDecodeConfig config;
-  config.kind = kind;
-  std::unique_ptr<FlowDecoder> decoder = MakeFlowDecoder(config, &image, &log);
-  absl::Status status = decoder->DecodeChunk(stream.data(), size, 0);
-  EXPECT_TRUE(status.ok()) << status;
-  return {std::move(log.events), decoder->instructions()};
+  return testing::DecodeOverMapping(kind, mapping, stream.data(), stream.size(), &modules);
 }
 
 std::string Describe(const std::vector<FlowEvent>& events) {
@@ -236,11 +187,11 @@ TEST(FastDecoderOnInsnsZydisRefusesTest, DecodesThemAsLibiptBlockDoes) {
   const std::string code_path = tmp.Sub("code.bin");
   const std::vector<uint8_t> code = Program();
   ASSERT_TRUE(WriteFileAtomic(code_path, std::string(code.begin(), code.end())).ok());
-  size_t size = 0;
-  const std::vector<uint8_t> stream = Stream(&size);
+  testing::PacketWriter stream(1024);
+  WriteStream(&stream);
 
-  Decoded block = Decode(DecoderKind::kBlock, code_path, stream, size);
-  Decoded fast = Decode(DecoderKind::kFast, code_path, stream, size);
+  Decoded block = Decode(DecoderKind::kBlock, code_path, stream);
+  Decoded fast = Decode(DecoderKind::kFast, code_path, stream);
   EXPECT_EQ(testing::FirstFlowDifference(block.events, fast.events), "")
       << "libipt-block:\n" << Describe(block.events) << "fast:\n" << Describe(fast.events);
   EXPECT_EQ(fast.instructions, block.instructions);

@@ -24,6 +24,7 @@
 #include "image/module_cache.h"
 #include "image/process_image.h"
 #include "image/section_cache.h"
+#include "tests/decoder/flow_log.h"
 #include "image/timed_image.h"
 #include "recorder/emulate/code_walker.h"
 #include "tests/testing/test_util.h"
@@ -151,12 +152,6 @@ TEST(ParallelDecodeTest, TimedWalkWithOverflowsDecodesIdenticallyInPieces) {
   ExpectSameWithJobs(trace, tmp, 3000);
 }
 
-class EventLog : public FlowConsumer {
- public:
-  void OnFlow(const FlowEvent& event) override { events.push_back(event); }
-  std::vector<FlowEvent> events;
-};
-
 // One decoder over the walk's stream, on `axis`.
 std::vector<FlowEvent> DecodeWalkEvents(const std::string& trace, TimeAxis axis) {
   absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
@@ -175,7 +170,7 @@ std::vector<FlowEvent> DecodeWalkEvents(const std::string& trace, TimeAxis axis)
   PtDecodeConfig config;
   config.axis = axis;
   config.conversion = meta->time;
-  EventLog log;
+  testing::FlowLog log;
   std::unique_ptr<FlowDecoder> decoder = MakeFlowDecoder(config, image->image(), &log);
   EXPECT_TRUE(decoder->DecodeChunk(bytes->data(), size, 0).ok());
   EXPECT_EQ(std::count_if(log.events.begin(), log.events.end(),

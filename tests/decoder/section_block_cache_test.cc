@@ -19,6 +19,7 @@
 #include "image/process_image.h"
 #include "image/section_cache.h"
 #include "tests/decoder/decoder_diff.h"
+#include "tests/decoder/packet_writer.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::decoder {
@@ -52,55 +53,16 @@ std::vector<uint8_t> ProgramWithOtherBytesAtTheStart() {
 }
 
 // Tracing enabled at `base`, the return and jz taken, disabled at the syscall.
-std::vector<uint8_t> Stream(uint64_t base, size_t* size) {
-  std::vector<uint8_t> buffer(1024 + kPtPadding, 0);
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = buffer.data();
-  config.end = buffer.data() + 1024;
-  std::unique_ptr<pt_encoder, void (*)(pt_encoder*)> encoder(pt_alloc_encoder(&config), pt_free_encoder);
-  auto emit = [&](pt_packet packet) { EXPECT_GE(pt_enc_next(encoder.get(), &packet), 0); };
-  auto ip_packet = [](pt_packet_type type, uint64_t ip, pt_ip_compression ipc) {
-    pt_packet p{};
-    p.type = type;
-    p.payload.ip.ipc = ipc;
-    p.payload.ip.ip = ip;
-    return p;
-  };
-  pt_packet p{};
-  p.type = ppt_psb;
-  emit(p);
-  pt_packet mode{};
-  mode.type = ppt_mode;
-  mode.payload.mode.leaf = pt_mol_exec;
-  mode.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
-  emit(mode);
-  p.type = ppt_psbend;
-  emit(p);
-  emit(ip_packet(ppt_tip_pge, base, pt_ipc_sext_48));
-  pt_packet tnt{};
-  tnt.type = ppt_tnt_8;
-  tnt.payload.tnt.bit_size = 2;
-  tnt.payload.tnt.payload = 0b11;  // the return (compressed), then jz taken
-  emit(tnt);
-  emit(ip_packet(ppt_tip_pgd, 0, pt_ipc_suppressed));
-  uint64_t offset = 0;
-  EXPECT_GE(pt_enc_get_offset(encoder.get(), &offset), 0);
-  *size = static_cast<size_t>(offset);
-  return buffer;
+void WriteStream(uint64_t base, testing::PacketWriter* w) {
+  w->Psb();
+  w->Mode(ptem_64bit);
+  w->PsbEnd();
+  w->Ip(ppt_tip_pge, base);
+  w->Tnt(2, 0b11);  // the return (compressed), then jz taken
+  w->Ip(ppt_tip_pgd, 0, pt_ipc_suppressed);
 }
 
-class FlowLog : public FlowConsumer {
- public:
-  void OnFlow(const FlowEvent& event) override { events.push_back(event); }
-  std::vector<FlowEvent> events;
-};
-
-struct Decoded {
-  std::vector<FlowEvent> events;
-  uint64_t instructions = 0;
-  Stats stats;
-};
+using Decoded = testing::DecodedStream;
 
 // One process: `code_path` mapped at `base` (as a memory dump: bytes captured from the
 // process, `memory_dump`), its stream decoded by `kind` with the decode's `shared` runs.
@@ -111,24 +73,14 @@ struct Process {
 };
 
 Decoded Decode(DecoderKind kind, const Process& process, image::ModuleCache* modules, SectionBlockCache* shared) {
-  image::SectionCache sections;
-  image::ProcessImage image(&sections, modules, "test");
   image::Mapping mapping;
   mapping.path = process.code_path;
   mapping.name = process.memory_dump ? "[jit]" : process.code_path;
   mapping.vaddr = process.base;
   mapping.memory_dump = process.memory_dump;
-  EXPECT_TRUE(image.AddMapping(mapping).ok());
-  size_t size = 0;
-  const std::vector<uint8_t> stream = Stream(process.base, &size);
-  FlowLog log;
-  PtDecodeConfig config;
-  config.kind = kind;
-  config.section_blocks = shared;
-  std::unique_ptr<FlowDecoder> decoder = MakeFlowDecoder(config, &image, &log);
-  absl::Status status = decoder->DecodeChunk(stream.data(), size, 0);
-  EXPECT_TRUE(status.ok()) << status;
-  return {std::move(log.events), decoder->instructions(), decoder->stats()};
+  testing::PacketWriter w(1024);
+  WriteStream(process.base, &w);
+  return testing::DecodeOverMapping(kind, mapping, w.data(), w.size(), modules, shared);
 }
 
 // The fast decoder's events for `process` with the `shared` runs equal libipt's block
