@@ -1,8 +1,8 @@
 #pragma once
 // The events a parallel piece records, for the stitcher to replay (parallel_decode.cc).
 // They are written by a worker and read back by the stitcher a few pieces later, long
-// out of the cache: at 88 bytes a FlowEvent, writing and reading them took ~14 % of a
-// `--jobs 2` decode's CPU time, stalled on memory. Here an event takes five words, plus
+// out of the cache: at 88 bytes a FlowEvent, writing and reading them took ~13 % of a
+// `--jobs 2` decode's CPU time on the 60 M walker, stalled on memory. Here an event takes five words, plus
 // one for each rare field it has (cycles, offset, enable time, message, a new image
 // time, an unusual fallthrough): 40–56 bytes for the events most traces are made of.
 // Exact: Read gives back every field as it was recorded.
