@@ -93,6 +93,18 @@ bool HasWarning(const DecodedTrace& t, const std::string& part) {
   return false;
 }
 
+// Without the jitdump there is no JIT code (its bytes come from the code-load records):
+// the program's own code decodes, and each entry into JIT code is an error after which
+// the decode resumes at the next PSB. What ran until then is lost with it, an `emit` call
+// too when the timing packets put the PSB after it (they vary with the machine's load:
+// under `ctest -j2`, 3 of 4 calls in about one run in three).
+void ExpectOwnCodeDecodesWithoutJitCode(const DecodedTrace& t) {
+  EXPECT_EQ(Calls(t, "jit_square"), 0u);
+  EXPECT_GT(t.errors, 0u);
+  EXPECT_GE(Calls(t, "emit"), 1u);
+  EXPECT_LE(Calls(t, "emit"), 4u);
+}
+
 DecodedTrace Decode(const std::string& dir) {
   absl::StatusOr<DecodedTrace> decoded = DecodeForTest(dir);
   EXPECT_TRUE(decoded.ok()) << decoded.status();
@@ -229,7 +241,7 @@ TEST_F(JitdumpTest, RecordOfImpossibleSizeEndsTheJitdumpWithAWarning) {
   ASSERT_TRUE(WriteFileAtomic(Jitdump(dir), absl::MakeConstSpan(*bytes)).ok());
   const DecodedTrace t = Decode(dir);
   EXPECT_TRUE(HasWarning(t, "impossible size"));
-  EXPECT_EQ(Calls(t, "emit"), 4u);  // the program's own code decodes
+  ExpectOwnCodeDecodesWithoutJitCode(t);
 }
 
 TEST_F(JitdumpTest, JitdumpOfAnotherArchitectureIsIgnoredWithAWarning) {
@@ -241,8 +253,7 @@ TEST_F(JitdumpTest, JitdumpOfAnotherArchitectureIsIgnoredWithAWarning) {
   ASSERT_TRUE(WriteFileAtomic(Jitdump(dir), absl::MakeConstSpan(*bytes)).ok());
   const DecodedTrace t = Decode(dir);
   EXPECT_TRUE(HasWarning(t, "another architecture"));
-  EXPECT_EQ(Calls(t, "jit_square"), 0u);
-  EXPECT_EQ(Calls(t, "emit"), 4u);
+  ExpectOwnCodeDecodesWithoutJitCode(t);
 }
 
 TEST_F(JitdumpTest, PerfMapWithBadLinesWarnsAndKeepsTheGoodOnes) {
