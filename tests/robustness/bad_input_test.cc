@@ -124,7 +124,9 @@ TEST(BadInputTest, TruncatedAuxFileDecodesWhatIsThereAndSaysSo) {
 TEST(BadInputTest, CorruptAuxBytesAreDecodeErrorsNotACrash) {
   TempDir tmp;
   const RecordedFile aux = RecordSpinAndPick(tmp, StreamFile);
-  ASSERT_GT(aux.size, 4096);
+  // 4.1 to 6.2 KB: the timing packets vary with the machine's load (4086 bytes once under
+  // ctest -j2); what matters is good bytes on both sides of the 512 corrupted ones.
+  ASSERT_GT(aux.size, 2048);
   // 512 bytes of 0xff in the middle: not valid packets.
   Overwrite(aux.path, aux.size / 2, std::string(512, '\xff'));
   DecodeOutcome decoded = Decode(aux.dir, tmp.Sub("out.ftf"));
