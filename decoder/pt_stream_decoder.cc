@@ -159,12 +159,16 @@ void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t 
 
 void PtStreamDecoder::Deliver(FlowEvent& event) {
   if (piece_ != nullptr) {
-    event.image_tsc = image_tsc_;
-    piece_->errors += event.kind == FlowKind::kError ? 1 : 0;
-    piece_->events->push_back(event);
+    RecordInPiece(event);
   } else {
     consumer_->OnFlow(event);
   }
+}
+
+[[gnu::noinline]] void PtStreamDecoder::RecordInPiece(FlowEvent& event) {
+  event.image_tsc = image_tsc_;
+  piece_->errors += event.kind == FlowKind::kError ? 1 : 0;
+  piece_->events->push_back(event);
 }
 
 void PtStreamDecoder::MarkLostData(uint64_t offset) {
