@@ -195,7 +195,7 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
     } else if (chain.cycles.open) [[unlikely]] {
       // The packet CYCs before it time, unless the query decoder reads ahead over it. Only
       // after a CYC: the test of every packet cost the walker's scan 50 M instructions.
-      if (kind != Kind::kPad && kind != Kind::kTsc && kind != Kind::kCbr) chain.cycles.OnTimed(offset);
+      if (!CycleIndex::IsTimingPacket(packet.type)) chain.cycles.OnTimed(offset);
     }
     if (chunk_packets != 0 && kind != Kind::kPad) {
       // The chunk being filled is the chain's own vector (one behind a pointer cost ~10

@@ -293,14 +293,6 @@ size_t ProcessImage::ReadCode(uint64_t address, uint8_t* out, size_t size) const
   return done;
 }
 
-bool ProcessImage::SectionBounds(uint64_t address, uint64_t* start, uint64_t* end) const {
-  const Region* region = FindRegion(address);
-  if (region == nullptr) return false;
-  *start = region->start;
-  *end = region->end;
-  return true;
-}
-
 bool ProcessImage::SectionBytesAt(uint64_t address, SectionBytes* out) const {
   const Region* region = FindRegion(address);
   if (region == nullptr) return false;

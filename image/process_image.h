@@ -80,19 +80,26 @@ class ProcessImage {
   FunctionRange RangeOf(uint64_t address) const;
   // Copies up to `size` code bytes at `address`; returns how many were available.
   size_t ReadCode(uint64_t address, uint8_t* out, size_t size) const;
-  // [start, end) of the mapping (one libipt section) that holds `address`; false: none.
-  // The fast decoder ends its blocks where libipt's do, at section ends.
-  bool SectionBounds(uint64_t address, uint64_t* start, uint64_t* end) const;
-  // The same section with the file bytes it maps: sections of one module with the same
-  // file offset and size hold the same bytes wherever they are mapped (modules are read
-  // once per decode and never change), so what is decoded from them can be shared.
+  // The mapping (one libipt section) that holds `address`, with the file bytes it maps;
+  // false: none. The fast decoder ends its blocks where libipt's do, at section ends;
+  // sections of one module with the same file offset and size hold the same bytes
+  // wherever they are mapped (modules are read once per decode and never change), so
+  // what is decoded from them can be shared.
   struct SectionBytes {
     uint64_t start = 0;
-    uint64_t end = 0;
+    uint64_t end = 0;  // exclusive
     const std::shared_ptr<const Module>* module = nullptr;  // valid until the image changes
     uint64_t file_offset = 0;  // of `start`
   };
   bool SectionBytesAt(uint64_t address, SectionBytes* out) const;
+  // SectionBytesAt's [start, end) alone.
+  bool SectionBounds(uint64_t address, uint64_t* start, uint64_t* end) const {
+    SectionBytes section;
+    if (!SectionBytesAt(address, &section)) return false;
+    *start = section.start;
+    *end = section.end;
+    return true;
+  }
 
   // Things worth telling the user (build-id mismatches, missing files).
   const std::vector<std::string>& warnings() const { return warnings_; }
