@@ -136,13 +136,6 @@ pt_exec_mode ExecMode(uint8_t bits) {
 
 // --- The pre-scan --------------------------------------------------------------------
 
-// The chain's full chunk (if any) to its chunks, and a new one with room for `packets`.
-void PacketQuery::NextIndexChunk(Chain* chain, uint64_t packets) {
-  if (!chain->packets.empty()) chain->chunks.push_back(std::move(chain->packets));
-  chain->packets = std::vector<Packed>();
-  chain->packets.reserve(packets);
-}
-
 // The packets from `start` (a PSB) up to `stop`, the end of the buffer, or a PSB in
 // `seen` (sorted; one met before at a packet boundary).
 PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t start, uint64_t stop,
@@ -155,7 +148,8 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
     chain.ok = false;
     return chain;
   }
-  const uint64_t end = std::min(stop, size);
+  static_assert(static_cast<uint8_t>(Kind::kPad) == PacketIndex::kPadKind && static_cast<uint8_t>(Kind::kOther) <= PacketIndex::kKindMask);
+  PacketIndex::Writer index(chunk_packets, std::min(stop, size));
   uint64_t next = start;
   while (true) {
     const uint64_t offset = next;
@@ -197,20 +191,13 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
       // after a CYC: the test of every packet cost the walker's scan 50 M instructions.
       if (!CycleIndex::IsTimingPacket(packet.type)) chain.cycles.OnTimed(offset);
     }
-    if (chunk_packets != 0 && kind != Kind::kPad) {
-      // The chunk being filled is the chain's own vector (one behind a pointer cost ~10
-      // instructions a packet more); a full one goes to `chunks`.
-      if (chain.packets.size() == chain.packets.capacity()) [[unlikely]] {
-        NextIndexChunk(&chain, std::min<uint64_t>(chunk_packets, end - std::min(end, offset) + 1));
-      }
-      chain.packets.push_back(packed);
-    }
+    if (chunk_packets != 0 && kind != Kind::kPad) index.Add(packed);
     if (packet.type == ppt_psb) {
       if (seen != nullptr && offset != start && std::binary_search(seen->begin(), seen->end(), offset)) break;
       chain.psbs.push_back(offset);
     }
   }
-  if (!chain.packets.empty()) chain.chunks.push_back(std::move(chain.packets));
+  if (chunk_packets != 0) chain.chunks = index.Finish();
   pt_pkt_free_decoder(pkt);
   return chain;
 }
@@ -236,14 +223,11 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads, u
     pt_pkt_get_sync_offset(pkt, &offset);
     starts.push_back(offset);
   }
-  // The index takes about 6 bytes per byte of PT: larger buffers are read packet by
-  // packet with pt_pkt_next instead (slower, but the memory stays bounded).
-  constexpr uint64_t kMaxIndexedBytes = 32ull << 20;
   const bool indexed = size <= kMaxIndexedBytes;
   const uint64_t index_chunk = indexed ? std::max<uint64_t>(chunk_packets, 1) : 0;
   bool ok = true;
   std::vector<uint64_t> seen_psbs;  // PSB packets met at a packet boundary (sorted)
-  auto packets = std::make_shared<PacketIndex>();
+  auto packets = std::make_shared<PacketIndex>(size);
   std::shared_ptr<CycleIndex> cycles;
   if (!starts.empty()) {
     // The chain from the first PSB, indexed: in stretches cut at PSBs, read by `threads`
@@ -273,13 +257,14 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads, u
     bool whole = true;
     for (size_t k = 0; k + 1 < parts.size(); ++k) whole = whole && parts[k].ok && parts[k].met_stop;
     if (!whole) {
-      parts.assign(1, ScanChain(config, starts.front(), UINT64_MAX, index_chunk));
+      parts.clear();
+      parts.push_back(ScanChain(config, starts.front(), UINT64_MAX, index_chunk));
       cuts.assign(1, starts.front());
     }
     std::vector<CycleIndex::Stretch> cycle_stretches;
     for (Chain& part : parts) {
       cycle_stretches.push_back(std::move(part.cycles));
-      for (std::vector<Packed>& chunk : part.chunks) packets->push_back(std::move(chunk));
+      packets->Append(std::move(part.chunks));
       seen_psbs.insert(seen_psbs.end(), part.psbs.begin(), part.psbs.end());
       NoteFlags(part, &scan);
       ok = ok && part.ok;
@@ -407,7 +392,10 @@ PacketQuery::PacketQuery(const pt_config& config, const Scan* scan) : config_(co
   config_.decode.callback = nullptr;
   config_.decode.context = nullptr;
   size_ = static_cast<uint64_t>(config.end - config.begin);
-  if (scan != nullptr && scan->packets != nullptr && !scan->packets->empty()) index_ = scan->packets;
+  if (scan != nullptr && scan->packets != nullptr && !scan->packets->empty()) {
+    index_ = scan->packets;
+    indexed_ = PacketIndex::Reader(index_.get());
+  }
   packets_ = NewPacketDecoder(config_);
   scan_ = NewPacketDecoder(config_);
   if (scan_ == nullptr && packets_ != nullptr) {
@@ -434,31 +422,40 @@ void PacketQuery::Reset() {
 }
 
 // pt_df_fetch: the packet at pos_ (decoded by the packet decoder, kept while pos_ stays).
-// Inline for its two usual cases: the packet fetched before, and the index entry after
-// the last one fetched (FetchIndexed's first case); FetchOther does the rest.
+// Inline for its usual cases: the packet fetched before, and the index's packet or PADs
+// after the last one fetched; FetchLive does the rest.
 [[gnu::always_inline]] inline int PacketQuery::Fetch() {
   if (next_pos_ == pos_) return next_ == Kind::kNone ? fetch_error_ : 0;
-  const size_t i = cursor_ + 1;
-  if (i < packed_count_ && packed_[i].offset == pos_) [[likely]] {
-    next_pos_ = pos_;
-    cursor_ = i;
-    cur_ = &packed_[i];
-    next_ = static_cast<Kind>(cur_->kind);
-    next_size_ = cur_->size;
-    fetch_error_ = 0;
-    return 0;
+  if (index_ != nullptr) [[likely]] {
+    // The packet at pos_ from the scan's index, if the index covers pos_: a packet there,
+    // or PADs up to the next (the scan decoded every byte from the first PSB on).
+    uint64_t pad_end = 0;
+    switch (indexed_.Find(pos_, &cur_, &cur_value_, &pad_end)) {
+      case PacketIndex::Reader::At::kPacket:
+        next_pos_ = pos_;
+        next_ = static_cast<Kind>(cur_->kind & PacketIndex::kKindMask);
+        next_size_ = cur_->size;
+        fetch_error_ = 0;
+        return 0;
+      case PacketIndex::Reader::At::kPad:
+        next_pos_ = pos_;
+        next_ = Kind::kPad;
+        next_size_ = static_cast<int>(std::min<uint64_t>(pad_end - pos_, INT32_MAX));
+        fetch_error_ = 0;
+        return 0;
+      case PacketIndex::Reader::At::kNone: break;  // before the first PSB, the end, or inside a packet
+    }
   }
-  return FetchOther();
+  return FetchLive();
 }
 
-int PacketQuery::FetchOther() {
+int PacketQuery::FetchLive() {
   next_pos_ = pos_;
   next_ = Kind::kNone;
   if (pos_ >= size_) {
     fetch_error_ = pos_ == size_ ? -pte_eos : -pte_nosync;
     return fetch_error_;
   }
-  if (index_ != nullptr && FetchIndexed()) return 0;
   if (packets_pos_ != pos_) {
     int status = pt_pkt_sync_set(packets_, pos_);
     if (status < 0) {
@@ -477,61 +474,12 @@ int PacketQuery::FetchOther() {
   packets_pos_ = pos_ + static_cast<uint64_t>(size);
   next_size_ = size;
   fetch_error_ = 0;
-  live_ = Pack(packet, pos_);
+  const Packed packed = Pack(packet, pos_);
+  live_ = PacketIndex::Record{0, packed.kind, packed.size, packed.aux, packed.bits};
   cur_ = &live_;
-  next_ = static_cast<Kind>(live_.kind);
+  cur_value_ = packed.value;
+  next_ = static_cast<Kind>(packed.kind);
   return 0;
-}
-
-// The packet at pos_ from the scan's index, if the index covers pos_: an entry there, or
-// a PAD between two entries (the scan decoded every byte from the first PSB on).
-bool PacketQuery::FetchIndexed() {
-  if ((pos_ < chunk_begin_ || pos_ >= chunk_end_) && !SelectChunk()) return false;
-  size_t i = cursor_ + 1;
-  if (i < packed_count_ && packed_[i].offset == pos_) {
-    // The packet after the last one fetched (most fetches).
-  } else if (i - 1 < packed_count_ && packed_[i - 1].offset == pos_) {
-    --i;
-  } else if (i - 1 < packed_count_ && packed_[i - 1].offset < pos_ && (i == packed_count_ || pos_ < packed_[i].offset)) {
-    // In the PADs after the last one fetched: the entry after them is i (what the search
-    // below finds; real traces pad after many packets).
-  } else {
-    const Packed* at = std::lower_bound(packed_, packed_ + packed_count_, pos_,
-                                        [](const Packed& p, uint64_t offset) { return p.offset < offset; });
-    i = static_cast<size_t>(at - packed_);
-  }
-  cursor_ = i;
-  if (i < packed_count_ && packed_[i].offset == pos_) {
-    cur_ = &packed_[i];
-    next_ = static_cast<Kind>(cur_->kind);
-    next_size_ = cur_->size;
-    fetch_error_ = 0;
-    return true;
-  }
-  // Between two entries (or after the last, up to the end): PADs. All of them at once.
-  if (i > 0 && packed_[i - 1].offset + packed_[i - 1].size <= pos_) {
-    const uint64_t end = i < packed_count_ ? packed_[i].offset : chunk_end_;
-    next_ = Kind::kPad;
-    next_size_ = static_cast<int>(std::min<uint64_t>(end - pos_, INT32_MAX));
-    fetch_error_ = 0;
-    return true;
-  }
-  return false;  // inside a packet (a sync inside another's payload) or before the first
-}
-
-// The chunk whose bytes hold pos_; false before the first.
-bool PacketQuery::SelectChunk() {
-  const PacketIndex& chunks = *index_;
-  auto after = std::upper_bound(chunks.begin(), chunks.end(), pos_,
-                                [](uint64_t pos, const std::vector<Packed>& c) { return pos < c.front().offset; });
-  if (after == chunks.begin()) return false;
-  const std::vector<Packed>& chunk = *(after - 1);
-  packed_ = chunk.data();
-  packed_count_ = chunk.size();
-  chunk_begin_ = chunk.front().offset;
-  chunk_end_ = after == chunks.end() ? size_ : after->front().offset;
-  cursor_ = SIZE_MAX;  // no hint: FetchIndexed searches
-  return true;
 }
 
 int PacketQuery::Start(uint64_t sync, uint64_t* ip) {
@@ -659,7 +607,7 @@ int PacketQuery::CondBranchRefill(int* taken) {
   int status = 0;
   if (next_ == Kind::kTnt && cur_->aux != 0) {
     // CacheTnt's usual case: the read-ahead stopped at a TNT, no event before it.
-    tnt_ = cur_->value;
+    tnt_ = cur_value_;
     tnt_index_ = 1ull << (cur_->aux - 1);
     Consume();
     last_time_ = time_.state();
@@ -741,7 +689,7 @@ int PacketQuery::DecodeHeader() {
       pt_event* ev = queues_[kBindPsbend].Enqueue();
       if (ev == nullptr) return -pte_nomem;
       ev->type = ptev_async_paging;
-      ev->variant.async_paging.cr3 = cur_->value;
+      ev->variant.async_paging.cr3 = cur_value_;
       ev->variant.async_paging.non_root = (cur_->aux & 1);
       Consume();
       return 0;
@@ -750,7 +698,7 @@ int PacketQuery::DecodeHeader() {
       pt_event* ev = queues_[kBindPsbend].Enqueue();
       if (ev == nullptr) return -pte_nomem;
       ev->type = ptev_async_vmcs;
-      ev->variant.async_vmcs.base = cur_->value;
+      ev->variant.async_vmcs.base = cur_value_;
       Consume();
       return 0;
     }
@@ -758,7 +706,7 @@ int PacketQuery::DecodeHeader() {
       pt_event* ev = queues_[kBindPsbend].Enqueue();
       if (ev == nullptr) return -pte_nomem;
       ev->type = ptev_mnt;
-      ev->variant.mnt.payload = cur_->value;
+      ev->variant.mnt.payload = cur_value_;
       Consume();
       return 0;
     }
@@ -769,7 +717,7 @@ int PacketQuery::DecodeHeader() {
 // The start of TIP, TIP.PGD and FUP: the last IP updated, the first event bound to the
 // packet taken from its queue (null if none).
 [[gnu::always_inline]] inline int PacketQuery::UpdateIp(Binding binding, pt_event** ev) {
-  int status = ip_.Update(cur_->aux, cur_->value);
+  int status = ip_.Update(cur_->aux, cur_value_);
   if (status < 0) return status;
   *ev = queues_[binding].Dequeue();
   return 0;
@@ -810,14 +758,14 @@ int PacketQuery::DecodeHeader() {
   if (tnt_index_ != 0) return -pte_bad_context;
   const uint8_t bits = cur_->aux;
   if (bits == 0) return -pte_bad_packet;
-  tnt_ = cur_->value;
+  tnt_ = cur_value_;
   tnt_index_ = 1ull << (bits - 1);
   Consume();
   return 0;
 }
 
 [[gnu::always_inline]] inline int PacketQuery::DecodePge() {
-  int status = ip_.Update(cur_->aux, cur_->value);
+  int status = ip_.Update(cur_->aux, cur_value_);
   if (status < 0) return status;
   pt_event* ev = nullptr;
   if (!consume_packet_) {
@@ -931,7 +879,7 @@ int PacketQuery::HeaderFup() {
       return 0;
     }
   }
-  int status = ip_.Update(cur_->aux, cur_->value);
+  int status = ip_.Update(cur_->aux, cur_value_);
   if (status < 0) return status;
   if (cur_->aux != pt_ipc_suppressed) enabled_ = true;
   Consume();
@@ -1091,14 +1039,14 @@ int PacketQuery::DecodePip() {
   if (queues_[kBindTip].Find(ptev_async_branch) == nullptr) {
     ev = Standalone();
     ev->type = ptev_paging;
-    ev->variant.paging.cr3 = cur_->value;
+    ev->variant.paging.cr3 = cur_value_;
     ev->variant.paging.non_root = (cur_->aux & 1);
     event_ = ev;
   } else {
     ev = queues_[kBindTip].Enqueue();
     if (ev == nullptr) return -pte_nomem;
     ev->type = ptev_async_paging;
-    ev->variant.async_paging.cr3 = cur_->value;
+    ev->variant.async_paging.cr3 = cur_value_;
     ev->variant.async_paging.non_root = (cur_->aux & 1);
   }
   time_.state().Stamp(ev);
@@ -1107,7 +1055,7 @@ int PacketQuery::DecodePip() {
 }
 
 int PacketQuery::DecodeVmcs() {
-  const uint64_t base = cur_->value;
+  const uint64_t base = cur_value_;
   if (pt_event* paging = queues_[kBindTip].Find(ptev_async_paging); paging != nullptr) {
     // libipt 2.0.5 turns the paging event into the VMCS one and queues an empty
     // (zeroed) event behind it.
@@ -1142,7 +1090,7 @@ int PacketQuery::DecodeStop() {
 }
 
 int PacketQuery::DecodeMnt() {
-  TimedStandalone(ptev_mnt)->variant.mnt.payload = cur_->value;
+  TimedStandalone(ptev_mnt)->variant.mnt.payload = cur_value_;
   Consume();
   return 0;
 }
@@ -1165,22 +1113,22 @@ int PacketQuery::DecodePower() {
       break;
     case Kind::kMwait:
       ev->type = ptev_mwait;
-      ev->variant.mwait.hints = static_cast<uint32_t>(cur_->value);
-      ev->variant.mwait.ext = static_cast<uint32_t>(cur_->value >> 32);
+      ev->variant.mwait.hints = static_cast<uint32_t>(cur_value_);
+      ev->variant.mwait.ext = static_cast<uint32_t>(cur_value_ >> 32);
       break;
     case Kind::kPwre:
       ev->type = ptev_pwre;
       ev->variant.pwre.state = cur_->aux;
       ev->variant.pwre.sub_state = cur_->bits;
-      ev->variant.pwre.hw = cur_->value & 1;
+      ev->variant.pwre.hw = cur_value_ & 1;
       break;
     default:
       ev->type = ptev_pwrx;
       ev->variant.pwrx.last = cur_->aux;
       ev->variant.pwrx.deepest = cur_->bits;
-      ev->variant.pwrx.interrupt = cur_->value & 1;
-      ev->variant.pwrx.store = (cur_->value >> 1) & 1;
-      ev->variant.pwrx.autonomous = (cur_->value >> 2) & 1;
+      ev->variant.pwrx.interrupt = cur_value_ & 1;
+      ev->variant.pwrx.store = (cur_value_ >> 1) & 1;
+      ev->variant.pwrx.autonomous = (cur_value_ >> 2) & 1;
       break;
   }
   Consume();
@@ -1202,7 +1150,7 @@ int PacketQuery::DecodePtw() {
   }
   ev->type = ptev_ptwrite;
   ev->variant.ptwrite.size = static_cast<uint8_t>(size);
-  ev->variant.ptwrite.payload = cur_->value;
+  ev->variant.ptwrite.payload = cur_value_;
   Consume();
   return 0;
 }
@@ -1239,7 +1187,7 @@ int PacketQuery::HeaderCbr() {
 // Not inlined into Decode: there they would cost it a saved register for every packet.
 
 int PacketQuery::HeaderTsc() {
-  int status = time_.OnHeaderTsc(cur_->value);
+  int status = time_.OnHeaderTsc(cur_value_);
   if (status < 0) return status;
   Consume();
   return 0;
@@ -1247,7 +1195,7 @@ int PacketQuery::HeaderTsc() {
 
 // The index packs a TMA as ctc | fc << 16.
 [[gnu::noinline]] int PacketQuery::DecodeTma() {
-  int status = time_.OnTma(static_cast<uint32_t>(cur_->value & 0xffff), cur_->value >> 16);
+  int status = time_.OnTma(static_cast<uint32_t>(cur_value_ & 0xffff), cur_value_ >> 16);
   if (status < 0) return status;
   Consume();
   return 0;
@@ -1261,7 +1209,7 @@ int PacketQuery::HeaderTsc() {
 }
 
 [[gnu::noinline]] int PacketQuery::DecodeCyc() {
-  int status = time_.OnCyc(cur_->value);
+  int status = time_.OnCyc(cur_value_);
   if (status < 0) return status;
   Consume();
   return 0;

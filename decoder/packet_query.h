@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "decoder/cycle_index.h"
+#include "decoder/packet_index.h"
 #include "decoder/packet_time.h"
 
 namespace ptd::decoder {
@@ -40,35 +41,23 @@ class PacketQuery {
  public:
   // What a scan of a buffer's bytes found (Scan once per buffer, Accepts per config).
   // One packet libipt decoded in the scan, as the query layer needs it (PADs are left
-  // out: the bytes between two packets of the scan are PADs).
-  struct Packed {
-    // TNT payload, IP, TSC, CR3, VMCS base, CYC, TMA ctc | fc << 16, MNT and PTW payload,
-    // MWAIT hints | ext << 32, PWRE hw, PWRX interrupt | store << 1 | autonomous << 2
-    uint64_t value = 0;
-    uint32_t offset = 0;  // in the buffer
-    uint8_t kind = 0;     // Kind
-    uint8_t size = 0;
-    // TNT bit size, IP compression, MODE leaf, CBR ratio, PIP nr, MTC ctc, EXSTOP and PTW
-    // ip, PWRE state, PWRX last
-    uint8_t aux = 0;
-    uint8_t bits = 0;  // MODE: exec csl | csd << 1, tsx intx | abrt << 1; PWRE sub-state,
-                       // PWRX deepest, PTW plc
-  };
-  // The packets from the first PSB on, in order, in chunks that follow one another (each
-  // of at most kIndexChunkPackets, filled in turn as the scan's threads read them:
-  // one vector would have to reserve a packet per byte, 16 times the trace's size, or
-  // copy itself into fresh pages when it grows). The bytes between a chunk's last
-  // packet and the next chunk's first are PADs.
-  using PacketIndex = std::vector<std::vector<Packed>>;
-  static constexpr uint64_t kIndexChunkPackets = uint64_t{1} << 16;  // 1 MiB of entries
+  // out: the bytes between two packets of the scan are PADs). `value`: TNT payload, IP,
+  // TSC, CR3, VMCS base, CYC, TMA ctc | fc << 16, MNT and PTW payload, MWAIT hints |
+  // ext << 32, PWRE hw, PWRX interrupt | store << 1 | autonomous << 2. `aux`: TNT bit
+  // size, IP compression, MODE leaf, CBR ratio, PIP nr, MTC ctc, EXSTOP and PTW ip, PWRE
+  // state, PWRX last. `bits`: MODE exec csl | csd << 1, tsx intx | abrt << 1; PWRE
+  // sub-state, PWRX deepest, PTW plc.
+  using Packed = IndexedPacket;
+  // The index's chunks hold at most this many records each (a packet, or up to 255 bytes
+  // of PADs between two).
+  static constexpr uint64_t kIndexChunkPackets = uint64_t{1} << 16;
   struct Scan {
     bool supported = false;  // only supported packets, no decode error before the end
     bool has_ovf = false;
     bool has_timing = false;   // TMA, MTC or CYC (their arithmetic uses mtc_freq)
     bool has_skd007_cyc = false;  // a 2-byte CYC an OVF overlaps (SKD007 drops it)
     // The decode reads packets here instead of decoding each again (pt_pkt_next costs
-    // ~150 instructions a packet). Null for buffers over 32 MiB (the index takes ~6
-    // bytes per byte of PT).
+    // ~150 instructions a packet). Null for buffers over kMaxIndexedBytes.
     std::shared_ptr<const PacketIndex> packets;
     // The buffer's CYC groups, from the same pass (the decode's cycles need them): null
     // unless `supported` (then the index's own pass, which resyncs past bad bytes, gives
@@ -80,6 +69,9 @@ class PacketQuery {
   // `chunk_packets`: the index's chunk size (tests make it small to cross many).
   static Scan ScanBytes(const pt_config& config, int threads = 1, uint64_t chunk_packets = kIndexChunkPackets);
   static constexpr uint64_t kMinParallelScanBytes = uint64_t{1} << 20;
+  // The index takes 2 to 3 bytes per byte of PT: larger buffers are read packet by
+  // packet with pt_pkt_next instead (slower, but the memory stays bounded).
+  static constexpr uint64_t kMaxIndexedBytes = uint64_t{64} << 20;
   static bool Accepts(const pt_config& config, const Scan& scan);
   static bool Accepts(const pt_config& config) { return Accepts(config, ScanBytes(config)); }
 
@@ -144,8 +136,7 @@ class PacketQuery {
  private:
   // A stretch of the packet chain from a PSB (ScanBytes).
   struct Chain {
-    std::vector<std::vector<Packed>> chunks;  // PADs left out
-    std::vector<Packed> packets;              // the chunk being filled (into `chunks` when full, and at the end)
+    std::vector<PacketIndex::Chunk> chunks;  // PADs left out
     std::vector<uint64_t> psbs;   // its PSBs, in order
     bool ok = true;               // no undecodable or unmodelled packet
     bool met_stop = false;        // it reached its stop on a packet boundary
@@ -158,7 +149,6 @@ class PacketQuery {
   static Chain ScanChain(const pt_config& config, uint64_t start, uint64_t stop, uint64_t chunk_packets,
                          const std::vector<uint64_t>* seen = nullptr);
   static void NoteFlags(const Chain& chain, Scan* scan);
-  static void NextIndexChunk(Chain* chain, uint64_t packets);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
   enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kStop, kMnt, kExstop, kMwait, kPwre, kPwrx, kPtw, kTma, kMtc, kCyc, kOther };
   // libipt's event queue for one binding: 8 slots, at most 6 events.
@@ -199,9 +189,7 @@ class PacketQuery {
   void Reset();
   int Start(uint64_t sync, uint64_t* ip);
   int Fetch();
-  int FetchOther();
-  bool FetchIndexed();
-  bool SelectChunk();
+  int FetchLive();
   int ReadAhead();
   int ReadAheadInline();
   int EndQuery();
@@ -255,7 +243,7 @@ class PacketQuery {
   void Consume() { pos_ += next_size_; }
   // The timing packets: their payloads to time_.
   void DecodeTsc() {
-    time_.OnTsc(cur_->value);
+    time_.OnTsc(cur_value_);
     Consume();
   }
   int HeaderTsc();
@@ -269,13 +257,7 @@ class PacketQuery {
   pt_packet_decoder* packets_ = nullptr;  // positioned at packets_pos_
   pt_packet_decoder* scan_ = nullptr;     // the look-ahead scans (OVF, BDM70)
   std::shared_ptr<const PacketIndex> index_;  // Scan::packets
-  // The chunk of the index being read: its entries, and the bytes it covers (from its
-  // first entry up to the next chunk's first, or the end).
-  const Packed* packed_ = nullptr;
-  size_t packed_count_ = 0;
-  uint64_t chunk_begin_ = UINT64_MAX;
-  uint64_t chunk_end_ = 0;
-  size_t cursor_ = 0;  // the entry of that chunk at or after pos_ (a hint)
+  PacketIndex::Reader indexed_{nullptr};       // of index_
   uint64_t packets_pos_ = UINT64_MAX;
 
   // pt_qry's state (its names).
@@ -286,8 +268,10 @@ class PacketQuery {
   uint64_t next_pos_ = UINT64_MAX;  // where next_/packet_ were fetched
   int next_size_ = 0;
   int fetch_error_ = 0;
-  const Packed* cur_ = &live_;  // the packet at next_pos_ (in the index or live_)
-  Packed live_;                // a packet pt_pkt_next decoded here
+  // The packet at next_pos_ (in the index or live_), and its value.
+  const PacketIndex::Record* cur_ = &live_;
+  uint64_t cur_value_ = 0;
+  PacketIndex::Record live_{};  // a packet pt_pkt_next decoded here (its value in cur_value_)
   uint64_t tnt_ = 0;
   uint64_t tnt_index_ = 0;
   LastIp ip_;
