@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "common/mapped_array.h"
 
 namespace ptd::decoder {
 
@@ -44,7 +45,7 @@ class CycleIndex {
   // packets serves both). Entries are buffer offsets; cycles count from the stretch's
   // start.
   struct Stretch {
-    std::vector<Entry> entries;
+    MappedArray<Entry> entries;
     uint64_t total = 0;
     size_t cyc_packets = 0;
     bool open = false;     // CYCs at the end that no packet after them claimed
@@ -73,12 +74,12 @@ class CycleIndex {
   // Every CYC payload of the buffer, trailing ones (no packet after them) included.
   uint64_t total() const { return total_; }
   size_t cyc_packets() const { return cyc_packets_; }
-  const std::vector<Entry>& entries() const { return entries_; }
+  const MappedArray<Entry>& entries() const { return entries_; }
 
  private:
   static Stretch Scan(const uint8_t* padded, uint64_t from, uint64_t to);
 
-  std::vector<Entry> entries_;  // offsets strictly increasing
+  MappedArray<Entry> entries_;  // offsets strictly increasing (one per CYC group: grows without copies)
   uint64_t total_ = 0;
   size_t cyc_packets_ = 0;
 };
