@@ -59,25 +59,29 @@ CallStackModel::GoRole CallStackModel::GoRoleOf(absl::string_view name) {
     sink_->Begin(time, name);
     return;
   }
-  held_.push_back(HeldEvent{true, time, name, {}});
+  held_.push_back(HeldEvent::MakeBegin(time, name));
   if (held_.size() >= kMaxHeldEvents) Release();
 }
 
-[[gnu::always_inline]] inline void CallStackModel::EmitEnd(uint64_t time, const SliceCounts& counts) {
+[[gnu::always_inline]] inline void CallStackModel::EmitEnd(uint64_t time, uint64_t instructions,
+                                                           uint64_t cycles) {
   if (!holding_) {
-    sink_->End(time, counts);
+    sink_->End(time, SliceCounts{instructions, cycles, has_cycles_});
     return;
   }
-  held_.push_back(HeldEvent{false, time, {}, counts});
+  HeldEvent& e = held_.emplace_back();
+  e.time = time;
+  e.counts = {instructions, cycles};
+  e.begin = false;
   if (held_.size() >= kMaxHeldEvents) Release();
 }
 
 void CallStackModel::Release() {
   for (const HeldEvent& e : held_) {
     if (e.begin) {
-      sink_->Begin(e.time, e.name);
+      sink_->Begin(e.time, absl::string_view(e.name.data, e.name.size));
     } else {
-      sink_->End(e.time, e.counts);
+      sink_->End(e.time, SliceCounts{e.counts.instructions, e.counts.cycles, has_cycles_});
     }
   }
   held_.clear();
@@ -134,11 +138,7 @@ void CallStackModel::PopTop(const FlowEvent& event) {
   Frame& frame = frames_.back();
   if (!frame.begun) Begin(frame);
   if (frame.emitted) {
-    SliceCounts counts;
-    counts.instructions = event.instructions - frame.begin_instructions;
-    counts.cycles = event.cycles - frame.begin_cycles;
-    counts.has_cycles = has_cycles_;
-    EmitEnd(event.time, counts);
+    EmitEnd(event.time, event.instructions - frame.begin_instructions, event.cycles - frame.begin_cycles);
     --emitted_on_stack_;
   }
   frames_.pop_back();
@@ -163,7 +163,7 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
     if (holding_) {
       // Before everything it encloses: all of the segment so far is still held.
       frame.begin_time = segment_start_time_;
-      held_.insert(held_.begin(), HeldEvent{true, segment_start_time_, frame.name, {}});
+      held_.insert(held_.begin(), HeldEvent::MakeBegin(segment_start_time_, frame.name));
       if (held_.size() >= kMaxHeldEvents) Release();
     } else {
       // Too late to enclose what was written: it begins now (nothing is open).
@@ -183,6 +183,9 @@ void CallStackModel::BeginStack(const FlowEvent& event, bool bottom_known) {
   // The stack's output is held, so callers inferred later enclose all of it from here on
   // (and a goroutine resume's choice can still be corrected).
   holding_ = true;
+  // Room for all a stack may hold, once (it is kept across Release): growing by doubling
+  // would copy, and fault in, about twice the pages; reserved pages never used cost none.
+  held_.reserve(kMaxHeldEvents);
   segment_start_time_ = event.time;
   segment_start_instructions_ = event.instructions;
   segment_start_cycles_ = event.cycles;
@@ -656,7 +659,7 @@ bool CallStackModel::SwapResumedStack(size_t i, const FlowEvent& event) {
       f.begin_cycles = resumed.begin_cycles;
       f.emitted = f.begun = true;
       f.fold_marker = f.plt_pending = false;
-      begins.push_back(HeldEvent{true, f.begin_time, f.name, {}});
+      begins.push_back(HeldEvent::MakeBegin(f.begin_time, f.name));
     }
     frames_.erase(frames_.begin(), frames_.begin() + i + 1);
     frames_.insert(frames_.begin(), frames.begin(), frames.end());

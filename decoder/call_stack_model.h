@@ -102,14 +102,35 @@ class CallStackModel {
     bool contains(uint64_t a) const { return a >= fn_start && a < fn_end; }
   };
 
+  // A slice event held back: 32 bytes, since a segment fills up to kMaxHeldEvents of
+  // them and each page of the buffer costs a page fault when first touched. An End's
+  // has_cycles is the model's.
   struct HeldEvent {
-    bool begin = false;
-    uint64_t time = 0;
-    absl::string_view name;
-    SliceCounts counts;
+    struct Name {
+      const char* data;
+      size_t size;
+    };
+    struct Counts {
+      uint64_t instructions;
+      uint64_t cycles;
+    };
+    uint64_t time;
+    union {
+      Name name;      // a Begin's
+      Counts counts;  // an End's
+    };
+    bool begin;
+    static HeldEvent MakeBegin(uint64_t time, absl::string_view name) {
+      HeldEvent e;
+      e.time = time;
+      e.name = {name.data(), name.size()};
+      e.begin = true;
+      return e;
+    }
   };
+  static_assert(sizeof(HeldEvent) == 32);
   void EmitBegin(uint64_t time, absl::string_view name);
-  void EmitEnd(uint64_t time, const SliceCounts& counts);
+  void EmitEnd(uint64_t time, uint64_t instructions, uint64_t cycles);
   void Release();
   // A frame stack starts at `event` (a segment, or a goroutine's after a switch).
   void BeginStack(const FlowEvent& event, bool bottom_known);

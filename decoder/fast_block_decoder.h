@@ -85,7 +85,6 @@ class FastBlockCache {
     blocks_.clear();
     index_.clear();
     for (Tracelet& t : tracelets_) t.key = 0;
-    insns_.clear();
     recent_.Clear();
   }
   // The execution mode the entries were decoded in; another one clears them.
@@ -104,7 +103,6 @@ class FastBlockCache {
   std::vector<Entry> blocks_;                    // entries never move once made (by index)
   absl::flat_hash_map<uint64_t, uint32_t> index_;  // start IP → blocks_ index
   RecentByAddress<uint32_t, 4096> recent_;  // the last blocks looked up: start IP → blocks_ index
-  absl::flat_hash_map<uint64_t, FastInsn> insns_;  // per instruction (the event paths walk them)
   std::vector<Tracelet> tracelets_;  // 2^tracelet_slot_bits_ slots once RunQuick uses them
   int tracelet_slot_bits_ = kMinTraceletSlotBits;
   size_t tracelets_made_ = 0;  // since the table was last sized

@@ -2,11 +2,12 @@
 
 namespace ptd::ftf {
 
-SlotRecycler::SlotRecycler(uint32_t capacity) : capacity_(capacity), slots_(capacity + 1) {}
+SlotRecycler::SlotRecycler(uint32_t capacity) : capacity_(capacity), slots_(1) {}
 
 uint32_t SlotRecycler::Claim() {
   if (next_unused_ <= capacity_) {
     uint32_t index = next_unused_++;
+    slots_.emplace_back();
     Touch(index);
     return index;
   }

@@ -43,6 +43,8 @@ class SlotRecycler {
   uint32_t next_unused_ = 1;
   uint32_t hand_ = 1;
   uint64_t record_ = 1;  // starts above every Slot::pinned_record
+  // By index, up to the last one claimed: made as indices are first claimed, since most
+  // decodes use a small part of a string table of 32767.
   std::vector<Slot> slots_;
 };
 

@@ -5,9 +5,11 @@
 
 namespace ptd::ftf {
 
-StringTable::StringTable(uint16_t capacity)
-    : recycler_(std::max(capacity, kMinStringTableSize)), values_(recycler_.capacity() + 1) {
-  index_of_.reserve(recycler_.capacity());
+StringTable::StringTable(uint16_t capacity) : recycler_(std::max(capacity, kMinStringTableSize)) {
+  // Reserved, not made: a page of it is touched (and faulted in) only when indices on it
+  // are first claimed. index_of_ grows as it fills (its keys view values_, which stay).
+  values_.reserve(recycler_.capacity() + 1);
+  values_.emplace_back();  // index 0 (reserved by the format)
 }
 
 StringTable::Ref StringTable::InternByValue(absl::string_view s, RecentEntry& recent) {
@@ -19,6 +21,7 @@ StringTable::Ref StringTable::InternByValue(absl::string_view s, RecentEntry& re
   }
   auto index = static_cast<uint16_t>(recycler_.Claim());
   recent = RecentEntry{s.data(), s.size(), index};
+  if (index == values_.size()) values_.emplace_back();  // claimed for the first time
   std::string& value = values_[index];
   if (!value.empty()) {
     index_of_.erase(absl::string_view(value));

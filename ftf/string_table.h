@@ -77,8 +77,9 @@ class StringTable {
   SlotRecycler recycler_;
   uint64_t redefinitions_ = 0;
   std::array<RecentEntry, kRecentEntries> recent_ = {};
-  // values_[index] is what index currently means; sized once so the keys of index_of_,
-  // which view these strings, never move.
+  // values_[index] is what index currently means, up to the last index claimed (made as
+  // indices are first claimed: most decodes use a small part of the table). Its capacity
+  // is reserved once, so the keys of index_of_, which view these strings, never move.
   std::vector<std::string> values_;
   absl::flat_hash_map<absl::string_view, uint16_t> index_of_;
 };
