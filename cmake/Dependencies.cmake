@@ -2,6 +2,28 @@
 find_package(PkgConfig REQUIRED)
 find_package(Threads REQUIRED)
 find_package(absl REQUIRED CONFIG)
+# The project's programs link abseil's static archives (libabsl-dev ships them beside the
+# shared libraries): loading its ~30 shared libraries took every start of ptrace-direct
+# ~2.3 ms (`--version`: 6.2 → 3.9 ms). The installed package names absl:: targets only, so
+# its consumers still link whichever abseil their find_package gives them.
+get_directory_property(ptd_imported_targets IMPORTED_TARGETS)
+foreach(target IN LISTS ptd_imported_targets)
+  if(NOT target MATCHES "^absl::")
+    continue()
+  endif()
+  get_target_property(type ${target} TYPE)
+  if(NOT type STREQUAL "SHARED_LIBRARY")
+    continue()
+  endif()
+  get_target_property(configs ${target} IMPORTED_CONFIGURATIONS)
+  foreach(config IN LISTS configs)
+    get_target_property(location ${target} IMPORTED_LOCATION_${config})
+    string(REGEX REPLACE "\\.so[.0-9]*$" ".a" archive "${location}")
+    if(EXISTS "${archive}")
+      set_target_properties(${target} PROPERTIES IMPORTED_LOCATION_${config} "${archive}")
+    endif()
+  endforeach()
+endforeach()
 find_package(nlohmann_json 3.10 REQUIRED CONFIG)
 find_package(CLI11 REQUIRED CONFIG)
 find_package(ZLIB REQUIRED)
