@@ -41,10 +41,15 @@ class MappedArray {
     if (size_ == capacity_) [[unlikely]] Grow();
     data_[size_++] = value;
   }
+  // Empties it and keeps its pages (already faulted in) for what comes next.
+  void clear() { size_ = 0; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  T* data() { return data_; }
   const T* data() const { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
   const T& operator[](size_t i) const { return data_[i]; }
+  T& back() { return data_[size_ - 1]; }
   const T* begin() const { return data_; }
   const T* end() const { return data_ + size_; }
 

@@ -436,7 +436,7 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
   }
   auto [it, inserted] = cache_->index_.try_emplace(ip, static_cast<uint32_t>(cache_->blocks_.size()));
   if (inserted) {
-    cache_->blocks_.emplace_back();
+    cache_->blocks_.push_back(FastBlockCache::Entry{});
     cache_->blocks_.back().ip = ip;
     Fill(ip, &cache_->blocks_.back());
   }
@@ -447,7 +447,7 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
 // Lookup through the link the last block left (checked against the IP: the cache may have
 // been cleared or the link filled for another run since), filling that link on a miss.
 [[gnu::always_inline]] inline FastBlockCache::Entry& FastBlockDecoder::LookupLinked(uint64_t ip) {
-  std::vector<FastBlockCache::Entry>& blocks = cache_->blocks_;
+  MappedArray<FastBlockCache::Entry>& blocks = cache_->blocks_;
   const uint32_t from = link_from_;
   link_from_ = 0;
   if (from == 0 || link_ip_ != ip || from > blocks.size()) return Lookup(ip);

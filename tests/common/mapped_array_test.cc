@@ -44,5 +44,23 @@ TEST(MappedArrayTest, MovesTakeTheElements) {
   EXPECT_EQ(a[0].b, 6u);
 }
 
+// What FastBlockCache does when its image changes: the next entries reuse the pages.
+TEST(MappedArrayTest, ClearEmptiesItAndKeepsItsMapping) {
+  MappedArray<Pair> array;
+  for (uint64_t i = 0; i < 1000; ++i) array.push_back({i, i});
+  const Pair* mapping = array.data();
+  array.clear();
+  EXPECT_TRUE(array.empty());
+  array.push_back({7, 8});
+  ASSERT_EQ(array.size(), 1u);
+  EXPECT_EQ(array.data(), mapping);
+  // The same pages, not fresh ones (those would read 0): past size(), still in the mapping.
+  EXPECT_EQ(array.data()[999].a, 999u);
+  array.back().b = 9;
+  array[0].a = 6;
+  EXPECT_EQ(array[0].a, 6u);
+  EXPECT_EQ(array[0].b, 9u);
+}
+
 }  // namespace
 }  // namespace ptd
