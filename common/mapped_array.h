@@ -54,7 +54,9 @@ class MappedArray {
   const T* end() const { return data_ + size_; }
 
  private:
-  static constexpr size_t kFirstBytes = size_t{1} << 20;
+  // Small: a decode keeps one per stream and worker (block entries), and under strict
+  // overcommit every mapping is charged in full.
+  static constexpr size_t kFirstBytes = size_t{64} << 10;
   void Grow() {
     const size_t old_bytes = capacity_ * sizeof(T);
     const size_t new_bytes = old_bytes == 0 ? kFirstBytes : old_bytes * 2;

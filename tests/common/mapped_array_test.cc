@@ -13,7 +13,7 @@ struct Pair {
   uint64_t b;
 };
 
-// Growing (five times from 1 MiB: the pages move, nothing is copied) keeps every element.
+// Growing (nine times from 64 KiB: the pages move, nothing is copied) keeps every element.
 TEST(MappedArrayTest, GrowingKeepsEveryElement) {
   MappedArray<Pair> array;
   EXPECT_TRUE(array.empty());
