@@ -373,8 +373,10 @@ void Engine::Work() {
 
 absl::Status Engine::Run() {
   Plan();
+  // The stitching thread is one of the jobs: it decodes pieces too while the one it
+  // needs next is not ready (a third thread on two cores shared one with a worker).
   std::vector<std::thread> workers;
-  for (int i = 0; i < std::max(1, options_.jobs); ++i) workers.emplace_back([this] { Work(); });
+  for (int i = 0; i < std::max(1, options_.jobs - 1); ++i) workers.emplace_back([this] { Work(); });
   auto finish = [&] {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -384,7 +386,7 @@ absl::Status Engine::Run() {
     for (std::thread& t : workers) t.join();
   };
 
-  std::map<size_t, std::unique_ptr<ThreadStream>> redo_decoders;  // this thread's own
+  std::map<size_t, std::unique_ptr<ThreadStream>> redo_decoders;  // this thread's own (pieces and redos)
   absl::Status result = absl::OkStatus();
   uint64_t bytes_done = 0;
   size_t i = 0;
@@ -409,7 +411,20 @@ absl::Status Engine::Run() {
         Piece& piece = *pieces_[i];
         {
           std::unique_lock<std::mutex> lock(mutex_);
-          changed_.wait(lock, [&] { return piece.done || Cancelled(); });
+          while (!piece.done && !Cancelled()) {
+            // Not ready: decode the next piece no worker has taken (this one, or one the
+            // window lets a worker take), else wait.
+            if (next_ < pieces_.size() && next_ < consumed_ + window_) {
+              Piece* ahead = pieces_[next_++].get();
+              lock.unlock();
+              Decode(&redo_decoders, ahead, ahead->spec);
+              lock.lock();
+              ahead->done = true;
+              changed_.notify_all();
+              continue;
+            }
+            changed_.wait(lock);
+          }
           if (!piece.done) break;
         }
         if (Cancelled()) break;
