@@ -1,7 +1,8 @@
 #pragma once
 // Parallel decoding (`decode --jobs N`): every buffer of every stream is cut at PSBs into
-// pieces; worker threads decode pieces (libipt, the expensive part) into event lists,
-// and the calling thread stitches them, in stream order, into exactly the event
+// pieces; N − 1 worker threads and the calling thread decode pieces (the expensive part)
+// into event lists, and the calling thread stitches them, in stream order (decoding
+// pieces itself while the one it needs is not ready), into exactly the event
 // sequence one decoder over each whole buffer gives, and feeds the stream's consumer
 // (the call-stack models and the FTF writer stay on one thread, in order). Stitching:
 // instruction counts and times are piece-relative until the pieces before are known;
