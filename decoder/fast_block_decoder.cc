@@ -1,11 +1,9 @@
 #include "decoder/fast_block_decoder.h"
 
-#include <Zydis/Decoder.h>
-
-#include <array>
 #include <cstring>
 
 #include "decoder/libipt_insn_oracle.h"
+#include "image/insn_classifier.h"
 
 namespace ptd::decoder {
 namespace {
@@ -14,71 +12,17 @@ namespace {
 // (libipt's trampolines), so an entry's count always fits a block's 16 bits.
 constexpr uint32_t kMaxEntryInsns = 0x400;
 
-// Zydis 4 decodes what libipt's own decoder does and capstone 4 does not (CET shadow
-// stack instructions in libgcc's unwinder, ptwrite). One decoder for every thread: it
-// holds only the mode and is never written after this.
-const ZydisDecoder& ZydisFor(pt_exec_mode mode) {
-  static const std::array<ZydisDecoder, 3> decoders = [] {
-    std::array<ZydisDecoder, 3> d;
-    ZydisDecoderInit(&d[0], ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-    ZydisDecoderInit(&d[1], ZYDIS_MACHINE_MODE_LEGACY_32, ZYDIS_STACK_WIDTH_32);
-    ZydisDecoderInit(&d[2], ZYDIS_MACHINE_MODE_LEGACY_16, ZYDIS_STACK_WIDTH_16);
-    return d;
-  }();
-  switch (mode) {
-    case ptem_32bit: return decoders[1];
-    case ptem_16bit: return decoders[2];
-    default: return decoders[0];
-  }
-}
-
-// The instruction at `ip` in libipt's classes; iclass ptic_error when it cannot be
-// decoded.
-FastInsn DecodeX86(pt_exec_mode mode, uint64_t ip, const uint8_t* bytes, size_t size) {
+// The instruction at `ip` in libipt's classes (the project's one x86 decoder, Zydis 4:
+// it decodes what libipt's own decoder does and capstone 4 did not, CET shadow-stack
+// instructions in libgcc's unwinder, ptwrite); iclass ptic_error when it cannot be decoded.
+FastInsn DecodeFastInsn(pt_exec_mode mode, uint64_t ip, const uint8_t* bytes, size_t size) {
+  const image::X86Insn x86 = image::DecodeX86(mode, ip, bytes, size);
   FastInsn insn;
   insn.ip = ip;
-  ZydisDecodedInstruction z;
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, bytes, size, &z))) return insn;
-  insn.size = z.length;
-  const bool far = z.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
-  const bool relative = z.raw.imm[0].is_relative;
-  if (relative) insn.target = ip + z.length + static_cast<uint64_t>(z.raw.imm[0].value.s);
-  switch (z.meta.category) {
-    case ZYDIS_CATEGORY_COND_BR:
-      insn.iclass = ptic_cond_jump;
-      insn.direct = true;
-      break;
-    case ZYDIS_CATEGORY_UNCOND_BR:
-      insn.iclass = far ? ptic_far_jump : ptic_jump;
-      insn.direct = !far && relative;
-      break;
-    case ZYDIS_CATEGORY_CALL:
-      insn.iclass = far ? ptic_far_call : ptic_call;
-      insn.direct = !far && relative;
-      break;
-    case ZYDIS_CATEGORY_RET:
-      insn.iclass = far ? ptic_far_return : ptic_return;
-      break;
-    case ZYDIS_CATEGORY_SYSCALL:
-    case ZYDIS_CATEGORY_INTERRUPT: insn.iclass = ptic_far_call; break;
-    case ZYDIS_CATEGORY_SYSRET: insn.iclass = ptic_far_return; break;
-    default: insn.iclass = ptic_other; break;
-  }
-  switch (z.mnemonic) {
-    case ZYDIS_MNEMONIC_IRET:
-    case ZYDIS_MNEMONIC_IRETD:
-    case ZYDIS_MNEMONIC_IRETQ:
-    case ZYDIS_MNEMONIC_SYSEXIT:
-    case ZYDIS_MNEMONIC_SYSRET: insn.iclass = ptic_far_return; break;
-    case ZYDIS_MNEMONIC_SYSENTER:
-    case ZYDIS_MNEMONIC_SYSCALL: insn.iclass = ptic_far_call; break;
-    case ZYDIS_MNEMONIC_PTWRITE: insn.iclass = ptic_ptwrite; break;
-    case ZYDIS_MNEMONIC_XBEGIN:
-    case ZYDIS_MNEMONIC_XABORT:
-    case ZYDIS_MNEMONIC_XEND: insn.iclass = ptic_other; break;  // TSX: no branch to libipt (aborts are events)
-    default: break;
-  }
-  if (insn.iclass != ptic_cond_jump && !insn.direct) insn.target = 0;
+  insn.target = x86.target;
+  insn.size = x86.size;
+  insn.iclass = x86.iclass;
+  insn.direct = x86.direct;
   return insn;
 }
 
@@ -185,7 +129,7 @@ int FastBlockDecoder::Decode(uint64_t ip, FastInsn* insn) {
   uint8_t bytes[pt_max_insn_size];
   size_t n = image_->ReadCode(ip, bytes, sizeof bytes);
   if (n == 0) return -pte_nomap;
-  *insn = DecodeX86(cache_->mode(), ip, bytes, n);
+  *insn = DecodeFastInsn(cache_->mode(), ip, bytes, n);
   // Zydis refuses some bytes libipt's length decoder accepts (and its block decoder walks
   // on over): then libipt says what they are. Rare.
   if (insn->iclass == ptic_error) DecodeInsnWithLibipt(cache_->mode(), ip, bytes, n, insn);
@@ -423,7 +367,7 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
     }
     case ptev_ptwrite:
       if (!enabled_) break;
-      return -pte_not_supported;  // capstone 4 cannot decode ptwrite
+      return -pte_not_supported;  // ptwrite payloads are not modelled
     default:  // enabled, overflow, stop, pwre, pwrx, tick, cbr, mnt: nothing to run first
       break;
   }

@@ -62,7 +62,7 @@ InsnInfo InsnClassifier::ClassifyBytes(const uint8_t* bytes, size_t size, uint64
   const image::InsnInfo insn = x86_.Decode(address, absl::MakeConstSpan(bytes, size));
   InsnInfo info;
   if (insn.size == 0) {
-    // What capstone refuses, libipt may still decode (its length decoder takes bytes no
+    // What Zydis refuses, libipt may still decode (its length decoder takes bytes no
     // instruction has, as the trace did): its answer, as the fast decoder takes it, so
     // both decoders size a call alike.
     FastInsn libipt;

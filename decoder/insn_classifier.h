@@ -19,7 +19,7 @@ namespace ptd::decoder {
 
 // Same meaning as libipt's pt_insn_class.
 enum class InsnClass : uint8_t {
-  kUnknown,   // bytes missing or capstone cannot decode them
+  kUnknown,   // bytes missing or Zydis cannot decode them
   kOther,
   kCall,
   kReturn,
@@ -55,7 +55,7 @@ class InsnClassifier {
   }
   // Classifies raw bytes (for blocks whose last instruction spans two sections).
   InsnInfo ClassifyBytes(const uint8_t* bytes, size_t size, uint64_t address);
-  // Instructions neither capstone nor libipt could decode (they degrade to kUnknown,
+  // Instructions neither Zydis nor libipt could decode (they degrade to kUnknown,
   // counted here).
   uint64_t undecodable() const { return undecodable_; }
 

@@ -74,7 +74,7 @@ struct Piece {
 };
 
 // A decoder per stream and thread, with images of its own (the worker is at its own
-// time), so capstone's cache and libipt's block cache are reused from piece to piece.
+// time), so the classifier's cache and libipt's block cache are reused from piece to piece.
 struct ThreadStream {
   ThreadStream(const PtDecodeConfig& config, std::unique_ptr<ImageClock> own_clock)
       : clock(std::move(own_clock)), decoder(MakeFlowDecoder(config, clock->image(), nullptr)) {

@@ -5,7 +5,7 @@
 // the three implementations differ only in their step functions (pt_stream_decoder.cc),
 // bound at compile time: the loop is per block, so no virtual call per step.
 //
-// libipt 2.0.5 quirks handled here: blocks classed ptic_error (classified with capstone),
+// libipt 2.0.5 quirks handled here: blocks classed ptic_error (classified with Zydis),
 // resync after an error that would skip a good PSB segment (sync_set on the first PSB at
 // or after the offset of the call before the error), 16+ zero bytes after the buffer
 // (the PSB search reads past the end), and -pte_bad_cpu (no errata, with a warning).

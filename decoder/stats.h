@@ -30,7 +30,7 @@ namespace ptd::decoder {
   X(kSyncs, "syncs", kSum, "synchronizations on a PSB")                                               \
   X(kBytes, "bytes", kSum, "PT bytes decoded")                                                        \
   X(kJobs, "jobs", kMax, "threads that decoded the trace (more than 1: in pieces, in parallel)")       \
-  X(kUndecodable, "undecodable", kSum, "instructions capstone could not classify")                   \
+  X(kUndecodable, "undecodable", kSum, "instructions Zydis could not classify")                   \
   X(kDroppedShort, "dropped_short", kSum, "slices left out as shorter than --min-duration")          \
   X(kDroppedDeep, "dropped_deep", kSum, "slices left out as deeper than --max-depth")                 \
   X(kDetailKept, "detail_kept", kSum, "slices the level-of-detail filter (when on) kept")            \

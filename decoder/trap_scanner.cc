@@ -1,57 +1,88 @@
 #include "decoder/trap_scanner.h"
 
-#include <capstone/capstone.h>
+#include <Zydis/Decoder.h>
 
-#include <cstring>
+#include <algorithm>
 
 namespace ptd::decoder {
 namespace {
 
-bool SameOperand(const cs_x86_op& a, const cs_x86_op& b) {
+// What the shapes look at of an operand (Intel order: the destination first).
+struct Operand {
+  ZydisOperandType type = ZYDIS_OPERAND_TYPE_UNUSED;
+  uint16_t size = 0;  // bits
+  ZydisRegister reg = ZYDIS_REGISTER_NONE;  // a register operand
+  ZydisRegister segment = ZYDIS_REGISTER_NONE;
+  ZydisRegister base = ZYDIS_REGISTER_NONE;
+  ZydisRegister index = ZYDIS_REGISTER_NONE;
+  uint8_t scale = 0;
+  int64_t value = 0;  // the displacement, or the immediate
+};
+
+bool SameOperand(const Operand& a, const Operand& b) {
   if (a.type != b.type || a.size != b.size) return false;
-  if (a.type == X86_OP_REG) return a.reg == b.reg;
-  if (a.type == X86_OP_MEM) {
-    return a.mem.segment == b.mem.segment && a.mem.base == b.mem.base && a.mem.index == b.mem.index &&
-           a.mem.scale == b.mem.scale && a.mem.disp == b.mem.disp;
+  if (a.type == ZYDIS_OPERAND_TYPE_REGISTER) return a.reg == b.reg;
+  if (a.type == ZYDIS_OPERAND_TYPE_MEMORY) {
+    return a.segment == b.segment && a.base == b.base && a.index == b.index && a.scale == b.scale &&
+           a.value == b.value;
   }
   return false;
 }
 
-bool IsRsp(const cs_x86_op& op) { return op.type == X86_OP_REG && op.reg == X86_REG_RSP; }
+bool IsRsp(const Operand& op) { return op.type == ZYDIS_OPERAND_TYPE_REGISTER && op.reg == ZYDIS_REGISTER_RSP; }
 
 // A plausible trap slot: memory, or a register that is not the stack or frame pointer
 // (`mov %rbp,%rsp; pop %rbp` is an ordinary epilogue).
-bool IsSlot(const cs_x86_op& op) {
-  if (op.type == X86_OP_MEM) return op.mem.base != X86_REG_RIP && op.mem.base != X86_REG_RSP;
-  return op.type == X86_OP_REG && op.size == 8 && op.reg != X86_REG_RSP && op.reg != X86_REG_RBP;
+bool IsSlot(const Operand& op) {
+  if (op.type == ZYDIS_OPERAND_TYPE_MEMORY) return op.base != ZYDIS_REGISTER_RIP && op.base != ZYDIS_REGISTER_RSP;
+  return op.type == ZYDIS_OPERAND_TYPE_REGISTER && op.size == 64 && op.reg != ZYDIS_REGISTER_RSP &&
+         op.reg != ZYDIS_REGISTER_RBP;
 }
 
-// One decoded instruction: what the shapes need.
+// One decoded instruction: what the shapes need (its first two visible operands).
 struct Insn {
   bool valid = false;
-  unsigned id = 0;
+  ZydisMnemonic mnemonic = ZYDIS_MNEMONIC_INVALID;
   uint8_t size = 0;
   uint8_t op_count = 0;
-  cs_x86_op ops[2];
+  Operand ops[2];
 };
 
+Insn DecodeInsn(const uint8_t* bytes, size_t n) {
+  static const ZydisDecoder decoder = [] {
+    ZydisDecoder d;
+    ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    return d;
+  }();
+  Insn insn;
+  ZydisDecodedInstruction z;
+  ZydisDecodedOperand operands[ZYDIS_MAX_OPERAND_COUNT];
+  if (n == 0 || !ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, bytes, n, &z, operands))) return insn;
+  insn.valid = true;
+  insn.mnemonic = z.mnemonic;
+  insn.size = z.length;
+  insn.op_count = std::min<uint8_t>(z.operand_count_visible, 2);
+  for (int i = 0; i < insn.op_count; ++i) {
+    const ZydisDecodedOperand& from = operands[i];
+    Operand& op = insn.ops[i];
+    op.type = from.type;
+    op.size = from.size;
+    if (from.type == ZYDIS_OPERAND_TYPE_REGISTER) {
+      op.reg = from.reg.value;
+    } else if (from.type == ZYDIS_OPERAND_TYPE_MEMORY) {
+      op.segment = from.mem.segment;
+      op.base = from.mem.base;
+      op.index = from.mem.index;
+      op.scale = from.mem.scale;
+      op.value = from.mem.disp.value;
+    } else if (from.type == ZYDIS_OPERAND_TYPE_IMMEDIATE) {
+      op.value = from.imm.value.s;
+    }
+  }
+  return insn;
+}
+
 }  // namespace
-
-TrapScanner::TrapScanner(image::ProcessImage* image) : image_(image) {
-  csh handle;
-  ok_ = cs_open(CS_ARCH_X86, CS_MODE_64, &handle) == CS_ERR_OK;
-  if (ok_) {
-    cs_option(handle, CS_OPT_DETAIL, CS_OPT_ON);
-    handle_ = handle;
-  }
-}
-
-TrapScanner::~TrapScanner() {
-  if (ok_) {
-    csh handle = handle_;
-    cs_close(&handle);
-  }
-}
 
 absl::Span<const TrapMark> TrapScanner::ScanCached(uint64_t first_ip, uint64_t count) {
   auto key = std::make_pair(first_ip, count);
@@ -62,48 +93,37 @@ absl::Span<const TrapMark> TrapScanner::ScanCached(uint64_t first_ip, uint64_t c
 
 std::vector<TrapMark> TrapScanner::ScanRun(uint64_t first_ip, uint64_t count) {
   std::vector<TrapMark> marks;
-  if (!ok_) return marks;
-  csh handle = handle_;
-  cs_insn* scratch = cs_malloc(handle);
   auto decode = [&](uint64_t ip) {
-    Insn insn;
     uint8_t bytes[16];
-    size_t n = image_->ReadCode(ip, bytes, sizeof bytes);
-    const uint8_t* code = bytes;
-    uint64_t address = ip;
-    if (n == 0 || !cs_disasm_iter(handle, &code, &n, &address, scratch)) return insn;
-    insn.valid = true;
-    insn.id = scratch->id;
-    insn.size = static_cast<uint8_t>(scratch->size);
-    const cs_x86& x86 = scratch->detail->x86;
-    insn.op_count = static_cast<uint8_t>(std::min<int>(x86.op_count, 2));
-    for (int i = 0; i < insn.op_count; ++i) insn.ops[i] = x86.operands[i];
-    return insn;
+    const size_t n = image_->ReadCode(ip, bytes, sizeof bytes);
+    return DecodeInsn(bytes, n);
   };
   uint64_t ip = first_ip;
   Insn current = decode(ip);
   for (uint64_t i = 0; i < count && current.valid; ++i) {
     uint64_t next_ip = ip + current.size;
     // Only the three shapes' first instructions need the one after them.
-    bool candidate = (current.id == X86_INS_PUSH || current.id == X86_INS_POP ||
-                      current.id == X86_INS_MOV) && current.op_count >= 1;
+    const ZydisMnemonic m = current.mnemonic;
+    bool candidate = (m == ZYDIS_MNEMONIC_PUSH || m == ZYDIS_MNEMONIC_POP || m == ZYDIS_MNEMONIC_MOV) &&
+                     current.op_count >= 1;
     Insn next;
     if (candidate) {
       next = decode(next_ip);
-      const cs_x86_op& x = current.id == X86_INS_MOV ? current.ops[1] : current.ops[0];
+      const Operand& x = m == ZYDIS_MNEMONIC_MOV ? current.ops[1] : current.ops[0];
       if (next.valid && IsSlot(x)) {
-        if (current.id == X86_INS_PUSH && next.id == X86_INS_MOV && next.op_count == 2 &&
-            SameOperand(next.ops[0], x) && IsRsp(next.ops[1])) {
+        const Operand& source = next.ops[1];
+        if (m == ZYDIS_MNEMONIC_PUSH && next.mnemonic == ZYDIS_MNEMONIC_MOV && next.op_count == 2 &&
+            SameOperand(next.ops[0], x) && IsRsp(source)) {
           // The handler is installed once the mov ran: the event is at the mov.
           marks.push_back({static_cast<uint32_t>(i + 1 < count ? i + 1 : i), FlowKind::kTrapPush, next_ip});
-        } else if (current.id == X86_INS_POP && next.op_count == 2 && IsRsp(next.ops[0]) &&
-                   ((next.id == X86_INS_ADD && next.ops[1].type == X86_OP_IMM && next.ops[1].imm == 8) ||
-                    (next.id == X86_INS_LEA && next.ops[1].type == X86_OP_MEM &&
-                     next.ops[1].mem.base == X86_REG_RSP && next.ops[1].mem.index == X86_REG_INVALID &&
-                     next.ops[1].mem.disp == 8))) {
+        } else if (m == ZYDIS_MNEMONIC_POP && next.op_count == 2 && IsRsp(next.ops[0]) &&
+                   ((next.mnemonic == ZYDIS_MNEMONIC_ADD && source.type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
+                     source.value == 8) ||
+                    (next.mnemonic == ZYDIS_MNEMONIC_LEA && source.type == ZYDIS_OPERAND_TYPE_MEMORY &&
+                     source.base == ZYDIS_REGISTER_RSP && source.index == ZYDIS_REGISTER_NONE && source.value == 8))) {
           marks.push_back({static_cast<uint32_t>(i), FlowKind::kTrapPop, ip});
-        } else if (current.id == X86_INS_MOV && current.op_count == 2 && IsRsp(current.ops[0]) &&
-                   next.id == X86_INS_POP && next.op_count >= 1 && SameOperand(next.ops[0], x)) {
+        } else if (m == ZYDIS_MNEMONIC_MOV && current.op_count == 2 && IsRsp(current.ops[0]) &&
+                   next.mnemonic == ZYDIS_MNEMONIC_POP && next.op_count >= 1 && SameOperand(next.ops[0], x)) {
           marks.push_back({static_cast<uint32_t>(i), FlowKind::kRaise, ip});
         }
       }
@@ -112,7 +132,6 @@ std::vector<TrapMark> TrapScanner::ScanRun(uint64_t first_ip, uint64_t count) {
     current = candidate ? next : decode(ip);
     if (i + 1 < count && !current.valid) break;
   }
-  cs_free(scratch, 1);
   return marks;
 }
 

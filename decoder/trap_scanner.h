@@ -1,7 +1,7 @@
 #pragma once
 // Finds OCaml exception-handler operations inside runs of decoded instructions, which
 // PT does not report (they are plain pushes, pops and stack-pointer moves). Recognised
-// by shape with capstone, for any trap slot X (a register or a memory operand; OCaml 4.x
+// by shape (decoded with Zydis), for any trap slot X (a register or a memory operand; OCaml 4.x
 // amd64 keeps it at 0x10(%r14), older versions in %r14 itself):
 //   push X; mov %rsp,X                      → trap push (try)
 //   pop X;  add $8,%rsp | lea 8(%rsp),%rsp  → trap pop (end of try body)
@@ -29,10 +29,7 @@ struct TrapMark {
 
 class TrapScanner {
  public:
-  explicit TrapScanner(image::ProcessImage* image);
-  ~TrapScanner();
-  TrapScanner(const TrapScanner&) = delete;
-  TrapScanner& operator=(const TrapScanner&) = delete;
+  explicit TrapScanner(image::ProcessImage* image) : image_(image) {}
 
   // The trap operations in the `count` instructions starting at `first_ip`, in order.
   absl::Span<const TrapMark> Scan(uint64_t first_ip, uint64_t count) {
@@ -50,8 +47,6 @@ class TrapScanner {
   std::vector<TrapMark> ScanRun(uint64_t first_ip, uint64_t count);
 
   image::ProcessImage* image_;
-  size_t handle_ = 0;  // capstone csh
-  bool ok_ = false;
   absl::flat_hash_map<std::pair<uint64_t, uint64_t>, std::vector<TrapMark>> cache_;
 };
 

@@ -1,105 +1,107 @@
 #include "image/insn_classifier.h"
 
-#include <utility>
+#include <Zydis/Decoder.h>
+
+#include <array>
 
 namespace ptd::image {
 namespace {
 
-bool InGroup(const cs_detail& detail, uint8_t group) {
-  for (uint8_t i = 0; i < detail.groups_count; ++i) {
-    if (detail.groups[i] == group) return true;
+// One decoder per mode for every thread: it holds only the mode and is never written
+// after this.
+const ZydisDecoder& ZydisFor(pt_exec_mode mode) {
+  static const std::array<ZydisDecoder, 3> decoders = [] {
+    std::array<ZydisDecoder, 3> d;
+    ZydisDecoderInit(&d[0], ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    ZydisDecoderInit(&d[1], ZYDIS_MACHINE_MODE_LEGACY_32, ZYDIS_STACK_WIDTH_32);
+    ZydisDecoderInit(&d[2], ZYDIS_MACHINE_MODE_LEGACY_16, ZYDIS_STACK_WIDTH_16);
+    return d;
+  }();
+  switch (mode) {
+    case ptem_32bit: return decoders[1];
+    case ptem_16bit: return decoders[2];
+    default: return decoders[0];
   }
-  return false;
-}
-
-// Far transfers, by what libipt calls them (ptic_far_call/_return/_jump).
-FarKind FarKindOf(unsigned id) {
-  static constexpr std::pair<x86_insn, FarKind> kFar[] = {
-      {X86_INS_SYSCALL, FarKind::kCall}, {X86_INS_SYSENTER, FarKind::kCall}, {X86_INS_LCALL, FarKind::kCall},
-      {X86_INS_INT, FarKind::kCall},     {X86_INS_INT1, FarKind::kCall},     {X86_INS_INT3, FarKind::kCall},
-      {X86_INS_INTO, FarKind::kCall},    {X86_INS_LJMP, FarKind::kJump},     {X86_INS_RETF, FarKind::kReturn},
-      {X86_INS_RETFQ, FarKind::kReturn}, {X86_INS_IRET, FarKind::kReturn},   {X86_INS_IRETD, FarKind::kReturn},
-      {X86_INS_IRETQ, FarKind::kReturn}, {X86_INS_SYSRET, FarKind::kReturn}, {X86_INS_SYSEXIT, FarKind::kReturn},
-  };
-  for (const auto& [insn, far] : kFar) {
-    if (insn == id) return far;
-  }
-  return FarKind::kNone;
 }
 
 }  // namespace
 
-struct InsnClassifier::Disassembler {
-  csh handle = 0;
-  cs_insn* insn = nullptr;
-};
-
-void InsnClassifier::CloseDisassembler::operator()(Disassembler* disassembler) const {
-  if (disassembler->insn != nullptr) cs_free(disassembler->insn, 1);
-  cs_close(&disassembler->handle);
-  delete disassembler;
-}
-
-InsnClassifier::InsnClassifier() {
-  csh handle = 0;
-  if (cs_open(CS_ARCH_X86, CS_MODE_64, &handle) != CS_ERR_OK) return;
-  cs_option(handle, CS_OPT_DETAIL, CS_OPT_ON);
-  disassembler_.reset(new Disassembler{handle, cs_malloc(handle)});
-}
-
-InsnInfo InsnClassifier::Decode(uint64_t ip, absl::Span<const uint8_t> bytes) const {
-  InsnInfo info;
-  info.kind = BranchKind::kUnknown;
-  if (!disassembler_ || disassembler_->insn == nullptr || bytes.empty()) return info;
-  const uint8_t* code = bytes.data();
-  size_t size = bytes.size();
-  uint64_t address = ip;
-  if (!cs_disasm_iter(disassembler_->handle, &code, &size, &address, disassembler_->insn)) return info;
-  const cs_insn& insn = *disassembler_->insn;
-  const cs_detail& detail = *insn.detail;
-  info.size = static_cast<uint8_t>(insn.size);
-  info.kind = BranchKind::kNone;
-  const cs_x86& x86 = detail.x86;
-  const bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
-  if (direct) info.direct_target = static_cast<uint64_t>(x86.operands[0].imm);
-  if (const FarKind far = FarKindOf(insn.id); far != FarKind::kNone) {
-    info.kind = BranchKind::kFarTransfer;
-    info.far = far;
-    info.is_syscall = insn.id == X86_INS_SYSCALL || insn.id == X86_INS_SYSENTER;
-    return info;
-  }
-  switch (insn.id) {
-    case X86_INS_LOOP:
-    case X86_INS_LOOPE:
-    case X86_INS_LOOPNE:
-    case X86_INS_JRCXZ:
-    case X86_INS_JECXZ:
-    case X86_INS_JCXZ:
-      // Conditional for PT (one TNT bit), but not all in capstone's jump group.
-      info.kind = BranchKind::kCondJump;
-      return info;
-    case X86_INS_XBEGIN:
-      // Capstone files xbegin under "jump", but it only names the abort handler: no
-      // branch on commit, and Intel PT (and libipt) treat it as an ordinary instruction.
-      info.direct_target = 0;
-      return info;
-    default:
+X86Insn DecodeX86(pt_exec_mode mode, uint64_t ip, const uint8_t* bytes, size_t size) {
+  X86Insn insn;
+  ZydisDecodedInstruction z;
+  // No operands decoded: the category, branch type and raw immediate say enough.
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, bytes, size, &z))) return insn;
+  insn.size = z.length;
+  const bool far = z.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
+  const bool relative = z.raw.imm[0].is_relative;
+  if (relative) insn.target = ip + z.length + static_cast<uint64_t>(z.raw.imm[0].value.s);
+  switch (z.meta.category) {
+    case ZYDIS_CATEGORY_COND_BR:  // jcc, jrcxz, loop*
+      insn.iclass = ptic_cond_jump;
+      insn.direct = true;
       break;
+    case ZYDIS_CATEGORY_UNCOND_BR:
+      insn.iclass = far ? ptic_far_jump : ptic_jump;
+      insn.direct = !far && relative;
+      break;
+    case ZYDIS_CATEGORY_CALL:
+      insn.iclass = far ? ptic_far_call : ptic_call;
+      insn.direct = !far && relative;
+      break;
+    case ZYDIS_CATEGORY_RET:
+      insn.iclass = far ? ptic_far_return : ptic_return;
+      break;
+    case ZYDIS_CATEGORY_SYSCALL:
+    case ZYDIS_CATEGORY_INTERRUPT: insn.iclass = ptic_far_call; break;  // int n, int3, into
+    case ZYDIS_CATEGORY_SYSRET: insn.iclass = ptic_far_return; break;
+    default: insn.iclass = ptic_other; break;
   }
-  if (InGroup(detail, CS_GRP_INT)) {
-    info.kind = BranchKind::kFarTransfer;
-    info.far = FarKind::kCall;
-  } else if (InGroup(detail, CS_GRP_RET)) {
-    info.kind = BranchKind::kReturn;
-  } else if (InGroup(detail, CS_GRP_CALL)) {
-    info.kind = direct ? BranchKind::kDirectCall : BranchKind::kIndirectCall;
-  } else if (InGroup(detail, CS_GRP_JUMP)) {
-    if (insn.id == X86_INS_JMP) {
-      info.kind = direct ? BranchKind::kDirectJump : BranchKind::kIndirectJump;
-    } else {
-      // jcc, jrcxz/jecxz, loop/loope/loopne: all conditional and direct.
-      info.kind = BranchKind::kCondJump;
-    }
+  switch (z.mnemonic) {
+    case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD:
+    case ZYDIS_MNEMONIC_IRETQ:
+    case ZYDIS_MNEMONIC_SYSEXIT:
+    case ZYDIS_MNEMONIC_SYSRET: insn.iclass = ptic_far_return; break;
+    case ZYDIS_MNEMONIC_SYSENTER:
+    case ZYDIS_MNEMONIC_SYSCALL:
+      insn.iclass = ptic_far_call;
+      insn.is_syscall = true;
+      break;
+    case ZYDIS_MNEMONIC_PTWRITE: insn.iclass = ptic_ptwrite; break;
+    case ZYDIS_MNEMONIC_XBEGIN:
+    case ZYDIS_MNEMONIC_XABORT:
+    case ZYDIS_MNEMONIC_XEND:
+      // TSX: no branch to Intel PT (and libipt); an abort is an event.
+      insn.iclass = ptic_other;
+      insn.direct = false;
+      break;
+    default: break;
+  }
+  if (insn.iclass != ptic_cond_jump && !insn.direct) insn.target = 0;
+  return insn;
+}
+
+InsnInfo InsnClassifier::Decode(uint64_t ip, absl::Span<const uint8_t> bytes) {
+  InsnInfo info;
+  const X86Insn insn = DecodeX86(ptem_64bit, ip, bytes.data(), bytes.size());
+  info.size = insn.size;
+  info.direct_target = insn.target;
+  switch (insn.iclass) {
+    case ptic_error: info.kind = BranchKind::kUnknown; break;
+    case ptic_cond_jump: info.kind = BranchKind::kCondJump; break;
+    case ptic_jump: info.kind = insn.direct ? BranchKind::kDirectJump : BranchKind::kIndirectJump; break;
+    case ptic_call: info.kind = insn.direct ? BranchKind::kDirectCall : BranchKind::kIndirectCall; break;
+    case ptic_return: info.kind = BranchKind::kReturn; break;
+    case ptic_far_call:
+    case ptic_far_return:
+    case ptic_far_jump:
+      info.kind = BranchKind::kFarTransfer;
+      info.far = insn.iclass == ptic_far_call ? FarKind::kCall
+                 : insn.iclass == ptic_far_return ? FarKind::kReturn
+                                                  : FarKind::kJump;
+      info.is_syscall = insn.is_syscall;
+      break;
+    default: info.kind = BranchKind::kNone; break;  // other, ptwrite
   }
   return info;
 }

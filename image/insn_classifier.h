@@ -1,21 +1,33 @@
 #pragma once
-// The one x86-64 instruction classifier: capstone decodes an instruction into what
-// Intel PT cares about (length, BranchKind, the target of direct branches, which far
+// The one x86 instruction decoder: Zydis 4 decodes an instruction into what Intel PT
+// cares about. DecodeX86 gives libipt's classes (the fast flow decoder's blocks); the
+// InsnClassifier gives BranchKind (length, the target of direct branches, which far
 // transfer), cached per address: a traced program executes the same few thousand
 // instructions over and over. The cache is keyed by address only, so the owner must
 // Invalidate() when code may change (exec, munmap/mmap). The emulator generates packets
 // from it; the decoder classifies the block ends libipt does not (Decode, no cache).
+// (Capstone 4, used before, could not decode CET shadow-stack instructions nor ptwrite.)
 
-#include <capstone/capstone.h>
+#include <intel-pt.h>
 
+#include <cstddef>
 #include <cstdint>
-#include <memory>
-
 #include <unordered_map>
 
 #include "absl/types/span.h"
 
 namespace ptd::image {
+
+// One instruction in libipt's terms.
+struct X86Insn {
+  uint64_t target = 0;                // direct jumps and calls, conditional jumps
+  enum pt_insn_class iclass = ptic_error;  // ptic_error: the bytes do not decode
+  uint8_t size = 0;
+  bool direct = false;                // conditional jumps, direct jumps and calls
+  bool is_syscall = false;            // syscall / sysenter
+};
+// Decodes the instruction at `ip` from `bytes` (up to 15 bytes) in `mode` (unknown: 64-bit).
+X86Insn DecodeX86(enum pt_exec_mode mode, uint64_t ip, const uint8_t* bytes, size_t size);
 
 enum class BranchKind : uint8_t {
   kNone,          // falls through; no packet
@@ -26,7 +38,7 @@ enum class BranchKind : uint8_t {
   kIndirectCall,  // call r/m: TIP; pushes the return address
   kReturn,        // ret: taken TNT bit when compressed, TIP otherwise
   kFarTransfer,   // syscall, sysenter, int n, far jmp/call/ret, iret: leaves user space
-  kUnknown,       // capstone could not decode it; treated as kNone, counted
+  kUnknown,       // the bytes do not decode; treated as kNone, counted
 };
 
 // Which kFarTransfer, as libipt's ptic_far_call / ptic_far_return / ptic_far_jump.
@@ -42,28 +54,19 @@ struct InsnInfo {
 
 class InsnClassifier {
  public:
-  InsnClassifier();
-
   // The instruction at `ip`, decoded from `bytes` (up to 15 bytes starting at ip) on a
   // cache miss. An undecodable instruction yields size 0 and kind kUnknown.
   const InsnInfo& Classify(uint64_t ip, absl::Span<const uint8_t> bytes);
   // The cached entry, or nullptr.
   const InsnInfo* Find(uint64_t ip) const;
-  // Decodes without touching the cache.
-  InsnInfo Decode(uint64_t ip, absl::Span<const uint8_t> bytes) const;
+  // Decodes without touching the cache (64-bit code).
+  static InsnInfo Decode(uint64_t ip, absl::Span<const uint8_t> bytes);
 
   void Invalidate() { cache_.clear(); }
   uint64_t undecodable() const { return undecodable_; }
   size_t cached() const { return cache_.size(); }
 
  private:
-  // Capstone's handle and the instruction it decodes into; null when capstone could not
-  // be opened (every instruction is then kUnknown).
-  struct Disassembler;
-  struct CloseDisassembler {
-    void operator()(Disassembler* disassembler) const;
-  };
-  std::unique_ptr<Disassembler, CloseDisassembler> disassembler_;
   std::unordered_map<uint64_t, InsnInfo> cache_;
   uint64_t undecodable_ = 0;
 };

@@ -4,7 +4,7 @@
 //   recorder_example OUT_DIR CMD [ARGS...]
 //
 // Build against the installed library: ptd/recorder.h, -lptd_recorder and its
-// dependencies (abseil, libelf, capstone, libipt); in this tree: the ptd_recorder target.
+// dependencies (abseil, libelf, Zydis, libipt); in this tree: the ptd_recorder target.
 #include <cstdio>
 #include <string>
 #include <thread>

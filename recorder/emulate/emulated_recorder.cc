@@ -209,7 +209,7 @@ void AddRunNotes(const RecordOptions& options, int pid, const PtraceStepper& ste
       stats.seconds > 0 ? static_cast<double>(stats.steps) / stats.seconds : 0.0));
   if (stats.undecodable > 0) {
     meta->notes.push_back(absl::StrFormat(
-        "%u executed instructions could not be decoded by capstone; they were traced as "
+        "%u executed instructions could not be decoded (Zydis); they were traced as "
         "non-branches", stats.undecodable));
   }
   if (options.emulate_overflow_every > 0) {

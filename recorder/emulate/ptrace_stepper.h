@@ -1,6 +1,6 @@
 #pragma once
 // Front end 1 of the emulator: single-steps every thread of the traced processes with
-// ptrace and reports each retired instruction (classified by capstone from the tracee's
+// ptrace and reports each retired instruction (classified by the x86 decoder, image/insn_classifier.h, from the tracee's
 // own bytes) to the PT streams and the ground truth. An instruction counts as retired
 // when the thread's RIP moved; RIP then is the "next IP" Intel PT would encode. Signal
 // delivery is detected from the ptrace stop that follows an injected signal (si_code

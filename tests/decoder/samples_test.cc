@@ -218,7 +218,7 @@ INSTANTIATE_TEST_SUITE_P(Samples, SampleTest, ::testing::ValuesIn(kSamples),
                            return n;
                          });
 
-// Expands every block into its instructions (capstone over our own image) and compares
+// Expands every block into its instructions (the x86 decoder over our own image) and compares
 // with the oracle's one-IP-per-instruction listing.
 class Expander : public BlockObserver {
  public:
