@@ -33,6 +33,9 @@ bool IsFarBranch(const FastInsn& insn) {
 // Binds a PIP to a CR3 write: never in user-space code.
 bool ChangesCr3(const FastInsn&) { return false; }
 
+// A PTW packet without an IP binds to the next PTWRITE instruction.
+bool IsPtwrite(const FastInsn& insn) { return insn.iclass == ptic_ptwrite; }
+
 // libipt's end_on_call / end_on_jump: a direct call or jump ends the block.
 bool EndsBlock(const FastInsn& insn) { return insn.iclass == ptic_call || insn.iclass == ptic_jump; }
 
@@ -82,6 +85,7 @@ void FastBlockDecoder::Reset() {
   process_insn_ = false;
   bound_paging_ = false;
   bound_vmcs_ = false;
+  bound_ptwrite_ = false;
   std::memset(&event_, 0, sizeof event_);
   retstack_ = ReturnStack();
   link_from_ = 0;
@@ -269,7 +273,7 @@ int FastBlockDecoder::ProceedToIpWithTrace(pt_block* block, uint64_t ip) {
 template <bool (*Stop)(const FastInsn&)>
 int FastBlockDecoder::ProceedToInsn(pt_block* block, FastInsn* insn) {
   while (true) {
-    const FastInsn* known = SkipStraight(block, 0);
+    const FastInsn* known = SkipStraight(block, 0);  // runs end at a PTWRITE too (Fill)
     int status = ProceedOneInsn(block, insn, known);
     if (status <= 0) return status;
     if (Stop(*insn)) return 1;
@@ -296,7 +300,7 @@ int FastBlockDecoder::Postpone(const FastInsn& insn) {
       if (status < 0) return status;
     }
   }
-  process_insn_ = bound_paging_ = bound_vmcs_ = false;
+  process_insn_ = bound_paging_ = bound_vmcs_ = bound_ptwrite_ = false;
   return 0;
 }
 
@@ -367,7 +371,21 @@ int FastBlockDecoder::ProceedEvent(pt_block* block) {
     }
     case ptev_ptwrite:
       if (!enabled_) break;
-      return -pte_not_supported;  // ptwrite payloads are not modelled
+      // libipt's pt_blk_proceed_to_ptwrite: on to the PTWRITE (the next one, or the one at
+      // the event's IP), which is postponed with the event bound to it.
+      if (ev.ip_suppressed) {
+        status = ProceedToInsn<IsPtwrite>(block, &insn);
+        if (status <= 0) return status;
+        event_.variant.ptwrite.ip = insn.ip;  // the user learns where it was
+        event_.ip_suppressed = 0;
+      } else {
+        status = ProceedToIp(block, &insn, ev.variant.ptwrite.ip);
+        if (status <= 0) return status;
+        status = ProceedOneInsn(block, &insn, nullptr);  // the PTWRITE itself
+        if (status <= 0) return status;
+      }
+      bound_ptwrite_ = true;
+      return Postpone(insn);
     default:  // enabled, overflow, stop, pwre, pwrx, tick, cbr, mnt: nothing to run first
       break;
   }
@@ -560,7 +578,7 @@ int FastBlockDecoder::ProceedTrailingEvent(pt_block* block) {
         ip_ = DisableResumeIp(insn_);
         return Status(pts_event_pending);
       }
-      process_insn_ = bound_paging_ = bound_vmcs_ = false;
+      process_insn_ = bound_paging_ = bound_vmcs_ = bound_ptwrite_ = false;
       if (!ev.ip_suppressed && ip_ == ev.variant.disabled.ip) return Status(pts_event_pending);
       break;
     }
@@ -574,7 +592,10 @@ int FastBlockDecoder::ProceedTrailingEvent(pt_block* block) {
     }
     case ptev_ptwrite:
       if (!enabled_) return Status(pts_event_pending);
-      break;
+      // One PTW binds to a postponed PTWRITE (without an IP of its own), at most one.
+      if (!process_insn_ || bound_ptwrite_ || !ev.ip_suppressed || !IsPtwrite(insn_)) break;
+      bound_ptwrite_ = true;
+      return Status(pts_event_pending);
     default: {
       // Everything else binds after the postponed instruction (libipt runs it first;
       // that leaves none postponed).

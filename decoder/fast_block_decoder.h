@@ -239,6 +239,7 @@ class FastBlockDecoder {
   bool process_insn_ = false;
   bool bound_paging_ = false;
   bool bound_vmcs_ = false;
+  bool bound_ptwrite_ = false;
   FastInsn insn_;  // the postponed instruction
   pt_event event_{};
   ReturnStack retstack_;

@@ -76,6 +76,14 @@ class PacketWriter {
     return Put(p);
   }
   uint64_t Tip(uint64_t ip) { return Ip(ppt_tip, ip); }
+  // PTW with a 4- or 8-byte payload (plc 0 or 1); with `ip`, a FUP with the PTWRITE's IP follows.
+  uint64_t Ptw(uint64_t payload, uint8_t plc, bool ip) {
+    pt_packet p = Packet(ppt_ptw);
+    p.payload.ptw.payload = payload;
+    p.payload.ptw.plc = plc;
+    p.payload.ptw.ip = ip ? 1 : 0;
+    return Put(p);
+  }
   uint64_t Mode(pt_exec_mode mode) {
     pt_packet p = Packet(ppt_mode);
     p.payload.mode.leaf = pt_mol_exec;
