@@ -166,4 +166,68 @@ DecodedStream DecodeOverMapping(DecoderKind kind, const image::Mapping& mapping,
   return {std::move(log.events), decoder->instructions(), decoder->stats()};
 }
 
+namespace {
+
+// One line per event (kind, IP, target, instructions, offset, message): failure output.
+std::string DescribeFlow(const std::vector<FlowEvent>& events) {
+  std::string out;
+  for (const FlowEvent& e : events) {
+    out += absl::StrFormat("kind %d ip 0x%x target 0x%x instructions %d offset %d %s\n", static_cast<int>(e.kind), e.ip,
+                           e.target, e.instructions, e.offset, e.message);
+  }
+  return out;
+}
+
+}  // namespace
+
+BothDecoders DecodeProgramBothWays(const std::string& dir, const std::vector<uint8_t>& code, uint64_t base,
+                                   void (*write)(PacketWriter*)) {
+  BothDecoders both;
+  PacketWriter stream(4096);
+  write(&stream);
+  const std::string code_path = dir + "/code.bin";
+  absl::Status written = WriteFileAtomic(code_path, std::string(code.begin(), code.end()));
+  if (!written.ok()) {
+    both.difference = std::string(written.message());
+    return both;
+  }
+  image::ModuleCache modules;
+  image::Mapping mapping;
+  mapping.path = code_path;
+  mapping.name = "code";
+  mapping.vaddr = base;
+  mapping.memory_dump = true;
+  both.block = DecodeOverMapping(DecoderKind::kBlock, mapping, stream.data(), stream.size(), &modules);
+  both.fast = DecodeOverMapping(DecoderKind::kFast, mapping, stream.data(), stream.size(), &modules);
+  both.difference = FirstFlowDifference(both.block.events, both.fast.events);
+  if (!both.difference.empty()) {
+    absl::StrAppend(&both.difference, "\nlibipt-block:\n", DescribeFlow(both.block.events), "fast:\n",
+                    DescribeFlow(both.fast.events));
+  }
+  return both;
+}
+
+FlowCounts CountFlow(const DecodedStream& decoded) {
+  FlowCounts counts;
+  counts.instructions = decoded.instructions;
+  for (const FlowEvent& e : decoded.events) {
+    counts.calls += e.kind == FlowKind::kCall ? 1 : 0;
+    counts.returns += e.kind == FlowKind::kReturn ? 1 : 0;
+    counts.syscalls += e.kind == FlowKind::kSyscall ? 1 : 0;
+    counts.errors += e.kind == FlowKind::kError ? 1 : 0;
+  }
+  return counts;
+}
+
+void ExpectBothGave(const BothDecoders& both, const FlowCounts& expected) {
+  EXPECT_EQ(both.difference, "");
+  EXPECT_EQ(CountFlow(both.fast), expected) << "fast";
+  EXPECT_EQ(CountFlow(both.block), expected) << "libipt-block";
+}
+
+void PrintTo(const FlowCounts& counts, std::ostream* os) {
+  *os << absl::StrFormat("{%d instructions, %d calls, %d returns, %d syscalls, %d errors}", counts.instructions,
+                         counts.calls, counts.returns, counts.syscalls, counts.errors);
+}
+
 }  // namespace ptd::decoder::testing

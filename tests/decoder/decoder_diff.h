@@ -4,6 +4,7 @@
 // and FTF bytes must be identical.
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "decoder/trace_decoder.h"
 #include "image/module_cache.h"
 #include "image/process_image.h"
+#include "tests/decoder/packet_writer.h"
 
 namespace ptd::decoder::testing {
 
@@ -31,6 +33,29 @@ struct DecodedStream {
 };
 DecodedStream DecodeOverMapping(DecoderKind kind, const image::Mapping& mapping, const uint8_t* padded, size_t size,
                                 image::ModuleCache* modules, SectionBlockCache* shared = nullptr);
+// A hand-made program (`code`, written to a file in `dir` and mapped at `base`) and the
+// stream `write` makes over it, decoded by libipt's block decoder and by the fast decoder.
+struct BothDecoders {
+  DecodedStream block;
+  DecodedStream fast;
+  // "" when their flow events are the same; else the first difference, then both lists.
+  std::string difference;
+};
+BothDecoders DecodeProgramBothWays(const std::string& dir, const std::vector<uint8_t>& code, uint64_t base,
+                                   void (*write)(PacketWriter*));
+// What a decode gave, counted: instructions and the flow events of each kind tests check.
+struct FlowCounts {
+  uint64_t instructions = 0;
+  int calls = 0;
+  int returns = 0;
+  int syscalls = 0;
+  int errors = 0;
+  bool operator==(const FlowCounts&) const = default;
+};
+FlowCounts CountFlow(const DecodedStream& decoded);
+void PrintTo(const FlowCounts& counts, std::ostream* os);
+// Both decoders gave the same flow events, and `expected` (gtest expectations).
+void ExpectBothGave(const BothDecoders& both, const FlowCounts& expected);
 
 // "" when the fast decoder and libipt's block decoder give the same output for `trace`
 // with `options` (decoder and observers are set here); otherwise the first difference:

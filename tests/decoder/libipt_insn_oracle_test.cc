@@ -16,12 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_format.h"
-#include "common/file_util.h"
 #include "decoder/fast_block_decoder.h"
 #include "decoder/flow_decoder.h"
 #include "gtest/gtest.h"
-#include "image/module_cache.h"
 #include "image/process_image.h"
 #include "image/section_cache.h"
 #include "tests/decoder/decoder_diff.h"
@@ -161,60 +158,19 @@ void WriteStream(testing::PacketWriter* w) {
   w->Ip(ppt_tip_pgd, 0, pt_ipc_suppressed);
 }
 
-using Decoded = testing::DecodedStream;
-
-Decoded Decode(DecoderKind kind, const std::string& code_path, const testing::PacketWriter& stream) {
-  image::ModuleCache modules;
-  image::Mapping mapping;
-  mapping.path = code_path;
-  mapping.name = "code";
-  mapping.vaddr = kBase;
-  mapping.memory_dump = true;
-  return testing::DecodeOverMapping(kind, mapping, stream.data(), stream.size(), &modules);
-}
-
-std::string Describe(const std::vector<FlowEvent>& events) {
-  std::string out;
-  for (const FlowEvent& e : events) {
-    out += absl::StrFormat("kind %d ip 0x%x target 0x%x instructions %d offset %d %s\n", static_cast<int>(e.kind), e.ip,
-                           e.target, e.instructions, e.offset, e.message);
-  }
-  return out;
-}
-
 TEST(FastDecoderOnInsnsZydisRefusesTest, DecodesThemAsLibiptBlockDoes) {
   ptd::testing::TempDir tmp;
-  const std::string code_path = tmp.Sub("code.bin");
-  const std::vector<uint8_t> code = Program();
-  ASSERT_TRUE(WriteFileAtomic(code_path, std::string(code.begin(), code.end())).ok());
-  testing::PacketWriter stream(1024);
-  WriteStream(&stream);
-
-  Decoded block = Decode(DecoderKind::kBlock, code_path, stream);
-  Decoded fast = Decode(DecoderKind::kFast, code_path, stream);
-  EXPECT_EQ(testing::FirstFlowDifference(block.events, fast.events), "")
-      << "libipt-block:\n" << Describe(block.events) << "fast:\n" << Describe(fast.events);
-  EXPECT_EQ(fast.instructions, block.instructions);
-
+  const testing::BothDecoders both = testing::DecodeProgramBothWays(tmp.path(), Program(), kBase, WriteStream);
   // What libipt's block decoder does here, so the comparison covers every case: 00..07
   // (5), the call, 40 and the return, jz (taken), jmp rax (to 20), the nop at 20: 11 and
   // the error at 21; then 50..54 (3) to the syscall, three times. (The jumps make no
   // flow event: they stay inside the code's one function.)
-  EXPECT_EQ(block.instructions, 20u);
-  int calls = 0, returns = 0, syscalls = 0, errors = 0;
-  for (const FlowEvent& e : block.events) {
-    calls += e.kind == FlowKind::kCall;
-    returns += e.kind == FlowKind::kReturn;
-    syscalls += e.kind == FlowKind::kSyscall;
+  testing::ExpectBothGave(both, {.instructions = 20, .calls = 1, .returns = 1, .syscalls = 3, .errors = 1});
+  for (const FlowEvent& e : both.block.events) {
     if (e.kind == FlowKind::kError) {
-      ++errors;
       EXPECT_STREQ(e.message, pt_errstr(pt_errcode(-pte_bad_insn)));
     }
   }
-  EXPECT_EQ(calls, 1);
-  EXPECT_EQ(returns, 1);
-  EXPECT_EQ(syscalls, 3);
-  EXPECT_EQ(errors, 1);
 }
 
 }  // namespace

@@ -8,11 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_format.h"
-#include "common/file_util.h"
 #include "decoder/flow_decoder.h"
 #include "gtest/gtest.h"
-#include "image/module_cache.h"
 #include "tests/decoder/decoder_diff.h"
 #include "tests/decoder/packet_writer.h"
 #include "tests/testing/test_util.h"
@@ -57,54 +54,13 @@ void WriteStream(testing::PacketWriter* w) {
   }
 }
 
-testing::DecodedStream Decode(DecoderKind kind, const std::string& code_path, const testing::PacketWriter& stream) {
-  image::ModuleCache modules;
-  image::Mapping mapping;
-  mapping.path = code_path;
-  mapping.name = "code";
-  mapping.vaddr = kBase;
-  mapping.memory_dump = true;
-  return testing::DecodeOverMapping(kind, mapping, stream.data(), stream.size(), &modules);
-}
-
-std::string Describe(const std::vector<FlowEvent>& events) {
-  std::string out;
-  for (const FlowEvent& e : events) {
-    out += absl::StrFormat("kind %d ip 0x%x target 0x%x instructions %d offset %d %s\n", static_cast<int>(e.kind), e.ip,
-                           e.target, e.instructions, e.offset, e.message);
-  }
-  return out;
-}
-
 TEST(PtwriteBindingTest, FastDecoderBindsPtwAsLibiptBlockDoes) {
   ptd::testing::TempDir tmp;
-  const std::string code_path = tmp.Sub("code.bin");
-  const std::vector<uint8_t> code = Program();
-  ASSERT_TRUE(WriteFileAtomic(code_path, std::string(code.begin(), code.end())).ok());
-  testing::PacketWriter stream(1024);
-  WriteStream(&stream);
-
-  testing::DecodedStream block = Decode(DecoderKind::kBlock, code_path, stream);
-  testing::DecodedStream fast = Decode(DecoderKind::kFast, code_path, stream);
-  EXPECT_EQ(testing::FirstFlowDifference(block.events, fast.events), "")
-      << "libipt-block:\n" << Describe(block.events) << "fast:\n" << Describe(fast.events);
-  EXPECT_EQ(fast.instructions, block.instructions);
-
+  const testing::BothDecoders both = testing::DecodeProgramBothWays(tmp.path(), Program(), kBase, WriteStream);
   // What libipt's block decoder makes of it, so the comparison covers every PTW: 00..0b
   // (5), 20..26 (3), 10..16 (3), twice; one call, one return and one syscall each time;
-  // no error.
-  EXPECT_EQ(block.instructions, 22u);
-  int calls = 0, returns = 0, syscalls = 0, errors = 0;
-  for (const FlowEvent& e : fast.events) {
-    calls += e.kind == FlowKind::kCall;
-    returns += e.kind == FlowKind::kReturn;
-    syscalls += e.kind == FlowKind::kSyscall;
-    errors += e.kind == FlowKind::kError;
-  }
-  EXPECT_EQ(calls, 2);
-  EXPECT_EQ(returns, 2);
-  EXPECT_EQ(syscalls, 2);
-  EXPECT_EQ(errors, 0) << Describe(fast.events);
+  // no error (the fast decoder failed at the first PTW before).
+  testing::ExpectBothGave(both, {.instructions = 22, .calls = 2, .returns = 2, .syscalls = 2, .errors = 0});
 }
 
 }  // namespace
