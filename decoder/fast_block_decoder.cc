@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "decoder/libipt_insn_oracle.h"
-#include "image/insn_classifier.h"
 
 namespace ptd::decoder {
 namespace {
@@ -16,13 +15,9 @@ constexpr uint32_t kMaxEntryInsns = 0x400;
 // it decodes what libipt's own decoder does and capstone 4 did not, CET shadow-stack
 // instructions in libgcc's unwinder, ptwrite); iclass ptic_error when it cannot be decoded.
 FastInsn DecodeFastInsn(pt_exec_mode mode, uint64_t ip, const uint8_t* bytes, size_t size) {
-  const image::X86Insn x86 = image::DecodeX86(mode, ip, bytes, size);
   FastInsn insn;
+  static_cast<image::X86Insn&>(insn) = image::DecodeX86(mode, ip, bytes, size);
   insn.ip = ip;
-  insn.target = x86.target;
-  insn.size = x86.size;
-  insn.iclass = x86.iclass;
-  insn.direct = x86.direct;
   return insn;
 }
 

@@ -1,19 +1,16 @@
 #pragma once
-// One instruction as the fast decoder knows it (fast_block_decoder.h), in libipt's terms.
-
-#include <intel-pt.h>
+// One instruction as the fast decoder knows it (fast_block_decoder.h), in libipt's terms:
+// what the x86 decoder says of it (image/insn_classifier.h), and where it is.
 
 #include <cstdint>
 
+#include "image/insn_classifier.h"
+
 namespace ptd::decoder {
 
-// 24 bytes (the 8-byte fields first): a copy is in every block of every cache.
-struct FastInsn {
+// 24 bytes: a copy is in every block of every cache.
+struct FastInsn : image::X86Insn {
   uint64_t ip = 0;
-  uint64_t target = 0;   // direct branches (conditional ones too)
-  pt_insn_class iclass = ptic_error;
-  uint8_t size = 0;
-  bool direct = false;   // near call/jump with the target in the instruction
 };
 static_assert(sizeof(FastInsn) == 24);
 

@@ -2,6 +2,7 @@
 
 #include "decoder/fast_block_decoder.h"
 #include "decoder/libipt_insn_oracle.h"
+#include "image/insn_classifier.h"
 
 namespace ptd::decoder {
 
@@ -19,34 +20,10 @@ InsnInfo InsnClassifier::ClassifyMissed(uint64_t address) {
   return info;
 }
 
-namespace {
-
-InsnClass ClassOf(const image::InsnInfo& insn) {
-  using image::BranchKind;
-  switch (insn.kind) {
-    case BranchKind::kNone: return InsnClass::kOther;
-    case BranchKind::kCondJump: return InsnClass::kCondJump;
-    case BranchKind::kDirectJump:
-    case BranchKind::kIndirectJump: return InsnClass::kJump;
-    case BranchKind::kDirectCall:
-    case BranchKind::kIndirectCall: return InsnClass::kCall;
-    case BranchKind::kReturn: return InsnClass::kReturn;
-    case BranchKind::kFarTransfer:
-      switch (insn.far) {
-        case image::FarKind::kReturn: return InsnClass::kFarReturn;
-        case image::FarKind::kJump: return InsnClass::kFarJump;
-        default: return InsnClass::kFarCall;
-      }
-    case BranchKind::kUnknown: break;
-  }
-  return InsnClass::kUnknown;
-}
-
-}  // namespace
-
 InsnClass FromLibipt(enum pt_insn_class klass) {
   switch (klass) {
-    case ptic_other: return InsnClass::kOther;
+    case ptic_other:
+    case ptic_ptwrite: return InsnClass::kOther;  // no branch
     case ptic_call: return InsnClass::kCall;
     case ptic_return: return InsnClass::kReturn;
     case ptic_jump: return InsnClass::kJump;
@@ -59,9 +36,9 @@ InsnClass FromLibipt(enum pt_insn_class klass) {
 }
 
 InsnInfo InsnClassifier::ClassifyBytes(const uint8_t* bytes, size_t size, uint64_t address) {
-  const image::InsnInfo insn = x86_.Decode(address, absl::MakeConstSpan(bytes, size));
+  const image::X86Insn insn = image::DecodeX86(ptem_64bit, address, bytes, size);
   InsnInfo info;
-  if (insn.size == 0) {
+  if (insn.iclass == ptic_error) {
     // What Zydis refuses, libipt may still decode (its length decoder takes bytes no
     // instruction has, as the trace did): its answer, as the fast decoder takes it, so
     // both decoders size a call alike.
@@ -75,7 +52,7 @@ InsnInfo InsnClassifier::ClassifyBytes(const uint8_t* bytes, size_t size, uint64
     return info;
   }
   info.size = insn.size;
-  info.klass = ClassOf(insn);
+  info.klass = FromLibipt(insn.iclass);
   return info;
 }
 

@@ -12,7 +12,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "decoder/recent_by_address.h"
-#include "image/insn_classifier.h"
 #include "image/process_image.h"
 
 namespace ptd::decoder {
@@ -61,7 +60,6 @@ class InsnClassifier {
 
  private:
   image::ProcessImage* image_;
-  image::InsnClassifier x86_;  // decodes only: this class keeps the cache
   absl::flat_hash_map<uint64_t, InsnInfo> cache_;
   // The last addresses looked up, in front of cache_ (the same few call and syscall sites
   // come back again and again).

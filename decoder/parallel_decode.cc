@@ -237,6 +237,8 @@ class Engine {
   void Plan();
   void Work();
   void Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec);
+  // Decodes a piece taken from the queue (next_) and tells the stitcher it is done.
+  void DecodeTaken(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece);
   bool Cancelled() const { return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed); }
 
   const std::vector<StreamJob*>& streams_;
@@ -352,6 +354,15 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   piece->warnings = ts->decoder->warnings();
 }
 
+void Engine::DecodeTaken(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece) {
+  Decode(decoders, piece, piece->spec);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    piece->done = true;
+  }
+  changed_.notify_all();
+}
+
 void Engine::Work() {
   std::map<size_t, std::unique_ptr<ThreadStream>> decoders;
   while (true) {
@@ -362,12 +373,7 @@ void Engine::Work() {
       if (stop_ || next_ >= pieces_.size()) return;
       piece = pieces_[next_++].get();
     }
-    Decode(&decoders, piece, piece->spec);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      piece->done = true;
-    }
-    changed_.notify_all();
+    DecodeTaken(&decoders, piece);
   }
 }
 
@@ -417,10 +423,8 @@ absl::Status Engine::Run() {
             if (next_ < pieces_.size() && next_ < consumed_ + window_) {
               Piece* ahead = pieces_[next_++].get();
               lock.unlock();
-              Decode(&redo_decoders, ahead, ahead->spec);
+              DecodeTaken(&redo_decoders, ahead);
               lock.lock();
-              ahead->done = true;
-              changed_.notify_all();
               continue;
             }
             changed_.wait(lock);

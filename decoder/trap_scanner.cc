@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "image/insn_classifier.h"
+
 namespace ptd::decoder {
 namespace {
 
@@ -49,15 +51,10 @@ struct Insn {
 };
 
 Insn DecodeInsn(const uint8_t* bytes, size_t n) {
-  static const ZydisDecoder decoder = [] {
-    ZydisDecoder d;
-    ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-    return d;
-  }();
   Insn insn;
   ZydisDecodedInstruction z;
   ZydisDecodedOperand operands[ZYDIS_MAX_OPERAND_COUNT];
-  if (n == 0 || !ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, bytes, n, &z, operands))) return insn;
+  if (n == 0 || !ZYAN_SUCCESS(ZydisDecoderDecodeFull(&image::ZydisDecoderFor(ptem_64bit), bytes, n, &z, operands))) return insn;
   insn.valid = true;
   insn.mnemonic = z.mnemonic;
   insn.size = z.length;

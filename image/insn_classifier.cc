@@ -5,11 +5,8 @@
 #include <array>
 
 namespace ptd::image {
-namespace {
 
-// One decoder per mode for every thread: it holds only the mode and is never written
-// after this.
-const ZydisDecoder& ZydisFor(pt_exec_mode mode) {
+const ZydisDecoder& ZydisDecoderFor(pt_exec_mode mode) {
   static const std::array<ZydisDecoder, 3> decoders = [] {
     std::array<ZydisDecoder, 3> d;
     ZydisDecoderInit(&d[0], ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
@@ -24,13 +21,11 @@ const ZydisDecoder& ZydisFor(pt_exec_mode mode) {
   }
 }
 
-}  // namespace
-
 X86Insn DecodeX86(pt_exec_mode mode, uint64_t ip, const uint8_t* bytes, size_t size) {
   X86Insn insn;
   ZydisDecodedInstruction z;
   // No operands decoded: the category, branch type and raw immediate say enough.
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisFor(mode), nullptr, bytes, size, &z))) return insn;
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&ZydisDecoderFor(mode), nullptr, bytes, size, &z))) return insn;
   insn.size = z.length;
   const bool far = z.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
   const bool relative = z.raw.imm[0].is_relative;

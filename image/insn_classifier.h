@@ -16,6 +16,8 @@
 
 #include "absl/types/span.h"
 
+struct ZydisDecoder_;  // <Zydis/Decoder.h>: ZydisDecoder
+
 namespace ptd::image {
 
 // One instruction in libipt's terms.
@@ -28,6 +30,9 @@ struct X86Insn {
 };
 // Decodes the instruction at `ip` from `bytes` (up to 15 bytes) in `mode` (unknown: 64-bit).
 X86Insn DecodeX86(enum pt_exec_mode mode, uint64_t ip, const uint8_t* bytes, size_t size);
+// Zydis's decoder for `mode` (unknown: 64-bit), for callers that need operands too; one
+// for every thread (it holds only the mode and is never written).
+const ::ZydisDecoder_& ZydisDecoderFor(enum pt_exec_mode mode);
 
 enum class BranchKind : uint8_t {
   kNone,          // falls through; no packet
