@@ -7,19 +7,9 @@
 #include <utility>
 
 #include "common/pt_psb.h"
+#include "decoder/packet_scan.h"
 
 namespace ptd::decoder {
-namespace {
-
-pt_packet_decoder* AllocPacketDecoder(const uint8_t* begin, size_t size) {
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = const_cast<uint8_t*>(begin);
-  config.end = config.begin + size;
-  return pt_pkt_alloc_decoder(&config);
-}
-
-}  // namespace
 
 bool CycleIndex::IsTimingPacket(int type) {
   switch (type) {
@@ -39,7 +29,7 @@ bool CycleIndex::IsTimingPacket(int type) {
 // `to`.
 CycleIndex::Stretch CycleIndex::Scan(const uint8_t* padded, uint64_t from, uint64_t to) {
   Stretch part;
-  pt_packet_decoder* decoder = AllocPacketDecoder(padded, static_cast<size_t>(to));
+  pt_packet_decoder* decoder = NewPacketDecoder(padded, static_cast<size_t>(to));
   if (decoder == nullptr) return part;
   uint64_t failed_at = 0;
   bool failed = false;
@@ -60,6 +50,8 @@ CycleIndex::Stretch CycleIndex::Scan(const uint8_t* padded, uint64_t from, uint6
     }
     if (packet.type == ppt_cyc) {
       part.OnCyc(packet.payload.cyc.value);
+    } else if (packet.type == ppt_pad) {
+      SkipPadRun(decoder, padded, offset + 1, to);
     } else if (!IsTimingPacket(packet.type)) {
       part.OnTimed(offset);
     }
@@ -137,7 +129,7 @@ void CycleCursor::Move(uint64_t offset) {
 }
 
 bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit, int max_psb_groups) {
-  pt_packet_decoder* decoder = AllocPacketDecoder(bytes.data(), bytes.size());
+  pt_packet_decoder* decoder = NewPacketDecoder(bytes.data(), bytes.size());
   if (decoder == nullptr) return false;
   bool found = false;
   if (pt_pkt_sync_forward(decoder) >= 0) {
@@ -150,6 +142,7 @@ bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit, in
       }
       if (packet.type == ppt_psbend && --max_psb_groups == 0) break;
       if (pt_pkt_get_offset(decoder, &offset) < 0 || offset > limit) break;
+      if (packet.type == ppt_pad) SkipPadRun(decoder, bytes.data(), offset, bytes.size());
     }
   }
   pt_pkt_free_decoder(decoder);

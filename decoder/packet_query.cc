@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/pt_psb.h"
+#include "decoder/packet_scan.h"
 
 namespace ptd::decoder {
 
@@ -14,13 +15,6 @@ namespace {
 constexpr int kOvfSize = 2;        // ptps_ovf
 constexpr int kPsbendSize = 2;     // ptps_psbend
 constexpr uint8_t kExtOvf = 0xf3;  // pt_ext_ovf
-
-pt_packet_decoder* NewPacketDecoder(const pt_config& config) {
-  pt_config c = config;
-  c.decode.callback = nullptr;
-  c.decode.context = nullptr;
-  return pt_pkt_alloc_decoder(&c);
-}
 
 // MODE.Exec's bits (csl | csd << 1) as libipt reads them.
 pt_exec_mode ExecMode(uint8_t bits) {
@@ -191,7 +185,12 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
       // after a CYC: the test of every packet cost the walker's scan 50 M instructions.
       if (!CycleIndex::IsTimingPacket(packet.type)) chain.cycles.OnTimed(offset);
     }
-    if (chunk_packets != 0 && kind != Kind::kPad) index.Add(packed);
+    if (kind == Kind::kPad) {
+      // The index covers the bytes between packets as PADs: nothing to add.
+      next = SkipPadRun(pkt, config.begin, next, std::min(stop, size));
+      continue;
+    }
+    if (chunk_packets != 0) index.Add(packed);
     if (packet.type == ppt_psb) {
       if (seen != nullptr && offset != start && std::binary_search(seen->begin(), seen->end(), offset)) break;
       chain.psbs.push_back(offset);
