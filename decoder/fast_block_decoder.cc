@@ -482,6 +482,11 @@ void FastBlockDecoder::Fill(uint64_t ip, FastBlockCache::Entry* entry) {
       entry.ran = true;
       entry.quick = entry.error == 0 && (entry.last.iclass == ptic_cond_jump ||
                                          (entry.last.iclass == ptic_jump && entry.last.direct));
+      // (A call to the next instruction pushes nothing: Next takes it.)
+      entry.crossing = entry.error == 0 && !entry.quick &&
+                       ((entry.last.iclass == ptic_call &&
+                         !(entry.last.direct && entry.last.target == entry.last.ip + entry.last.size)) ||
+                        entry.last.iclass == ptic_return || (entry.last.iclass == ptic_jump && !entry.last.direct));
     }
     uint32_t ninsn = block->ninsn + entry.ninsn;
     if (ninsn > UINT16_MAX) return 0;
@@ -664,8 +669,12 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   run->instructions = 0;
   if (!CanRunQuick()) return 0;
   if (mode_ != cache_->mode() && mode_ != ptem_unknown) return 0;
-  const uint64_t lo = run->lo, hi = run->hi, span = hi > lo ? hi - lo : 0;
+  // The function the jumps stay in: a crossed branch moves it.
+  uint64_t lo = run->lo, hi = run->hi, span = hi > lo ? hi - lo : 0;
   const uint32_t max_blocks = run->max_blocks;
+  const bool crossing = run->ranges != nullptr;
+  run->crossed_count = 0;
+  run->ends_crossed = false;
   // The decoder's state is kept in locals while blocks are taken (no member loads and
   // stores per block) and written back when the run stops: where the next block
   // starts, and the link the last block leaves (LookupLinked fills it).
@@ -712,10 +721,16 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   FastBlockCache::Entry* blocks_data = cache_->blocks_.data();
   FastBlockCache::Entry* entry = &LookupLinked(ip);
   blocks_data = cache_->blocks_.data();
-  // A first run takes Next's path (it may check a suppressed IP); runs that end in
-  // anything but a conditional or direct jump need the other cases of ProceedNoEvent.
-  while (entry->quick) {
+  // A first run takes Next's path (it may check a suppressed IP), and so do blocks that
+  // end in an instruction ProceedNoEvent treats otherwise (far transfers, ptwrite, ...).
+  while (entry->quick || (crossing && entry->crossing)) {
     const FastInsn& last = entry->last;
+    if (!entry->quick) {
+      // A call, a return or an indirect jump to cross: no tracelet holds one (where it
+      // goes is not in its bits).
+      if (making) finish(static_cast<uint32_t>(entry - blocks_data) + 1, false);
+      if (run->crossed_count == QuickRun::kMaxCrossed) break;
+    }
     if (tracelets && last.iclass == ptic_cond_jump) {
       const uint32_t index = static_cast<uint32_t>(entry - blocks_data);
       if (making && taken_bits == making_bits) finish(index + 1, false);
@@ -777,8 +792,32 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
       }
       slot = taken ? 1 : 0;
       ip = taken ? last.target : last.ip + last.size;
-    } else {
+    } else if (last.direct) {
+      // A direct jump, or a direct call: as Next, it pushes its return address.
+      if (last.iclass == ptic_call) retstack_.Push(last.ip + last.size);
       ip = last.target;
+    } else if (uint32_t bit = 0; last.iclass == ptic_return && query_.PeekQuietTntBits(&bit, 1) == 1 && bit == 1 &&
+                                 !retstack_.empty()) {
+      // A compressed return whose bit the query gives without reading a packet (as Next's
+      // CondBranch would): the address the stack holds.
+      query_.SkipQuietTntBits(1);
+      status_ = 0;  // what CondBranch returns for such a bit
+      retstack_.Pop(&ip);
+    } else {
+      // Any other return, an indirect call or jump: as Next, with the query
+      // (ProceedWithTrace sets ip_ and status_).
+      if (last.iclass == ptic_call) retstack_.Push(last.ip + last.size);
+      const int status = ProceedWithTrace(last);
+      if (status < 0) {
+        // As ProceedNoEvent: the block ends here, ip_ where ProceedWithTrace left it,
+        // and no IP is no error for a run decoded before.
+        link_from_ = 0;
+        result = status == -pte_noip ? Status(0) : status;
+        failed = true;
+        break;
+      }
+      ip = ip_;
+      read_packet = true;
     }
     link_from = last_index + 1;
     link_slot = slot;
@@ -792,17 +831,31 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
       uint64_t now = 0;
       if (query_.GetOffset(&now) < 0) break;
       if (now != offset) {
-        // A packet was read: the time may have changed with it, and the caller's clock
-        // must see that after this block.
-        if (!run->watch_time) break;
+        // A packet was read: on the time axis the time may have changed with it, and the
+        // caller's clock must see that after this block. (The other axes need no look:
+        // instructions are counted, and cycles are looked up at the crossed branches'
+        // offsets and at the run's end.)
         uint64_t tsc = 0;
-        if (query_.Time(&tsc, nullptr, nullptr) >= 0 && tsc != 0 && tsc != run->tsc) break;
+        if (run->watch_time && query_.Time(&tsc, nullptr, nullptr) >= 0 && tsc != 0 && tsc != run->tsc) break;
         offset = now;
       }
     }
-    if (ip - lo >= span || last.ip - lo >= span) {
+    // Calls and returns make events; a jump does when it leaves the function: the run
+    // ends with it, or crosses it too.
+    bool crossed = last.iclass != ptic_cond_jump && last.iclass != ptic_jump;
+    if (!crossed && (ip - lo >= span || last.ip - lo >= span)) {
       if (making) finish(0, true);
-      break;
+      if (!crossing || run->crossed_count == QuickRun::kMaxCrossed) break;
+      crossed = true;
+    }
+    if (crossed) {
+      run->crossed[run->crossed_count++] = {last_ip, last.ip, ip, offset, instructions, last.iclass, last.size};
+      // The jumps from here on stay in the function entered, where there is one.
+      const image::FunctionRange& range = run->ranges->At(*image_, ip);
+      if (!range.mapped || range.plt) break;
+      lo = range.start;
+      hi = range.end;
+      span = hi > lo ? hi - lo : 0;
     }
     if (blocks == max_blocks) break;  // a tracelet being made is dropped: it depends on the caller
     // The next block through the link this one keeps (as LookupLinked, without its checks:
@@ -832,7 +885,9 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
     run->last_end_ip = last.ip;
     run->last_ninsn = blocks_data[last_index].ninsn;
     run->last_class = last.iclass;
+    run->last_size = last.size;
     run->offset_before_last = offset_before_last;
+    run->ends_crossed = run->crossed_count > 0 && run->crossed[run->crossed_count - 1].instructions == instructions;
   }
   return result;
 }

@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/mapped_array.h"
 #include "decoder/fast_insn.h"
+#include "decoder/function_range_cache.h"
 #include "decoder/query_source.h"
 #include "decoder/recent_by_address.h"
 #include "decoder/section_block_cache.h"
@@ -48,6 +49,9 @@ class FastBlockCache {
     bool ran = false;
     // It ran, and RunQuick may take it: no error, ends in a conditional or direct jump.
     bool quick = false;
+    // It ran, no error, and ends in a call (not a direct one to the next instruction), a
+    // return or an indirect jump: RunQuick may cross it (QuickRun::ranges).
+    bool crossing = false;
     FastInsn last;  // valid when ninsn > 0
     // The entries that came next, as index + 1 (0: none yet): [0] after the fall-through,
     // a direct branch or the last indirect transfer, [1] after a taken conditional branch.
@@ -115,13 +119,17 @@ class FastBlockCache {
 };
 
 // Blocks RunQuick took: `blocks` blocks, `instructions` instructions in all, each
-// ending in a conditional or direct jump; every jump but the last one's stayed in
-// [lo, hi) (the function: they make no flow event).
+// ending in a conditional or direct jump that stayed in its function (no flow event:
+// [lo, hi) at first), but the last one's; and, given `ranges`, the calls, returns,
+// indirect jumps and jumps out of the function crossed on the way (`crossed`: each
+// may make a flow event), after which the jumps stay in the function entered.
 struct QuickRun {
   // In: the function, and at most how many blocks to take.
   uint64_t lo = 0;
   uint64_t hi = 0;
   uint32_t max_blocks = 0;
+  // Function ranges for the code a crossed call or return enters; null: none is crossed.
+  FunctionRangeCache* ranges = nullptr;
   // On the time axis the caller's clock is told the time after each block that read a
   // packet: a run goes past a packet only while the time stays `tsc`.
   bool watch_time = false;
@@ -134,7 +142,24 @@ struct QuickRun {
   uint64_t last_end_ip = 0;  // its jump
   uint32_t last_ninsn = 0;
   pt_insn_class last_class = ptic_error;
+  uint8_t last_size = 0;     // its last instruction's
   uint64_t offset_before_last = 0;  // the query offset before the last block (the resync remedy)
+  // The calls and returns crossed, in order (left uninitialised: only the first
+  // `crossed_count` are set). The last block taken is the last of them when
+  // `ends_crossed`: its target starts the next step.
+  struct Crossed {
+    uint64_t block_ip;      // where its block starts
+    uint64_t end_ip;        // the call or return
+    uint64_t target;        // where it went
+    uint64_t offset;        // the query offset after its block
+    uint64_t instructions;  // of the run, up to its block's end
+    pt_insn_class iclass;   // a call, a return, or a jump that left the function
+    uint8_t size;           // the call's
+  };
+  static constexpr uint32_t kMaxCrossed = 32;
+  uint32_t crossed_count = 0;
+  bool ends_crossed = false;
+  Crossed crossed[kMaxCrossed];
 };
 
 class FastBlockDecoder {
@@ -168,11 +193,13 @@ class FastBlockDecoder {
   int Next(pt_block* block);
   // Next for the blocks most of a trace is made of, many per call and without building
   // pt_blocks: runs decoded before on the no-event path, ending in a conditional or a
-  // direct jump, with no event waiting, while the jumps stay in [run->lo, run->hi).
-  // Stops before a block that is not such (nothing consumed: call Next), and after a
-  // block whose jump leaves the function, that read a packet that changed the time
-  // (run->watch_time), that has an event after it, or that failed; returns Next's
-  // status for the last block taken. `offset` is the query offset now.
+  // direct jump, with no event waiting, while the jumps stay in [run->lo, run->hi); with
+  // run->ranges also through calls, returns, indirect jumps and jumps out of the
+  // function (run->crossed). Stops before a block that is not such (nothing consumed:
+  // call Next), and after a block whose jump leaves the function (without ranges), that
+  // read a packet that changed the time (run->watch_time), that has an event after it,
+  // or that failed; returns Next's status for the last block taken. `offset` is the
+  // query offset now.
   int RunQuick(uint64_t offset, QuickRun* run);
   // False when RunQuick would take nothing for the decoder's state (an event to bind or
   // pending, tracing off, a postponed instruction): the caller need not build a run.
@@ -190,6 +217,7 @@ class FastBlockDecoder {
     uint8_t bottom = 0;
     void Push(uint64_t ip);
     int Pop(uint64_t* ip);
+    bool empty() const { return top == bottom; }
   };
 
   void Reset();

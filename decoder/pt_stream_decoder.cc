@@ -221,12 +221,7 @@ bool StaysInFunction(const image::ProcessImage& image, const PendingBranch& pend
 [[gnu::always_inline]] inline bool PtStreamDecoder::PendingStaysInFunction(uint64_t target, bool known) {
   if (!MayStayInFunction(pending_, known)) return false;
   if (pending_.ip < pending_range_.start || pending_.ip >= pending_range_.end) {
-    if (const image::FunctionRange* known = ranges_.Find(pending_.ip)) {
-      pending_range_ = *known;
-    } else {
-      pending_range_ = image_->RangeOf(pending_.ip);
-      ranges_.Put(pending_.ip, pending_range_);
-    }
+    pending_range_ = ranges_.At(*image_, pending_.ip);
   }
   return RunAndTargetInside(pending_range_, pending_, target);
 }
@@ -562,19 +557,34 @@ int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
 }
 
 // What HandleBlock (with OnInstructionRun and FlushPending) does for each block of such
-// a run: the pending jump is dropped, a run starts at the block, and its jump is pending
-// next (only the last one's is left).
+// a run: a jump that stayed in its function is dropped, a run starts at each block, and
+// the last block's branch is pending next. A crossed call, return or jump is pending at
+// its block's end (its cycles those at its offset) and flushed by the block at its
+// target (which makes its event, or drops a jump that stays in its own function).
 [[gnu::always_inline]] inline void PtStreamDecoder::HandleQuickRun(const QuickRun& run,
                                                                    const FastBlockDecoder& decoder) {
+  const uint64_t base = instructions_;
+  pending_.valid = false;
+  // The last block's branch stays pending whatever it is (the next step flushes it).
+  const uint32_t flushed = run.crossed_count - (run.ends_crossed ? 1 : 0);
+  for (uint32_t i = 0; i < flushed; ++i) {
+    const QuickRun::Crossed& c = run.crossed[i];
+    if (cycles_.active()) [[unlikely]] cycles_.At(c.offset);
+    instructions_ = base + c.instructions;
+    run_start_ = c.block_ip;
+    SetPending(FromLibipt(c.iclass), c.end_ip, c.iclass == ptic_call ? c.size : 0);
+    run_start_ = c.target;
+    FlushPending(c.target, true);
+  }
   uint64_t offset = 0;
   if (cycles_.active() && decoder.GetOffset(&offset) >= 0) [[unlikely]] cycles_.At(offset);
-  pending_.valid = false;
-  run_start_ = run.last_ip;
-  instructions_ += run.instructions;
+  instructions_ = base + run.instructions;
   stats_.Add(Stat::kBlocks, run.blocks);
   stats_.Add(Stat::kTraceletBlocks, run.tracelet_blocks);
+  stats_.Add(Stat::kCrossedBranches, flushed);
   if (observer_ != nullptr) observer_->OnBlock(run.last_ip, run.last_end_ip, run.last_ninsn);
-  SetPending(run.last_class == ptic_cond_jump ? InsnClass::kCondJump : InsnClass::kJump, run.last_end_ip, 0);
+  run_start_ = run.last_ip;
+  SetPending(FromLibipt(run.last_class), run.last_end_ip, run.last_class == ptic_call ? run.last_size : 0);
 }
 
 int PtStreamDecoder::NextInsn(pt_insn_decoder* decoder) {
@@ -716,6 +726,7 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
           // inside a run: no event comes from it, and the cursor's value at the run's end
           // (HandleQuickRun) is the last block's (it never decreases with the offset).
           run.max_blocks = observer_ != nullptr ? 1 : UINT32_MAX;
+          run.ranges = &ranges_;
           run.watch_time = config_.axis == TimeAxis::kTime;
           run.tsc = last_update_tsc_;
           if (cancel_ != nullptr || progress_) {

@@ -24,7 +24,7 @@
 #include "decoder/fast_block_decoder.h"
 #include "decoder/flow_decoder.h"
 #include "decoder/insn_classifier.h"
-#include "decoder/recent_by_address.h"
+#include "decoder/function_range_cache.h"
 #include "decoder/trap_scanner.h"
 #include "decoder/time_interpolator.h"
 #include "image/process_image.h"
@@ -143,9 +143,10 @@ class PtStreamDecoder : public FlowDecoder {
   bool raise_emitted_ = false;  // a kRaise not yet followed by a return or jump event
   uint64_t run_start_ = 0;      // first instruction after the last branch (0: not yet seen)
   image::FunctionRange pending_range_;  // function of the last pending jump (cache; UseImage clears it)
-  // Functions of recent pending jumps, by the jump's address (RangeOf is two binary
-  // searches: an interpreter's jumps leave their function all the time; UseImage clears it).
-  RecentByAddress<image::FunctionRange, 1024> ranges_;
+  // Functions of recent pending jumps, by the jump's address, and of the targets of the
+  // calls and returns quick runs cross (RangeOf is two binary searches: an interpreter's
+  // jumps leave their function all the time; UseImage clears it).
+  FunctionRangeCache ranges_;
   uint64_t instructions_ = 0;
   uint64_t enable_time_ = 0;  // FlowEvent::enable_time of the kEnable being emitted
   // config.cycles: the current buffer's index, looked up after each libipt step.

@@ -162,6 +162,35 @@ TEST(FastBlockDecoderTest, TraceletsUnderCycAreIdentical) {
   }
 }
 
+// Quick runs go on through calls, returns, indirect jumps and jumps out of a function
+// (HandleQuickRun makes their events as the block-by-block path would, cycles looked up
+// at each one's offset): most calls and returns of a call-heavy program must be taken
+// inside quick runs, with and without CYC, on every axis (a fifth on the time axis with
+// CYC), and the flow events, counters and FTF must stay libipt's block decoder's.
+TEST(FastBlockDecoderTest, QuickRunsCrossCallsAndReturnsIdentically) {
+  for (const char* timing : {"low", "high"}) {
+    Recording rec = Record("ptd_prog_calls", {"--timing", timing});
+    ASSERT_TRUE(rec.error.empty()) << rec.error;
+    for (TimeAxisChoice axis : {TimeAxisChoice::kTime, TimeAxisChoice::kCycles, TimeAxisChoice::kInstructions}) {
+      if (std::string(timing) == "low" && axis == TimeAxisChoice::kCycles) continue;  // no CYC
+      DecodeOptions options = OnAxis(axis);
+      options.decoder = DecoderKind::kFast;
+      absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(rec.trace, "", options);
+      ASSERT_TRUE(result.ok()) << result.status();
+      const uint64_t calls_and_returns = result->stats[Stat::kCalls] + result->stats[Stat::kReturns];
+      std::printf("timing %s, axis %d: %llu calls and returns, %llu branches crossed in quick runs\n", timing,
+                  static_cast<int>(axis), static_cast<unsigned long long>(calls_and_returns),
+                  static_cast<unsigned long long>(result->stats[Stat::kCrossedBranches]));
+      EXPECT_GT(calls_and_returns, 1000u);
+      // On the time axis with CYC the time changes at nearly every packet, and a run stops
+      // where it does: fewer, there.
+      const uint64_t share = std::string(timing) == "high" && axis == TimeAxisChoice::kTime ? 5 : 2;
+      EXPECT_GT(result->stats[Stat::kCrossedBranches] * share, calls_and_returns) << timing << " " << static_cast<int>(axis);
+      EXPECT_EQ(CompareFastWithLibiptBlock(rec.trace, OnAxis(axis)), "") << timing << " " << static_cast<int>(axis);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ptd::decoder
 
