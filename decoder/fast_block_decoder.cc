@@ -850,11 +850,13 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
     }
     if (crossed) {
       run->crossed[run->crossed_count++] = {last_ip, last.ip, ip, offset, instructions, last.iclass, last.size};
-      // The jumps from here on stay in the function entered, where there is one.
+      // The jumps from here on stay in the function entered. In a PLT stub (or code of
+      // no known function) none is dropped: each is crossed, and the replay's
+      // FlushPending makes its event as Next's would.
       const image::FunctionRange& range = run->ranges->At(*image_, ip);
-      if (!range.mapped || range.plt) break;
-      lo = range.start;
-      hi = range.end;
+      const bool drops = range.mapped && !range.plt;
+      lo = drops ? range.start : 0;
+      hi = drops ? range.end : 0;
       span = hi > lo ? hi - lo : 0;
     }
     if (blocks == max_blocks) break;  // a tracelet being made is dropped: it depends on the caller
