@@ -673,6 +673,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   uint64_t lo = run->lo, hi = run->hi, span = hi > lo ? hi - lo : 0;
   const uint32_t max_blocks = run->max_blocks;
   const bool crossing = run->ranges != nullptr;
+  uint64_t run_tsc = run->tsc;
   run->crossed_count = 0;
   run->ends_crossed = false;
   // The decoder's state is kept in locals while blocks are taken (no member loads and
@@ -771,6 +772,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
     offset_before_last = offset;
     uint8_t slot = 0;
     bool read_packet = false;
+    uint64_t new_tsc = 0;  // the time after this block, when its packets changed it
     if (last.iclass == ptic_cond_jump) {
       int taken = 0;
       if (making) ++taken_bits;  // a bit of the packet the tracelet reads (maybe its last)
@@ -836,7 +838,10 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
         // instructions are counted, and cycles are looked up at the crossed branches'
         // offsets and at the run's end.)
         uint64_t tsc = 0;
-        if (run->watch_time && query_.Time(&tsc, nullptr, nullptr) >= 0 && tsc != 0 && tsc != run->tsc) break;
+        if (run->watch_time && query_.Time(&tsc, nullptr, nullptr) >= 0 && tsc != 0 && tsc != run_tsc) {
+          if (!crossing || run->crossed_count == QuickRun::kMaxCrossed) break;
+          new_tsc = run_tsc = tsc;
+        }
         offset = now;
       }
     }
@@ -848,8 +853,11 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
       if (!crossing || run->crossed_count == QuickRun::kMaxCrossed) break;
       crossed = true;
     }
+    if (crossed || new_tsc != 0) {
+      run->crossed[run->crossed_count++] = {last_ip, last.ip, ip, offset, instructions, new_tsc, last.iclass, last.size,
+                                            crossed};
+    }
     if (crossed) {
-      run->crossed[run->crossed_count++] = {last_ip, last.ip, ip, offset, instructions, last.iclass, last.size};
       // The jumps from here on stay in the function entered. In a PLT stub (or code of
       // no known function) none is dropped: each is crossed, and the replay's
       // FlushPending makes its event as Next's would.

@@ -131,7 +131,8 @@ struct QuickRun {
   // Function ranges for the code a crossed call or return enters; null: none is crossed.
   FunctionRangeCache* ranges = nullptr;
   // On the time axis the caller's clock is told the time after each block that read a
-  // packet: a run goes past a packet only while the time stays `tsc`.
+  // packet: a run goes past a packet that changed the time from `tsc` only with
+  // `ranges` (it notes the new time in `crossed`).
   bool watch_time = false;
   uint64_t tsc = 0;
   // Out.
@@ -144,17 +145,21 @@ struct QuickRun {
   pt_insn_class last_class = ptic_error;
   uint8_t last_size = 0;     // its last instruction's
   uint64_t offset_before_last = 0;  // the query offset before the last block (the resync remedy)
-  // The calls and returns crossed, in order (left uninitialised: only the first
-  // `crossed_count` are set). The last block taken is the last of them when
-  // `ends_crossed`: its target starts the next step.
+  // The blocks after which something happens, in order (left uninitialised: only the
+  // first `crossed_count` are set): a branch crossed (it may make a flow event), or on
+  // the time axis a packet that changed the time (`tsc`: the caller's clock is updated
+  // after the block, as after a step). The last block taken is the last of them when
+  // `ends_crossed` (its target starts the next step).
   struct Crossed {
     uint64_t block_ip;      // where its block starts
-    uint64_t end_ip;        // the call or return
+    uint64_t end_ip;        // its branch
     uint64_t target;        // where it went
     uint64_t offset;        // the query offset after its block
     uint64_t instructions;  // of the run, up to its block's end
-    pt_insn_class iclass;   // a call, a return, or a jump that left the function
-    uint8_t size;           // the call's
+    uint64_t tsc;           // the time after it when it changed, else 0
+    pt_insn_class iclass;
+    uint8_t size;           // the branch's (a call's return address follows it)
+    bool crossed;           // a call, a return, an indirect jump or a jump out of the function
   };
   static constexpr uint32_t kMaxCrossed = 32;
   uint32_t crossed_count = 0;

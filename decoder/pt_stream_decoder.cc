@@ -565,24 +565,28 @@ int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
                                                                    const FastBlockDecoder& decoder) {
   const uint64_t base = instructions_;
   pending_.valid = false;
-  // The last block's branch stays pending whatever it is (the next step flushes it).
-  const uint32_t flushed = run.crossed_count - (run.ends_crossed ? 1 : 0);
-  for (uint32_t i = 0; i < flushed; ++i) {
+  uint32_t crossed = 0;
+  for (uint32_t i = 0; i < run.crossed_count; ++i) {
     const QuickRun::Crossed& c = run.crossed[i];
     if (cycles_.active()) [[unlikely]] cycles_.At(c.offset);
     instructions_ = base + c.instructions;
     run_start_ = c.block_ip;
     SetPending(FromLibipt(c.iclass), c.end_ip, c.iclass == ptic_call ? c.size : 0);
+    if (c.tsc != 0) UpdateTime(c.tsc);  // TimeAfterStep's, after the block
+    // The last block's branch stays pending (the next step flushes it).
+    if (run.ends_crossed && i + 1 == run.crossed_count) break;
+    crossed += c.crossed ? 1 : 0;
     run_start_ = c.target;
     FlushPending(c.target, true);
   }
+  stats_.Add(Stat::kBlocks, run.blocks);
+  stats_.Add(Stat::kTraceletBlocks, run.tracelet_blocks);
+  stats_.Add(Stat::kCrossedBranches, crossed);
+  if (observer_ != nullptr) observer_->OnBlock(run.last_ip, run.last_end_ip, run.last_ninsn);
+  if (run.ends_crossed) return;
   uint64_t offset = 0;
   if (cycles_.active() && decoder.GetOffset(&offset) >= 0) [[unlikely]] cycles_.At(offset);
   instructions_ = base + run.instructions;
-  stats_.Add(Stat::kBlocks, run.blocks);
-  stats_.Add(Stat::kTraceletBlocks, run.tracelet_blocks);
-  stats_.Add(Stat::kCrossedBranches, flushed);
-  if (observer_ != nullptr) observer_->OnBlock(run.last_ip, run.last_end_ip, run.last_ninsn);
   run_start_ = run.last_ip;
   SetPending(FromLibipt(run.last_class), run.last_end_ip, run.last_class == ptic_call ? run.last_size : 0);
 }
