@@ -20,7 +20,7 @@ class FunctionRangeCache {
   void Clear() { recent_.Clear(); }
 
  private:
-  RecentByAddress<image::FunctionRange, 1024> recent_;
+  RecentByAddress<image::FunctionRange, 4096> recent_;
 };
 
 }  // namespace ptd::decoder
