@@ -26,7 +26,7 @@
 #include "decoder/fast_insn.h"
 #include "decoder/function_range_cache.h"
 #include "decoder/query_source.h"
-#include "decoder/recent_by_address.h"
+#include "common/recent_by_address.h"
 #include "decoder/section_block_cache.h"
 #include "image/process_image.h"
 

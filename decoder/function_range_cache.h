@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "decoder/recent_by_address.h"
+#include "common/recent_by_address.h"
 #include "image/process_image.h"
 
 namespace ptd::decoder {

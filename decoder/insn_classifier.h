@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
-#include "decoder/recent_by_address.h"
+#include "common/recent_by_address.h"
 #include "image/process_image.h"
 
 namespace ptd::decoder {

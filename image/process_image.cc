@@ -111,6 +111,7 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
   std::sort(kept.begin(), kept.end(), [](const Region& a, const Region& b) { return a.start < b.start; });
   regions_ = std::move(kept);
   resolved_.clear();
+  recent_resolved_.Clear();
   has_ocaml_ = false;
   for (const Region& r : regions_) has_ocaml_ |= r.module->ocaml;
   return absl::OkStatus();
@@ -121,6 +122,7 @@ void ProcessImage::Clear() {
   regions_.clear();
   jit_functions_.clear();
   resolved_.clear();
+  recent_resolved_.Clear();
   has_ocaml_ = false;
 }
 
@@ -142,6 +144,7 @@ absl::Status ProcessImage::AddPerfMap(const std::string& path) {
   }
   jit_symbols_.Finish();
   resolved_.clear();
+  recent_resolved_.Clear();
   return absl::OkStatus();
 }
 
@@ -160,6 +163,7 @@ absl::Status ProcessImage::AddKallsyms(const std::string& path) {
   }
   jit_symbols_.Finish();
   resolved_.clear();
+  recent_resolved_.Clear();
   if (named == 0) {
     warnings_.push_back(absl::StrFormat("%s: no kernel function with an address (kptr_restrict when recording?): "
                                         "kernel code is not named", path));
@@ -188,10 +192,11 @@ absl::string_view ProcessImage::Intern(std::string name) {
 }
 
 FunctionInfo ProcessImage::Resolve(uint64_t address) {
+  if (const FunctionInfo* recent = recent_resolved_.Find(address)) return *recent;
   auto it = resolved_.find(address);
-  if (it != resolved_.end()) return it->second;
-  FunctionInfo info = ResolveUncached(address);
-  resolved_.emplace(address, info);
+  FunctionInfo info = it != resolved_.end() ? it->second : ResolveUncached(address);
+  if (it == resolved_.end()) resolved_.emplace(address, info);
+  recent_resolved_.Put(address, info);
   return info;
 }
 

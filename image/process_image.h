@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "common/recent_by_address.h"
 #include "image/module_cache.h"
 #include "image/section_cache.h"
 #include "image/symbol_table.h"
@@ -137,6 +138,9 @@ class ProcessImage {
   SymbolTable jit_symbols_;  // perf map: untimed, below the named JIT code
   std::map<uint64_t, JitFunction> jit_functions_;  // by start, non-overlapping
   absl::flat_hash_map<uint64_t, FunctionInfo> resolved_;
+  // The last ones resolved, direct-mapped in front of resolved_ (a call-heavy trace
+  // resolves each call's target: ~4 % of a Python recording's decode went to the probe).
+  RecentByAddress<FunctionInfo, 1024> recent_resolved_;
   std::deque<std::string> names_;  // storage for names made up here
   std::vector<std::string> warnings_;
 };

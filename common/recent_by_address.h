@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ptd::decoder {
+namespace ptd {
 
 template <class Value, size_t kSlots>
 class RecentByAddress {
@@ -33,4 +33,4 @@ class RecentByAddress {
   std::array<Slot, kSlots> slots_{};
 };
 
-}  // namespace ptd::decoder
+}  // namespace ptd
