@@ -19,8 +19,12 @@ class RecentByAddress {
     const Slot& slot = slots_[Index(address)];
     return slot.valid && slot.address == address ? &slot.value : nullptr;
   }
-  // Keeps `value` for `address` (replacing what its slot held).
-  void Put(uint64_t address, const Value& value) { slots_[Index(address)] = {address, value, true}; }
+  // Keeps `value` for `address` (replacing what its slot held); the value kept.
+  const Value& Put(uint64_t address, const Value& value) {
+    Slot& slot = slots_[Index(address)];
+    slot = {address, value, true};
+    return slot.value;
+  }
   void Clear() { slots_.fill(Slot()); }
 
  private:

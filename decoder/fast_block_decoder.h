@@ -23,10 +23,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "common/mapped_array.h"
+#include "common/recent_by_address.h"
 #include "decoder/fast_insn.h"
 #include "decoder/function_range_cache.h"
 #include "decoder/query_source.h"
-#include "common/recent_by_address.h"
 #include "decoder/section_block_cache.h"
 #include "image/process_image.h"
 
@@ -128,7 +128,7 @@ struct QuickRun {
   uint64_t lo = 0;
   uint64_t hi = 0;
   uint32_t max_blocks = 0;
-  // Function ranges for the code a crossed call or return enters; null: none is crossed.
+  // Function ranges for the code a crossed branch enters; null: none is crossed.
   FunctionRangeCache* ranges = nullptr;
   // On the time axis the caller's clock is told the time after each block that read a
   // packet: a run goes past a packet that changed the time from `tsc` only with

@@ -14,8 +14,7 @@ class FunctionRangeCache {
  public:
   const image::FunctionRange& At(const image::ProcessImage& image, uint64_t address) {
     if (const image::FunctionRange* known = recent_.Find(address)) return *known;
-    recent_.Put(address, image.RangeOf(address));
-    return *recent_.Find(address);
+    return recent_.Put(address, image.RangeOf(address));
   }
   void Clear() { recent_.Clear(); }
 

@@ -14,7 +14,7 @@ pt_packet_decoder* NewPacketDecoder(const uint8_t* begin, size_t size) {
   pt_config_init(&config);
   config.begin = const_cast<uint8_t*>(begin);
   config.end = config.begin + size;
-  return pt_pkt_alloc_decoder(&config);
+  return NewPacketDecoder(config);
 }
 
 uint64_t SkipPadRun(pt_packet_decoder* decoder, const uint8_t* begin, uint64_t offset, uint64_t bound) {

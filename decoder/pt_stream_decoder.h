@@ -144,7 +144,7 @@ class PtStreamDecoder : public FlowDecoder {
   uint64_t run_start_ = 0;      // first instruction after the last branch (0: not yet seen)
   image::FunctionRange pending_range_;  // function of the last pending jump (cache; UseImage clears it)
   // Functions of recent pending jumps, by the jump's address, and of the targets of the
-  // calls and returns quick runs cross (RangeOf is two binary searches: an interpreter's
+  // branches quick runs cross (RangeOf is two binary searches: an interpreter's
   // jumps leave their function all the time; UseImage clears it).
   FunctionRangeCache ranges_;
   uint64_t instructions_ = 0;

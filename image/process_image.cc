@@ -110,8 +110,7 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
   }
   std::sort(kept.begin(), kept.end(), [](const Region& a, const Region& b) { return a.start < b.start; });
   regions_ = std::move(kept);
-  resolved_.clear();
-  recent_resolved_.Clear();
+  ForgetResolved();
   has_ocaml_ = false;
   for (const Region& r : regions_) has_ocaml_ |= r.module->ocaml;
   return absl::OkStatus();
@@ -121,8 +120,7 @@ void ProcessImage::Clear() {
   pt_image_remove_by_asid(image_, nullptr);
   regions_.clear();
   jit_functions_.clear();
-  resolved_.clear();
-  recent_resolved_.Clear();
+  ForgetResolved();
   has_ocaml_ = false;
 }
 
@@ -143,8 +141,7 @@ absl::Status ProcessImage::AddPerfMap(const std::string& path) {
     jit_symbols_.Add(start, size, parts[2]);
   }
   jit_symbols_.Finish();
-  resolved_.clear();
-  recent_resolved_.Clear();
+  ForgetResolved();
   return absl::OkStatus();
 }
 
@@ -162,8 +159,7 @@ absl::Status ProcessImage::AddKallsyms(const std::string& path) {
     ++named;
   }
   jit_symbols_.Finish();
-  resolved_.clear();
-  recent_resolved_.Clear();
+  ForgetResolved();
   if (named == 0) {
     warnings_.push_back(absl::StrFormat("%s: no kernel function with an address (kptr_restrict when recording?): "
                                         "kernel code is not named", path));
@@ -191,13 +187,16 @@ absl::string_view ProcessImage::Intern(std::string name) {
   return names_.back();
 }
 
+void ProcessImage::ForgetResolved() {
+  resolved_.clear();
+  recent_resolved_.Clear();
+}
+
 FunctionInfo ProcessImage::Resolve(uint64_t address) {
   if (const FunctionInfo* recent = recent_resolved_.Find(address)) return *recent;
-  auto it = resolved_.find(address);
-  FunctionInfo info = it != resolved_.end() ? it->second : ResolveUncached(address);
-  if (it == resolved_.end()) resolved_.emplace(address, info);
-  recent_resolved_.Put(address, info);
-  return info;
+  auto [it, inserted] = resolved_.try_emplace(address);
+  if (inserted) it->second = ResolveUncached(address);
+  return recent_resolved_.Put(address, it->second);
 }
 
 FunctionRange ProcessImage::RangeOf(uint64_t address) const {

@@ -127,6 +127,8 @@ class ProcessImage {
   const Region* FindRegion(uint64_t address) const;
   const std::pair<const uint64_t, JitFunction>* FindJitFunction(uint64_t address) const;
   FunctionInfo ResolveUncached(uint64_t address);
+  // The mappings or symbols changed: names resolved before may be wrong now.
+  void ForgetResolved();
   absl::string_view Intern(std::string name);
 
   SectionCache* sections_;
