@@ -105,6 +105,7 @@ void CallStackModel::Release() {
 void CallStackModel::Push(const Frame& pushed) {
   MaterializeTop();
   Frame& frame = frames_.emplace_back(pushed);
+  frame.serial = ++last_serial_;
   if (emitted_on_stack_ < kFoldDepth) {
     frame.emitted = true;
   } else if (emitted_on_stack_ == kFoldDepth) {
@@ -174,6 +175,7 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
     }
   }
   frames_.insert(frames_.begin(), frame);
+  RenumberFrames();
   for (size_t& depth : trap_depths_) ++depth;
   ++raise_depth_;
   stats_.RaiseTo(Stat::kMaxDepth, frames_.size());
@@ -320,16 +322,37 @@ void CallStackModel::UnwindTo(size_t depth, const FlowEvent& event) {
   while (frames_.size() > depth) PopTop(event);
 }
 
-size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) const {
-  // By pointer and range first: this scans the whole of deep stacks.
-  const Frame* const bottom = frames_.data();
-  for (const Frame* f = bottom + frames_.size() - 1; f != bottom;) {
+void CallStackModel::RenumberFrames() {
+  for (Frame& f : frames_) f.serial = ++last_serial_;
+}
+
+size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) {
+  const size_t below_top = frames_.size() == 0 ? 0 : frames_.size() - 1;
+  // The frames near the top come and go: scanned each time. Those below the last
+  // multiple of kAncestorBlock stay for long (an interpreter's loop, main): their
+  // answer is kept, named by the serial of the highest of them.
+  const size_t split = below_top & ~(kAncestorBlock - 1);
+  if (size_t i = ScanForAncestorHolding(split, below_top, address, mid_function); i != kNoFrame) return i;
+  if (split == 0) return kNoFrame;
+  const uint64_t serial = frames_[split - 1].serial;
+  AncestorMemo& memo =
+      ancestor_memo_[((address ^ (serial * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull) >> 56];
+  if (memo.serial != serial || memo.address != address || memo.mid_function != mid_function) {
+    memo = AncestorMemo{serial, address, ScanForAncestorHolding(0, split, address, mid_function), mid_function};
+  }
+  return memo.frame;
+}
+
+size_t CallStackModel::ScanForAncestorHolding(size_t begin, size_t end, uint64_t address, bool mid_function) const {
+  // By pointer and range first.
+  const Frame* const first = frames_.data() + begin;
+  for (const Frame* f = frames_.data() + end; f != first;) {
     --f;
     if (!f->contains(address)) continue;
     // Only symbol ranges: without symbols a "function" is a whole mapping or dump, and
     // any jump inside it would look like a return into an ancestor.
     if (f->kind == FrameKind::kFunction && f->symbol && (!mid_function || address != f->fn_start)) {
-      return static_cast<size_t>(f - bottom);
+      return static_cast<size_t>(f - frames_.data());
     }
   }
   return kNoFrame;
@@ -454,6 +477,7 @@ void CallStackModel::OnJump(const FlowEvent& event) {
     top.fn_end = info.end;
     top.name = info.name;
     top.symbol = info.symbol;
+    top.serial = ++last_serial_;
     if (!info.plt) MaterializeTop();
     return;
   }
@@ -663,6 +687,7 @@ bool CallStackModel::SwapResumedStack(size_t i, const FlowEvent& event) {
     }
     frames_.erase(frames_.begin(), frames_.begin() + i + 1);
     frames_.insert(frames_.begin(), frames.begin(), frames.end());
+    RenumberFrames();
     held_.erase(held_.begin(), held_.begin() + i + 1);
     held_.insert(held_.begin(), begins.begin(), begins.end());
     emitted_on_stack_ = emitted_on_stack_ - (i + 1) + (j + 1);
@@ -683,6 +708,7 @@ void CallStackModel::Unresume(size_t i) {
   held_.erase(held_.begin(), held_.begin() + i);
   emitted_on_stack_ -= i;
   frames_[0].return_address = 0;
+  RenumberFrames();
   bottom_known_ = false;
   parked_[pending_.resume_pc].push_front(std::move(pending_.stack));
   ++parked_count_;

@@ -27,6 +27,7 @@
 // Memory: the frame stack, the trap stack and the parked goroutine stacks (bounded),
 // nothing per event.
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -99,6 +100,9 @@ class CallStackModel {
     bool begun = false;         // Begin written
     bool plt_pending = false;   // named once the PLT stub jumps on
     bool symbol = false;        // [fn_start, fn_end) is a real symbol's range
+    // Names this frame with every frame below it as they are: new at each push, and
+    // whenever the frame's range or the frames below change (AncestorHolding's memo).
+    uint64_t serial = 0;
     bool contains(uint64_t a) const { return a >= fn_start && a < fn_end; }
   };
 
@@ -150,7 +154,12 @@ class CallStackModel {
   // The innermost frame below the top whose function holds `address` (with
   // `mid_function`, not at its entry), or kNoFrame.
   static constexpr size_t kNoFrame = ~size_t{0};
-  size_t AncestorHolding(uint64_t address, bool mid_function) const;
+  size_t AncestorHolding(uint64_t address, bool mid_function);
+  // The innermost of frames_[begin, end) that AncestorHolding would take, or kNoFrame.
+  size_t ScanForAncestorHolding(size_t begin, size_t end, uint64_t address, bool mid_function) const;
+  // The frames below the top changed other than by a push or pop (inserted or removed
+  // at the bottom): every frame gets a new serial.
+  void RenumberFrames();
 
   // OnEvent only dispatches (every case a call in tail position, so it needs no stack
   // frame of its own): the work of each kind is in these.
@@ -223,6 +232,21 @@ class CallStackModel {
     size_t unchecked = 0; // frames [0, unchecked) of frames_ are its still-unchecked ones
   };
   PendingResume pending_;
+  // AncestorHolding's answers for the frames below a multiple of kAncestorBlock, by
+  // (serial of the highest of them, address): the scan would walk the whole stack on
+  // every jump out of the top frame's function (a tail call, most often), and deep
+  // stacks repeat the same jumps over the same frames (an interpreter's loop under its
+  // calls).
+  static constexpr size_t kAncestorBlock = 8;
+  struct AncestorMemo {
+    uint64_t serial = 0;  // 0: empty (serials start at 1)
+    uint64_t address = 0;
+    size_t frame = kNoFrame;
+    bool mid_function = false;
+  };
+  static constexpr size_t kAncestorMemoSlots = 256;
+  std::array<AncestorMemo, kAncestorMemoSlots> ancestor_memo_{};
+  uint64_t last_serial_ = 0;
   Stats stats_;
 };
 

@@ -225,6 +225,33 @@ TEST_F(ModelTest, JumpIntoTheMiddleOfAnAncestorUnwindsToIt) {
   EXPECT_EQ(model_.stats()[Stat::kUnwinds], 1u);
 }
 
+// Under a deep stack the model keeps its answer for the frames far below the top: the
+// same jump at the same depth must still find an ancestor once those frames changed.
+TEST_F(ModelTest, JumpIntoAnAncestorFarBelowTheTopFollowsTheFramesThere) {
+  auto recurse_to_depth = [&](size_t depth) {
+    while (model_.depth() < depth) Call(0x2010, 0x2000);  // foo → foo
+  };
+  Enable(0x1000);
+  Call(0x1010, 0x2000);  // main → foo
+  recurse_to_depth(40);
+  Jump(0x2020, 0x4020);  // into baz's middle, which is on no frame: a tail call
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 1u);
+  Ret(0x4050, 0x1015);   // back in main
+  ASSERT_EQ(model_.depth(), 1u);
+  Call(0x1020, 0x4000);  // main → baz, now the frame above main
+  Call(0x4010, 0x2000);  // baz → foo
+  recurse_to_depth(40);
+  const uint64_t unwinds = model_.stats()[Stat::kUnwinds];
+  Jump(0x2020, 0x4020);  // the same jump at the same depth: back into baz (longjmp-like)
+  EXPECT_EQ(model_.stats()[Stat::kTailCalls], 1u);
+  EXPECT_EQ(model_.stats()[Stat::kUnwinds], unwinds + 1);
+  EXPECT_EQ(model_.depth(), 2u);
+  Ret(0x4050, 0x1025);  // baz returns to main
+  EXPECT_EQ(model_.depth(), 1u);
+  Finish();
+  ExpectBalanced();
+}
+
 TEST_F(ModelTest, JumpToAnAncestorsEntryIsStillATailCall) {
   Enable(0x1000);
   Call(0x1010, 0x2000);  // main → foo
