@@ -1,5 +1,8 @@
 #include "decoder/packet_index.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace ptd::decoder {
@@ -13,6 +16,22 @@ void PacketIndex::Writer::CloseChunk() {
   records_ = nullptr;
 }
 
+namespace {
+
+// Faults in the whole pages of [data, data + bytes) in one call: a chunk's records are
+// written one after another, nearly all of them (only the last chunk of a buffer has more
+// room than it fills), and one page fault each costs ~2.3 µs on these VMs (the 60 M
+// walker's index: 11 k of them). Kernels before 5.14 refuse it; the pages then fault in
+// as they are written.
+void PopulateForWriting(void* data, size_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(page - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
+
+}  // namespace
+
 // A new chunk starting at `offset`, with room for the records the PT bytes left can make
 // (each covers a byte or more).
 void PacketIndex::Writer::NextChunk(uint64_t offset) {
@@ -21,6 +40,7 @@ void PacketIndex::Writer::NextChunk(uint64_t offset) {
   limit_ = static_cast<uint32_t>(std::min<uint64_t>({std::max<uint64_t>(chunk_records_, 1), left + 1, UINT32_MAX}));
   chunk_.first = offset;
   chunk_.records.reset(new Record[limit_]);
+  PopulateForWriting(chunk_.records.get(), limit_ * sizeof(Record));
   chunk_.marks.reserve(limit_ / Chunk::kMarkEvery + 1);
   records_ = chunk_.records.get();
   count_ = 0;
