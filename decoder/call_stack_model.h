@@ -237,7 +237,7 @@ class CallStackModel {
   // every jump out of the top frame's function (a tail call, most often), and deep
   // stacks repeat the same jumps over the same frames (an interpreter's loop under its
   // calls).
-  static constexpr size_t kAncestorBlock = 8;
+  static constexpr size_t kAncestorBlock = 16;
   struct AncestorMemo {
     uint64_t serial = 0;  // 0: empty (serials start at 1)
     uint64_t address = 0;
