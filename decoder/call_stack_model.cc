@@ -335,12 +335,12 @@ size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) {
   if (size_t i = ScanForAncestorHolding(split, below_top, address, mid_function); i != kNoFrame) return i;
   if (split == 0) return kNoFrame;
   const uint64_t serial = frames_[split - 1].serial;
-  AncestorMemo& memo =
-      ancestor_memo_[((address ^ (serial * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull) >> 56];
-  if (memo.serial != serial || memo.address != address || memo.mid_function != mid_function) {
-    memo = AncestorMemo{serial, address, ScanForAncestorHolding(0, split, address, mid_function), mid_function};
+  const AncestorAnswer* kept = ancestor_answers_.Find(address);
+  if (kept == nullptr || kept->serial != serial || kept->mid_function != mid_function) {
+    kept = &ancestor_answers_.Put(
+        address, AncestorAnswer{serial, mid_function, ScanForAncestorHolding(0, split, address, mid_function)});
   }
-  return memo.frame;
+  return kept->frame;
 }
 
 size_t CallStackModel::ScanForAncestorHolding(size_t begin, size_t end, uint64_t address, bool mid_function) const {

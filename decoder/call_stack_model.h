@@ -27,13 +27,13 @@
 // Memory: the frame stack, the trap stack and the parked goroutine stacks (bounded),
 // nothing per event.
 
-#include <array>
 #include <cstdint>
 #include <deque>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/recent_by_address.h"
 
 #include "decoder/flow_event.h"
 #include "decoder/function_resolver.h"
@@ -233,19 +233,17 @@ class CallStackModel {
   };
   PendingResume pending_;
   // AncestorHolding's answers for the frames below a multiple of kAncestorBlock, by
-  // (serial of the highest of them, address): the scan would walk the whole stack on
-  // every jump out of the top frame's function (a tail call, most often), and deep
-  // stacks repeat the same jumps over the same frames (an interpreter's loop under its
-  // calls).
+  // address, for the frames named by `serial` (the highest of them): the scan would walk
+  // the whole stack on every jump out of the top frame's function (a tail call, most
+  // often), and deep stacks repeat the same jumps over the same frames (an interpreter's
+  // loop under its calls).
   static constexpr size_t kAncestorBlock = 16;
-  struct AncestorMemo {
-    uint64_t serial = 0;  // 0: empty (serials start at 1)
-    uint64_t address = 0;
-    size_t frame = kNoFrame;
+  struct AncestorAnswer {
+    uint64_t serial = 0;
     bool mid_function = false;
+    size_t frame = kNoFrame;
   };
-  static constexpr size_t kAncestorMemoSlots = 256;
-  std::array<AncestorMemo, kAncestorMemoSlots> ancestor_memo_{};
+  RecentByAddress<AncestorAnswer, 256> ancestor_answers_;
   uint64_t last_serial_ = 0;
   Stats stats_;
 };
