@@ -100,13 +100,14 @@ TEST(VdsoDumpTest, NotesAnonymousExecutableMemoryAndMissingVdso) {
       << dump->notes[1];
 }
 
+// Paths are built with StrCat, not operator+: GCC 12 at -O3 warns falsely (-Warray-bounds)
+// on a chain of string concatenations.
 TEST(VdsoDumpTest, CopiesPerfMapWhenPresent) {
   testing::TempDir tmp;
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(tmp.Sub("t.dir"), false);
   ASSERT_TRUE(dir.ok());
   // A pid no process has here, so no real perf map is touched.
   const int fake_pid = 0x3ffffff0;
-  // StrCat, not operator+: GCC 12 at -O3 warns falsely (-Warray-bounds) on the chain.
   std::string map_path = absl::StrCat("/tmp/perf-", fake_pid, ".map");
   absl::StatusOr<bool> none = CopyPerfMap(fake_pid, *dir);
   ASSERT_TRUE(none.ok());
@@ -117,7 +118,7 @@ TEST(VdsoDumpTest, CopiesPerfMapWhenPresent) {
   ASSERT_TRUE(copied.ok());
   EXPECT_TRUE(*copied);
   absl::StatusOr<std::string> text =
-      ReadFileToString(dir->FilePath("images/perf-" + std::to_string(fake_pid) + ".map"));
+      ReadFileToString(dir->FilePath(absl::StrCat("images/perf-", fake_pid, ".map")));
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, "7f0000001000 20 jitted_fn\n");
 }
