@@ -21,26 +21,32 @@ void NameEntryPoint(uint64_t entry, SymbolTable* symbols) {
 
 }  // namespace
 
-std::vector<std::string> ModuleCache::SeparateDebugFiles(const std::string& path, const ElfInfo& info) const {
+std::vector<std::string> ModuleCache::SeparateDebugFiles(const std::string& path, const std::string& original_path,
+                                                         const ElfInfo& info) const {
   std::vector<std::string> candidates;
   if (!info.build_id.empty()) candidates.push_back(DebugFileForBuildId(info.build_id, debug_root_));
-  for (std::string& file : DebugFilesForDebuglink(path, info.debuglink, debug_root_)) {
-    candidates.push_back(std::move(file));
+  for (const std::string* where : {&path, &original_path}) {
+    if (where->empty() || (where == &original_path && original_path == path)) continue;
+    for (std::string& file : DebugFilesForDebuglink(*where, info.debuglink, debug_root_)) {
+      candidates.push_back(std::move(file));
+    }
   }
   return candidates;
 }
 
-absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Get(const std::string& path) {
+absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Get(const std::string& path,
+                                                              const std::string& original_path) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = modules_.find(path);
   if (it != modules_.end()) return it->second;
-  absl::StatusOr<std::shared_ptr<const Module>> module = Load(path);
+  absl::StatusOr<std::shared_ptr<const Module>> module = Load(path, original_path);
   if (!module.ok()) return module.status();
   modules_.emplace(path, *module);
   return *module;
 }
 
-absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::string& path) {
+absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::string& path,
+                                                               const std::string& original_path) {
   auto module = std::make_shared<Module>();
   module->path = path;
   absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(path);
@@ -54,7 +60,7 @@ absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::strin
       // A stripped file keeps only .dynsym (and maybe MiniDebugInfo); the separate
       // debug file has the rest.
       if (!info->has_symtab) {
-        for (const std::string& debug : SeparateDebugFiles(path, *info)) {
+        for (const std::string& debug : SeparateDebugFiles(path, original_path, *info)) {
           if (debug == path || !PathExists(debug)) continue;
           absl::StatusOr<std::shared_ptr<const MappedFile>> debug_file = MappedFile::Open(debug);
           if (debug_file.ok() && ReadElfSymbols((*debug_file)->bytes(), debug, &module->symbols).ok()) {

@@ -31,13 +31,16 @@ class ModuleCache {
   // `debug_root` is where separate debug files are looked up by build-id and debuglink.
   explicit ModuleCache(std::string debug_root = "/usr/lib/debug") : debug_root_(std::move(debug_root)) {}
 
-  // Loads `path` on first use. `symbols` false skips symbol loading (raw page dumps).
-  absl::StatusOr<std::shared_ptr<const Module>> Get(const std::string& path);
+  // Loads `path` on first use. `original_path`: where the traced process had the file
+  // when `path` is a copy of it (the trace's archive); its .gnu_debuglink is looked up
+  // next to the original as well.
+  absl::StatusOr<std::shared_ptr<const Module>> Get(const std::string& path, const std::string& original_path = "");
 
  private:
-  absl::StatusOr<std::shared_ptr<const Module>> Load(const std::string& path);
+  absl::StatusOr<std::shared_ptr<const Module>> Load(const std::string& path, const std::string& original_path);
   // Where the separate debug file of a stripped `path` may be, most specific first.
-  std::vector<std::string> SeparateDebugFiles(const std::string& path, const ElfInfo& info) const;
+  std::vector<std::string> SeparateDebugFiles(const std::string& path, const std::string& original_path,
+                                              const ElfInfo& info) const;
 
   std::string debug_root_;
   std::mutex mutex_;
