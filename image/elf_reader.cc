@@ -190,6 +190,8 @@ absl::StatusOr<ElfInfo> ReadElfInfo(absl::Span<const uint8_t> bytes, const std::
     info.entry = ehdr.e_entry;
   }
   info.debuglink = ReadDebuglink(elf->get());
+  GElf_Shdr debugdata;
+  info.has_minidebuginfo = FindSection(elf->get(), ".gnu_debugdata", &debugdata) != nullptr;
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf->get(), scn)) != nullptr) {
     GElf_Shdr shdr;

@@ -27,6 +27,7 @@ struct ElfInfo {
   std::string build_id;  // lower-case hex, empty when the file has no NT_GNU_BUILD_ID
   std::vector<ElfSegment> segments;
   bool has_symtab = false;  // full symbol table present (not stripped)
+  bool has_minidebuginfo = false;  // .gnu_debugdata present
   bool is_elf64 = true;
   bool position_independent = false;  // ET_DYN: loaded at a bias
   uint64_t entry = 0;                 // e_entry, 0 when none

@@ -34,6 +34,20 @@ std::vector<std::string> ModuleCache::SeparateDebugFiles(const std::string& path
   return candidates;
 }
 
+void ModuleCache::AddDebuginfodSymbols(Module* module, const std::string& shown_path) {
+  if (debuginfod_ == nullptr || module->elf.build_id.empty()) return;
+  absl::StatusOr<std::string> debug = debuginfod_->Fetch(module->elf.build_id, shown_path);
+  if (!debug.ok()) return;  // not found, or the one warning is the fetcher's
+  absl::StatusOr<std::shared_ptr<const MappedFile>> debug_file = MappedFile::Open(*debug);
+  absl::Status read = debug_file.ok() ? ReadElfSymbols((*debug_file)->bytes(), *debug, &module->symbols)
+                                      : debug_file.status();
+  if (!read.ok()) {
+    debuginfod_->RejectFetched(shown_path, *debug, std::string(read.message()));
+    return;
+  }
+  module->symbols_from = *debug;
+}
+
 absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Get(const std::string& path,
                                                               const std::string& original_path) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -68,6 +82,9 @@ absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::strin
             break;
           }
         }
+      }
+      if (!info->has_symtab && module->symbols_from.empty() && !info->has_minidebuginfo) {
+        AddDebuginfodSymbols(module.get(), original_path.empty() ? path : original_path);
       }
       // .dynsym, MiniDebugInfo and the PLT come from the file itself either way.
       (void)ReadElfSymbols(module->file->bytes(), path, &module->symbols);
