@@ -24,6 +24,8 @@ void NameEntryPoint(uint64_t entry, SymbolTable* symbols) {
 std::vector<std::string> ModuleCache::SeparateDebugFiles(const std::string& path, const std::string& original_path,
                                                          const ElfInfo& info) const {
   std::vector<std::string> candidates;
+  // The trace archive keeps a fetched debug file next to its copy (recorder/trace_archive.h).
+  candidates.push_back(path + ".debug");
   if (!info.build_id.empty()) candidates.push_back(DebugFileForBuildId(info.build_id, debug_root_));
   for (const std::string* where : {&path, &original_path}) {
     if (where->empty() || (where == &original_path && original_path == path)) continue;
@@ -46,6 +48,7 @@ void ModuleCache::AddDebuginfodSymbols(Module* module, const std::string& shown_
     return;
   }
   module->symbols_from = *debug;
+  module->symbols_from_debuginfod = true;
 }
 
 absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Get(const std::string& path,

@@ -24,6 +24,7 @@ struct Module {
   ElfInfo elf;           // valid when is_elf
   SymbolTable symbols;   // ELF addresses; empty for raw dumps
   std::string symbols_from;  // the file symbols were read from (a separate debug file)
+  bool symbols_from_debuginfod = false;  // symbols_from was fetched from a debuginfod server
   bool ocaml = false;        // holds OCaml native code (has caml_start_program)
 };
 

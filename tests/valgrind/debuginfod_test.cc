@@ -99,6 +99,8 @@ std::vector<std::string> DebuginfodWarnings(const DecodedTrace& decoded) {
   return found;
 }
 
+// Also: `record --debuginfod` stores the fetched debug file in the trace directory, which
+// then decodes with its names where no server is reachable.
 TEST(DebuginfodTest, NamesComeFromTheServersDebugFileAndAStoppedServerGivesOneWarning) {
   std::string why;
   if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
@@ -136,6 +138,17 @@ TEST(DebuginfodTest, NamesComeFromTheServersDebugFileAndAStoppedServerGivesOneWa
   options.quiet = true;
   DecodedRecording rec = RecordForTest(RecordValgrind, options);
   ASSERT_FALSE(rec.dir.empty());
+  // record --debuginfod: the debug file fetched into the trace directory, for decoding
+  // where no server is reachable.
+  DecodedRecording complete;
+  {
+    ScopedEnv urls("DEBUGINFOD_URLS", server.url());
+    ScopedEnv cache("DEBUGINFOD_CACHE_PATH", tmp.Sub("cache-record"));
+    options.output_dir = tmp.Sub("complete.dir");
+    options.debuginfod = true;
+    complete = RecordForTest(RecordValgrind, options);
+    ASSERT_FALSE(complete.dir.empty());
+  }
 
   {  // Off without DEBUGINFOD_URLS: only what the stripped file exports is named.
     unsetenv("DEBUGINFOD_URLS");
@@ -175,6 +188,13 @@ TEST(DebuginfodTest, NamesComeFromTheServersDebugFileAndAStoppedServerGivesOneWa
     EXPECT_EQ(decoded->calls.count("fib"), 0u);
     EXPECT_GT(decoded->calls.count("__libc_start_main"), 0u);
     EXPECT_EQ(DebuginfodWarnings(*decoded).size(), 1u);
+  }
+  {  // The trace recorded with --debuginfod has its debug file: named with no server.
+    unsetenv("DEBUGINFOD_URLS");
+    absl::StatusOr<DecodedTrace> decoded = DecodeForTest(complete.dir);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->errors, 0u);
+    for (const char* fn : {"main", "fib", "local_step"}) EXPECT_GT(decoded->calls.count(fn), 0u) << fn;
   }
 }
 
