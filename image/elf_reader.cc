@@ -167,6 +167,7 @@ const ElfSegment* SegmentOfCodeMapping(const ElfInfo& info, uint64_t file_offset
       code_overlap = overlap_end - overlap_start;
     }
   }
+  if (first_byte != nullptr && first_byte->executable) return first_byte;
   return code != nullptr ? code : first_byte;
 }
 

@@ -50,7 +50,8 @@ struct ElfSymbol {
 // file offset, so a mapping can also hold the tail of the segment before it: lld and mold
 // pack segments into shared pages (text at file offset 0x690, address 0x1690, mapped from
 // offset 0 like the read-only segment before it). Of the segments the mapping holds bytes
-// of, the executable one is the mapping's (the one holding its first byte when none is).
+// of, the executable one is the mapping's: the one holding its first byte when that one is
+// executable, else the one it holds most of (the one holding its first byte when none is).
 const ElfSegment* SegmentOfCodeMapping(const ElfInfo& info, uint64_t file_offset, uint64_t size);
 
 // True when `bytes` starts with the ELF magic.

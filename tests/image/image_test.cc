@@ -111,6 +111,28 @@ TEST(ElfReaderTest, ReadsLibcSymbolsAndBuildId) {
   EXPECT_TRUE(found_plt);
 }
 
+TEST(ElfReaderTest, ACodeMappingTakesTheExecutableSegmentWhoseBytesItHolds) {
+  // lld and mold: the text shares its first page with the read-only segment before it,
+  // and the loader maps both from file offset 0.
+  ElfInfo packed;
+  packed.segments = {{0x0, 0x0, 0x68f, false}, {0x1690, 0x690, 0x2c6, true}, {0x2958, 0x958, 0x220, false}};
+  ASSERT_NE(SegmentOfCodeMapping(packed, 0, 0x1000), nullptr);
+  EXPECT_EQ(SegmentOfCodeMapping(packed, 0, 0x1000)->vaddr, 0x1690u);
+  // bfd: the text on pages of its own.
+  ElfInfo separate;
+  separate.segments = {{0x0, 0x0, 0x600, false}, {0x1000, 0x1000, 0x1a5, true}, {0x2000, 0x2000, 0x100, false}};
+  ASSERT_NE(SegmentOfCodeMapping(separate, 0x1000, 0x1000), nullptr);
+  EXPECT_EQ(SegmentOfCodeMapping(separate, 0x1000, 0x1000)->vaddr, 0x1000u);
+  // gold: one segment holds the headers and the text.
+  ElfInfo gold;
+  gold.segments = {{0x0, 0x0, 0xa48, true}, {0x1dc0, 0xdc0, 0x270, false}};
+  ASSERT_NE(SegmentOfCodeMapping(gold, 0, 0x1000), nullptr);
+  EXPECT_EQ(SegmentOfCodeMapping(gold, 0, 0x1000)->vaddr, 0x0u);
+  // No executable bytes: the segment of the first byte.
+  ASSERT_NE(SegmentOfCodeMapping(separate, 0x2000, 0x1000), nullptr);
+  EXPECT_EQ(SegmentOfCodeMapping(separate, 0x2000, 0x1000)->vaddr, 0x2000u);
+}
+
 TEST(ProcessImageTest, ResolvesSymbolsAtTheMappedAddressAndReadsCode) {
   const std::string libc = ptd::testing::kLibc;
   if (!PathExists(libc)) GTEST_SKIP() << "no " << libc;
