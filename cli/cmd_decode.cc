@@ -32,6 +32,7 @@ struct DecodeArgs {
   std::string time_range;
   std::string stats_json;
   bool quiet = false;
+  bool no_debuginfod = false;
   bool progress = false;
   bool verbose = false;
   int jobs = 0;                 // 0: one per core
@@ -172,6 +173,7 @@ absl::Status RunDecode(const DecodeArgs& args) {
     }
   }
   options.progress = args.progress || (!args.quiet && ProgressBar::StderrIsTerminal());
+  options.debuginfod = !args.no_debuginfod;
   if (args.jobs < 0) return absl::InvalidArgumentError("--jobs must be 1 or more (0: one per core)");
   options.jobs = args.jobs;
   options.piece_bytes = args.piece_bytes;
@@ -277,6 +279,8 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--max-output-size", args->max_output_size,
                   "Largest FTF wanted (KB, MB, GB; e.g. 2MB): coarser detail over the trace, full detail at its end, "
                   "chosen to fit (decodes twice)");
+  cmd->add_flag("--no-debuginfod", args->no_debuginfod,
+                "Do not fetch missing debug files from the debuginfod servers in DEBUGINFOD_URLS");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
   cmd->add_flag("--progress", args->progress, "Progress on stderr even when it is not a terminal");
 }

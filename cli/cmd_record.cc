@@ -82,6 +82,8 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_flag("--no-follow", [opts](int64_t) { opts->follow_children = false; },
                 "Do not trace the children (fork, vfork) of the program or of the --pid processes (every "
                 "backend; their new threads are still traced)");
+  cmd->add_flag("--debuginfod", opts->debuginfod,
+                "Fetch into the trace directory the debug files that stripped mapped files lack, from the debuginfod servers in DEBUGINFOD_URLS");
   cmd->add_flag("--no-archive", [opts](int64_t) { opts->archive = false; },
                 "Do not copy the mapped files into the trace directory (decode then reads them by path)");
   cmd->add_flag("--per-thread", opts->per_thread,

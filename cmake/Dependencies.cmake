@@ -34,6 +34,15 @@ pkg_check_modules(LIBLZMA REQUIRED IMPORTED_TARGET liblzma)
 # CET shadow-stack and AVX-512 instructions).
 find_package(zydis 4 REQUIRED CONFIG)
 
+# Debug files fetched by build-id from debuginfod servers (elfutils' client library).
+pkg_check_modules(LIBDEBUGINFOD REQUIRED IMPORTED_TARGET libdebuginfod)
+# Demangling (C++, Rust legacy and v0, D): libiberty's cplus_demangle, as binutils and gdb.
+# libiberty-dev ships a static, position-independent archive and no pkg-config file.
+find_path(LIBIBERTY_INCLUDE_DIR libiberty/demangle.h REQUIRED)
+find_library(LIBIBERTY_LIBRARY NAMES libiberty.a REQUIRED)
+add_library(ptd_libiberty INTERFACE)
+target_link_libraries(ptd_libiberty INTERFACE ${LIBIBERTY_LIBRARY})
+
 # libipt-dev ships no pkg-config or CMake file: find header and library by hand.
 find_path(LIBIPT_INCLUDE_DIR intel-pt.h REQUIRED)
 find_library(LIBIPT_LIBRARY ipt REQUIRED)

@@ -7,7 +7,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(PTD_EXPORTED_LIBRARIES ptd_recorder ptd_decoder ptd_image ptd_sideband ptd_ftf ptd_common ptd_libipt)
+set(PTD_EXPORTED_LIBRARIES ptd_recorder ptd_decoder ptd_image ptd_sideband ptd_ftf ptd_common ptd_libipt ptd_libiberty)
 foreach(lib IN LISTS PTD_EXPORTED_LIBRARIES)
   string(REGEX REPLACE "^ptd_" "" export_name ${lib})
   set_target_properties(${lib} PROPERTIES EXPORT_NAME ${export_name})

@@ -218,7 +218,9 @@ class StreamImageClock : public ImageClock {
 class Decoding {
  public:
   Decoding(std::string dir, const DecodeOptions& options, ThreadSinkFactory* sinks)
-      : dir_(std::move(dir)), options_(options), sinks_(sinks), modules_(options.debug_root) {}
+      : dir_(std::move(dir)), options_(options), sinks_(sinks), modules_(options.debug_root) {
+    if (options.debuginfod) modules_.SetDebuginfod(image::DebuginfodFetcher::FromEnvironment(options.progress));
+  }
 
   absl::StatusOr<DecodeResult> Run();
 
@@ -700,6 +702,10 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
       if (image_warnings.insert(w).second) result_.warnings.push_back(std::move(w));
     }
     result_.missing_binaries.Add(image->missing_binaries());
+  }
+  if (const image::DebuginfodFetcher* debuginfod = modules_.debuginfod()) {
+    for (const std::string& w : debuginfod->warnings()) result_.warnings.push_back(w);
+    if (std::string summary = debuginfod->Summary(); !summary.empty()) result_.notes.push_back(std::move(summary));
   }
   result_.stats.Set(Stat::kThreads, threads_.size());
   result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

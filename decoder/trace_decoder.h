@@ -43,6 +43,9 @@ struct DecodeOptions {
   bool progress = false;                  // progress bar on stderr (common/progress_bar.h)
   std::string progress_label = "decoding";
   std::string debug_root = "/usr/lib/debug";
+  // Fetch the debug files of stripped code files with no local debug info from the
+  // servers in DEBUGINFOD_URLS (image/debuginfod_fetcher.h); off when it is unset.
+  bool debuginfod = true;
   BlockObserver* block_observer = nullptr;  // tests: sees every instruction run (forces jobs 1)
   // Tests: sees every flow event of every stream before the call-stack model does, in
   // stream order (forces jobs 1). The differential test compares decoders with it.

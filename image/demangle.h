@@ -1,6 +1,10 @@
 #pragma once
-// Symbol names as users write them: C++ through the C++ ABI demangler, OCaml native code
-// symbols (camlStdlib__List__map_277) as Module.path.name (Stdlib.List.map).
+// Symbol names as their authors write them. C++, Rust (legacy and v0) and D through
+// libiberty's cplus_demangle, the demangler binutils and gdb use; Rust's legacy
+// `::h<hash>` suffix is dropped, as perf does. OCaml, which libiberty does not know:
+// native code symbols of OCaml 4 (camlStdlib__List__map_277) and OCaml 5
+// (camlStdlib.List.map_277) become Module.path.name (Stdlib.List.map). Go symbols are
+// readable as they are (main.worker).
 
 #include <string>
 
@@ -8,7 +12,8 @@
 
 namespace ptd::image {
 
-// Returns the readable name, or `symbol` unchanged when it is not mangled.
+// Returns the readable name, or `symbol` unchanged when it is not mangled. A suffix from
+// '@' on (name@plt, name@@VERSION) is kept after the demangled name.
 std::string Demangle(absl::string_view symbol);
 
 // OCaml only; exposed for tests. Returns false when `symbol` is not an OCaml symbol.

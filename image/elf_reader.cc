@@ -92,7 +92,9 @@ absl::StatusOr<std::vector<uint8_t>> XzDecompress(absl::Span<const uint8_t> in, 
 void AddCodeSymbols(absl::Span<const uint8_t> bytes, const std::string& path, SymbolTable* table,
                     absl::Status* status) {
   *status = ForEachElfSymbol(bytes, path, [table](const ElfSymbol& symbol) {
-    if (IsCodeSymbol(symbol)) table->Add(symbol.value, symbol.size, symbol.name);
+    if (IsCodeSymbol(symbol)) {
+      table->Add(symbol.value, symbol.size, symbol.name, /*plt=*/false, symbol.binding == STB_LOCAL);
+    }
   });
 }
 
@@ -151,6 +153,24 @@ bool LooksLikeElf(absl::Span<const uint8_t> bytes) {
   return bytes.size() >= 16 && bytes[0] == 0x7f && bytes[1] == 'E' && bytes[2] == 'L' && bytes[3] == 'F';
 }
 
+const ElfSegment* SegmentOfCodeMapping(const ElfInfo& info, uint64_t file_offset, uint64_t size) {
+  const ElfSegment* first_byte = nullptr;
+  const ElfSegment* code = nullptr;
+  uint64_t code_overlap = 0;
+  for (const ElfSegment& seg : info.segments) {
+    const uint64_t seg_end = seg.file_offset + std::max<uint64_t>(seg.file_size, 1);
+    if (file_offset >= seg.file_offset && file_offset < seg_end && first_byte == nullptr) first_byte = &seg;
+    const uint64_t overlap_start = std::max(file_offset, seg.file_offset);
+    const uint64_t overlap_end = std::min(file_offset + size, seg_end);
+    if (seg.executable && overlap_end > overlap_start && overlap_end - overlap_start > code_overlap) {
+      code = &seg;
+      code_overlap = overlap_end - overlap_start;
+    }
+  }
+  if (first_byte != nullptr && first_byte->executable) return first_byte;
+  return code != nullptr ? code : first_byte;
+}
+
 absl::StatusOr<ElfInfo> ReadElfInfo(absl::Span<const uint8_t> bytes, const std::string& path) {
   absl::StatusOr<ElfHandle> elf = OpenElf(bytes, path);
   if (!elf.ok()) return elf.status();
@@ -171,6 +191,8 @@ absl::StatusOr<ElfInfo> ReadElfInfo(absl::Span<const uint8_t> bytes, const std::
     info.entry = ehdr.e_entry;
   }
   info.debuglink = ReadDebuglink(elf->get());
+  GElf_Shdr debugdata;
+  info.has_minidebuginfo = FindSection(elf->get(), ".gnu_debugdata", &debugdata) != nullptr;
   Elf_Scn* scn = nullptr;
   while ((scn = elf_nextscn(elf->get(), scn)) != nullptr) {
     GElf_Shdr shdr;
@@ -203,6 +225,7 @@ absl::Status ForEachElfSymbol(absl::Span<const uint8_t> bytes, const std::string
         symbol.value = sym.st_value;
         symbol.size = sym.st_size;
         symbol.type = GELF_ST_TYPE(sym.st_info);
+        symbol.binding = GELF_ST_BIND(sym.st_info);
         symbol.dynamic = table_type == SHT_DYNSYM;
         GElf_Shdr section;
         Elf_Scn* section_scn = sym.st_shndx < SHN_LORESERVE ? elf_getscn(elf, sym.st_shndx) : nullptr;

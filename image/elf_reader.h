@@ -27,6 +27,7 @@ struct ElfInfo {
   std::string build_id;  // lower-case hex, empty when the file has no NT_GNU_BUILD_ID
   std::vector<ElfSegment> segments;
   bool has_symtab = false;  // full symbol table present (not stripped)
+  bool has_minidebuginfo = false;  // .gnu_debugdata present
   bool is_elf64 = true;
   bool position_independent = false;  // ET_DYN: loaded at a bias
   uint64_t entry = 0;                 // e_entry, 0 when none
@@ -39,9 +40,19 @@ struct ElfSymbol {
   uint64_t value = 0;      // st_value
   uint64_t size = 0;       // st_size (0 for most assembly labels)
   int type = 0;            // STT_FUNC, STT_NOTYPE, ...
+  int binding = 0;         // STB_GLOBAL, STB_LOCAL, STB_WEAK, ...
   bool in_code = false;    // defined in an executable section
   bool dynamic = false;    // from .dynsym (else .symtab)
 };
+
+// The loadable segment whose bytes a code mapping of the file bytes [file_offset,
+// file_offset + size) holds, or nullptr. Loaders map each segment from its page-aligned
+// file offset, so a mapping can also hold the tail of the segment before it: lld and mold
+// pack segments into shared pages (text at file offset 0x690, address 0x1690, mapped from
+// offset 0 like the read-only segment before it). Of the segments the mapping holds bytes
+// of, the executable one is the mapping's: the one holding its first byte when that one is
+// executable, else the one it holds most of (the one holding its first byte when none is).
+const ElfSegment* SegmentOfCodeMapping(const ElfInfo& info, uint64_t file_offset, uint64_t size);
 
 // True when `bytes` starts with the ELF magic.
 bool LooksLikeElf(absl::Span<const uint8_t> bytes);

@@ -21,26 +21,49 @@ void NameEntryPoint(uint64_t entry, SymbolTable* symbols) {
 
 }  // namespace
 
-std::vector<std::string> ModuleCache::SeparateDebugFiles(const std::string& path, const ElfInfo& info) const {
+std::vector<std::string> ModuleCache::SeparateDebugFiles(const std::string& path, const std::string& original_path,
+                                                         const ElfInfo& info) const {
   std::vector<std::string> candidates;
+  // The trace archive keeps a fetched debug file next to its copy (recorder/trace_archive.h).
+  candidates.push_back(path + ".debug");
   if (!info.build_id.empty()) candidates.push_back(DebugFileForBuildId(info.build_id, debug_root_));
-  for (std::string& file : DebugFilesForDebuglink(path, info.debuglink, debug_root_)) {
-    candidates.push_back(std::move(file));
+  for (const std::string* where : {&path, &original_path}) {
+    if (where->empty() || (where == &original_path && original_path == path)) continue;
+    for (std::string& file : DebugFilesForDebuglink(*where, info.debuglink, debug_root_)) {
+      candidates.push_back(std::move(file));
+    }
   }
   return candidates;
 }
 
-absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Get(const std::string& path) {
+void ModuleCache::AddDebuginfodSymbols(Module* module, const std::string& shown_path) {
+  if (debuginfod_ == nullptr || module->elf.build_id.empty()) return;
+  absl::StatusOr<std::string> debug = debuginfod_->Fetch(module->elf.build_id, shown_path);
+  if (!debug.ok()) return;  // not found, or the one warning is the fetcher's
+  absl::StatusOr<std::shared_ptr<const MappedFile>> debug_file = MappedFile::Open(*debug);
+  absl::Status read = debug_file.ok() ? ReadElfSymbols((*debug_file)->bytes(), *debug, &module->symbols)
+                                      : debug_file.status();
+  if (!read.ok()) {
+    debuginfod_->RejectFetched(shown_path, *debug, std::string(read.message()));
+    return;
+  }
+  module->symbols_from = *debug;
+  module->symbols_from_debuginfod = true;
+}
+
+absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Get(const std::string& path,
+                                                              const std::string& original_path) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = modules_.find(path);
   if (it != modules_.end()) return it->second;
-  absl::StatusOr<std::shared_ptr<const Module>> module = Load(path);
+  absl::StatusOr<std::shared_ptr<const Module>> module = Load(path, original_path);
   if (!module.ok()) return module.status();
   modules_.emplace(path, *module);
   return *module;
 }
 
-absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::string& path) {
+absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::string& path,
+                                                               const std::string& original_path) {
   auto module = std::make_shared<Module>();
   module->path = path;
   absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(path);
@@ -54,7 +77,7 @@ absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::strin
       // A stripped file keeps only .dynsym (and maybe MiniDebugInfo); the separate
       // debug file has the rest.
       if (!info->has_symtab) {
-        for (const std::string& debug : SeparateDebugFiles(path, *info)) {
+        for (const std::string& debug : SeparateDebugFiles(path, original_path, *info)) {
           if (debug == path || !PathExists(debug)) continue;
           absl::StatusOr<std::shared_ptr<const MappedFile>> debug_file = MappedFile::Open(debug);
           if (debug_file.ok() && ReadElfSymbols((*debug_file)->bytes(), debug, &module->symbols).ok()) {
@@ -62,6 +85,9 @@ absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::strin
             break;
           }
         }
+      }
+      if (!info->has_symtab && module->symbols_from.empty() && !info->has_minidebuginfo) {
+        AddDebuginfodSymbols(module.get(), original_path.empty() ? path : original_path);
       }
       // .dynsym, MiniDebugInfo and the PLT come from the file itself either way.
       (void)ReadElfSymbols(module->file->bytes(), path, &module->symbols);

@@ -21,7 +21,7 @@ ProcessImage::ProcessImage(SectionCache* sections, ModuleCache* modules, std::st
 ProcessImage::~ProcessImage() { pt_image_free(image_); }
 
 absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
-  absl::StatusOr<std::shared_ptr<const Module>> module = modules_->Get(mapping.path);
+  absl::StatusOr<std::shared_ptr<const Module>> module = modules_->Get(mapping.path, mapping.name);
   if (!module.ok()) {
     warnings_.push_back(std::string(module.status().message()));
     return module.status();
@@ -60,14 +60,10 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
   region.name = mapping.name.empty() ? mapping.path : mapping.name;
   region.memory_dump = mapping.memory_dump;
   if (m.is_elf) {
-    // The ELF address of this file offset comes from the PT_LOAD segment holding it.
-    for (const ElfSegment& seg : m.elf.segments) {
-      if (mapping.file_offset >= seg.file_offset &&
-          mapping.file_offset < seg.file_offset + std::max<uint64_t>(seg.file_size, 1)) {
-        region.bias = mapping.vaddr - (seg.vaddr + (mapping.file_offset - seg.file_offset));
-        region.has_bias = true;
-        break;
-      }
+    // ELF addresses of the mapped bytes come from the PT_LOAD segment the mapping holds.
+    if (const ElfSegment* seg = SegmentOfCodeMapping(m.elf, mapping.file_offset, size)) {
+      region.bias = mapping.vaddr - (seg->vaddr - (seg->file_offset - mapping.file_offset));
+      region.has_bias = true;
     }
   }
 

@@ -12,7 +12,7 @@ namespace {
 constexpr uint64_t kMaxImpliedSymbolSize = 1 << 20;
 }  // namespace
 
-void SymbolTable::Add(uint64_t start, uint64_t size, absl::string_view name, bool plt) {
+void SymbolTable::Add(uint64_t start, uint64_t size, absl::string_view name, bool plt, bool local) {
   std::string readable = Demangle(name);
   Symbol symbol;
   symbol.start = start;
@@ -20,15 +20,25 @@ void SymbolTable::Add(uint64_t start, uint64_t size, absl::string_view name, boo
   symbol.name_offset = static_cast<uint32_t>(names_.size());
   symbol.name_size = static_cast<uint32_t>(readable.size());
   symbol.plt = plt;
+  symbol.local = local;
   names_ += readable;
   symbols_.push_back(symbol);
 }
 
 void SymbolTable::Finish() {
   // Sized symbols first among equal starts so an alias without size loses to the real one.
-  std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) {
+  // Of aliases, the name a user calls (as perf picks): global before local (fib before
+  // fib.localalias), fewer leading underscores (printf before _IO_printf), then the shorter
+  // name and the first in order, so a file always gets the same names.
+  std::sort(symbols_.begin(), symbols_.end(), [this](const Symbol& a, const Symbol& b) {
     if (a.start != b.start) return a.start < b.start;
-    return (a.end - a.start) > (b.end - b.start);
+    if (a.end - a.start != b.end - b.start) return (a.end - a.start) > (b.end - b.start);
+    if (a.local != b.local) return b.local;
+    const absl::string_view name_a = name(a), name_b = name(b);
+    const size_t underscores_a = name_a.find_first_not_of('_'), underscores_b = name_b.find_first_not_of('_');
+    if (underscores_a != underscores_b) return underscores_a < underscores_b;
+    if (name_a.size() != name_b.size()) return name_a.size() < name_b.size();
+    return name_a < name_b;
   });
   symbols_.erase(std::unique(symbols_.begin(), symbols_.end(),
                              [](const Symbol& a, const Symbol& b) { return a.start == b.start; }),

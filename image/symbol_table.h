@@ -16,12 +16,15 @@ struct Symbol {
   uint32_t name_offset = 0;
   uint32_t name_size = 0;
   bool plt = false;    // a PLT stub: callers are attributed to the jump target
+  bool local = false;  // a file-local alias (fib.localalias, __GI_memcpy): loses to a global name
 };
 
 class SymbolTable {
  public:
   // Adds a symbol; `size` 0 means "until the next symbol". `name` is demangled here.
-  void Add(uint64_t start, uint64_t size, absl::string_view name, bool plt = false);
+  // `local`: an ELF STB_LOCAL symbol; of aliases (same start and size) a global one names
+  // the code, as the name its author exported.
+  void Add(uint64_t start, uint64_t size, absl::string_view name, bool plt = false, bool local = false);
   // Sorts, drops duplicates and sizes zero-sized symbols. Call once after the last Add.
   void Finish();
 

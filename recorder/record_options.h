@@ -69,6 +69,9 @@ struct RecordOptions {
   // false: --no-archive. `archive_cache_dir` "": the default shared cache.
   bool archive = true;
   std::string archive_cache_dir;
+  // With the archive: fetch the debug files of stripped files with no local debug info
+  // from the servers in DEBUGINFOD_URLS into it (--debuginfod).
+  bool debuginfod = false;
 
   bool quiet = false;  // no status line
 };

@@ -21,6 +21,8 @@
 #include "absl/strings/str_join.h"
 #include "common/elf_build_id.h"
 #include "common/file_util.h"
+#include "common/progress_bar.h"
+#include "image/module_cache.h"
 #include "recorder/namespace_pids.h"
 #include "sideband/record_reader.h"
 #include "recorder/unique_fd.h"
@@ -225,6 +227,16 @@ ArchiveStats ArchiveMappedFiles(const TraceDirWriter& dir, const ArchiveOptions&
   meta->archived = options.enabled;
   const std::string cache_dir = options.cache_dir.empty() ? DefaultArchiveCacheDir() : options.cache_dir;
   std::map<std::string, std::string> archived_ids;  // build-id -> relative file
+  // --debuginfod: what the copies lack, found as the decoder would look for it.
+  std::optional<image::ModuleCache> debug_lookup;
+  if (options.enabled && options.debuginfod) {
+    debug_lookup.emplace();
+    std::unique_ptr<image::DebuginfodFetcher> fetcher =
+        image::DebuginfodFetcher::FromEnvironment(ProgressBar::StderrIsTerminal());
+    if (fetcher == nullptr) meta->notes.push_back("--debuginfod: DEBUGINFOD_URLS is not set: no debug file fetched");
+    debug_lookup->SetDebuginfod(std::move(fetcher));
+  }
+  std::vector<std::string> debug_failed;
   std::vector<std::string> unreadable, changed, without_id, failed;
   for (const std::string& path : order) {
     const Source found = FindSource(path, places[path], options.pins);
@@ -264,12 +276,28 @@ ArchiveStats ArchiveMappedFiles(const TraceDirWriter& dir, const ArchiveOptions&
     meta->archive.push_back({path, *id, relative, size});
     ++stats.files;
     stats.bytes += size;
+    if (debug_lookup && debug_lookup->debuginfod() != nullptr) {
+      // Next to the copy, where the decoder looks first (image/module_cache.h).
+      absl::StatusOr<std::shared_ptr<const image::Module>> module = debug_lookup->Get(target, path);
+      if (module.ok() && (*module)->symbols_from_debuginfod) {
+        if (absl::Status copied = CopyFile((*module)->symbols_from, target + ".debug"); !copied.ok()) {
+          debug_failed.push_back(absl::StrCat(path, " (", copied.message(), ")"));
+        }
+      }
+    }
+  }
+  if (debug_lookup && debug_lookup->debuginfod() != nullptr) {
+    for (const std::string& w : debug_lookup->debuginfod()->warnings()) meta->notes.push_back(w);
+    if (std::string summary = debug_lookup->debuginfod()->Summary(); !summary.empty()) {
+      meta->notes.push_back(absl::StrCat(summary, ", archived next to the copies"));
+    }
   }
 
   auto note = [&](const std::vector<std::string>& paths, const std::string& what) {
     if (paths.empty()) return;
     meta->notes.push_back(absl::StrCat(what, ": ", absl::StrJoin(paths, ", ")));
   };
+  note(debug_failed, "fetched debug files that could not be archived");
   note(unreadable, "mapped files that could not be read when recording ended (decode looks for them by path)");
   note(changed,
        "mapped files replaced since they were mapped (another inode at the path), not archived and their "

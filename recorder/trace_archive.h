@@ -43,6 +43,9 @@ struct ArchiveOptions {
   bool enabled = true;    // false (--no-archive): only the build-ids are noted
   std::string cache_dir;  // "": DefaultArchiveCacheDir()
   const MappedFilePins* pins = nullptr;  // read first when set
+  // The debug file a stripped file with no local debug info lacks, fetched from the
+  // servers in DEBUGINFOD_URLS, is archived next to its copy (xx/rest.debug).
+  bool debuginfod = false;
 };
 
 // $PTD_CACHE_DIR, else $XDG_CACHE_HOME/ptrace-direct, else $HOME/.cache/ptrace-direct;

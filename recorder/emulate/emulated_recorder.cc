@@ -383,7 +383,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   if (truth) {
     if (absl::Status s = truth->Close(); !s.ok()) return s;
   }
-  ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir}, &meta);
+  ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir, nullptr, options.debuginfod}, &meta);
   // A failed write (disk full, file size limit): commit what reached the disk, marked
   // partial, and still fail (docs/robustness.md).
   const absl::Status write_error = !streams_status.ok() ? streams_status

@@ -658,7 +658,8 @@ absl::Status PtRecording::Finish(const std::string& end_reason,
   meta->notes.insert(meta->notes.end(), notes.begin(), notes.end());
   meta->start_ns = start_ns_;
   meta->end_ns = Now();
-  ArchiveMappedFiles(dir_, {options_.record.archive, options_.record.archive_cache_dir}, meta);
+  ArchiveMappedFiles(dir_, {options_.record.archive, options_.record.archive_cache_dir, nullptr, options_.record.debuginfod},
+                     meta);
   if (options_.record.kernel) {
     KernelImageSources sources;
     sources.proc_root = options_.proc_root;

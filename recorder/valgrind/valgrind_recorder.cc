@@ -331,7 +331,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   DescribeRun(options, converter, run, spool.bytes_read(), &meta);
   meta.pids = {static_cast<int>(*valgrind)};
   meta.end_ns = converter.newest_time() + 1;
-  ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir, &pins}, &meta);
+  ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir, &pins, options.debuginfod}, &meta);
   ArchiveJitFiles(*dir, &meta);
   if (!run_status.ok()) meta.notes.push_back(absl::StrCat("reading the tool's stream: ", run_status.message()));
   if (run.exit_status >= 0) {

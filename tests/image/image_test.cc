@@ -33,6 +33,43 @@ TEST(DemangleTest, CppAndOcamlNamesBecomeReadable) {
   EXPECT_EQ(Demangle("_Znot_really"), "_Znot_really");
 }
 
+TEST(DemangleTest, RustNamesLoseTheirHashesAndKeepTheirGenericsAndClosures) {
+  // Symbols rustc 1.63 made for `impl<T> Point<T> { fn sum }`, `apply::<closure>` and the
+  // closure in main, in the legacy and the v0 schemes.
+  EXPECT_EQ(Demangle("_ZN1r14Point$LT$T$GT$3sum17h486e34aeabca43f3E"), "r::Point<T>::sum");
+  EXPECT_EQ(Demangle("_ZN4core3ptr85drop_in_place$LT$std..rt..lang_start$LT$$LP$$RP$$GT$..$u7b$$u7b$"
+                     "closure$u7d$$u7d$$GT$17h2f4cc4e9b2e2c9a1E"),
+            "core::ptr::drop_in_place<std::rt::lang_start<()>::{{closure}}>");
+  EXPECT_EQ(Demangle("_RNvMCsi7GFBnvyxwE_1rINtB2_5PointyE3sumB2_"), "<r::Point<u64>>::sum");
+  EXPECT_EQ(Demangle("_RINvCsi7GFBnvyxwE_1r5applyNCNvB2_4main0EB2_"), "r::apply::<r::main::{closure#0}>");
+  EXPECT_EQ(Demangle("_RNCNvCsi7GFBnvyxwE_1r4main0B3_"), "r::main::{closure#0}");
+}
+
+TEST(DemangleTest, DNamesBecomeReadable) { EXPECT_EQ(Demangle("_D3foo3barFiZv"), "foo.bar(int)"); }
+
+TEST(DemangleTest, Ocaml5NamesUseDotsAndEscapes) {
+  EXPECT_EQ(Demangle("camlStdlib.List.map_277"), "Stdlib.List.map");
+  EXPECT_EQ(Demangle("camlProg_ocaml.search_270"), "Prog_ocaml.search");
+  EXPECT_EQ(Demangle("camlStdlib.$2b$2b_312"), "Stdlib.++");
+}
+
+TEST(DemangleTest, DecorationsAfterTheNameAreKept) {
+  EXPECT_EQ(Demangle("_ZN3foo3barEi@plt"), "foo::bar(int)@plt");
+  EXPECT_EQ(Demangle("memcpy@plt"), "memcpy@plt");
+}
+
+TEST(SymbolTableTest, AGlobalNameWinsOverItsLocalAliasWhicheverCameFirst) {
+  for (bool global_first : {true, false}) {
+    SymbolTable table;
+    if (global_first) table.Add(0x1000, 0x33, "fib");
+    table.Add(0x1000, 0x33, "fib.localalias", /*plt=*/false, /*local=*/true);
+    if (!global_first) table.Add(0x1000, 0x33, "fib");
+    table.Finish();
+    ASSERT_NE(table.Find(0x1010), nullptr);
+    EXPECT_EQ(table.name(*table.Find(0x1010)), "fib");
+  }
+}
+
 TEST(SymbolTableTest, FindsTheSymbolContainingAnAddress) {
   SymbolTable table;
   table.Add(0x2000, 0x10, "b");
@@ -72,6 +109,28 @@ TEST(ElfReaderTest, ReadsLibcSymbolsAndBuildId) {
   }
   EXPECT_TRUE(found_printf);
   EXPECT_TRUE(found_plt);
+}
+
+TEST(ElfReaderTest, ACodeMappingTakesTheExecutableSegmentWhoseBytesItHolds) {
+  // lld and mold: the text shares its first page with the read-only segment before it,
+  // and the loader maps both from file offset 0.
+  ElfInfo packed;
+  packed.segments = {{0x0, 0x0, 0x68f, false}, {0x1690, 0x690, 0x2c6, true}, {0x2958, 0x958, 0x220, false}};
+  ASSERT_NE(SegmentOfCodeMapping(packed, 0, 0x1000), nullptr);
+  EXPECT_EQ(SegmentOfCodeMapping(packed, 0, 0x1000)->vaddr, 0x1690u);
+  // bfd: the text on pages of its own.
+  ElfInfo separate;
+  separate.segments = {{0x0, 0x0, 0x600, false}, {0x1000, 0x1000, 0x1a5, true}, {0x2000, 0x2000, 0x100, false}};
+  ASSERT_NE(SegmentOfCodeMapping(separate, 0x1000, 0x1000), nullptr);
+  EXPECT_EQ(SegmentOfCodeMapping(separate, 0x1000, 0x1000)->vaddr, 0x1000u);
+  // gold: one segment holds the headers and the text.
+  ElfInfo gold;
+  gold.segments = {{0x0, 0x0, 0xa48, true}, {0x1dc0, 0xdc0, 0x270, false}};
+  ASSERT_NE(SegmentOfCodeMapping(gold, 0, 0x1000), nullptr);
+  EXPECT_EQ(SegmentOfCodeMapping(gold, 0, 0x1000)->vaddr, 0x0u);
+  // No executable bytes: the segment of the first byte.
+  ASSERT_NE(SegmentOfCodeMapping(separate, 0x2000, 0x1000), nullptr);
+  EXPECT_EQ(SegmentOfCodeMapping(separate, 0x2000, 0x1000)->vaddr, 0x2000u);
 }
 
 TEST(ProcessImageTest, ResolvesSymbolsAtTheMappedAddressAndReadsCode) {
