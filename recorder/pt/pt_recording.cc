@@ -256,10 +256,19 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   if (!record.filter.empty()) {
     // The kernel takes numeric file-offset ranges only: resolve names in the target's
     // executable (or the @FILE given) now that it is loaded.
-    char exe[PATH_MAX];
-    const std::string link = absl::StrCat("/proc/", pid, "/exe");
-    const ssize_t n = readlink(link.c_str(), exe, sizeof(exe) - 1);
-    const std::string exe_path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+    // A launched child has not exec'd yet (its /proc/PID/exe is still this program): its
+    // executable is the command's, found as exec will find it.
+    std::string exe_path;
+    if (launch) {
+      absl::StatusOr<std::string> command = ResolveExecutable(record.command.front());
+      if (!command.ok()) return command.status();
+      exe_path = *command;
+    } else {
+      char exe[PATH_MAX];
+      const std::string link = absl::StrCat("/proc/", pid, "/exe");
+      const ssize_t n = readlink(link.c_str(), exe, sizeof(exe) - 1);
+      if (n > 0) exe_path.assign(exe, static_cast<size_t>(n));
+    }
     absl::StatusOr<std::string> resolved =
         ResolveIpFilter(record.filter, exe_path, rec->pmu_.Cap("num_address_ranges"));
     if (!resolved.ok()) return resolved.status();
@@ -463,10 +472,11 @@ absl::Status PtRecording::Snapshot(const std::string& reason) {
   };
   // One cut: every ring stops before any is read, so no CPU holds trace from after the
   // trigger; then all are read, then all resume. Only the PT events stop: the tracking
-  // events keep writing sideband meanwhile.
-  if (options_.record.snapshot) {
-    for (auto& capture : captures_) keep_first(capture->ring().DisablePt());
-  }
+  // events keep writing sideband meanwhile. In linear mode too: the kernel publishes
+  // aux_head only at the wakeup watermark and when the event stops (perf_aux_output_end
+  // from the PMI or pt_event_stop), so without the stop up to a watermark of the newest
+  // trace per ring would be missing from this read, and from the last one.
+  for (auto& capture : captures_) keep_first(capture->ring().DisablePt());
   const uint64_t now = Now();
   for (auto& capture : captures_) {
     const uint64_t lost_before = capture->lost_chunks();
@@ -474,9 +484,7 @@ absl::Status PtRecording::Snapshot(const std::string& reason) {
     // Linear mode: a snapshot is a drain, and may be the one that finds a truncation.
     keep_first(EnableAfterTruncation(*capture, lost_before));
   }
-  if (options_.record.snapshot) {
-    for (auto& capture : captures_) keep_first(capture->ring().EnablePt());
-  }
+  for (auto& capture : captures_) keep_first(capture->ring().EnablePt());
   snapshots_++;
   return status;
 }

@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
   options.data_size = request.data_size;
   options.aux_size = request.aux_size;
   options.overwrite = request.overwrite;
+  options.aux_watermark = request.attr.aux_watermark;
   options.cpu = request.cpu;
   options.tid = request.cpu < 0 ? request.tid : -1;
   options.pid = static_cast<uint32_t>(request.tid);
