@@ -101,7 +101,9 @@ uint64_t EventClockNow(const perf_event_mmap_page* header) {
   uint32_t mult = 0;
   uint16_t shift = 0;
   bool usable = false;
-  // The kernel updates these under a sequence count (perf_event_mmap_page.lock).
+  // The kernel updates these under a sequence count (perf_event_mmap_page.lock), odd
+  // while it writes (perf_event_update_userpage): retry until the same even value is
+  // seen before and after, as perf_read_tsc_conversion does.
   do {
     seq = __atomic_load_n(&header->lock, __ATOMIC_ACQUIRE);
     usable = header->cap_user_time_zero;
@@ -109,7 +111,7 @@ uint64_t EventClockNow(const perf_event_mmap_page* header) {
     mult = header->time_mult;
     shift = header->time_shift;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  } while (__atomic_load_n(&header->lock, __ATOMIC_RELAXED) != seq);
+  } while ((seq & 1) != 0 || __atomic_load_n(&header->lock, __ATOMIC_RELAXED) != seq);
   if (!usable || mult == 0) {
     // No TSC conversion offered (VMs without a stable TSC): CLOCK_MONOTONIC moved onto
     // the perf clock (local_clock) by an offset measured once.

@@ -14,6 +14,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <chrono>
+#include <thread>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -579,6 +581,28 @@ TEST(PerfOpenTargetTest, ThreadEventsTakeTheTidAndCgroupEventsTheDirectoryFd) {
   EXPECT_EQ(on_cgroup.pid, 17);
   EXPECT_EQ(on_cgroup.cpu, 2);
   EXPECT_EQ(on_cgroup.flags, static_cast<unsigned long>(PERF_FLAG_PID_CGROUP));
+}
+
+// The kernel makes the page's lock odd while it rewrites the conversion
+// (perf_event_update_userpage: ++lock, write, ++lock), and perf's reader
+// (perf_read_tsc_conversion) retries until it sees the same even value twice. A page left
+// odd with half-written values must not be read; the writer finishes it a little later.
+TEST(PerfClockTest, TimeConversionIsNotReadWhileTheKernelRewritesIt) {
+  perf_event_mmap_page page;
+  std::memset(&page, 0, sizeof(page));
+  page.lock = 1;  // mid-update: zero and mult not written yet
+  page.cap_user_time_zero = 1;
+  page.time_mult = 1;
+  page.time_shift = 0;
+  page.time_zero = 0;
+  std::thread kernel([&page] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    page.time_zero = 1ull << 62;
+    __atomic_store_n(&page.lock, 2u, __ATOMIC_RELEASE);
+  });
+  const uint64_t now = EventClockNow(&page);
+  kernel.join();
+  EXPECT_GE(now, 1ull << 62) << "read the half-written conversion";
 }
 
 TEST(PerfClockTest, WithoutTimeZeroTheEventClockIsTheKernelsPerfClock) {
