@@ -174,6 +174,13 @@ absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
     return absl::InvalidArgumentError(
         "--cgroup needs per-CPU rings (the kernel counts a cgroup per CPU); drop --per-thread");
   }
+  if (!record.cgroup.empty() && !record.filter.empty()) {
+    // perf_event_set_addr_filter / perf_event_parse_addr_filter: EOPNOTSUPP without a
+    // task context, since the same file maps at different addresses in each process.
+    return absl::InvalidArgumentError(
+        "--filter with --cgroup: the kernel takes address filters only on per-task events, "
+        "and a cgroup's events are per CPU; record its processes with --pid instead");
+  }
   if (config_out != nullptr) *config_out = *config;
   return pmu;
 }

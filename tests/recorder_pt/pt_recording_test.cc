@@ -413,6 +413,24 @@ TEST_F(PtRecordingTest, CgroupRefusesPerThreadRingsAndANonCgroupPath) {
   EXPECT_EQ(factory_.size(), 0u);
 }
 
+// The kernel takes file address filters only on per-task events; a cgroup's events are
+// CPU-wide (perf_event_parse_addr_filter: EOPNOTSUPP).
+TEST_F(PtRecordingTest, CgroupWithAFilterIsRefusedBeforeAnyRingOpens) {
+  options_.self_tids.clear();
+  ptd::testing::TempDir cgroup;
+  ASSERT_TRUE(WriteFileAtomic(cgroup.Sub("cgroup.procs"), absl::StrCat(getpid(), "\n")).ok());
+  options_.record.cgroup = cgroup.path();
+  options_.record.filter =
+      absl::StrCat("filter ptd_trigger_point@", PTD_BINARY_DIR, "/tests/recorder_pt/ptd-trigger-target");
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  EXPECT_EQ(rec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("--filter"));
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("--cgroup"));
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("--pid"));
+  EXPECT_EQ(factory_.size(), 0u);
+}
+
 // A PERF_RECORD_FORK as the kernel writes it into the ring of the creating task
 // (perf_event_task_output: ppid/ptid are current's, pid/tid the new task's): pid == ppid
 // for a new thread, pid != ppid for a child process.
