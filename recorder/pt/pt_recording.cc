@@ -148,7 +148,8 @@ absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
   const RecordOptions& record = options.record;
   absl::StatusOr<PtPmuInfo> pmu = DiscoverPtPmu(options.sysfs_root);
   if (!pmu.ok()) return pmu.status();
-  if (absl::Status st = CheckPerfAccess(ReadPerfAccess(options.proc_root), record.kernel);
+  if (absl::Status st = CheckPerfAccess(ReadPerfAccess(options.proc_root), record.kernel,
+                                        !record.cgroup.empty());
       !st.ok()) {
     return st;
   }

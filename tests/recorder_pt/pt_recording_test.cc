@@ -334,6 +334,7 @@ TEST_F(PtRecordingTest, SeveralPidsGetRingsForEveryThreadOfEach) {
 }
 
 TEST_F(PtRecordingTest, CgroupOpensPerCpuEventsOnTheCgroupDirectory) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
   // A directory with a cgroup.procs: what the recorder reads and opens (the fake kernel
   // checks the fd is a directory; the real one that it is a cgroup's).
   SleepingChild child;
@@ -374,6 +375,7 @@ TEST_F(PtRecordingTest, CgroupOpensPerCpuEventsOnTheCgroupDirectory) {
 }
 
 TEST_F(PtRecordingTest, CgroupNewcomersAreDescribedAtTheNextDrain) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
   // The cgroup's events count a process that joins by themselves; the recorder must
   // still name it: the next drain reads cgroup.procs and synthesizes the newcomer.
   SleepingChild first, newcomer;
@@ -398,6 +400,7 @@ TEST_F(PtRecordingTest, CgroupNewcomersAreDescribedAtTheNextDrain) {
 }
 
 TEST_F(PtRecordingTest, CgroupRefusesPerThreadRingsAndANonCgroupPath) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
   options_.self_tids.clear();
   ptd::testing::TempDir cgroup;
   options_.record.cgroup = cgroup.path();
@@ -415,7 +418,24 @@ TEST_F(PtRecordingTest, CgroupRefusesPerThreadRingsAndANonCgroupPath) {
 
 // The kernel takes file address filters only on per-task events; a cgroup's events are
 // CPU-wide (perf_event_parse_addr_filter: EOPNOTSUPP).
+// A cgroup's events have no task: perf_allow_cpu wants perf_event_paranoid <= 0 or
+// CAP_PERFMON, and perf_event_open would fail with EACCES on every CPU.
+TEST_F(PtRecordingTest, CgroupNeedsCpuWideRightsAndSaysWhichSetting) {
+  options_.self_tids.clear();
+  WriteProc(/*paranoid=*/1, /*cap_eff=*/"0000000000000000");
+  ptd::testing::TempDir cgroup;
+  ASSERT_TRUE(WriteFileAtomic(cgroup.Sub("cgroup.procs"), absl::StrCat(getpid(), "\n")).ok());
+  options_.record.cgroup = cgroup.path();
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  EXPECT_EQ(rec.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("perf_event_paranoid=0"));
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("CAP_PERFMON"));
+  EXPECT_EQ(factory_.size(), 0u);
+}
+
 TEST_F(PtRecordingTest, CgroupWithAFilterIsRefusedBeforeAnyRingOpens) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
   options_.self_tids.clear();
   ptd::testing::TempDir cgroup;
   ASSERT_TRUE(WriteFileAtomic(cgroup.Sub("cgroup.procs"), absl::StrCat(getpid(), "\n")).ok());
