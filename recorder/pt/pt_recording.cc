@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -93,6 +94,13 @@ absl::StatusOr<int64_t> MeasurePerfClockOffset() {
     }
   }
   return absl::NotFoundError("perf clock probe: the kernel wrote no COMM record");
+}
+
+static void RaiseOpenFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  (void)setrlimit(RLIMIT_NOFILE, &limit);  // if refused, EMFILE's message says what to do
 }
 
 uint64_t EventClockNow(const perf_event_mmap_page* header) {
@@ -286,6 +294,10 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   }
   rec->attr_ = attr;
   for (const auto& target : rec->targets_) rec->target_pids_.push_back(target->pid());
+  // Two events per thread per CPU (per-CPU attach) soon pass a default soft limit of
+  // 1024 fds: raise it to the hard limit as perf does (rlimit__increase_nofile). The
+  // launched child was forked before and keeps its own limit.
+  RaiseOpenFileLimit();
   if (!record.cgroup.empty()) {
     if (absl::Status st = rec->OpenCgroupRings(record.cgroup); !st.ok()) return st;
   } else if (absl::Status st = rec->OpenRings(tids); !st.ok()) {

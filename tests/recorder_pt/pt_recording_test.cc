@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -717,6 +719,28 @@ TEST_F(PtRecordingTest, ARingWhoseThreadExitedDoesNotSpinTheLoop) {
   auto reason = session.Run();
   ASSERT_TRUE(reason.ok()) << reason.status();
   EXPECT_LE(taker.drains(), 3);
+}
+
+// Per-CPU attach opens two events per thread per CPU: a default soft RLIMIT_NOFILE (1024)
+// runs out long before the hard one. perf raises the soft limit to the hard one
+// (rlimit__increase_nofile); so does the recorder, after the launched child is forked.
+TEST_F(PtRecordingTest, SoftOpenFileLimitIsRaisedToTheHardOne) {
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 64) {
+    GTEST_SKIP() << "hard RLIMIT_NOFILE is " << saved.rlim_max << ": nothing to raise to";
+  }
+  int open_now = 0;
+  for (int fd = 0; fd < 4096; ++fd) open_now += fcntl(fd, F_GETFD) != -1;
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(open_now + 3);  // far fewer than the rings need
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto rec = Start();
+  rlimit after;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &after), 0);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(after.rlim_cur, saved.rlim_max);
 }
 
 TEST_F(PtRecordingTest, FilterByNameReachesTheKernelAsNumbers) {
