@@ -500,22 +500,25 @@ absl::Status PtRecording::Snapshot(const std::string& reason) {
   // trace per ring would be missing from this read, and from the last one.
   for (auto& capture : captures_) keep_first(capture->ring().DisablePt());
   const uint64_t now = Now();
-  for (auto& capture : captures_) {
-    const uint64_t lost_before = capture->lost_chunks();
-    keep_first(capture->Snapshot(reason, now));
-    // Linear mode: a snapshot is a drain, and may be the one that finds a truncation.
-    keep_first(EnableAfterTruncation(*capture, lost_before));
-  }
+  for (auto& capture : captures_) keep_first(capture->Snapshot(reason, now));
+  // Also the enable a linear ring the kernel disabled at a truncation needs.
   for (auto& capture : captures_) keep_first(capture->ring().EnablePt());
   snapshots_++;
   return status;
 }
 
-absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before) {
+absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before,
+                                                uint64_t sideband_lost_before) {
   // A full linear AUX ring makes the kernel disable the PT event (TRUNCATED sets
   // pending_disable); enable it again now that there is room (the chunk already says that
-  // trace was lost). Sideband went on meanwhile on the tracking event.
-  if (options_.record.snapshot || capture.lost_chunks() == lost_before) return absl::OkStatus();
+  // trace was lost). Sideband went on meanwhile on the tracking event. The TRUNCATED
+  // PERF_RECORD_AUX itself may be what a full DATA ring dropped: lost records are then
+  // taken as a possible truncation too (IOC_ENABLE on an enabled event does nothing).
+  if (options_.record.snapshot) return absl::OkStatus();
+  if (capture.lost_chunks() == lost_before &&
+      capture.sideband_lost_records() == sideband_lost_before) {
+    return absl::OkStatus();
+  }
   return capture.ring().EnablePt();
 }
 
@@ -612,9 +615,10 @@ absl::Status PtRecording::Drain() {
   for (size_t i = 0; i < existing; ++i) {
     auto& capture = captures_[i];
     const uint64_t lost_before = capture->lost_chunks();
+    const uint64_t sideband_lost_before = capture->sideband_lost_records();
     absl::Status st = capture->Drain(now);
     if (!st.ok() && status.ok()) status = st;
-    st = EnableAfterTruncation(*capture, lost_before);
+    st = EnableAfterTruncation(*capture, lost_before, sideband_lost_before);
     if (!st.ok() && status.ok()) status = st;
   }
   absl::Status followed = FollowNewTasks();

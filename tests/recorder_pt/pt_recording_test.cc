@@ -169,6 +169,29 @@ TEST_F(PtRecordingTest, SidebandContinuesWhileATruncatedRingIsDisabled) {
   EXPECT_TRUE(meta.streams.at(0).chunks.at(0).truncated);
 }
 
+TEST_F(PtRecordingTest, ATruncationWhoseRecordTheFullDataRingDroppedStillReenablesPt) {
+  // The PERF_RECORD_AUX with TRUNCATED goes through the DATA ring like any record: when
+  // that ring is full the kernel counts it lost, and the event is still disabled
+  // (pending_disable). The PERF_RECORD_LOST in front of the next record the tracking
+  // event writes (a context switch, an mmap) is then all the reader has to go on.
+  options_.record.snapshot = false;
+  options_.record.data_size = 4096;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FakePtKernel& k = factory_.kernel(0);
+  while (k.EmitSideband(Comm("filler"))) {
+  }
+  k.WriteTrace(testing::TraceBytes(3 * options_.record.buffer_size, 5));
+  ASSERT_FALSE(k.pt_enabled());
+  ASSERT_TRUE((*rec)->Drain().ok());
+  ASSERT_TRUE(k.EmitSideband(Comm("switch")));  // preceded by the PERF_RECORD_LOST
+  ASSERT_TRUE((*rec)->Drain().ok());
+  EXPECT_TRUE(k.pt_enabled()) << "PT left disabled for the rest of the recording";
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("exit", {}, &meta).ok());
+  EXPECT_GT(meta.sideband.at(0).lost_records, 0u);
+}
+
 TEST_F(PtRecordingTest, PerCpuSnapshotIsOneCut) {
   // Every ring is disabled before any is read: trace a CPU writes after another CPU's
   // ring resumed is not in this snapshot.
