@@ -567,7 +567,12 @@ absl::Status PtRecording::FollowNewTasks() {
       notes_.push_back(absl::StrCat(what, " exited before it was traced"));
       continue;
     }
-    if (!st.ok()) return st;
+    if (!st.ok()) {
+      // Out of locked memory or file descriptors: that task's trace is lost, the others'
+      // are not.
+      notes_.push_back(absl::StrCat(what, " not traced: ", st.message()));
+      continue;
+    }
     notes_.push_back(absl::StrCat(
         what, " was created while recording: traced from when its PERF_RECORD_FORK was read"));
     if (child) {

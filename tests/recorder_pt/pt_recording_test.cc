@@ -38,6 +38,7 @@
 namespace ptd::pt {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -553,6 +554,23 @@ struct FollowRun {
   std::unique_ptr<PtRecording> rec;
   bool forks_written = false;
 };
+
+// A new thread whose ring the kernel refuses (EPERM: locked memory spent; EMFILE) is
+// one thread lost, not the end of the recording.
+TEST_F(PtRecordingTest, PerThreadModeKeepsRecordingWhenANewThreadsRingIsRefused) {
+  SleepingChild target;
+  ASSERT_GT(target.pid(), 0);
+  FollowRun run(options_, target.pid(), /*per_thread=*/true, /*follow=*/false);
+  ASSERT_NE(run.rec, nullptr);
+  const PtRingRequest& first = run.factory.requests().at(0);
+  run.factory.mlock_limit_bytes = FakePtKernel::kPage + first.data_size + first.aux_size;
+  absl::Status drained = run.rec->Drain();
+  EXPECT_TRUE(drained.ok()) << drained;
+  EXPECT_TRUE(run.rec->Drain().ok());
+  TraceMeta meta = run.Finish();
+  EXPECT_THAT(meta.notes, Contains(AllOf(HasSubstr("thread 4000001 not traced"),
+                                         HasSubstr("locked-memory"))));
+}
 
 TEST_F(PtRecordingTest, PerThreadModeFollowsAForkedChildAndItsThreadsUnlessNoFollow) {
   SleepingChild target;
