@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/file_util.h"
+#include "recorder/launch_signals.h"
 #include "recorder/proc_synth.h"
 
 extern char** environ;
@@ -159,6 +160,7 @@ absl::StatusOr<TargetProcess> TargetProcess::Launch(const LaunchOptions& options
       (void)!::write(exec_error[1], &err, sizeof(err));
       ::_exit(127);
     }
+    RestoreStartupSignalState();
     ::execve(exe->c_str(), args.data(), environ);
     int err = errno;
     (void)!::write(exec_error[1], &err, sizeof(err));

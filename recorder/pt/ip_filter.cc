@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <vector>
 
@@ -33,6 +34,13 @@ absl::StatusOr<std::string> AbsoluteFile(absl::string_view item, const std::stri
   char resolved[PATH_MAX];
   if (realpath(file.c_str(), resolved) == nullptr) {
     return Bad(item, absl::StrCat("no such file: ", file));
+  }
+  // The kernel cuts the filter string at spaces, commas and newlines
+  // (perf_event_parse_addr_filter), and has no quoting.
+  if (strpbrk(resolved, " ,\n") != nullptr) {
+    return Bad(item, absl::StrCat(resolved, ": the kernel's address filters cannot name a file "
+                                  "whose path holds a space or comma (or newline); move or "
+                                  "rename it"));
   }
   return std::string(resolved);
 }

@@ -48,13 +48,18 @@ PerfAccess ReadPerfAccess(const std::string& proc_root) {
   return access;
 }
 
-absl::Status CheckPerfAccess(const PerfAccess& access, bool kernel) {
+absl::Status CheckPerfAccess(const PerfAccess& access, bool kernel, bool cpu_wide) {
   if (access.has_perfmon) return absl::OkStatus();
   // Debian and Android use 3 (and above) for "no perf_event_open without CAP_PERFMON".
   if (access.paranoid >= 3) {
     return absl::FailedPreconditionError(
         absl::StrCat("perf_event_open is disabled for unprivileged users: ",
                      FixAdvice(access, 2)));
+  }
+  if (cpu_wide && access.paranoid > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--cgroup records whole CPUs, which needs CPU-wide rights: ",
+                     FixAdvice(access, 0)));
   }
   if (kernel && access.paranoid >= 2) {
     return absl::FailedPreconditionError(

@@ -22,7 +22,9 @@ struct PerfAccess {
 PerfAccess ReadPerfAccess(const std::string& proc_root = "/proc");
 
 // FailedPrecondition naming the setting to change when `access` cannot record
-// user-space (or, with `kernel`, kernel) trace of another process.
-absl::Status CheckPerfAccess(const PerfAccess& access, bool kernel);
+// user-space (or, with `kernel`, kernel) trace of another process, or with `cpu_wide`
+// (a cgroup's events: no task) whole CPUs, which perf_allow_cpu permits only at
+// perf_event_paranoid <= 0 or with CAP_PERFMON.
+absl::Status CheckPerfAccess(const PerfAccess& access, bool kernel, bool cpu_wide = false);
 
 }  // namespace ptd::pt

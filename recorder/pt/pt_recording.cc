@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -95,13 +96,22 @@ absl::StatusOr<int64_t> MeasurePerfClockOffset() {
   return absl::NotFoundError("perf clock probe: the kernel wrote no COMM record");
 }
 
+static void RaiseOpenFileLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  (void)setrlimit(RLIMIT_NOFILE, &limit);  // if refused, EMFILE's message says what to do
+}
+
 uint64_t EventClockNow(const perf_event_mmap_page* header) {
   uint32_t seq = 0;
   uint64_t zero = 0;
   uint32_t mult = 0;
   uint16_t shift = 0;
   bool usable = false;
-  // The kernel updates these under a sequence count (perf_event_mmap_page.lock).
+  // The kernel updates these under a sequence count (perf_event_mmap_page.lock), odd
+  // while it writes (perf_event_update_userpage): retry until the same even value is
+  // seen before and after, as perf_read_tsc_conversion does.
   do {
     seq = __atomic_load_n(&header->lock, __ATOMIC_ACQUIRE);
     usable = header->cap_user_time_zero;
@@ -109,7 +119,7 @@ uint64_t EventClockNow(const perf_event_mmap_page* header) {
     mult = header->time_mult;
     shift = header->time_shift;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  } while (__atomic_load_n(&header->lock, __ATOMIC_RELAXED) != seq);
+  } while ((seq & 1) != 0 || __atomic_load_n(&header->lock, __ATOMIC_RELAXED) != seq);
   if (!usable || mult == 0) {
     // No TSC conversion offered (VMs without a stable TSC): CLOCK_MONOTONIC moved onto
     // the perf clock (local_clock) by an offset measured once.
@@ -146,7 +156,8 @@ absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
   const RecordOptions& record = options.record;
   absl::StatusOr<PtPmuInfo> pmu = DiscoverPtPmu(options.sysfs_root);
   if (!pmu.ok()) return pmu.status();
-  if (absl::Status st = CheckPerfAccess(ReadPerfAccess(options.proc_root), record.kernel);
+  if (absl::Status st = CheckPerfAccess(ReadPerfAccess(options.proc_root), record.kernel,
+                                        !record.cgroup.empty());
       !st.ok()) {
     return st;
   }
@@ -171,6 +182,13 @@ absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
   if (!record.cgroup.empty() && record.per_thread) {
     return absl::InvalidArgumentError(
         "--cgroup needs per-CPU rings (the kernel counts a cgroup per CPU); drop --per-thread");
+  }
+  if (!record.cgroup.empty() && !record.filter.empty()) {
+    // perf_event_set_addr_filter / perf_event_parse_addr_filter: EOPNOTSUPP without a
+    // task context, since the same file maps at different addresses in each process.
+    return absl::InvalidArgumentError(
+        "--filter with --cgroup: the kernel takes address filters only on per-task events, "
+        "and a cgroup's events are per CPU; record its processes with --pid instead");
   }
   if (config_out != nullptr) *config_out = *config;
   return pmu;
@@ -256,10 +274,19 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   if (!record.filter.empty()) {
     // The kernel takes numeric file-offset ranges only: resolve names in the target's
     // executable (or the @FILE given) now that it is loaded.
-    char exe[PATH_MAX];
-    const std::string link = absl::StrCat("/proc/", pid, "/exe");
-    const ssize_t n = readlink(link.c_str(), exe, sizeof(exe) - 1);
-    const std::string exe_path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+    // A launched child has not exec'd yet (its /proc/PID/exe is still this program): its
+    // executable is the command's, found as exec will find it.
+    std::string exe_path;
+    if (launch) {
+      absl::StatusOr<std::string> command = ResolveExecutable(record.command.front());
+      if (!command.ok()) return command.status();
+      exe_path = *command;
+    } else {
+      char exe[PATH_MAX];
+      const std::string link = absl::StrCat("/proc/", pid, "/exe");
+      const ssize_t n = readlink(link.c_str(), exe, sizeof(exe) - 1);
+      if (n > 0) exe_path.assign(exe, static_cast<size_t>(n));
+    }
     absl::StatusOr<std::string> resolved =
         ResolveIpFilter(record.filter, exe_path, rec->pmu_.Cap("num_address_ranges"));
     if (!resolved.ok()) return resolved.status();
@@ -267,6 +294,10 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   }
   rec->attr_ = attr;
   for (const auto& target : rec->targets_) rec->target_pids_.push_back(target->pid());
+  // Two events per thread per CPU (per-CPU attach) soon pass a default soft limit of
+  // 1024 fds: raise it to the hard limit as perf does (rlimit__increase_nofile). The
+  // launched child was forked before and keeps its own limit.
+  RaiseOpenFileLimit();
   if (!record.cgroup.empty()) {
     if (absl::Status st = rec->OpenCgroupRings(record.cgroup); !st.ok()) return st;
   } else if (absl::Status st = rec->OpenRings(tids); !st.ok()) {
@@ -463,29 +494,31 @@ absl::Status PtRecording::Snapshot(const std::string& reason) {
   };
   // One cut: every ring stops before any is read, so no CPU holds trace from after the
   // trigger; then all are read, then all resume. Only the PT events stop: the tracking
-  // events keep writing sideband meanwhile.
-  if (options_.record.snapshot) {
-    for (auto& capture : captures_) keep_first(capture->ring().DisablePt());
-  }
+  // events keep writing sideband meanwhile. In linear mode too: the kernel publishes
+  // aux_head only at the wakeup watermark and when the event stops (perf_aux_output_end
+  // from the PMI or pt_event_stop), so without the stop up to a watermark of the newest
+  // trace per ring would be missing from this read, and from the last one.
+  for (auto& capture : captures_) keep_first(capture->ring().DisablePt());
   const uint64_t now = Now();
-  for (auto& capture : captures_) {
-    const uint64_t lost_before = capture->lost_chunks();
-    keep_first(capture->Snapshot(reason, now));
-    // Linear mode: a snapshot is a drain, and may be the one that finds a truncation.
-    keep_first(EnableAfterTruncation(*capture, lost_before));
-  }
-  if (options_.record.snapshot) {
-    for (auto& capture : captures_) keep_first(capture->ring().EnablePt());
-  }
+  for (auto& capture : captures_) keep_first(capture->Snapshot(reason, now));
+  // Also the enable a linear ring the kernel disabled at a truncation needs.
+  for (auto& capture : captures_) keep_first(capture->ring().EnablePt());
   snapshots_++;
   return status;
 }
 
-absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before) {
+absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before,
+                                                uint64_t sideband_lost_before) {
   // A full linear AUX ring makes the kernel disable the PT event (TRUNCATED sets
   // pending_disable); enable it again now that there is room (the chunk already says that
-  // trace was lost). Sideband went on meanwhile on the tracking event.
-  if (options_.record.snapshot || capture.lost_chunks() == lost_before) return absl::OkStatus();
+  // trace was lost). Sideband went on meanwhile on the tracking event. The TRUNCATED
+  // PERF_RECORD_AUX itself may be what a full DATA ring dropped: lost records are then
+  // taken as a possible truncation too (IOC_ENABLE on an enabled event does nothing).
+  if (options_.record.snapshot) return absl::OkStatus();
+  if (capture.lost_chunks() == lost_before &&
+      capture.sideband_lost_records() == sideband_lost_before) {
+    return absl::OkStatus();
+  }
   return capture.ring().EnablePt();
 }
 
@@ -534,7 +567,12 @@ absl::Status PtRecording::FollowNewTasks() {
       notes_.push_back(absl::StrCat(what, " exited before it was traced"));
       continue;
     }
-    if (!st.ok()) return st;
+    if (!st.ok()) {
+      // Out of locked memory or file descriptors: that task's trace is lost, the others'
+      // are not.
+      notes_.push_back(absl::StrCat(what, " not traced: ", st.message()));
+      continue;
+    }
     notes_.push_back(absl::StrCat(
         what, " was created while recording: traced from when its PERF_RECORD_FORK was read"));
     if (child) {
@@ -582,9 +620,10 @@ absl::Status PtRecording::Drain() {
   for (size_t i = 0; i < existing; ++i) {
     auto& capture = captures_[i];
     const uint64_t lost_before = capture->lost_chunks();
+    const uint64_t sideband_lost_before = capture->sideband_lost_records();
     absl::Status st = capture->Drain(now);
     if (!st.ok() && status.ok()) status = st;
-    st = EnableAfterTruncation(*capture, lost_before);
+    st = EnableAfterTruncation(*capture, lost_before, sideband_lost_before);
     if (!st.ok() && status.ok()) status = st;
   }
   absl::Status followed = FollowNewTasks();

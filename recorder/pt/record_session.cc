@@ -124,7 +124,17 @@ absl::StatusOr<std::string> RecordSession::Run() {
   if (trigger_) {
     for (int fd : trigger_->fds()) add(fd, Kind::kTrigger);
   }
-  for (int fd : taker_->WakeupFds()) add(fd, Kind::kWakeup);
+  // Every ring fd polled so far, dropped ones included: a drain may open rings (new
+  // threads, followed children), and those join the poll set once.
+  std::vector<int> wakeup_fds;
+  auto add_new_wakeup_fds = [&] {
+    for (int fd : taker_->WakeupFds()) {
+      if (std::find(wakeup_fds.begin(), wakeup_fds.end(), fd) != wakeup_fds.end()) continue;
+      wakeup_fds.push_back(fd);
+      add(fd, Kind::kWakeup);
+    }
+  };
+  add_new_wakeup_fds();
 
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -232,6 +242,7 @@ absl::StatusOr<std::string> RecordSession::Run() {
       absl::Status st = taker_->Drain();
       if (!st.ok()) return st;
       next_drain = Clock::now() + drain_every;
+      add_new_wakeup_fds();
     }
   }
 }

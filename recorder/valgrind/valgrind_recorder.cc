@@ -23,6 +23,7 @@
 #include "common/trace_meta.h"
 #include "recorder/elf_symbol.h"
 #include "recorder/jit_files.h"
+#include "recorder/launch_signals.h"
 #include "recorder/ptgen/emulated_pt_settings.h"
 #include "recorder/emulation_control.h"
 #include "recorder/ptgen/pt_stream_set.h"
@@ -105,6 +106,7 @@ absl::StatusOr<pid_t> Launch(const ValgrindInstall& install, const std::string& 
   if (pid == 0) {
     close(report[0]);
     setenv("VALGRIND_LIB", lib_dir.c_str(), 1);
+    RestoreStartupSignalState();
     execv(install.launcher.c_str(), args.data());
     const int err = errno;
     (void)!write(report[1], &err, sizeof(err));

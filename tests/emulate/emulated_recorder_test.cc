@@ -281,6 +281,22 @@ TEST(EmulatedRecorderTest, SnapshotKeepsTheNewestBytesAndDecodesFromTheFirstPsb)
   EXPECT_NE(std::find(ips.end() - std::min<size_t>(ips.size(), 64), ips.end(), last_block), ips.end());
 }
 
+// The emulator catches SIGINT, SIGTERM and SIGUSR2 and its control thread blocks every
+// signal; the launched program must start with the recorder's own mask and dispositions.
+TEST(EmulatedRecorderTest, LaunchedProgramStartsWithTheRecordersOwnSignalState) {
+  TempDir tmp;
+  const SignalMasks parent = SignalMasksOf(*ReadFileToString("/proc/self/status"));
+  const std::string report = tmp.Sub("signals.txt");
+  Recording rec = Record(tmp, {Program("ptd_prog_signal_state"), report}, "main");
+  ASSERT_FALSE(rec.dir.empty());
+  absl::StatusOr<std::string> status = ReadFileToString(report);
+  ASSERT_TRUE(status.ok()) << status.status();
+  const SignalMasks child = SignalMasksOf(*status);
+  EXPECT_EQ(child.blocked, "0000000000000000");
+  EXPECT_EQ(child.blocked, parent.blocked);
+  EXPECT_EQ(child.ignored, parent.ignored);
+}
+
 TEST(EmulatedRecorderTest, RefusesBadOptions) {
   RecordOptions options;
   options.emulate = true;

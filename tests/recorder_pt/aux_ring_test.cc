@@ -47,15 +47,11 @@ class CaptureFixture {
   }
   FakePtKernel& kernel() { return kernel_; }
   PtStreamCapture& capture() { return capture_; }
-  // What PtRecording does for one ring: PT off, copy, PT on.
+  // What PtRecording does for one ring, in either mode: PT off, copy, PT on.
   absl::Status Snapshot(const std::string& reason, uint64_t time_ns) {
-    if (kernel_.options().overwrite) {
-      if (absl::Status st = capture_.ring().DisablePt(); !st.ok()) return st;
-    }
+    if (absl::Status st = capture_.ring().DisablePt(); !st.ok()) return st;
     absl::Status copied = capture_.Snapshot(reason, time_ns);
-    if (kernel_.options().overwrite) {
-      if (absl::Status st = capture_.ring().EnablePt(); !st.ok()) return st;
-    }
+    if (absl::Status st = capture_.ring().EnablePt(); !st.ok()) return st;
     return copied;
   }
   std::string StreamBytes() {
@@ -237,6 +233,7 @@ TEST(AuxLinearTest, DrainsEverythingAndAdvancesTail) {
   for (int round = 0; round < 10; ++round) {
     std::vector<uint8_t> got = Produce(f.kernel(), 9000, 10 + round);
     all.insert(all.end(), got.begin(), got.end());
+    f.kernel().SchedOut();  // publishes what is below the wakeup watermark too
     ASSERT_TRUE(f.capture().Drain(round).ok());
     EXPECT_EQ(f.kernel().header()->aux_tail, all.size());
   }
@@ -245,6 +242,24 @@ TEST(AuxLinearTest, DrainsEverythingAndAdvancesTail) {
   ASSERT_EQ(chunks.size(), 1u);  // one contiguous, clean piece
   EXPECT_FALSE(chunks[0].truncated);
   EXPECT_EQ(f.StreamBytes(), Str(all));
+}
+
+TEST(AuxLinearTest, BytesBelowTheWatermarkAppearOnlyWhenTheEventStops) {
+  FakeKernelOptions o;
+  o.aux_size = 4 * 4096;
+  o.aux_watermark = 4096;
+  CaptureFixture f(o);
+  std::vector<uint8_t> first = testing::TraceBytes(5000, 50);
+  std::vector<uint8_t> second = testing::TraceBytes(1000, 51);
+  ASSERT_EQ(f.kernel().WriteTrace(first), first.size());  // crosses the watermark: a PMI
+  ASSERT_EQ(f.kernel().WriteTrace(second), second.size());  // below the next one
+  ASSERT_TRUE(f.capture().Drain(1).ok());
+  EXPECT_EQ(f.kernel().header()->aux_tail, first.size());  // the PMI's bytes only
+  ASSERT_TRUE(f.capture().ring().DisablePt().ok());  // pt_event_stop: perf_aux_output_end
+  ASSERT_TRUE(f.capture().Drain(2).ok());
+  EXPECT_EQ(f.kernel().header()->aux_tail, first.size() + second.size());
+  first.insert(first.end(), second.begin(), second.end());
+  EXPECT_EQ(f.StreamBytes(), Str(first));
 }
 
 TEST(AuxLinearTest, SlowReaderTruncationIsRecordedNeverSilent) {
@@ -259,6 +274,7 @@ TEST(AuxLinearTest, SlowReaderTruncationIsRecordedNeverSilent) {
   ASSERT_TRUE(f.capture().Drain(1).ok());
   ASSERT_TRUE(f.capture().ring().EnablePt().ok());
   std::vector<uint8_t> after = Produce(f.kernel(), 1000, 21);
+  f.kernel().SchedOut();
   ASSERT_TRUE(f.capture().Drain(2).ok());
   const auto chunks = f.capture().stream().chunks;
   std::string stream = f.StreamBytes();
@@ -277,7 +293,8 @@ TEST(AuxLinearTest, SidebandRecordsReachTheSidebandFile) {
   comm.body = CommRecord{77, 78, "worker"};
   std::vector<uint8_t> bytes = EncodeRecord(comm, RecordFormat{});
   ASSERT_TRUE(f.kernel().WriteRecord(bytes));
-  Produce(f.kernel(), 100, 30);  // adds a PERF_RECORD_AUX after the COMM
+  Produce(f.kernel(), 100, 30);
+  f.kernel().SchedOut();  // publishes it: a PERF_RECORD_AUX after the COMM
   ASSERT_TRUE(f.capture().Drain(1).ok());
   std::string sideband = f.SidebandBytes();
   auto records = ReadAllRecords(
@@ -314,6 +331,7 @@ TEST(AuxRaceTest, ProducerOnAnotherThreadRacingTheLinearReader) {
     ASSERT_TRUE(f.capture().ring().EnablePt().ok());  // as PtRecording after a truncation
   }
   producer.join();
+  f.kernel().SchedOut();  // the rest, below the wakeup watermark
   ASSERT_TRUE(f.capture().Drain(++now).ok());
   const auto chunks = f.capture().stream().chunks;
   std::string stream = f.StreamBytes();

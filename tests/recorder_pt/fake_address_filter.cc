@@ -23,7 +23,11 @@ bool KernelNumber(const std::string& s, uint64_t* out) {
 }  // namespace
 
 int CheckKernelAddressFilter(const std::string& filter, const perf_event_attr& attr,
-                             uint64_t num_address_ranges) {
+                             uint64_t num_address_ranges, bool per_task) {
+  // CPU-wide events (a cgroup's, or cpu >= 0 with pid -1) have no task context:
+  // perf_event_set_addr_filter refuses them before parsing (older kernels refused only
+  // file filters, in perf_event_parse_addr_filter: object code maps differently per process).
+  if (!per_task) return EOPNOTSUPP;
   std::vector<std::string> tokens = absl::StrSplit(filter, absl::ByAnyChar(" ,\n"), absl::SkipEmpty());
   uint64_t ranges = 0;
   for (size_t i = 0; i < tokens.size(); i += 2) {

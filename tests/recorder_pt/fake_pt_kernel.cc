@@ -87,10 +87,20 @@ void FakePtKernel::ExitTask() {
   hup_write_fd_ = -1;
 }
 
+void FakePtKernel::EndLinearTransactionLocked(uint64_t flags) {
+  const uint64_t size = aux_head_ - aux_published_;
+  // perf_aux_output_end: a record only when there is a size or a flag, then the head.
+  if (size != 0 || flags != 0) WriteAuxRecordLocked(aux_published_, size, flags);
+  aux_published_ = aux_head_;
+  // Release: the AUX bytes and the PERF_RECORD_AUX are visible before the head.
+  __atomic_store_n(&header_->aux_head, aux_published_, __ATOMIC_RELEASE);
+  const uint64_t watermark = options_.aux_watermark != 0 ? options_.aux_watermark : options_.aux_size / 2;
+  while (aux_published_ - aux_wakeup_ >= watermark) aux_wakeup_ += watermark;
+}
+
 void FakePtKernel::StopPtLocked() {
   if (!options_.overwrite) {
-    // Linear mode: every WriteTrace already ended its transaction (PMI); nothing is
-    // pending, and perf_aux_output_end sends no record for size 0 without flags.
+    EndLinearTransactionLocked(0);
     return;
   }
   // pt_update_head (snapshot): data_size = in-buffer offset; pt_event_stop then hands
@@ -211,13 +221,16 @@ size_t FakePtKernel::WriteTrace(absl::Span<const uint8_t> bytes) {
   for (size_t i = 0; i < stored; ++i) aux[(start + i) % size] = bytes[i];
   aux_head_ += stored;
   if (options_.overwrite) return stored;  // published when the event stops
-  // perf_aux_output_end: a record when there is a size or a flag, then the head.
-  if (stored != 0 || truncated) {
-    WriteAuxRecordLocked(start, stored, truncated ? kPerfAuxFlagTruncated : 0);
+  // TRUNCATED ends the transaction at once and sets pending_disable: the event stays off
+  // until PERF_EVENT_IOC_ENABLE. Otherwise the PMI comes at the wakeup watermark
+  // (pt_buffer_reset_markers puts INT there).
+  const uint64_t watermark = options_.aux_watermark != 0 ? options_.aux_watermark : size / 2;
+  if (truncated) {
+    EndLinearTransactionLocked(kPerfAuxFlagTruncated);
+    pt_enabled_ = false;
+  } else if (aux_head_ - aux_wakeup_ >= watermark) {
+    EndLinearTransactionLocked(0);
   }
-  __atomic_store_n(&header_->aux_head, aux_head_, __ATOMIC_RELEASE);
-  // TRUNCATED sets pending_disable: the event stays off until PERF_EVENT_IOC_ENABLE.
-  if (truncated) pt_enabled_ = false;
   return stored;
 }
 

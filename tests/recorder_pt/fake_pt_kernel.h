@@ -8,8 +8,11 @@
 //  - snapshot (overwrite) mode: aux_head is the in-buffer write offset, published only
 //    when the PT event stops (sched-out, DISABLE), with one PERF_RECORD_AUX sized to the
 //    whole buffer each time (pt_event_stop, perf_aux_output_end);
-//  - linear mode: a write that does not fit stops at a page boundary, sets TRUNCATED and
-//    disables the PT event until PERF_EVENT_IOC_ENABLE (pt_buffer_reset_markers,
+//  - linear mode: aux_head and a PERF_RECORD_AUX are published only when the hardware
+//    crosses the wakeup watermark (the PMI at the ToPA INT entry), on sched-out and on
+//    DISABLE (pt_handle_status/pt_event_stop -> perf_aux_output_end), never per write;
+//    a write that does not fit stops at a page boundary, sets TRUNCATED and disables the
+//    PT event until PERF_EVENT_IOC_ENABLE (pt_buffer_reset_markers,
 //    perf_aux_output_begin/end: pending_disable);
 //  - sideband (MMAP/COMM/...) is written only for enabled events that asked for it
 //    (perf_iterate_ctx skips events below PERF_EVENT_STATE_INACTIVE), and nothing is
@@ -36,6 +39,8 @@ struct FakeKernelOptions {
   size_t data_size = 16 * 4096;  // powers of two, as the kernel requires
   size_t aux_size = 16 * 4096;
   bool overwrite = false;        // PROT_READ AUX mapping: snapshot mode
+  // attr.aux_watermark; 0 takes rb_alloc_aux's default, half the AUX area (linear mode).
+  uint32_t aux_watermark = 0;
   int cpu = 0;
   int tid = -1;
   uint32_t pid = 1234;           // sample_id of the records it writes
@@ -59,9 +64,9 @@ class FakePtKernel {
   // Trace bytes as the hardware writes them. Returns how many were stored: none while
   // the PT event is disabled (the hardware is off); in linear mode what fits (up to a
   // page boundary) before aux_tail, the rest dropped, TRUNCATED reported and the event
-  // disabled; all of them in overwrite mode, where nothing is published until SchedOut()
-  // or DisablePt(). In linear mode every write ends like a PMI: a PERF_RECORD_AUX and
-  // aux_head published.
+  // disabled; all of them in overwrite mode. Nothing is published until SchedOut() or
+  // DisablePt(), or in linear mode until the bytes since the last wakeup reach the
+  // watermark (a PMI: a PERF_RECORD_AUX and aux_head published).
   size_t WriteTrace(absl::Span<const uint8_t> bytes);
   // The traced task is switched out (and back in): pt_event_stop(PERF_EF_UPDATE).
   void SchedOut();
@@ -107,6 +112,8 @@ class FakePtKernel {
   void WriteAuxRecordLocked(uint64_t offset, uint64_t size, uint64_t flags);
   // pt_event_stop(PERF_EF_UPDATE) → perf_aux_output_end.
   void StopPtLocked();
+  // Linear mode's perf_aux_output_end: what was stored since the last one, published.
+  void EndLinearTransactionLocked(uint64_t flags);
   // A copy of a counter the producer may be changing (the getters above).
   template <typename T>
   T Locked(const T& field) const {
@@ -119,6 +126,8 @@ class FakePtKernel {
   perf_event_mmap_page* header_ = nullptr;
   mutable std::mutex mu_;  // the producer is one "CPU": its writes do not interleave
   uint64_t aux_head_ = 0;  // monotonic count of bytes stored
+  uint64_t aux_published_ = 0;  // linear: the aux_head user space sees (rb->aux_head)
+  uint64_t aux_wakeup_ = 0;     // linear: rb->aux_wakeup
   uint64_t data_head_ = 0;
   uint64_t dropped_ = 0;
   uint64_t lost_records_ = 0;

@@ -40,7 +40,9 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
   if (open_errno != 0) return PerfOpenError(open_errno, request.attr, request.tid, request.cpu);
   if (!request.filter.empty()) {
     // KernelPtRing: PERF_EVENT_IOC_SET_FILTER right after the open.
-    if (int err = CheckKernelAddressFilter(request.filter, request.attr, num_address_ranges);
+    // A cgroup's events are CPU-wide: no task context.
+    if (int err = CheckKernelAddressFilter(request.filter, request.attr, num_address_ranges,
+                                           request.cgroup_fd < 0);
         err != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--filter '", request.filter, "': PERF_EVENT_IOC_SET_FILTER failed: ",
@@ -63,6 +65,7 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
   options.data_size = request.data_size;
   options.aux_size = request.aux_size;
   options.overwrite = request.overwrite;
+  options.aux_watermark = request.attr.aux_watermark;
   options.cpu = request.cpu;
   options.tid = request.cpu < 0 ? request.tid : -1;
   options.pid = static_cast<uint32_t>(request.tid);

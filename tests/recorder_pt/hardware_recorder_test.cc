@@ -8,6 +8,8 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include <climits>
+
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -20,6 +22,8 @@
 #include "common/file_util.h"
 #include "common/trace_meta.h"
 #include "decoder/trace_decoder.h"
+#include "absl/strings/str_format.h"
+#include "recorder/elf_symbol.h"
 #include "recorder/pt/hardware_recorder.h"
 #include "recorder/pt/pt_recording.h"
 #include "recorder/sideband_events.h"
@@ -163,6 +167,44 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
   EXPECT_THAT(info.out, HasSubstr("psb_period=3"));
 }
 
+// The session blocks SIGINT, SIGTERM and SIGUSR2 to read them from a signalfd; the
+// launched program must start with the recorder's own mask and dispositions instead.
+TEST_F(HardwareRecorderTest, LaunchedProgramStartsWithTheRecordersOwnSignalState) {
+  const ptd::testing::SignalMasks parent =
+      ptd::testing::SignalMasksOf(*ReadFileToString("/proc/self/status"));
+  env_.handle_signals = true;
+  const std::string report = out_.Sub("signals.txt");
+  options_.command = {ptd::testing::Program("ptd_prog_signal_state"), report};
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  ASSERT_EQ(summary->exit_status, 0);
+  absl::StatusOr<std::string> status = ReadFileToString(report);
+  ASSERT_TRUE(status.ok()) << status.status();
+  const ptd::testing::SignalMasks child = ptd::testing::SignalMasksOf(*status);
+  EXPECT_EQ(child.blocked, "0000000000000000");
+  EXPECT_EQ(child.blocked, parent.blocked);
+  EXPECT_EQ(child.ignored, parent.ignored);
+}
+
+// The child is resolved before it execs: its /proc/PID/exe is still ptrace-direct (or
+// this test), whose own main must not be what the kernel filters on.
+TEST_F(HardwareRecorderTest, FilterByNameResolvesInTheLaunchedProgram) {
+  const std::string program = std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target";
+  options_.command = {program, "1", "1"};
+  options_.filter = "filter main";
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  char real[PATH_MAX];
+  ASSERT_NE(realpath(program.c_str(), real), nullptr);
+  absl::StatusOr<ElfSymbolAddress> main_symbol = FindElfFunction(real, "main");
+  ASSERT_TRUE(main_symbol.ok()) << main_symbol.status();
+  ASSERT_FALSE(factory_.requests().empty());
+  for (const PtRingRequest& r : factory_.requests()) {
+    EXPECT_EQ(r.filter, absl::StrFormat("filter 0x%x/0x%x@%s", main_symbol->file_offset,
+                                        main_symbol->size, real));
+  }
+}
+
 TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
   factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(3000, 1)); };
   options_.command = {"/bin/sleep", "30"};
@@ -211,6 +253,27 @@ TEST_F(HardwareRecorderTest, LinearModeTruncationReachesMetaJson) {
   EXPECT_FALSE(s.chunks[0].overwrite);
   EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(3 * ring, 3)).substr(0, ring));
   EXPECT_GE(summary->lost_chunks, 1u);
+}
+
+// Linear mode publishes aux_head only at the wakeup watermark and when the event stops
+// (perf_aux_output_end from the PMI or pt_event_stop): a stop other than the target's
+// exit must disable the events before its last read, or the newest trace is never seen.
+TEST_F(HardwareRecorderTest, LinearModeStopReadsTheTraceBelowTheWatermark) {
+  const size_t ring = 16 * 4096;
+  factory_.on_open = [](FakePtKernel& k) { k.WriteTrace(testing::TraceBytes(5000, 7)); };
+  options_.command = {"/bin/sleep", "30"};
+  options_.per_thread = true;
+  options_.snapshot = false;
+  options_.buffer_size = ring;
+  options_.duration_s = 0.3;
+  auto summary = RecordHardware(options_, env_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->end_reason, "duration");
+  TraceMeta meta = Meta();
+  ASSERT_EQ(meta.streams.size(), 1u);
+  const PtStream& s = meta.streams[0];
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(5000, 7)));
 }
 
 TEST_F(HardwareRecorderTest, AttachEnablesEventsAndSynthesizesExistingMappings) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <limits.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -84,6 +85,22 @@ TEST(IpFilterTest, RefusesWhatTheKernelWouldWithAClearMessage) {
     ASSERT_FALSE(filter.ok());
     EXPECT_THAT(std::string(filter.status().message()), HasSubstr(c.message));
   }
+}
+
+// The kernel splits the filter string on spaces, commas and newlines
+// (perf_event_parse_addr_filter's strsep on " ,\n"), so a file whose path holds one
+// would reach it as a different, broken filter.
+TEST(IpFilterTest, APathTheKernelsTokenizerWouldSplitIsRefused) {
+  char dir_template[] = "/tmp/ptd ip filter XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string copy = dir + "/target,copy";
+  ASSERT_EQ(std::system(absl::StrCat("cp '", Target(), "' '", copy, "'").c_str()), 0);
+  absl::StatusOr<std::string> resolved = ResolveIpFilter("filter main", copy, 2);
+  std::system(absl::StrCat("rm -rf '", dir, "'").c_str());
+  ASSERT_FALSE(resolved.ok()) << *resolved;
+  EXPECT_THAT(resolved.status().message(), HasSubstr("space or comma"));
+  EXPECT_THAT(resolved.status().message(), HasSubstr(copy));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <chrono>
+#include <thread>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +38,7 @@
 namespace ptd::pt {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -163,6 +168,29 @@ TEST_F(PtRecordingTest, SidebandContinuesWhileATruncatedRingIsDisabled) {
   ASSERT_TRUE((*rec)->Finish("exit", {}, &meta).ok());
   EXPECT_EQ(Count(Sideband(meta, 0), PERF_RECORD_COMM), 1);
   EXPECT_TRUE(meta.streams.at(0).chunks.at(0).truncated);
+}
+
+TEST_F(PtRecordingTest, ATruncationWhoseRecordTheFullDataRingDroppedStillReenablesPt) {
+  // The PERF_RECORD_AUX with TRUNCATED goes through the DATA ring like any record: when
+  // that ring is full the kernel counts it lost, and the event is still disabled
+  // (pending_disable). The PERF_RECORD_LOST in front of the next record the tracking
+  // event writes (a context switch, an mmap) is then all the reader has to go on.
+  options_.record.snapshot = false;
+  options_.record.data_size = 4096;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FakePtKernel& k = factory_.kernel(0);
+  while (k.EmitSideband(Comm("filler"))) {
+  }
+  k.WriteTrace(testing::TraceBytes(3 * options_.record.buffer_size, 5));
+  ASSERT_FALSE(k.pt_enabled());
+  ASSERT_TRUE((*rec)->Drain().ok());
+  ASSERT_TRUE(k.EmitSideband(Comm("switch")));  // preceded by the PERF_RECORD_LOST
+  ASSERT_TRUE((*rec)->Drain().ok());
+  EXPECT_TRUE(k.pt_enabled()) << "PT left disabled for the rest of the recording";
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("exit", {}, &meta).ok());
+  EXPECT_GT(meta.sideband.at(0).lost_records, 0u);
 }
 
 TEST_F(PtRecordingTest, PerCpuSnapshotIsOneCut) {
@@ -332,6 +360,7 @@ TEST_F(PtRecordingTest, SeveralPidsGetRingsForEveryThreadOfEach) {
 }
 
 TEST_F(PtRecordingTest, CgroupOpensPerCpuEventsOnTheCgroupDirectory) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
   // A directory with a cgroup.procs: what the recorder reads and opens (the fake kernel
   // checks the fd is a directory; the real one that it is a cgroup's).
   SleepingChild child;
@@ -372,6 +401,7 @@ TEST_F(PtRecordingTest, CgroupOpensPerCpuEventsOnTheCgroupDirectory) {
 }
 
 TEST_F(PtRecordingTest, CgroupNewcomersAreDescribedAtTheNextDrain) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
   // The cgroup's events count a process that joins by themselves; the recorder must
   // still name it: the next drain reads cgroup.procs and synthesizes the newcomer.
   SleepingChild first, newcomer;
@@ -396,6 +426,7 @@ TEST_F(PtRecordingTest, CgroupNewcomersAreDescribedAtTheNextDrain) {
 }
 
 TEST_F(PtRecordingTest, CgroupRefusesPerThreadRingsAndANonCgroupPath) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
   options_.self_tids.clear();
   ptd::testing::TempDir cgroup;
   options_.record.cgroup = cgroup.path();
@@ -408,6 +439,41 @@ TEST_F(PtRecordingTest, CgroupRefusesPerThreadRingsAndANonCgroupPath) {
   auto not_cgroup = Start();  // no cgroup.procs in it
   ASSERT_FALSE(not_cgroup.ok());
   EXPECT_THAT(std::string(not_cgroup.status().message()), HasSubstr("not a cgroup directory"));
+  EXPECT_EQ(factory_.size(), 0u);
+}
+
+// The kernel takes file address filters only on per-task events; a cgroup's events are
+// CPU-wide (perf_event_parse_addr_filter: EOPNOTSUPP).
+// A cgroup's events have no task: perf_allow_cpu wants perf_event_paranoid <= 0 or
+// CAP_PERFMON, and perf_event_open would fail with EACCES on every CPU.
+TEST_F(PtRecordingTest, CgroupNeedsCpuWideRightsAndSaysWhichSetting) {
+  options_.self_tids.clear();
+  WriteProc(/*paranoid=*/1, /*cap_eff=*/"0000000000000000");
+  ptd::testing::TempDir cgroup;
+  ASSERT_TRUE(WriteFileAtomic(cgroup.Sub("cgroup.procs"), absl::StrCat(getpid(), "\n")).ok());
+  options_.record.cgroup = cgroup.path();
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  EXPECT_EQ(rec.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("perf_event_paranoid=0"));
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("CAP_PERFMON"));
+  EXPECT_EQ(factory_.size(), 0u);
+}
+
+TEST_F(PtRecordingTest, CgroupWithAFilterIsRefusedBeforeAnyRingOpens) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
+  options_.self_tids.clear();
+  ptd::testing::TempDir cgroup;
+  ASSERT_TRUE(WriteFileAtomic(cgroup.Sub("cgroup.procs"), absl::StrCat(getpid(), "\n")).ok());
+  options_.record.cgroup = cgroup.path();
+  options_.record.filter =
+      absl::StrCat("filter ptd_trigger_point@", PTD_BINARY_DIR, "/tests/recorder_pt/ptd-trigger-target");
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  EXPECT_EQ(rec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("--filter"));
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("--cgroup"));
+  EXPECT_THAT(std::string(rec.status().message()), HasSubstr("--pid"));
   EXPECT_EQ(factory_.size(), 0u);
 }
 
@@ -488,6 +554,23 @@ struct FollowRun {
   std::unique_ptr<PtRecording> rec;
   bool forks_written = false;
 };
+
+// A new thread whose ring the kernel refuses (EPERM: locked memory spent; EMFILE) is
+// one thread lost, not the end of the recording.
+TEST_F(PtRecordingTest, PerThreadModeKeepsRecordingWhenANewThreadsRingIsRefused) {
+  SleepingChild target;
+  ASSERT_GT(target.pid(), 0);
+  FollowRun run(options_, target.pid(), /*per_thread=*/true, /*follow=*/false);
+  ASSERT_NE(run.rec, nullptr);
+  const PtRingRequest& first = run.factory.requests().at(0);
+  run.factory.mlock_limit_bytes = FakePtKernel::kPage + first.data_size + first.aux_size;
+  absl::Status drained = run.rec->Drain();
+  EXPECT_TRUE(drained.ok()) << drained;
+  EXPECT_TRUE(run.rec->Drain().ok());
+  TraceMeta meta = run.Finish();
+  EXPECT_THAT(meta.notes, Contains(AllOf(HasSubstr("thread 4000001 not traced"),
+                                         HasSubstr("locked-memory"))));
+}
 
 TEST_F(PtRecordingTest, PerThreadModeFollowsAForkedChildAndItsThreadsUnlessNoFollow) {
   SleepingChild target;
@@ -581,6 +664,28 @@ TEST(PerfOpenTargetTest, ThreadEventsTakeTheTidAndCgroupEventsTheDirectoryFd) {
   EXPECT_EQ(on_cgroup.flags, static_cast<unsigned long>(PERF_FLAG_PID_CGROUP));
 }
 
+// The kernel makes the page's lock odd while it rewrites the conversion
+// (perf_event_update_userpage: ++lock, write, ++lock), and perf's reader
+// (perf_read_tsc_conversion) retries until it sees the same even value twice. A page left
+// odd with half-written values must not be read; the writer finishes it a little later.
+TEST(PerfClockTest, TimeConversionIsNotReadWhileTheKernelRewritesIt) {
+  perf_event_mmap_page page;
+  std::memset(&page, 0, sizeof(page));
+  page.lock = 1;  // mid-update: zero and mult not written yet
+  page.cap_user_time_zero = 1;
+  page.time_mult = 1;
+  page.time_shift = 0;
+  page.time_zero = 0;
+  std::thread kernel([&page] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    page.time_zero = 1ull << 62;
+    __atomic_store_n(&page.lock, 2u, __ATOMIC_RELEASE);
+  });
+  const uint64_t now = EventClockNow(&page);
+  kernel.join();
+  EXPECT_GE(now, 1ull << 62) << "read the half-written conversion";
+}
+
 TEST(PerfClockTest, WithoutTimeZeroTheEventClockIsTheKernelsPerfClock) {
   // A software event's page has no cap_user_time_zero on VMs; the kernel still stamps
   // records with local_clock(), not CLOCK_MONOTONIC. A record it writes between two
@@ -655,6 +760,28 @@ TEST_F(PtRecordingTest, ARingWhoseThreadExitedDoesNotSpinTheLoop) {
   auto reason = session.Run();
   ASSERT_TRUE(reason.ok()) << reason.status();
   EXPECT_LE(taker.drains(), 3);
+}
+
+// Per-CPU attach opens two events per thread per CPU: a default soft RLIMIT_NOFILE (1024)
+// runs out long before the hard one. perf raises the soft limit to the hard one
+// (rlimit__increase_nofile); so does the recorder, after the launched child is forked.
+TEST_F(PtRecordingTest, SoftOpenFileLimitIsRaisedToTheHardOne) {
+  rlimit saved;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < 64) {
+    GTEST_SKIP() << "hard RLIMIT_NOFILE is " << saved.rlim_max << ": nothing to raise to";
+  }
+  int open_now = 0;
+  for (int fd = 0; fd < 4096; ++fd) open_now += fcntl(fd, F_GETFD) != -1;
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(open_now + 3);  // far fewer than the rings need
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto rec = Start();
+  rlimit after;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &after), 0);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(after.rlim_cur, saved.rlim_max);
 }
 
 TEST_F(PtRecordingTest, FilterByNameReachesTheKernelAsNumbers) {

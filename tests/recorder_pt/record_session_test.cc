@@ -72,6 +72,45 @@ SessionOptions Quiet() {
 
 std::string TriggerTargetPath() { return std::string(PTD_BINARY_DIR) + "/tests/recorder_pt/ptd-trigger-target"; }
 
+// A ring opened while the loop runs (a new thread's in per-thread mode, a followed
+// child's) must wake the loop at its watermark like the first ones, not wait for the
+// periodic drain.
+class GrowingTaker : public RecordingTaker {
+ public:
+  ~GrowingTaker() override {
+    for (int fd : late_) close(fd);
+  }
+  absl::Status Drain() override {
+    absl::Status st = RecordingTaker::Drain();
+    if (late_[0] < 0) {
+      // The first drain opens a ring whose data is already past its watermark.
+      if (pipe2(late_, O_CLOEXEC | O_NONBLOCK) != 0) return absl::InternalError("pipe");
+      (void)!write(late_[1], "x", 1);
+      wakeup_fds_.push_back(late_[0]);
+    } else {
+      char byte;
+      while (read(late_[0], &byte, 1) == 1) late_drained_ = true;
+    }
+    return st;
+  }
+  bool late_drained() const { return late_drained_; }
+
+ private:
+  int late_[2] = {-1, -1};
+  bool late_drained_ = false;
+};
+
+TEST(RecordSessionTest, RingsOpenedWhileRunningWakeTheLoop) {
+  GrowingTaker taker;
+  SessionOptions o = Quiet();
+  o.drain_interval_ms = 1000000;  // only wake-ups drain after the first round
+  o.duration_s = 2;
+  RecordSession session(o, &taker);
+  auto reason = session.Run();
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  EXPECT_TRUE(taker.late_drained()) << taker.drains() << " drains, none woken by the new ring";
+}
+
 TEST(RecordSessionTest, DurationStopsByItselfWithAFinalSnapshot) {
   RecordingTaker taker;
   SessionOptions o = Quiet();

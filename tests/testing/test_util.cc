@@ -16,6 +16,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/file_util.h"
 
 extern char** environ;
@@ -117,6 +119,15 @@ std::string Program(const std::string& name) {
 }
 std::string CoreProgram(const std::string& name) {
   return std::string(PTD_BINARY_DIR) + "/tests/programs_core/" + name;
+}
+
+SignalMasks SignalMasksOf(const std::string& proc_status) {
+  SignalMasks masks;
+  for (absl::string_view line : absl::StrSplit(proc_status, '\n')) {
+    if (absl::ConsumePrefix(&line, "SigBlk:")) masks.blocked = std::string(absl::StripAsciiWhitespace(line));
+    if (absl::ConsumePrefix(&line, "SigIgn:")) masks.ignored = std::string(absl::StripAsciiWhitespace(line));
+  }
+  return masks;
 }
 
 std::optional<std::string> SharedSamplesDir() {

@@ -82,6 +82,14 @@ std::string SourceDir();
 std::string Program(const std::string& name);
 std::string CoreProgram(const std::string& name);
 
+// The "SigBlk:" and "SigIgn:" masks (hex, as the kernel prints them) of a /proc/PID/status
+// text; empty when a line is missing.
+struct SignalMasks {
+  std::string blocked;
+  std::string ignored;
+};
+SignalMasks SignalMasksOf(const std::string& proc_status);
+
 }  // namespace ptd::testing
 
 // Skips the current test with a clear message when ../shared/samples is absent.

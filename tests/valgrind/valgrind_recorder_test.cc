@@ -82,6 +82,22 @@ uint64_t Calls(const std::map<std::string, uint64_t>& calls, const std::string& 
   return it == calls.end() ? 0 : it->second;
 }
 
+// The recorder catches SIGINT, SIGTERM and SIGUSR2 and its control thread blocks every
+// signal; the program under Valgrind must start with the recorder's own mask and
+// dispositions (Valgrind passes the client's mask to the kernel around each syscall).
+TEST_F(ValgrindRecorderTest, LaunchedProgramStartsWithTheRecordersOwnSignalState) {
+  const SignalMasks parent = SignalMasksOf(*ReadFileToString("/proc/self/status"));
+  const std::string report = tmp_.Sub("signals.txt");
+  Recorded rec = RecordAndDecode(tmp_, {Program("ptd_prog_signal_state"), report});
+  ASSERT_FALSE(rec.dir.empty());
+  absl::StatusOr<std::string> status = ReadFileToString(report);
+  ASSERT_TRUE(status.ok()) << status.status();
+  const SignalMasks child = SignalMasksOf(*status);
+  EXPECT_EQ(child.blocked, "0000000000000000");
+  EXPECT_EQ(child.blocked, parent.blocked);
+  EXPECT_EQ(child.ignored, parent.ignored);
+}
+
 TEST_F(ValgrindRecorderTest, CallsPerFunctionEqualCallgrindsAndTheSource) {
   const std::vector<std::string> command = {Program("ptd_prog_calls")};
   Recorded rec = RecordCleanly(command);
