@@ -86,6 +86,10 @@ std::string DescribeWaitStatus(int status) {
   return absl::StrCat("wait status 0x", absl::Hex(status));
 }
 
+int ShellExitCode(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
 absl::Status PtraceAttachError(int errno_value, int pid, int tid) {
   const std::string what = tid == pid ? absl::StrCat("process ", pid)
                                       : absl::StrCat("thread ", tid, " of process ", pid);
@@ -154,11 +158,6 @@ absl::StatusOr<TargetProcess> TargetProcess::Launch(const LaunchOptions& options
       n = ::read(go[0], &byte, 1);
     } while (n < 0 && errno == EINTR);
     if (n != 1) ::_exit(127);  // the recorder gave up before releasing us
-    if (options.stop_at_exec && ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
-      int err = errno;
-      (void)!::write(exec_error[1], &err, sizeof(err));
-      ::_exit(127);
-    }
     ::execve(exe->c_str(), args.data(), environ);
     int err = errno;
     (void)!::write(exec_error[1], &err, sizeof(err));
@@ -239,6 +238,13 @@ absl::Status TargetProcess::Release() {
   if (!launched_) return absl::FailedPreconditionError("Release() of a process not launched here");
   if (released_) return absl::FailedPreconditionError("target already released");
   released_ = true;
+  // Seized (not PTRACE_TRACEME): a seized tracee can be stopped with PTRACE_INTERRUPT while it
+  // is blocked in a system call, so a recording stops at once (docs/cli.md). The child waits
+  // for the go byte, so it is traced before it execs.
+  if (stop_at_exec_ &&
+      ::ptrace(PTRACE_SEIZE, pid_, nullptr, reinterpret_cast<void*>(static_cast<long>(PTRACE_O_TRACEEXEC))) != 0) {
+    return ErrnoError("ptrace(PTRACE_SEIZE)", argv_[0], errno);
+  }
   char byte = 1;
   if (::write(go_fd_, &byte, 1) != 1) return ErrnoError("cannot release", argv_[0], errno);
   CloseFd(&go_fd_);

@@ -94,7 +94,7 @@ TEST(FaultTest, TargetKilledMidRecordingLeavesACompleteDecodableTrace) {
   TempDir tmp;
   const std::string dir = tmp.Sub("trace.dir");
   Interrupted run = RecordSpinAndInterrupt(tmp, dir, [](int, int target) { kill(target, SIGKILL); });
-  EXPECT_EQ(run.record.exit_code, 0) << run.record.err;
+  EXPECT_EQ(run.record.exit_code, 128 + SIGKILL) << run.record.err;
   ExpectCommitted(tmp, dir);
 
   nlohmann::json info = InfoJson(dir);
@@ -175,7 +175,7 @@ TEST(FaultTest, DiskFullKeepsWhatWasWrittenMarkedPartial) {
   ChildResult record = RunChild({CliPath(), "record", "--emulate=ptrace", "-q", "-o", dir, "--",
                                  CoreProgram(kSpin), tmp.Sub("target.pid"), "2000"},
                                 FileSizeLimit(kLimit));
-  EXPECT_EQ(record.exit_code, 1) << record.err;
+  EXPECT_EQ(record.exit_code, 125) << record.err;
   EXPECT_THAT(record.err, HasSubstr("aux/tid"));
   EXPECT_THAT(record.err, HasSubstr("File too large"));
   EXPECT_THAT(record.err, HasSubstr("marked partial"));
