@@ -86,6 +86,22 @@ std::string DescribeWaitStatus(int status) {
   return absl::StrCat("wait status 0x", absl::Hex(status));
 }
 
+int TerminateChild(int pid, double grace_s) {
+  int status = 0;
+  ::kill(pid, SIGTERM);
+  for (double waited = 0; waited < grace_s; waited += 0.01) {
+    const int rc = WaitPidNoEintr(pid, &status, WNOHANG);
+    if (rc < 0) return -1;  // not our child (any more)
+    if (rc == pid && (WIFEXITED(status) || WIFSIGNALED(status))) return status;
+    if (rc == pid) break;  // a ptrace stop: it cannot act on SIGTERM until we resume it
+    ::usleep(10000);
+  }
+  ::kill(pid, SIGKILL);
+  while (WaitPidNoEintr(pid, &status, 0) == pid && !WIFEXITED(status) && !WIFSIGNALED(status)) {
+  }
+  return status;
+}
+
 int ShellExitCode(int wait_status) {
   return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
 }
@@ -223,12 +239,7 @@ void TargetProcess::Reset() {
     int status = 0;
     int rc = WaitPidNoEintr(pid_, &status, WNOHANG);
     bool ended = rc == pid_ && (WIFEXITED(status) || WIFSIGNALED(status));
-    if (rc == 0 || (rc == pid_ && !ended)) {
-      ::kill(pid_, SIGKILL);
-      while (WaitPidNoEintr(pid_, &status, 0) == pid_ && !WIFEXITED(status) &&
-             !WIFSIGNALED(status)) {
-      }
-    }
+    if (rc == 0 || (rc == pid_ && !ended)) TerminateChild(pid_);
   }
   launched_ = false;
   pid_ = -1;

@@ -321,6 +321,10 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   }
   absl::Status run_status =
       Run(*valgrind, **control, spool, converter, absl::StrCat(spool_dir, "/stop"), &trigger_stop, &run);
+  // Stopped before the program ended (Ctrl-C, SIGTERM, --duration, the FIFO, --trigger): it
+  // does not go on untraced, as perf record's workload does not (docs/cli.md).
+  const bool stopped_early = run.exit_status < 0;
+  if (stopped_early) run.exit_status = TerminateChild(*valgrind);
 
   TraceMeta meta;
   streams.set_end_reason(run.end_reason);
@@ -366,7 +370,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   summary.trigger_hits = trigger.entries();
   summary.seconds = run.seconds;
   summary.end_reason = meta.end_reason;  // target_killed when the program died of a signal
-  if (run.exit_status >= 0) summary.exit_status = ShellExitCode(run.exit_status);
+  if (run.exit_status >= 0 && !stopped_early) summary.exit_status = ShellExitCode(run.exit_status);
   return summary;
 }
 

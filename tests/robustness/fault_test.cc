@@ -52,13 +52,6 @@ ChildOptions FileSizeLimit(uint64_t bytes) {
   return options;
 }
 
-bool ProcessRunning(int pid) {
-  absl::StatusOr<std::string> stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
-  if (!stat.ok()) return false;
-  const size_t paren = stat->rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat->size() || (*stat)[paren + 2] != 'Z';
-}
-
 // A recording of the looping program that is interrupted by `interrupt(recorder pid,
 // target pid)` once the target is being traced.
 struct Interrupted {
