@@ -589,8 +589,10 @@ void PtraceStepper::DetachAll() {
       // program once detached. Continued, the thread takes it first (a signal-delivery stop,
       // below), before running anything; it is detached there without it.
       if (ptrace(PTRACE_CONT, tid, nullptr, nullptr) == 0) it->second->running = true;
-    } else if (WIFSTOPPED(status) && WSTOPSIG(status) != SIGTRAP && (status >> 16) == 0) {
-      // A signal meant for the program: hand it over on detach.
+    } else if (WIFSTOPPED(status) && WSTOPSIG(status) != SIGTRAP && WSTOPSIG(status) != (SIGTRAP | 0x80) &&
+               (status >> 16) == 0) {
+      // A signal meant for the program (not a step's or a system call's stop): hand it over
+      // on detach.
       EndThread(it->second.get(), it->second->ip, now);
       ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(WSTOPSIG(status))));
       threads_.erase(it);
