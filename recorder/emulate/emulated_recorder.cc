@@ -152,7 +152,11 @@ absl::Status AttachProcessThreads(const TargetProcess& target, PtraceStepper& st
     if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) return PtraceAttachError(errno, pid, tid);
     int status = 0;
     while (true) {
-      if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) {
+      pid_t waited;
+      do {
+        waited = waitpid(tid, &status, __WALL);
+      } while (waited < 0 && errno == EINTR);  // Ctrl-C / SIGTERM during the attach: served once attached
+      if (waited != tid || !WIFSTOPPED(status)) {
         return absl::NotFoundError(absl::StrFormat(
             "thread %d of process %d did not stop after attach (it exited during the attach?)", tid, pid));
       }
