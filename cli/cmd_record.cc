@@ -11,6 +11,7 @@
 #include "recorder/record_options.h"
 #include "recorder/emulate/emulated_recorder.h"
 #include "recorder/record_backend.h"
+#include "recorder/target_process.h"
 #include "recorder/valgrind/valgrind_recorder.h"
 
 namespace ptd::cli {
@@ -21,7 +22,15 @@ void Say(const RecordOptions& options, const std::string& line) {
   if (!options.quiet) std::fprintf(stderr, "ptrace-direct: %s\n", line.c_str());
 }
 
-absl::Status RunRecord(const RecordOptions& options) {
+// Exit status of `record` when the recording itself failed (the message says why): the
+// value `timeout`, `env` and `nice` give for their own failures, out of the range a target's
+// status shares with the shell's 126/127 and 128+signal (docs/cli.md).
+constexpr int kExitRecordingFailed = 125;
+
+// Records; on success, the exit status `record` ends with: the launched target's (its exit
+// code, or 128 + the signal that killed it), 0 when attached or when the recording stopped
+// before the target ended.
+absl::StatusOr<int> RunRecord(const RecordOptions& options) {
   absl::StatusOr<BackendChoice> choice = ChooseBackend(options);
   if (!choice.ok()) return choice.status();
   Say(options, choice->why);
@@ -34,14 +43,14 @@ absl::Status RunRecord(const RecordOptions& options) {
                                  "ended by %s",
                                  summary->trace_dir, summary->instructions, summary->pt_bytes, summary->threads,
                                  summary->snapshots, summary->seconds, summary->end_reason));
-    return absl::OkStatus();
+    return summary->exit_status >= 0 ? summary->exit_status : kExitOk;
   }
   absl::StatusOr<pt::HardwareRecordSummary> summary = pt::RecordHardware(options);
   if (!summary.ok()) return summary.status();
   Say(options, absl::StrFormat("%s: %d PT bytes from %d rings, %d snapshots, %d lost chunks, ended by %s",
                                summary->trace_dir, summary->pt_bytes, summary->rings, summary->snapshots,
                                summary->lost_chunks, summary->end_reason));
-  return absl::OkStatus();
+  return summary->exit_status >= 0 ? ShellExitCode(summary->exit_status) : kExitOk;
 }
 
 }  // namespace
@@ -163,8 +172,9 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
   cmd->callback([&ctx, opts, timing, time_axis, emulate, snapshot_size, buffer_size, data_size, slower_than]() {
     if (slower_than->size() == 2) {
       if (!opts->trigger_symbol.empty() && opts->trigger_symbol != (*slower_than)[0]) {
-        ctx.exit_code = ReportError(absl::InvalidArgumentError(
+        ReportError(absl::InvalidArgumentError(
             "--trigger and --trigger-slower-than name different functions; give one of them"));
+        ctx.exit_code = kExitRecordingFailed;
         return;
       }
       opts->trigger_symbol = (*slower_than)[0];
@@ -177,8 +187,13 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
     static const std::map<std::string, TimingPreset> kPresets = {
         {"low", TimingPreset::kLow}, {"normal", TimingPreset::kNormal}, {"high", TimingPreset::kHigh}};
     opts->timing = kPresets.at(*timing);
-    absl::Status status = RunRecord(*opts);
-    ctx.exit_code = status.ok() ? kExitOk : ReportError(status);
+    absl::StatusOr<int> exit_code = RunRecord(*opts);
+    if (exit_code.ok()) {
+      ctx.exit_code = *exit_code;
+    } else {
+      ReportError(exit_code.status());
+      ctx.exit_code = kExitRecordingFailed;
+    }
   });
 }
 

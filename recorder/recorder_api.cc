@@ -49,10 +49,6 @@ bool PtraceAvailable(std::string* why) {
   return true;
 }
 
-int ExitCode(int wait_status) {
-  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
-}
-
 std::string StagingPath() {
   static std::atomic<int> counter{0};
   const char* tmp = std::getenv("TMPDIR");
@@ -365,7 +361,7 @@ absl::StatusOr<int> Recorder::Wait() {
   }
   absl::StatusOr<int> status = m.recording->target()->Wait();
   if (!status.ok()) return status.status();
-  m.exit_code = ExitCode(*status);
+  m.exit_code = ShellExitCode(*status);
   return *m.exit_code;
 }
 

@@ -87,6 +87,26 @@ std::string DescribeWaitStatus(int status) {
   return absl::StrCat("wait status 0x", absl::Hex(status));
 }
 
+int TerminateChild(int pid, double grace_s) {
+  int status = 0;
+  ::kill(pid, SIGTERM);
+  for (double waited = 0; waited < grace_s; waited += 0.01) {
+    const int rc = WaitPidNoEintr(pid, &status, WNOHANG);
+    if (rc < 0) return -1;  // not our child (any more)
+    if (rc == pid && (WIFEXITED(status) || WIFSIGNALED(status))) return status;
+    if (rc == pid) break;  // a ptrace stop: it cannot act on SIGTERM until we resume it
+    ::usleep(10000);
+  }
+  ::kill(pid, SIGKILL);
+  while (WaitPidNoEintr(pid, &status, 0) == pid && !WIFEXITED(status) && !WIFSIGNALED(status)) {
+  }
+  return status;
+}
+
+int ShellExitCode(int wait_status) {
+  return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+}
+
 absl::Status PtraceAttachError(int errno_value, int pid, int tid) {
   const std::string what = tid == pid ? absl::StrCat("process ", pid)
                                       : absl::StrCat("thread ", tid, " of process ", pid);
@@ -155,11 +175,6 @@ absl::StatusOr<TargetProcess> TargetProcess::Launch(const LaunchOptions& options
       n = ::read(go[0], &byte, 1);
     } while (n < 0 && errno == EINTR);
     if (n != 1) ::_exit(127);  // the recorder gave up before releasing us
-    if (options.stop_at_exec && ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
-      int err = errno;
-      (void)!::write(exec_error[1], &err, sizeof(err));
-      ::_exit(127);
-    }
     RestoreStartupSignalState();
     ::execve(exe->c_str(), args.data(), environ);
     int err = errno;
@@ -226,12 +241,7 @@ void TargetProcess::Reset() {
     int status = 0;
     int rc = WaitPidNoEintr(pid_, &status, WNOHANG);
     bool ended = rc == pid_ && (WIFEXITED(status) || WIFSIGNALED(status));
-    if (rc == 0 || (rc == pid_ && !ended)) {
-      ::kill(pid_, SIGKILL);
-      while (WaitPidNoEintr(pid_, &status, 0) == pid_ && !WIFEXITED(status) &&
-             !WIFSIGNALED(status)) {
-      }
-    }
+    if (rc == 0 || (rc == pid_ && !ended)) TerminateChild(pid_);
   }
   launched_ = false;
   pid_ = -1;
@@ -241,6 +251,13 @@ absl::Status TargetProcess::Release() {
   if (!launched_) return absl::FailedPreconditionError("Release() of a process not launched here");
   if (released_) return absl::FailedPreconditionError("target already released");
   released_ = true;
+  // Seized (not PTRACE_TRACEME): a seized tracee can be stopped with PTRACE_INTERRUPT while it
+  // is blocked in a system call, so a recording stops at once (docs/cli.md). The child waits
+  // for the go byte, so it is traced before it execs.
+  if (stop_at_exec_ &&
+      ::ptrace(PTRACE_SEIZE, pid_, nullptr, reinterpret_cast<void*>(static_cast<long>(PTRACE_O_TRACEEXEC))) != 0) {
+    return ErrnoError("ptrace(PTRACE_SEIZE)", argv_[0], errno);
+  }
   char byte = 1;
   if (::write(go_fd_, &byte, 1) != 1) return ErrnoError("cannot release", argv_[0], errno);
   CloseFd(&go_fd_);

@@ -93,6 +93,14 @@ std::string SignalName(int signal);
 // Text form of a wait status: "exited with 3", "killed by SIGSEGV".
 std::string DescribeWaitStatus(int status);
 
+// A wait status as a shell reports it: the exit code, or 128 + the killing signal.
+int ShellExitCode(int wait_status);
+
+// Ends a launched child still running when the recording stopped, as `perf record` ends its
+// workload: SIGTERM (the program may clean up), SIGKILL if it has not ended after
+// `grace_s` or is stopped for us as its tracer. Returns its wait status (it is reaped).
+int TerminateChild(int pid, double grace_s = 2);
+
 // The error for a failed PTRACE_ATTACH (or PTRACE_SEIZE) of thread `tid` of process
 // `pid`, saying what to change: EPERM names an existing tracer, ptrace_scope and
 // CAP_SYS_PTRACE; ESRCH says the process exited during the attach.

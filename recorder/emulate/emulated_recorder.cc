@@ -146,13 +146,23 @@ absl::Status AttachProcessThreads(const TargetProcess& target, PtraceStepper& st
   absl::StatusOr<std::vector<int>> tids = target.Threads();
   if (!tids.ok()) return tids.status();
   for (int tid : *tids) {
-    if (ptrace(PTRACE_ATTACH, tid, nullptr, nullptr) != 0) {
-      return PtraceAttachError(errno, pid, tid);
-    }
+    // Seized, not PTRACE_ATTACHed: no SIGSTOP is sent (a stop the program could see), and
+    // PTRACE_INTERRUPT can stop the thread later while it is blocked in a system call.
+    if (ptrace(PTRACE_SEIZE, tid, nullptr, nullptr) != 0) return PtraceAttachError(errno, pid, tid);
+    if (ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr) != 0) return PtraceAttachError(errno, pid, tid);
     int status = 0;
-    if (waitpid(tid, &status, __WALL) != tid || !WIFSTOPPED(status)) {
-      return absl::NotFoundError(absl::StrFormat(
-          "thread %d of process %d did not stop after attach (it exited during the attach?)", tid, pid));
+    while (true) {
+      pid_t waited;
+      do {
+        waited = waitpid(tid, &status, __WALL);
+      } while (waited < 0 && errno == EINTR);  // Ctrl-C / SIGTERM during the attach: served once attached
+      if (waited != tid || !WIFSTOPPED(status)) {
+        return absl::NotFoundError(absl::StrFormat(
+            "thread %d of process %d did not stop after attach (it exited during the attach?)", tid, pid));
+      }
+      if ((status >> 16) == PTRACE_EVENT_STOP) break;
+      // A signal arrived before the interrupt: delivered as it would have been, untraced.
+      ptrace(PTRACE_CONT, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(WSTOPSIG(status))));
     }
     if (absl::Status s = stepper.AddStoppedThread(pid, tid); !s.ok()) return s;
   }
@@ -244,7 +254,7 @@ void DropRealCpuSwitches(TraceDirWriter& dir, TraceMeta* meta) {
 }
 
 EmulatedRecordSummary SummaryOf(const RecordOptions& options, int pid, const PtraceStepper& stepper,
-                                const PtStreamSet& streams, uint64_t trigger_hits) {
+                                const PtStreamSet& streams, uint64_t trigger_hits, const std::string& end_reason) {
   EmulatedRecordSummary summary;
   const PtraceStepperStats& stats = stepper.stats();
   summary.trace_dir = options.output_dir;
@@ -259,11 +269,9 @@ EmulatedRecordSummary SummaryOf(const RecordOptions& options, int pid, const Ptr
   summary.snapshots = streams.stats().snapshots;
   summary.trigger_hits = trigger_hits;
   summary.seconds = stats.seconds;
-  summary.end_reason = stepper.end_reason();
+  summary.end_reason = end_reason;
   const int status = stepper.exit_status(pid);
-  if (status >= 0) {
-    summary.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  if (status >= 0) summary.exit_status = ShellExitCode(status);
   return summary;
 }
 
@@ -402,7 +410,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   for (const EmulationRequest& request : stop_requests) (*control)->Answer(request, committed);
   if (!committed.ok()) return committed;
 
-  EmulatedRecordSummary summary = SummaryOf(options, pid, stepper, streams, trigger.entries());
+  EmulatedRecordSummary summary = SummaryOf(options, pid, stepper, streams, trigger.entries(), meta.end_reason);
   if (!run_status.ok()) return run_status;
   return summary;
 }

@@ -25,6 +25,22 @@ namespace ptd {
 namespace {
 
 constexpr long kMmapFamily[] = {9 /*mmap*/, 10 /*mprotect*/, 11 /*munmap*/, 25 /*mremap*/};
+// A system call's result while the kernel will restart it (include/linux/errno.h, not
+// exported to user space).
+constexpr long kErestartSys = 512;
+constexpr long kErestartNoIntr = 513;
+constexpr long kErestartNoHand = 514;
+constexpr long kErestartRestartBlock = 516;
+
+// True when `tid` has SIGTRAP pending (its own queue, /proc/TID/status SigPnd).
+bool SigtrapPending(int tid) {
+  std::ifstream status("/proc/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigPnd:", 0) == 0) return (std::strtoull(line.c_str() + 7, nullptr, 16) >> (SIGTRAP - 1)) & 1;
+  }
+  return false;
+}
 
 int ReadTgid(int tid) {
   std::ifstream status("/proc/" + std::to_string(tid) + "/status");
@@ -73,6 +89,10 @@ struct PtraceStepper::Thread {
   // (RIP moved) then only updates the frames. `syscall_traced`: it went into the trace.
   bool syscall_entered = false;
   bool syscall_traced = false;
+  // Between its syscall-entry and syscall-exit stops: resumed with PTRACE_SYSCALL, so no
+  // trap flag is set while it blocks in the kernel (see Resume).
+  bool in_syscall = false;
+  bool interrupted = false;  // PTRACE_INTERRUPT sent by DetachAll
 };
 
 PtraceStepper::PtraceStepper(const PtraceStepperOptions& options, PtStreamSet* streams,
@@ -113,10 +133,11 @@ PtraceStepper::Thread* PtraceStepper::NewThread(int pid, int tid) {
 }
 
 absl::Status PtraceStepper::AddStoppedThread(int pid, int tid) {
-  long flags = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT;
+  // TRACESYSGOOD: system calls are stepped with PTRACE_SYSCALL (Resume); their stops
+  // read SIGTRAP|0x80.
+  long flags = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD;
   if (options_.follow_forks) flags |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
   if (options_.kill_on_exit) flags |= PTRACE_O_EXITKILL;
-  if (awaiting_start_symbol_) flags |= PTRACE_O_TRACESYSGOOD;  // syscall stops: SIGTRAP|0x80
   if (ptrace(PTRACE_SETOPTIONS, tid, nullptr, reinterpret_cast<void*>(flags)) != 0) {
     return ErrnoError("ptrace(PTRACE_SETOPTIONS)", absl::StrFormat("thread %d", tid), errno);
   }
@@ -244,6 +265,12 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
     thread->ip = regs.rip;
     thread->rsp = regs.rsp;
     thread->have_insn = true;
+    // Stopped (attached, interrupted) inside a system call the kernel restarts on resume:
+    // that call runs again from its entry, so it is stepped as a system call (Resume).
+    const long result = static_cast<long>(regs.rax);
+    thread->in_syscall = static_cast<long>(regs.orig_rax) >= 0 &&
+                         (result == -kErestartSys || result == -kErestartNoIntr || result == -kErestartNoHand ||
+                          result == -kErestartRestartBlock);
     LoadInstruction(thread);
     return absl::OkStatus();
   }
@@ -331,12 +358,20 @@ void PtraceStepper::Resume(Thread* thread, int signal) {
   // A stop was asked for (e.g. by the trigger): leave the thread stopped for DetachAll,
   // so nothing runs untraced after the point the trace ends at.
   if (stop_requested_.load() && signal == 0) return;
-  const auto request = tracing_ ? PTRACE_SINGLESTEP
-                       : awaiting_start_symbol_ ? PTRACE_SYSCALL : PTRACE_CONT;
+  // A system call is not single-stepped but run from its entry stop to its exit stop with
+  // PTRACE_SYSCALL: a thread blocked in the kernel then has no trap flag set. If the
+  // recorder dies (even by SIGKILL) the kernel detaches its tracees without clearing the
+  // trap flag (exit_ptrace skips the ptrace_disable that PTRACE_DETACH does), and a thread
+  // left single-stepping gets SIGTRAP on its next instruction and dies of it.
+  const bool syscall = tracing_ && signal == 0 && (thread->in_syscall || (thread->have_insn && thread->insn.is_syscall));
+  const auto request = syscall                 ? PTRACE_SYSCALL
+                       : tracing_              ? PTRACE_SINGLESTEP
+                       : awaiting_start_symbol_ ? PTRACE_SYSCALL
+                                                : PTRACE_CONT;
   thread->injected = signal != 0;
   thread->injected_signo = signal;
   // With a signal injected a handler may run before the instruction.
-  if (request == PTRACE_SINGLESTEP && signal == 0) EnterSyscall(thread);
+  if (tracing_ && signal == 0) EnterSyscall(thread);
   if (ptrace(request, thread->tid, nullptr, reinterpret_cast<void*>(static_cast<long>(signal))) == 0) {
     thread->running = true;
     ++stats_.steps;
@@ -370,10 +405,27 @@ absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
   const int sig = WSTOPSIG(status);
   const int event = status >> 16;
   if (thread->awaiting_first_stop) {
-    // New threads and children start with a SIGSTOP that is ours, not the program's.
+    // New threads and children start with a SIGSTOP (a PTRACE_EVENT_STOP when seized) that
+    // is ours, not the program's.
     thread->awaiting_first_stop = false;
     if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
-    Resume(thread, sig == SIGSTOP ? 0 : sig);
+    Resume(thread, sig == SIGSTOP || event == PTRACE_EVENT_STOP ? 0 : sig);
+    return absl::OkStatus();
+  }
+  if (sig == (SIGTRAP | 0x80) && tracing_) {
+    // A stepped system call: its entry (go on to its exit), or its exit (it retired).
+    // struct ptrace_syscall_info (linux/ptrace.h, which clashes with glibc's sys/ptrace.h):
+    // its first byte is op, 1 at a syscall-entry stop (PTRACE_SYSCALL_INFO_ENTRY).
+    constexpr uint8_t kSyscallInfoEntry = 1;
+    uint8_t info[128] = {};
+    if (ptrace(PTRACE_GET_SYSCALL_INFO, thread->tid, reinterpret_cast<void*>(sizeof(info)), info) > 0 &&
+        info[0] == kSyscallInfoEntry) {
+      thread->in_syscall = true;
+    } else {
+      thread->in_syscall = false;
+      if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
+    }
+    Resume(thread, 0);
     return absl::OkStatus();
   }
   if (sig == (SIGTRAP | 0x80)) {
@@ -501,6 +553,12 @@ void PtraceStepper::DetachAll() {
     for (auto it = threads_.begin(); it != threads_.end();) {
       Thread* thread = it->second.get();
       if (thread->running) {
+        // Blocked in a system call its step may not end for as long as the call lasts:
+        // PTRACE_INTERRUPT stops it now (the call is restarted once it is detached).
+        if (!thread->interrupted) {
+          thread->interrupted = true;
+          ptrace(PTRACE_INTERRUPT, thread->tid, nullptr, nullptr);
+        }
         any_running = true;
         ++it;
         continue;
@@ -526,8 +584,15 @@ void PtraceStepper::DetachAll() {
       EndThread(it->second.get(), it->second->ip, now);
       if (it->second->tid == it->second->pid) exit_statuses_[tid] = status;
       threads_.erase(it);
-    } else if (WIFSTOPPED(status) && WSTOPSIG(status) != SIGTRAP && (status >> 16) == 0) {
-      // A signal meant for the program: hand it over on detach.
+    } else if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && SigtrapPending(tid)) {
+      // Interrupted just as a step ended: the step's SIGTRAP is queued and would kill the
+      // program once detached. Continued, the thread takes it first (a signal-delivery stop,
+      // below), before running anything; it is detached there without it.
+      if (ptrace(PTRACE_CONT, tid, nullptr, nullptr) == 0) it->second->running = true;
+    } else if (WIFSTOPPED(status) && WSTOPSIG(status) != SIGTRAP && WSTOPSIG(status) != (SIGTRAP | 0x80) &&
+               (status >> 16) == 0) {
+      // A signal meant for the program (not a step's or a system call's stop): hand it over
+      // on detach.
       EndThread(it->second.get(), it->second->ip, now);
       ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(WSTOPSIG(status))));
       threads_.erase(it);

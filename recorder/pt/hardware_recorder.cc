@@ -1,5 +1,7 @@
 #include "recorder/pt/hardware_recorder.h"
 
+#include <sys/wait.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/trace_dir.h"
 #include "ptd/version.h"
@@ -136,6 +138,7 @@ absl::StatusOr<HardwareRecordSummary> RecordHardware(const RecordOptions& option
     if (status.ok()) {
       summary.exit_status = *status;
       notes.push_back(absl::StrCat("target ", DescribeWaitStatus(*status)));
+      if (WIFSIGNALED(*status)) summary.end_reason = "target_killed";  // as the emulators say it
     }
   }
   TraceMeta meta;

@@ -73,9 +73,12 @@ absl::Status CheckValgrindOptions(const RecordOptions& options) {
   }
   // Valgrind refuses set-user/group-ID programs (it cannot run them with their
   // privileges): say so, and what works, instead of recording nothing.
+  // A program that cannot be run fails here, naming it, as under the other backends (Valgrind
+  // would say so on the program's stderr and leave an empty trace).
   absl::StatusOr<std::string> exe = ResolveExecutable(options.command[0]);
+  if (!exe.ok()) return exe.status();
   struct stat st;
-  if (exe.ok() && stat(exe->c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+  if (stat(exe->c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         *exe, " is set-user-ID or set-group-ID: Valgrind cannot run it with its privileges; record it with "
         "--emulate=ptrace (as root, or attach with --pid to a running instance)"));
@@ -320,6 +323,10 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   }
   absl::Status run_status =
       Run(*valgrind, **control, spool, converter, absl::StrCat(spool_dir, "/stop"), &trigger_stop, &run);
+  // Stopped before the program ended (Ctrl-C, SIGTERM, --duration, the FIFO, --trigger): it
+  // does not go on untraced, as perf record's workload does not (docs/cli.md).
+  const bool stopped_early = run.exit_status < 0;
+  if (stopped_early) run.exit_status = TerminateChild(*valgrind);
 
   TraceMeta meta;
   streams.set_end_reason(run.end_reason);
@@ -364,10 +371,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   summary.snapshots = streams.stats().snapshots;
   summary.trigger_hits = trigger.entries();
   summary.seconds = run.seconds;
-  summary.end_reason = run.end_reason;
-  if (run.exit_status >= 0) {
-    summary.exit_status = WIFEXITED(run.exit_status) ? WEXITSTATUS(run.exit_status) : 128 + WTERMSIG(run.exit_status);
-  }
+  summary.end_reason = meta.end_reason;  // target_killed when the program died of a signal
+  if (run.exit_status >= 0 && !stopped_early) summary.exit_status = ShellExitCode(run.exit_status);
   return summary;
 }
 

@@ -175,7 +175,7 @@ TEST_F(MultiProcessRecordTest, PidListRecordsEachProcessAsItsOwnNamedTrack) {
 TEST_F(MultiProcessRecordTest, PidListRefusesValgrindWithTheReason) {
   auto record = RunCommand({PTD_CLI_PATH, "record", "--emulate=valgrind", "-q", "--pid",
                             absl::StrCat(getpid(), ",", getppid()), "-o", tmp_.Sub("trace")});
-  EXPECT_EQ(record.exit_code, 2) << record.err;
+  EXPECT_EQ(record.exit_code, 125) << record.err;
   EXPECT_TRUE(absl::StrContains(record.err, "cannot attach to a running process")) << record.err;
 }
 

@@ -235,7 +235,7 @@ TEST(BadInputTest, PidThatDoesNotExist) {
   ASSERT_GT(gone, 0);
   waitpid(gone, nullptr, 0);
   CommandResult r = RunCli({"record", "--emulate=ptrace", "-q", "--pid", std::to_string(gone), "-o", tmp.Sub("trace.dir")});
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 125) << r.err;
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat("no process with pid ", gone)));
   ExpectNothingLeft(tmp);
 }
@@ -250,7 +250,7 @@ TEST(BadInputTest, PidThatHasExitedButIsNotReaped) {
   ASSERT_EQ(waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOWAIT), 0);
   CommandResult r = RunCli({"record", "--emulate=ptrace", "-q", "--pid", std::to_string(zombie), "-o", tmp.Sub("trace.dir")});
   waitpid(zombie, nullptr, 0);
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 125) << r.err;
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat("process ", zombie, " has exited")));
   ExpectNothingLeft(tmp);
 }
@@ -272,7 +272,7 @@ TEST(BadInputTest, PidThatExitsDuringAttach) {
       EXPECT_THAT(ListWithPrefix(tmp.path(), "trace.dir.partial"), IsEmpty());
       EXPECT_EQ(RunCli({"info", tmp.Sub("trace.dir")}).exit_code, 0);
     } else {
-      EXPECT_EQ(r.exit_code, 1);
+      EXPECT_EQ(r.exit_code, 125);
       EXPECT_THAT(r.err, HasSubstr(std::to_string(target.pid()))) << "the pid is named";
       ExpectNothingLeft(tmp);
     }
@@ -310,7 +310,7 @@ TEST(BadInputTest, PtraceRefusedNamesTracerPtraceScopeAndCapSysPtrace) {
   CommandResult r = RunCli({"record", "--emulate=ptrace", "-q", "--pid", std::to_string(target), "-o", tmp.Sub("trace.dir")});
   kill(target, SIGKILL);
   waitpid(target, nullptr, 0);
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 125) << r.err;
   EXPECT_THAT(r.err, HasSubstr(absl::StrCat("process ", target)));
   EXPECT_THAT(r.err, HasSubstr("CAP_SYS_PTRACE"));
   EXPECT_THAT(r.err, HasSubstr("ptrace_scope"));
@@ -336,7 +336,7 @@ TEST(BadInputTest, PerfEventOpenRefusedNamesParanoidAndCapPerfmon) {
                             tmp.Sub("trace.dir")},
                            options);
   if (r.exit_code == 126) GTEST_SKIP() << "could not switch to user nobody";
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 125) << r.err;
   EXPECT_THAT(r.err, HasSubstr("perf_event_open"));
   EXPECT_THAT(r.err, HasSubstr("Permission denied"));
   EXPECT_THAT(r.err, HasSubstr("perf_event_paranoid"));
@@ -351,7 +351,7 @@ TEST(BadInputTest, ExistingOutputDirectoryIsRefusedWithoutForce) {
   ASSERT_TRUE(WriteFileAtomic(dir + "/precious", std::string("keep")).ok());
   CommandResult r = RunCli({"record", "--emulate=ptrace", "-q", "-o", dir, "--", CoreProgram(kSpin),
                             tmp.Sub("target.pid"), "10"});
-  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.exit_code, 125) << r.err;
   EXPECT_THAT(r.err, HasSubstr(dir + ": already exists"));
   EXPECT_THAT(r.err, HasSubstr("--force"));
   EXPECT_TRUE(PathExists(dir + "/precious")) << "left alone";

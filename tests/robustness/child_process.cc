@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 
 namespace ptd::testing {
@@ -132,6 +133,13 @@ bool WaitForFile(const std::string& path, double limit_s) {
     usleep(10000);
   }
   return true;
+}
+
+bool ProcessRunning(int pid) {
+  absl::StatusOr<std::string> stat = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
+  if (!stat.ok()) return false;
+  const size_t paren = stat->rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat->size() || (*stat)[paren + 2] != 'Z';
 }
 
 }  // namespace ptd::testing

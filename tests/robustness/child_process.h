@@ -50,6 +50,9 @@ class ChildProcess {
 // Convenience: start and wait.
 ChildResult RunChild(const std::vector<std::string>& argv, const ChildOptions& options = {});
 
+// True while process `pid` exists and is not a zombie.
+bool ProcessRunning(int pid);
+
 // Polls until `path` exists (true) or `limit_s` passed (false): a hang guard.
 bool WaitForFile(const std::string& path, double limit_s = 60);
 
