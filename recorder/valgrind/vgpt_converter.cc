@@ -619,6 +619,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       return 0;  // the kernel reports none either: the next mapping there replaces it
     case VGPT_FORKING: {
       const uint32_t seq = p.U32();
+      ++stats_.forks_begun;
       in.process->fork_times[{in.number, seq}] = Tick(*in.process);
       in.process->forking_tid[{in.number, seq}] = in.current != nullptr ? in.current->tid : in.pid;
       return 0;
