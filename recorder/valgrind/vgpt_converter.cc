@@ -605,9 +605,10 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       map.min = DevMinor(dev);
       map.prot = PROT_EXEC | ((prot & 1) ? PROT_READ : 0) | ((prot & 2) ? PROT_WRITE : 0);
       map.flags = MAP_PRIVATE;
+      const bool file_backed = !map.filename.empty() && map.filename[0] == '/';
       if (map.filename.empty()) map.filename = "//anon";
-      if (options_.on_map && map.filename[0] == '/') options_.on_map(map);
-      if (options_.trigger_addresses && map.filename[0] == '/') {
+      if (options_.on_map && file_backed) options_.on_map(map);
+      if (options_.trigger_addresses && file_backed) {
         std::vector<uint64_t>& triggers = in.process->triggers;
         for (uint64_t a : options_.trigger_addresses(map)) triggers.push_back(a);
         std::sort(triggers.begin(), triggers.end());

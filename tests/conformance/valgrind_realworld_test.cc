@@ -123,5 +123,24 @@ TEST_F(ValgrindRealWorldTest, StopWhileTheProgramRunsLeavesOnlyTheTrace) {
   EXPECT_EQ(Listing(tmp_.path()), std::vector<std::string>{"trace.dir"});
 }
 
+// What the user sees of a recording (info, decode's warnings, the decoded trace) shows
+// their program, not Valgrind: no tool executable, no preload library, no "//anon" note.
+TEST_F(ValgrindRealWorldTest, NoValgrindInternalsInInfoDecodeOrTrace) {
+  const CommandResult recorded = RunIn(tmp_.path(), RecordCommand("", "/bin/ls /"));
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  EXPECT_EQ(recorded.err, "");
+  const CommandResult info = RunCli({"info", tmp_.Sub("trace.dir")});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  const CommandResult decoded = RunCli({"decode", tmp_.Sub("trace.dir"), "-o", tmp_.Sub("trace.ftf")});
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  const CommandResult dump = RunCli({"ftf-dump", tmp_.Sub("trace.ftf")});
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  for (const char* internal : {"ptdtrace-", "vgpreload", "not archived", "could not be read"}) {
+    EXPECT_EQ(info.out.find(internal), std::string::npos) << internal << " in info:\n" << info.out;
+    EXPECT_EQ(decoded.err.find(internal), std::string::npos) << internal << " in decode:\n" << decoded.err;
+    EXPECT_EQ(dump.out.find(internal), std::string::npos) << internal << " in ftf-dump";
+  }
+}
+
 }  // namespace
 }  // namespace ptd::testing

@@ -205,6 +205,11 @@ static void put_hello(UInt flags) {
 /* ---- memory map ---------------------------------------------------------- */
 
 static Bool is_valgrinds_file(const HChar* name) {
+  /* Its preload libraries, and this tool's own executable (Valgrind's trampoline page
+     lies in it). */
+  static const HChar tool_file[] = "/ptdtrace-amd64-linux";
+  const SizeT len = VG_(strlen)(name), tool_len = sizeof(tool_file) - 1;
+  if (len >= tool_len && VG_(strcmp)(name + len - tool_len, tool_file) == 0) return True;
   return VG_(strstr)(name, "/vgpreload_") != NULL;
 }
 
