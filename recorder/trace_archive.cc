@@ -206,7 +206,8 @@ ArchiveStats ArchiveMappedFiles(const TraceDirWriter& dir, const ArchiveOptions&
         path = &m1->filename;
         at = {static_cast<int>(m1->pid), m1->addr, m1->addr + m1->len, 0};
       }
-      if (path == nullptr || path->empty() || (*path)[0] != '/') continue;
+      // Files only: not [vdso] and the like, nor anonymous memory ("//anon").
+      if (path == nullptr || path->empty() || (*path)[0] != '/' || *path == "//anon") continue;
       std::vector<MappedAt>& list = places[*path];
       if (list.empty()) order.push_back(*path);
       if (list.size() < 4) list.push_back(at);

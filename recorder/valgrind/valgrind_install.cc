@@ -6,7 +6,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <functional>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 
@@ -96,6 +100,30 @@ absl::Status MakeValgrindLibDir(const ValgrindInstall& install, const std::strin
   const std::string link = absl::StrCat(dir, "/", kValgrindToolFile);
   if (symlink(install.tool.c_str(), link.c_str()) != 0) return ErrnoError("cannot create link", link, errno);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> SharedValgrindLibDir(const ValgrindInstall& install, const std::string& cache_dir) {
+  std::error_code error;
+  const std::string root = std::filesystem::absolute(cache_dir, error).lexically_normal().string();
+  if (error) return absl::InvalidArgumentError(absl::StrCat(cache_dir, ": ", error.message()));
+  const uint64_t key = std::hash<std::string>{}(absl::StrCat(install.lib_dir, "\n", install.tool));
+  const std::string dir = absl::StrCat(root, "/valgrind-lib/", absl::StrFormat("%016x", key));
+  if (IsDirectory(dir)) return dir;
+  // Made under a private name and renamed into place: a recording running at the same
+  // time sees the whole directory or none.
+  const std::string building = absl::StrCat(dir, ".", getpid(), ".tmp");
+  (void)RemoveTree(building);
+  if (absl::Status s = MakeDirs(building); !s.ok()) return s;
+  if (absl::Status s = MakeValgrindLibDir(install, building); !s.ok()) {
+    (void)RemoveTree(building);
+    return s;
+  }
+  if (rename(building.c_str(), dir.c_str()) != 0) {
+    const int err = errno;
+    (void)RemoveTree(building);
+    if (!IsDirectory(dir)) return ErrnoError("cannot create", dir, err);
+  }
+  return dir;
 }
 
 std::vector<std::string> ValgrindCommand(const ValgrindInstall& install, const ValgrindRunOptions& options,

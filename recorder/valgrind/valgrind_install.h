@@ -30,6 +30,12 @@ absl::StatusOr<ValgrindInstall> FindValgrind();
 // Fills `dir` (existing, empty) with links to Valgrind's files and to our tool.
 absl::Status MakeValgrindLibDir(const ValgrindInstall& install, const std::string& dir);
 
+// The absolute path of a directory of those links under `cache_dir` (one per Valgrind
+// library directory and tool path, made once and shared by recordings): a program that
+// outlives its recording still finds Valgrind there at its next exec, so nothing of the
+// recording is left beside the trace.
+absl::StatusOr<std::string> SharedValgrindLibDir(const ValgrindInstall& install, const std::string& cache_dir);
+
 struct ValgrindRunOptions {
   std::string out_dir;          // where the tool writes its stream files
   bool follow_children = true;  // --trace-children

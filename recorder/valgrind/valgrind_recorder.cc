@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -37,15 +38,22 @@
 namespace ptd {
 namespace {
 
-// A working directory beside the trace directory (the tool's stream files, Valgrind's
-// library links), removed at the end unless the program outlives the recording: then the
-// links stay for the execs it may still make, and a stop file tells new tool instances
-// to run untraced.
+// A working directory beside the trace directory (the tool's stream files), removed at
+// the end: a tool instance that finds its stream unlinked, or no directory to open one
+// in, lets its program run on untraced. Valgrind's library links live in the shared
+// cache (SharedValgrindLibDir), where a program that outlives the recording finds them
+// for its later execs; without a cache directory they go in the working directory,
+// which then stays while the program runs.
 constexpr char kSpoolSubdir[] = "stream";
 constexpr char kLibSubdir[] = "lib";
-// Once the program has exited, children it left running are read until they have been
-// quiet this long.
-constexpr double kOrphanQuietSeconds = 0.5;
+// Once the program has exited, the processes it left running (daemons) are followed
+// until they exit or the recording is stopped. A stream whose process is gone without
+// an exit record (killed by SIGKILL), or a fork whose child has not begun its stream,
+// is waited for until the streams have been quiet this long.
+constexpr double kOrphanQuietSeconds = 2.0;
+
+// Is `pid` still running (or not yet reaped)?
+bool ProcessExists(int pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
 
 absl::Status CheckValgrindOptions(const RecordOptions& options) {
@@ -139,9 +147,10 @@ struct RunResult {
 // Feeds the tool's streams to the converter until the program has exited (and children
 // it left went quiet) or a stop was asked for, serving snapshot requests in between.
 absl::Status Run(pid_t valgrind, EmulationControl& control, VgptSpool& spool, VgptConverter& converter,
-                 const std::string& stop_file, bool* trigger_stop, RunResult* result) {
+                 const std::string& stop_file, bool quiet, bool follow_children, bool* trigger_stop, RunResult* result) {
   const double start = MonotonicSeconds();
   double quiet_since = -1;
+  bool told_of_daemons = false;
   for (;;) {
     absl::StatusOr<bool> progress = spool.Poll();
     if (!progress.ok()) return progress.status();
@@ -179,9 +188,29 @@ absl::Status Run(pid_t valgrind, EmulationControl& control, VgptSpool& spool, Vg
       if (waitpid(valgrind, &status, WNOHANG) == valgrind) result->exit_status = status;
     }
     if (result->exit_status >= 0) {
-      if (spool.AllExited()) break;
-      if (quiet_since < 0) quiet_since = MonotonicSeconds();
-      if (MonotonicSeconds() - quiet_since > kOrphanQuietSeconds) break;
+      // A forked child's stream appears once the child first runs: until every fork
+      // the parents announced has its child's stream, one may still come (a daemon's
+      // grandchild whose parent has already exited). A fork that failed has no child:
+      // the quiet period below ends that wait.
+      const VgptConverterStats& stats = converter.stats();
+      const bool children_pending = follow_children && stats.forks < stats.forks_begun;
+      if (spool.AllExited() && !children_pending) break;
+      const std::vector<int> unended = spool.UnendedPids();
+      int running = 0;
+      for (int pid : unended) running += ProcessExists(pid) ? 1 : 0;
+      if (running > 0) {
+        quiet_since = -1;
+        if (!told_of_daemons && !quiet) {
+          told_of_daemons = true;
+          fprintf(stderr,
+                  "ptrace-direct: the program has exited; following the %d process(es) it left running "
+                  "until they exit (Ctrl-C stops the recording)\n",
+                  running);
+        }
+      } else {
+        if (quiet_since < 0) quiet_since = MonotonicSeconds();
+        if (MonotonicSeconds() - quiet_since > kOrphanQuietSeconds) break;
+      }
     }
     usleep(300);
   }
@@ -260,14 +289,29 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   if (!install.ok()) return install.status();
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(options.output_dir, options.force);
   if (!dir.ok()) return dir.status();
-  const std::string work_dir = absl::StrCat(dir->final_dir(), ".valgrind-", getpid());
+  // Absolute: the program gets these paths (VALGRIND_LIB, the tool's output directory)
+  // and may change its working directory before it forks or execs.
+  std::error_code cwd_error;
+  const std::string work_dir =
+      std::filesystem::absolute(absl::StrCat(dir->final_dir(), ".valgrind-", getpid()), cwd_error)
+          .lexically_normal()
+          .string();
+  if (cwd_error) return absl::InternalError(absl::StrCat("cannot find the working directory: ", cwd_error.message()));
   const std::string spool_dir = absl::StrCat(work_dir, "/", kSpoolSubdir);
-  const std::string lib_dir = absl::StrCat(work_dir, "/", kLibSubdir);
   (void)RemoveTree(work_dir);
-  for (const std::string& d : {spool_dir, lib_dir}) {
-    if (absl::Status s = MakeDirs(d); !s.ok()) return s;
+  if (absl::Status s = MakeDirs(spool_dir); !s.ok()) return s;
+  const std::string cache_dir = options.archive_cache_dir.empty() ? DefaultArchiveCacheDir() : options.archive_cache_dir;
+  std::string lib_dir;
+  if (!cache_dir.empty()) {
+    absl::StatusOr<std::string> shared = SharedValgrindLibDir(*install, cache_dir);
+    if (shared.ok()) lib_dir = *shared;
   }
-  if (absl::Status s = MakeValgrindLibDir(*install, lib_dir); !s.ok()) return s;
+  const bool lib_in_work_dir = lib_dir.empty();
+  if (lib_in_work_dir) {
+    lib_dir = absl::StrCat(work_dir, "/", kLibSubdir);
+    if (absl::Status s = MakeDirs(lib_dir); !s.ok()) return s;
+    if (absl::Status s = MakeValgrindLibDir(*install, lib_dir); !s.ok()) return s;
+  }
 
   PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
   stream_options.trim_marks = trigger_spec->trim;
@@ -322,7 +366,9 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
     fprintf(stderr, "ptrace-direct: recording %s under Valgrind (pid %d)\n", options.command[0].c_str(), *valgrind);
   }
   absl::Status run_status =
-      Run(*valgrind, **control, spool, converter, absl::StrCat(spool_dir, "/stop"), &trigger_stop, &run);
+      Run(*valgrind, **control, spool, converter, absl::StrCat(spool_dir, "/stop"), options.quiet,
+          options.follow_children, &trigger_stop,
+          &run);
   // Stopped before the program ended (Ctrl-C, SIGTERM, --duration, the FIFO, --trigger): it
   // does not go on untraced, as perf record's workload does not (docs/cli.md).
   const bool stopped_early = run.exit_status < 0;
@@ -343,11 +389,13 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir, &pins, options.debuginfod}, &meta);
   ArchiveJitFiles(*dir, &meta);
   if (!run_status.ok()) meta.notes.push_back(absl::StrCat("reading the tool's stream: ", run_status.message()));
-  if (run.exit_status >= 0) {
+  if (run.exit_status >= 0 || !lib_in_work_dir) {
     (void)RemoveTree(work_dir);
   } else {
+    (void)RemoveTree(spool_dir);
     meta.notes.push_back(absl::StrCat("the program still runs under Valgrind: ", work_dir,
-                                      " holds the links Valgrind needs; remove it once the program is done"));
+                                      " holds the links Valgrind needs (no cache directory: set PTD_CACHE_DIR "
+                                      "or HOME); remove it once the program is done"));
   }
 
   if (!finished.ok()) {

@@ -605,9 +605,10 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       map.min = DevMinor(dev);
       map.prot = PROT_EXEC | ((prot & 1) ? PROT_READ : 0) | ((prot & 2) ? PROT_WRITE : 0);
       map.flags = MAP_PRIVATE;
+      const bool file_backed = !map.filename.empty() && map.filename[0] == '/';
       if (map.filename.empty()) map.filename = "//anon";
-      if (options_.on_map && map.filename[0] == '/') options_.on_map(map);
-      if (options_.trigger_addresses && map.filename[0] == '/') {
+      if (options_.on_map && file_backed) options_.on_map(map);
+      if (options_.trigger_addresses && file_backed) {
         std::vector<uint64_t>& triggers = in.process->triggers;
         for (uint64_t a : options_.trigger_addresses(map)) triggers.push_back(a);
         std::sort(triggers.begin(), triggers.end());
@@ -619,6 +620,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       return 0;  // the kernel reports none either: the next mapping there replaces it
     case VGPT_FORKING: {
       const uint32_t seq = p.U32();
+      ++stats_.forks_begun;
       in.process->fork_times[{in.number, seq}] = Tick(*in.process);
       in.process->forking_tid[{in.number, seq}] = in.current != nullptr ? in.current->tid : in.pid;
       return 0;

@@ -59,7 +59,8 @@ struct VgptConverterStats {
   uint64_t processes = 0;       // tool instances (a process, or a process after an exec)
   uint64_t threads = 0;
   uint64_t signals = 0;
-  uint64_t forks = 0;
+  uint64_t forks = 0;           // forked children whose stream began
+  uint64_t forks_begun = 0;     // forks their parents' streams announce (a child may not have begun yet)
   uint64_t execs = 0;
   uint64_t faults = 0;          // signals that interrupted a block in its middle
   uint64_t hidden_blocks = 0;   // executions of Valgrind's own code (not traced)

@@ -209,4 +209,17 @@ bool VgptSpool::AllExited() const {
   return !files_.empty();
 }
 
+std::vector<int> VgptSpool::UnendedPids() const {
+  std::vector<int> pids;
+  for (const auto& [pid, by_seq] : files_) {
+    for (const auto& [seq, file] : by_seq) {
+      if (!file->closed) {
+        pids.push_back(pid);
+        break;
+      }
+    }
+  }
+  return pids;
+}
+
 }  // namespace ptd

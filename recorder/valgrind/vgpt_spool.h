@@ -36,6 +36,8 @@ class VgptSpool {
   uint64_t bytes_read() const { return bytes_read_; }
   // True when every instance seen so far has written its exit record and was read.
   bool AllExited() const;
+  // The pids whose stream has not ended yet (the processes still being recorded).
+  std::vector<int> UnendedPids() const;
 
  private:
   struct File;

@@ -59,6 +59,7 @@ static UInt fork_seq = 0;          /* forks started by this process */
 static UInt hello_fork_seq = 0;    /* the parent's fork this process came from */
 static UInt out_instance = 0;      /* <n> of this instance's file <pid>-<n>.vgpt */
 static UInt hello_parent_instance = 0; /* <n> of the parent's file that holds that fork */
+static Int hello_parent_pid = 0;     /* the process that forked this one (0: none traced) */
 static Bool is_fork_child = False;
 static ThreadId last_tid = VG_INVALID_THREADID;
 #define MAX_TIDS 4096 /* Valgrind's ThreadIds are small (--max-threads, 500 by default) */
@@ -191,7 +192,9 @@ static void put_hello(UInt flags) {
   begin(VGPT_HELLO, 7 + string_words(exe));
   put32(VGPT_VERSION);
   put32((UInt)VG_(getpid)());
-  put32((UInt)VG_(getppid)());
+  /* The forking process, known before the fork: getppid() names init or a subreaper
+     once that process has exited (a daemon's double fork). */
+  put32((UInt)(hello_parent_pid != 0 ? hello_parent_pid : VG_(getppid)()));
   put32(flags);
   put32(hello_fork_seq);
   put32(out_instance);
@@ -202,6 +205,11 @@ static void put_hello(UInt flags) {
 /* ---- memory map ---------------------------------------------------------- */
 
 static Bool is_valgrinds_file(const HChar* name) {
+  /* Its preload libraries, and this tool's own executable (Valgrind's trampoline page
+     lies in it). */
+  static const HChar tool_file[] = "/ptdtrace-amd64-linux";
+  const SizeT len = VG_(strlen)(name), tool_len = sizeof(tool_file) - 1;
+  if (len >= tool_len && VG_(strcmp)(name + len - tool_len, tool_file) == 0) return True;
   return VG_(strstr)(name, "/vgpreload_") != NULL;
 }
 
@@ -359,6 +367,7 @@ static void post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, SysR
 static void pre_fork(ThreadId tid) {
   (void)tid;
   ++fork_seq;
+  hello_parent_pid = VG_(getpid)(); /* the child's copy names its parent */
   begin(VGPT_FORKING, 1);
   put32(fork_seq);
   flush();

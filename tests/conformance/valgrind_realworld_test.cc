@@ -1,0 +1,146 @@
+// Real programs recorded with the Valgrind backend the way people run them: a shell
+// shim that changes directory and execs (like pyenv's), a daemon that double-forks and
+// closes its fds, a recording stopped while the program runs. Each is compared with the
+// same program run without the tool, and with counts from its source.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/file_util.h"
+#include "gtest/gtest.h"
+#include "recorder/valgrind/valgrind_recorder.h"
+#include "tests/testing/test_util.h"
+#include "tests/valgrind/valgrind_ground_truth.h"
+
+namespace ptd::testing {
+namespace {
+
+// The names in `dir`, sorted.
+std::vector<std::string> Listing(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// `command` run by sh in `dir` (a user's shell in their working directory).
+CommandResult RunIn(const std::string& dir, const std::string& command) {
+  return RunCommand({"/bin/sh", "-c", absl::StrCat("cd '", dir, "' && ", command)});
+}
+
+class ValgrindRealWorldTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
+  }
+  // `record --emulate=valgrind -q -o trace.dir [options] -- command`, run in tmp_.
+  std::string RecordCommand(const std::string& options, const std::string& command) const {
+    return absl::StrCat("exec '", CliPath(), "' record --emulate=valgrind -q -o trace.dir ", options, " -- ",
+                        command);
+  }
+
+  TempDir tmp_;
+};
+
+// A shim that cds and execs its helpers (pyenv's python3) behaves as it does untraced,
+// with a relative -o: everything the recorder hands the program is absolute.
+TEST_F(ValgrindRealWorldTest, ShimThatChangesDirectoryBehavesAsUntraced) {
+  ASSERT_TRUE(WriteFileAtomic(tmp_.Sub("shim.sh"),
+                              std::string_view("#!/bin/sh\n"
+                                               "cd /\n"
+                                               "exec /bin/sh -c 'echo from the helper in $(pwd)'\n"))
+                  .ok());
+  ASSERT_EQ(chmod(tmp_.Sub("shim.sh").c_str(), 0755), 0);
+  const CommandResult untraced = RunIn(tmp_.path(), "./shim.sh");
+  ASSERT_EQ(untraced.exit_code, 0);
+  ASSERT_EQ(untraced.out, "from the helper in /\n");
+
+  const CommandResult traced = RunIn(tmp_.path(), RecordCommand("", "./shim.sh"));
+  EXPECT_EQ(traced.out, untraced.out);
+  EXPECT_EQ(traced.err, untraced.err);
+  EXPECT_EQ(Listing(tmp_.path()), (std::vector<std::string>{"shim.sh", "trace.dir"}));
+}
+
+// A daemon (double fork, the middle process gone at once, every fd closed, work after
+// a sleep longer than any quiet period) is followed until it exits: its work is in the
+// trace, decoded without error, call for call as its source makes them.
+TEST_F(ValgrindRealWorldTest, DaemonThatClosesItsFdsIsRecordedUntilItExits) {
+  constexpr int kCalls = 20;
+  const CommandResult untraced =
+      RunCommand({PTD_DAEMONIZING_PROGRAM, tmp_.Sub("untraced.out"), "10", absl::StrCat(kCalls)});
+  ASSERT_EQ(untraced.exit_code, 0);
+  absl::StatusOr<std::string> expected = ReadFileToString(tmp_.Sub("untraced.out"));
+  for (int waited = 0; waited < 100 && (!expected.ok() || expected->empty()); ++waited) {
+    usleep(100000);
+    expected = ReadFileToString(tmp_.Sub("untraced.out"));
+  }
+  ASSERT_TRUE(expected.ok() && !expected->empty()) << "the untraced daemon wrote nothing within 10 s";
+
+  RecordOptions options;
+  options.command = {PTD_DAEMONIZING_PROGRAM, tmp_.Sub("traced.out"), "1500", absl::StrCat(kCalls)};
+  options.output_dir = tmp_.Sub("trace.dir");
+  options.emulate = true;
+  options.emulator = "valgrind";
+  options.quiet = true;
+  const DecodedRecording rec = RecordAndDecodeForTest(RecordValgrind, options);
+  ASSERT_FALSE(rec.dir.empty());
+  // The recording ended after the daemon did: its output is there already.
+  absl::StatusOr<std::string> traced = ReadFileToString(tmp_.Sub("traced.out"));
+  ASSERT_TRUE(traced.ok()) << traced.status();
+  EXPECT_EQ(*traced, *expected);
+  EXPECT_EQ(rec.decoded.errors, 0u) << (rec.decoded.error_details.empty() ? "" : rec.decoded.error_details[0]);
+  EXPECT_EQ(rec.decoded.instructions, rec.summary.instructions);
+  auto found = rec.decoded.calls.find("daemon_work");
+  ASSERT_NE(found, rec.decoded.calls.end()) << "the daemon's work is not in the trace";
+  EXPECT_EQ(found->second, static_cast<uint64_t>(kCalls));
+  EXPECT_EQ(rec.decoded.threads.size(), 3u);  // the launched process, the middle one, the daemon
+}
+
+// A recording stopped while the program runs (--duration; Ctrl-C and --control stop end
+// the same way) leaves the trace and nothing of Valgrind's beside it or in its notes.
+TEST_F(ValgrindRealWorldTest, StopWhileTheProgramRunsLeavesOnlyTheTrace) {
+  const CommandResult traced = RunIn(tmp_.path(), RecordCommand("--duration 1", "/bin/sleep 3"));
+  EXPECT_EQ(traced.err, "");
+  EXPECT_EQ(Listing(tmp_.path()), std::vector<std::string>{"trace.dir"});
+  absl::StatusOr<std::string> meta = ReadFileToString(tmp_.Sub("trace.dir/meta.json"));
+  ASSERT_TRUE(meta.ok()) << meta.status();
+  EXPECT_EQ(meta->find(".valgrind-"), std::string::npos) << *meta;
+  // The program goes on untraced and finishes; then still nothing else is there.
+  sleep(3);
+  EXPECT_EQ(Listing(tmp_.path()), std::vector<std::string>{"trace.dir"});
+}
+
+// What the user sees of a recording (info, decode's warnings, the decoded trace) shows
+// their program, not Valgrind: no tool executable, no preload library, no "//anon" note.
+TEST_F(ValgrindRealWorldTest, NoValgrindInternalsInInfoDecodeOrTrace) {
+  const CommandResult recorded = RunIn(tmp_.path(), RecordCommand("", "/bin/ls /"));
+  ASSERT_EQ(recorded.exit_code, 0) << recorded.err;
+  EXPECT_EQ(recorded.err, "");
+  const CommandResult info = RunCli({"info", tmp_.Sub("trace.dir")});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  const CommandResult decoded = RunCli({"decode", tmp_.Sub("trace.dir"), "-o", tmp_.Sub("trace.ftf")});
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  const CommandResult dump = RunCli({"ftf-dump", tmp_.Sub("trace.ftf")});
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  for (const char* internal : {"ptdtrace-", "vgpreload", "not archived", "could not be read"}) {
+    EXPECT_EQ(info.out.find(internal), std::string::npos) << internal << " in info:\n" << info.out;
+    EXPECT_EQ(decoded.err.find(internal), std::string::npos) << internal << " in decode:\n" << decoded.err;
+    EXPECT_EQ(dump.out.find(internal), std::string::npos) << internal << " in ftf-dump";
+  }
+}
+
+}  // namespace
+}  // namespace ptd::testing
