@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
 #include "common/file_util.h"
@@ -234,6 +235,12 @@ absl::Status RunDecode(const DecodeArgs& args) {
   if (!args.stats_json.empty()) {
     absl::Status w = WriteFileAtomic(args.stats_json, decoder::DecodeStatsJson(*result));
     if (!w.ok()) return w;
+  }
+  if (!result->missing_files.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        args.input, ": ", absl::StrJoin(result->missing_files, ", "), " missing (see the warnings above); ",
+        args.output.empty() ? std::string("the summary") : args.output,
+        " holds what the rest of the trace gives"));
   }
   if (result->interrupted) {
     return absl::CancelledError(

@@ -84,9 +84,14 @@ void PrintText(const Json& j) {
                                  : absl::StrCat("called at ", Str(t["entry_ns"]), ", returned at ",
                                                 Str(t["return_ns"]), " (slower than ",
                                                 FormatDurationNs(t["slower_than_ns"].get<uint64_t>()), ")");
+    // A call that has not returned is shown from its entry to the end of the trace (an
+    // open end): ENTRY..ENTRY would be an empty window, which decode rejects.
+    const std::string window_end = t["return_ns"].get<uint64_t>() == 0
+                                       ? std::string()
+                                       : absl::StrCat(t["return_ns"].get<uint64_t>() + 1);
     std::printf("trigger: %s, hit %s, tid %s, %s; decode --window %s..%s shows it\n", Str(t["symbol"]).c_str(),
                 Str(t["hit"]).c_str(), Str(t["tid"]).c_str(), when.c_str(), Str(t["entry_ns"]).c_str(),
-                Str(t["return_ns"].get<uint64_t>() == 0 ? t["entry_ns"] : t["return_ns"]).c_str());
+                window_end.c_str());
     if (t["trimmed_from_ns"].get<uint64_t>() != 0) {
       std::printf("trimmed: --trim kept only the trace from the last PSB before %s ns on (the firing call's entry)\n",
                   Str(t["trimmed_from_ns"]).c_str());
@@ -141,9 +146,10 @@ void PrintText(const Json& j) {
   }
   std::printf("\nPT streams (%zu):\n", j["streams"].size());
   for (const Json& s : j["streams"]) {
-    std::printf("  %s  cpu %s tid %s  %s bytes  %zu chunk(s)\n", Str(s["file"]).c_str(),
-                Str(s["cpu"]).c_str(), Str(s["tid"]).c_str(), Str(s["size"]).c_str(),
-                s["chunks"].size());
+    const std::string size = s["size"].get<int64_t>() < 0 ? std::string("MISSING (decode skips this stream)")
+                                                          : absl::StrCat(Str(s["size"]), " bytes");
+    std::printf("  %s  cpu %s tid %s  %s  %zu chunk(s)\n", Str(s["file"]).c_str(), Str(s["cpu"]).c_str(),
+                Str(s["tid"]).c_str(), size.c_str(), s["chunks"].size());
     size_t index = 0;
     for (const Json& c : s["chunks"]) {
       std::string flags;

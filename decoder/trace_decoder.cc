@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -17,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/progress_bar.h"
 #include "common/trace_dir.h"
@@ -239,6 +241,13 @@ class Decoding {
   ThreadState* Thread(int pid, int tid, bool has_cycles);
   absl::StatusOr<std::unique_ptr<StreamState>> PrepareStream(const PtStream& stream, size_t index);
   absl::Status ApplyWindow(const std::vector<std::unique_ptr<StreamState>>& streams);
+  // A per-thread stream whose file is missing: an instant on the thread's track, at the
+  // trace's first PSB+ time, says that its trace is missing.
+  void MarkMissingStreams(const std::vector<const PtStream*>& missing,
+                          const std::vector<std::unique_ptr<StreamState>>& streams);
+  // --tid: the thread must be one the trace knows (a per-thread stream, or a thread of
+  // the sideband), so that a mistyped tid is an error, not an empty output.
+  absl::Status CheckTidIsInTrace(int tid) const;
   absl::Status DecodeStream(StreamState* state);
   void FinishStream(StreamState* state);
   void Progress(uint64_t done_bytes);
@@ -473,6 +482,52 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
   return state;
 }
 
+void Decoding::MarkMissingStreams(const std::vector<const PtStream*>& missing,
+                                  const std::vector<std::unique_ptr<StreamState>>& streams) {
+  if (missing.empty()) return;
+  uint64_t first_time = UINT64_MAX;
+  for (const auto& state : streams) {
+    if (state->job.config.axis != TimeAxis::kTime || state->job.chunks.empty()) continue;
+    const PtChunk& chunk = state->job.chunks.front();
+    absl::Span<const uint8_t> bytes = state->job.file->bytes();
+    if (chunk.file_offset >= bytes.size()) continue;
+    bytes = bytes.subspan(chunk.file_offset, std::min<uint64_t>(chunk.size, bytes.size() - chunk.file_offset));
+    if (std::optional<PsbTime> t = FirstTimedPsbAtOrAfter(bytes, 0, meta_.time)) first_time = std::min(first_time, t->time);
+  }
+  if (first_time == UINT64_MAX) first_time = 0;
+  for (const PtStream* stream : missing) {
+    if (stream->tid < 0) continue;
+    const int pid = sideband_ && sideband_->threads.PidOf(stream->tid) >= 0 ? sideband_->threads.PidOf(stream->tid)
+                                                                            : stream->tid;
+    if (ThreadState* thread = Thread(pid, stream->tid, false)) {
+      thread->sink->Instant(first_time, "trace missing",
+                            absl::StrCat(stream->file, " is missing from the trace directory: this thread's "
+                                                       "execution is not in this file"));
+    }
+  }
+}
+
+absl::Status Decoding::CheckTidIsInTrace(int tid) const {
+  std::set<int> known;
+  for (const PtStream& stream : meta_.streams) {
+    if (stream.tid >= 0) known.insert(stream.tid);
+  }
+  if (sideband_) {
+    for (const ThreadInfo& thread : sideband_->threads.Threads()) known.insert(thread.tid);
+  }
+  if (known.empty() || known.count(tid) != 0) return absl::OkStatus();
+  std::vector<std::string> listed;
+  for (int t : known) {
+    if (listed.size() == 20) {
+      listed.push_back(absl::StrCat("... (", known.size(), " in all; `ptrace-direct info` lists them)"));
+      break;
+    }
+    listed.push_back(absl::StrCat(t));
+  }
+  return absl::NotFoundError(absl::StrCat("--tid ", tid, ": no such thread in ", dir_, "; its threads: ",
+                                          absl::StrJoin(listed, ", ")));
+}
+
 // Cuts every stream's chunks down to the PSB intervals the window needs. Errors (a window
 // outside the trace, a time window on an untimed trace) come before any decoding.
 absl::Status Decoding::ApplyWindow(const std::vector<std::unique_ptr<StreamState>>& streams) {
@@ -510,13 +565,19 @@ absl::Status Decoding::ApplyWindow(const std::vector<std::unique_ptr<StreamState
     begin = first_time + window.begin;
     end = window.end == UINT64_MAX ? UINT64_MAX : first_time + window.end;
   }
-  if (by_time && (first_time == UINT64_MAX || end <= first_time || begin > last_time)) {
+  // The trace goes on past its last PSB+, to the recording's end (meta.json's end_ns,
+  // on the same clock when it is not before the first PSB+): a window that begins in
+  // between decodes the last PSB's interval.
+  const uint64_t trace_end = meta_.end_ns >= first_time && first_time != UINT64_MAX
+                                 ? std::max(last_time, meta_.end_ns) : last_time;
+  if (by_time && (first_time == UINT64_MAX || end <= first_time || begin > trace_end)) {
     return absl::InvalidArgumentError(
         first_time == UINT64_MAX
             ? std::string("--window: the trace has no PSB+ with a TSC")
             : absl::StrFormat("--window [%d, %d) lies outside the trace: its PSB+ times run from %d to %d "
-                              "(+0 to +%s)",
-                              begin, end, first_time, last_time, FormatDurationNs(last_time - first_time)));
+                              "(+0 to +%s), and the trace ends at %d",
+                              begin, end, first_time, last_time, FormatDurationNs(last_time - first_time),
+                              trace_end));
   }
   uint64_t kept_bytes = 0;
   for (const auto& state : streams) {
@@ -624,13 +685,28 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   absl::StatusOr<TraceMeta> meta = ReadTraceMeta(dir_);
   if (!meta.ok()) return meta.status();
   meta_ = *std::move(meta);
+  for (const SidebandFile& file : meta_.sideband) {
+    if (FileSize(ResolveTracePath(dir_, file.file)) < 0) {
+      result_.missing_files.push_back(file.file);
+      result_.warnings.push_back(absl::StrCat(
+          file.file, " is missing from ", dir_,
+          ": the memory maps, threads and exits it recorded are unknown, so code mapped only there "
+          "is not decoded (decode errors) and threads may lack names"));
+    }
+  }
   if (!meta_.sideband.empty()) {
     SidebandLoadOptions sb_options;
     sb_options.keep_going = true;
     absl::StatusOr<Sideband> sideband = LoadSideband(dir_, meta_, sb_options);
     if (sideband.ok()) {
       sideband_ = *std::move(sideband);
-      for (const std::string& p : sideband_->problems) result_.warnings.push_back(p);
+      for (const std::string& p : sideband_->problems) {
+        // A missing file is said once, above, with what it means.
+        const bool about_missing = std::any_of(
+            result_.missing_files.begin(), result_.missing_files.end(),
+            [&](const std::string& f) { return absl::StrContains(p, ResolveTracePath(dir_, f)); });
+        if (!about_missing) result_.warnings.push_back(p);
+      }
     } else {
       result_.warnings.push_back(absl::StrCat("sideband unreadable, decoding without it: ", sideband.status().message()));
     }
@@ -642,10 +718,28 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     for (const PtChunk& c : s.chunks) total_bytes_ += c.size;
   }
   std::vector<std::unique_ptr<StreamState>> streams;
+  // A stream file that is missing costs its own thread only: the others decode, and the
+  // thread's track says why it is empty (MarkMissingStreams).
+  std::vector<const PtStream*> missing_streams;
   for (size_t i = 0; i < meta_.streams.size(); ++i) {
     absl::StatusOr<std::unique_ptr<StreamState>> state = PrepareStream(meta_.streams[i], i);
-    if (!state.ok()) return state.status();
+    if (!state.ok()) {
+      if (!absl::IsNotFound(state.status()) || meta_.streams.size() == 1) return state.status();
+      missing_streams.push_back(&meta_.streams[i]);
+      result_.missing_files.push_back(meta_.streams[i].file);
+      AddWarningOnce(absl::StrCat(meta_.streams[i].file, " is missing: ",
+                                  meta_.streams[i].tid >= 0 ? absl::StrCat("thread ", meta_.streams[i].tid)
+                                                            : absl::StrCat("cpu ", meta_.streams[i].cpu),
+                                  " is not decoded; the other streams are"));
+      continue;
+    }
     streams.push_back(*std::move(state));
+  }
+  if (streams.empty()) {
+    return absl::NotFoundError(absl::StrCat(dir_, ": every PT stream file is missing (aux/)"));
+  }
+  if (options_.tid) {
+    if (absl::Status s = CheckTidIsInTrace(*options_.tid); !s.ok()) return s;
   }
   if (options_.window.kind != DecodeWindow::Kind::kNone) {
     if (absl::Status s = ApplyWindow(streams); !s.ok()) return s;
@@ -690,6 +784,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     }
   }
   if (progress_ != nullptr) progress_->Finish(!Cancelled());
+  MarkMissingStreams(missing_streams, streams);
   for (const auto& [tid, thread] : threads_) {
     result_.stats.Merge(thread->model->stats());
     if (thread->detail_sink != nullptr) result_.stats.Merge(thread->detail_sink->stats());
@@ -839,12 +934,30 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
   }
   // An unreadable trace directory (no or corrupt meta.json) makes no output file.
   if (absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace_dir); !meta.ok()) return meta.status();
-  absl::StatusOr<std::unique_ptr<ftf::FtfWriter>> writer = ftf::FtfWriter::Open(output);
+  // A regular file is written beside its final name and renamed into place, so a decode
+  // rejected before it wrote any event (a window outside the trace, an unknown --tid)
+  // leaves no file and an earlier output untouched. A device or FIFO is written directly.
+  struct stat st;
+  const bool special = ::stat(output.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const std::string written_path =
+      special ? output
+              : absl::StrCat(output, ".", ::getpid(), ".partial", absl::EndsWith(output, ".gz") ? ".gz" : "");
+  absl::StatusOr<std::unique_ptr<ftf::FtfWriter>> writer = ftf::FtfWriter::Open(written_path);
   if (!writer.ok()) return writer.status();
   FtfSinks sinks(writer->get(), options);
   absl::StatusOr<DecodeResult> result = DecodeTrace(trace_dir, options, &sinks);
   // The file is finished either way, so a decode that stopped early still opens.
   absl::Status closed = (*writer)->Close();
+  const bool wrote_events = (*writer)->stats().events > 0;
+  if (!special) {
+    if (!closed.ok() || (!result.ok() && !wrote_events)) {
+      ::unlink(written_path.c_str());
+    } else if (::rename(written_path.c_str(), output.c_str()) != 0) {
+      const int error = errno;
+      ::unlink(written_path.c_str());
+      return ErrnoError("rename to " + output, written_path, error);
+    }
+  }
   if (!result.ok()) return result.status();
   if (!closed.ok()) return closed;
   return result;

@@ -83,6 +83,9 @@ struct DecodeResult {
   bool interrupted = false;
   // What the decode chose to do, for the user (the window's byte ranges and times).
   std::vector<std::string> notes;
+  // Files meta.json lists that the trace directory no longer holds (a sideband file, a
+  // thread's PT stream): the output is valid but lacks what they held, and the CLI exits 1.
+  std::vector<std::string> missing_files;
 };
 
 // Makes the slice sink of a thread; called once per thread before its first slice.

@@ -153,5 +153,64 @@ TEST_F(CliDecodeViewsTest, ProgressOnlyOnATerminalOrWhenAsked) {
   EXPECT_THAT(forced.err, HasSubstr("decoding: done"));
 }
 
+TEST_F(CliDecodeViewsTest, ARejectedDecodeLeavesAnEarlierOutputUntouched) {
+  const std::string out = Out("kept.ftf");
+  ASSERT_TRUE(WriteFileAtomic(out, std::string_view("an earlier output")).ok());
+  CommandResult r = Decode({"-o", out, "-q", "--window", "+1000s..+1001s"});
+  ASSERT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(ReadFileToString(out).value_or("<missing>"), "an earlier output");
+  CommandResult fresh = Decode({"-o", Out("never_written.ftf"), "-q", "--window", "+1000s..+1001s"});
+  EXPECT_EQ(fresh.exit_code, 2) << fresh.err;
+  EXPECT_FALSE(PathExists(Out("never_written.ftf")));
+  // Nor a temporary file beside it.
+  CommandResult listing = RunCommand({"/bin/sh", "-c", "ls " + shared_->tmp.path()});
+  EXPECT_THAT(listing.out, Not(HasSubstr(".partial")));
+}
+
+TEST_F(CliDecodeViewsTest, AnUnknownTidIsAnErrorThatListsTheThreads) {
+  const std::string out = Out("tid.ftf");
+  CommandResult r = Decode({"-o", out, "-q", "--tid", "99999999"});
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--tid 99999999: no such thread"));
+  EXPECT_THAT(r.err, HasSubstr("its threads: "));
+  EXPECT_FALSE(PathExists(out));
+  // A tid it lists decodes.
+  const std::string listed = r.err.substr(r.err.find("its threads: ") + 13);
+  int tid = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(listed.substr(0, listed.find_first_of(",\n")), &tid)) << r.err;
+  CommandResult ok = Decode({"-o", out, "-q", "--tid", absl::StrCat(tid)});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+TEST_F(CliDecodeViewsTest, AWindowFromAfterTheLastPsbDecodesToTheEnd) {
+  // The trace's PSB+ span, from the message of a window outside it.
+  CommandResult outside = Decode({"-o", Out("span.ftf"), "-q", "--window", "+1000s..+1001s"});
+  const size_t at = outside.err.find("its PSB+ times run from ");
+  ASSERT_NE(at, std::string::npos) << outside.err;
+  const std::string span = outside.err.substr(at + 24);
+  uint64_t last_psb = 0;
+  const size_t to = span.find(" to ");
+  ASSERT_NE(to, std::string::npos) << span;
+  ASSERT_TRUE(absl::SimpleAtoi(span.substr(to + 4, span.find(' ', to + 4) - to - 4), &last_psb)) << span;
+  const std::string out = Out("tail.ftf");
+  CommandResult r = Decode({"-o", out, "-q", "--window", absl::StrCat(last_psb + 1, "..")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  CommandResult check = RunCli({"ftf-dump", "--check", out});
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+}
+
+TEST(CliTriggerWindowTest, TheWindowInfoSuggestsIsOneDecodeAccepts) {
+  // An entry trigger: the call has not returned when the recording stops.
+  std::unique_ptr<CliRecording> rec = RecordWithCli({Program("ptd_prog_calls")}, {"--trigger", "fib"});
+  ASSERT_TRUE(rec->error.empty()) << rec->error;
+  CommandResult info = RunCli({"info", rec->trace});
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  const size_t at = info.out.find("decode --window ");
+  ASSERT_NE(at, std::string::npos) << info.out;
+  const std::string window = info.out.substr(at + 16, info.out.find(' ', at + 16) - at - 16);
+  CommandResult r = RunCli({"decode", rec->trace, "-o", rec->tmp.Sub("trigger.ftf"), "-q", "--window", window});
+  EXPECT_EQ(r.exit_code, 0) << "--window " << window << ": " << r.err;
+}
+
 }  // namespace
 }  // namespace ptd::testing

@@ -121,6 +121,59 @@ TEST(BadInputTest, TruncatedAuxFileDecodesWhatIsThereAndSaysSo) {
   EXPECT_EQ(info.exit_code, 0) << info.err;
 }
 
+// One thread's PT file gone (a copy that lost a file): the others still decode, the
+// thread's track and the warning say its trace is missing, and `info` says MISSING.
+TEST(BadInputTest, MissingAuxFileOfOneThreadDecodesTheOthersAndMarksIt) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("trace.dir");
+  ChildResult record = RunChild({CliPath(), "record", "--emulate=ptrace", "-q", "-o", dir, "--",
+                                 CoreProgram("ptd_core_fork_exec_target")});
+  ASSERT_TRUE(PathExists(dir + "/meta.json")) << record.err;
+  nlohmann::json info = InfoJson(dir);
+  const int parent = info["pids"][0].get<int>();
+  std::string child_file;
+  int child = -1;
+  for (const nlohmann::json& s : info["streams"]) {
+    if (s["tid"].get<int>() != parent) {
+      child_file = s["file"].get<std::string>();
+      child = s["tid"].get<int>();
+    }
+  }
+  ASSERT_FALSE(child_file.empty()) << info["streams"].dump();
+  ASSERT_EQ(::unlink((dir + "/" + child_file).c_str()), 0);
+
+  // Exit 1 (something the trace held is gone), with a valid file of what remains.
+  DecodeOutcome decoded = Decode(dir, tmp.Sub("out.ftf"), 1);
+  EXPECT_THAT(decoded.run.err, HasSubstr(absl::StrCat(child_file, " is missing: thread ", child, " is not decoded")));
+  EXPECT_EQ(CallsOf(decoded.summary, "parent_work"), 10u) << "the parent still decodes";
+  EXPECT_EQ(CallsOf(decoded.summary, "child_work"), 0u);
+  bool marked = false;
+  for (const ThreadSummary& t : decoded.summary.threads) {
+    if (t.tid == static_cast<uint64_t>(child)) marked = t.instants > 0;
+  }
+  EXPECT_TRUE(marked) << "the child's track carries the 'trace missing' instant";
+
+  CommandResult text = RunCli({"info", dir});
+  EXPECT_THAT(text.out, HasSubstr("MISSING"));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("-1 bytes")));
+}
+
+// A sideband file gone: decode says which and what that costs, exits 1, and still writes
+// a valid file.
+TEST(BadInputTest, MissingSidebandFileIsNamedAndTheDecodeExitsOne) {
+  TempDir tmp;
+  const std::string dir = RecordSmall(tmp, CoreProgram(kSpin));
+  const std::string sideband = KernelSidebandFile(dir);
+  ASSERT_FALSE(sideband.empty());
+  ASSERT_EQ(::unlink((dir + "/" + sideband).c_str()), 0);
+  const std::string out = tmp.Sub("out.ftf");
+  CommandResult r = RunCli({"decode", dir, "-o", out, "-q"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(sideband + " is missing from "));
+  EXPECT_THAT(r.err, HasSubstr("memory maps"));
+  EXPECT_TRUE(CheckFtfFileOk(out));
+}
+
 TEST(BadInputTest, CorruptAuxBytesAreDecodeErrorsNotACrash) {
   TempDir tmp;
   const RecordedFile aux = RecordSpinAndPick(tmp, StreamFile);

@@ -20,12 +20,12 @@ nlohmann::json InfoJson(const std::string& dir) {
   return j.is_discarded() ? nlohmann::json() : j;
 }
 
-DecodeOutcome Decode(const std::string& dir, const std::string& out_ftf) {
+DecodeOutcome Decode(const std::string& dir, const std::string& out_ftf, int expected_exit_code) {
   DecodeOutcome outcome;
   const std::string stats = out_ftf + ".stats.json";
   outcome.run = RunCli({"decode", dir, "-o", out_ftf, "-q", "--stats-json", stats});
-  EXPECT_EQ(outcome.run.exit_code, 0) << outcome.run.err;
-  if (outcome.run.exit_code != 0) return outcome;
+  EXPECT_EQ(outcome.run.exit_code, expected_exit_code) << outcome.run.err;
+  if (outcome.run.exit_code != expected_exit_code) return outcome;
   absl::Status check = CheckFtfFile(out_ftf);
   EXPECT_TRUE(check.ok()) << check;
   absl::StatusOr<FtfSummary> summary = SummarizeFtfFile(out_ftf);

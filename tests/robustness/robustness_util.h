@@ -20,13 +20,14 @@ using ::ptd::ftf::ThreadSummary;
 nlohmann::json InfoJson(const std::string& dir);
 
 struct DecodeOutcome {
-  bool ok = false;          // exit 0 and a valid FTF
+  bool ok = false;          // the expected exit status and a valid FTF
   CommandResult run;
   FtfSummary summary;
   nlohmann::json stats;     // --stats-json
 };
-// `decode DIR -o OUT --stats-json ...`, then checks and summarizes the FTF.
-DecodeOutcome Decode(const std::string& dir, const std::string& out_ftf);
+// `decode DIR -o OUT --stats-json ...`, then checks and summarizes the FTF; `ok` when
+// decode exited with `expected_exit_code` (1: a damaged trace that still decodes in part).
+DecodeOutcome Decode(const std::string& dir, const std::string& out_ftf, int expected_exit_code = 0);
 
 // True when `path` is a valid FTF file (ftf/ftf_check.h).
 bool CheckFtfFileOk(const std::string& path);
