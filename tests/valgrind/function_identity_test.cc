@@ -1,0 +1,60 @@
+// Which code is which function in a summary, from real programs recorded under Valgrind:
+// a call through a .plt.got stub is a call of the function the stub jumps to, and a
+// function's .cold part (catch blocks, unlikely paths) is that function, so entering it is
+// no call and leaving it no new call of its parent. Counts are callgrind's and the source's.
+#include <map>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "recorder/valgrind/valgrind_recorder.h"
+#include "tests/testing/test_util.h"
+#include "tests/valgrind/valgrind_ground_truth.h"
+
+namespace ptd::testing {
+namespace {
+
+class FunctionIdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
+  }
+
+  DecodedRecording Record(const std::string& program) {
+    RecordOptions options;
+    options.command = {Program(program)};
+    options.output_dir = tmp_.Sub("trace.dir");
+    options.emulate = true;
+    options.emulator = "valgrind";
+    options.quiet = true;
+    DecodedRecording rec = RecordAndDecodeForTest(RecordValgrind, options);
+    EXPECT_EQ(rec.decoded.errors, 0u);
+    return rec;
+  }
+
+  TempDir tmp_;
+};
+
+uint64_t Calls(const std::map<std::string, uint64_t>& calls, const std::string& name) {
+  auto it = calls.find(name);
+  return it == calls.end() ? 0 : it->second;
+}
+
+TEST_F(FunctionIdentityTest, CallsThroughPltGotStubsAreCallsOfTheirTarget) {
+  DecodedRecording rec = Record("ptd_prog_plt_got");
+  ASSERT_FALSE(rec.dir.empty());
+  // No slice is named after an offset in the program: every stub has its target's name.
+  for (const auto& [name, calls] : rec.decoded.calls) {
+    EXPECT_EQ(name.find("ptd_prog_plt_got+0x"), std::string::npos) << name << " (" << calls << " calls)";
+  }
+  EXPECT_EQ(Calls(rec.decoded.calls, "main"), 1u);
+  // main's 7 strlen calls begin in main, named after the implementation glibc's ifunc chose.
+  uint64_t strlen_calls_in_main = 0;
+  for (const auto& [name, parents] : rec.decoded.parents) {
+    if (name.find("strlen") != std::string::npos) strlen_calls_in_main += Calls(parents, "main");
+  }
+  EXPECT_EQ(strlen_calls_in_main, 7u);
+}
+
+}  // namespace
+}  // namespace ptd::testing
