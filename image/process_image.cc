@@ -209,6 +209,7 @@ FunctionRange ProcessImage::RangeOf(uint64_t address) const {
       range.start = std::max(sym->start + region->bias, region->start);
       range.end = std::min(sym->end + region->bias, region->end);
       range.plt = sym->plt;
+      if (sym->parent_start != 0) range.parent_start = sym->parent_start + region->bias;
       range.symbol = true;
       return range;
     }

@@ -56,5 +56,18 @@ TEST_F(FunctionIdentityTest, CallsThroughPltGotStubsAreCallsOfTheirTarget) {
   EXPECT_EQ(strlen_calls_in_main, 7u);
 }
 
+TEST_F(FunctionIdentityTest, ColdPartsAreTheirParentFunction) {
+  DecodedRecording rec = Record("ptd_prog_cxx_cold");
+  ASSERT_FALSE(rec.dir.empty());
+  EXPECT_EQ(Calls(rec.decoded.calls, "main"), 1u);
+  EXPECT_EQ(Calls(rec.decoded.calls, "may_throw(int)"), 8u);
+  EXPECT_EQ(Calls(rec.decoded.calls, "main.cold"), 0u);
+  EXPECT_EQ(Calls(rec.decoded.calls, "may_throw(int) [clone .cold]"), 0u);
+  absl::StatusOr<std::map<std::string, uint64_t>> callgrind = CallgrindCalls({Program("ptd_prog_cxx_cold")}, tmp_.path());
+  ASSERT_TRUE(callgrind.ok()) << callgrind.status();
+  EXPECT_EQ(Calls(rec.decoded.calls, "main"), Calls(*callgrind, "main"));
+  EXPECT_EQ(Calls(rec.decoded.calls, "may_throw(int)"), Calls(*callgrind, "may_throw(int)"));
+}
+
 }  // namespace
 }  // namespace ptd::testing
