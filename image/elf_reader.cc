@@ -338,6 +338,47 @@ absl::Status ReadElfSymbols(absl::Span<const uint8_t> bytes, const std::string& 
   return status;
 }
 
+std::vector<FdeRange> ReadFdeRanges(absl::Span<const uint8_t> bytes, const std::string& path) {
+  absl::StatusOr<ElfHandle> elf = OpenElf(bytes, path);
+  if (!elf.ok()) return {};
+  GElf_Shdr hdr, frame;
+  Elf_Scn* hdr_scn = FindSection(elf->get(), ".eh_frame_hdr", &hdr);
+  Elf_Scn* frame_scn = FindSection(elf->get(), ".eh_frame", &frame);
+  if (hdr_scn == nullptr || frame_scn == nullptr || hdr.sh_type == SHT_NOBITS || frame.sh_type == SHT_NOBITS) return {};
+  Elf_Data* hdr_data = elf_getdata(hdr_scn, nullptr);
+  Elf_Data* frame_data = elf_getdata(frame_scn, nullptr);
+  if (hdr_data == nullptr || hdr_data->d_buf == nullptr || frame_data == nullptr || frame_data->d_buf == nullptr) return {};
+  // version 1, eh_frame_ptr encoding, fde_count encoding, table encoding; eh_frame_ptr;
+  // fde_count; then (initial location, FDE address) pairs relative to the index.
+  constexpr uint8_t kPcrelSdata4 = 0x1b, kUdata4 = 0x03, kDatarelSdata4 = 0x3b;
+  const auto* h = static_cast<const uint8_t*>(hdr_data->d_buf);
+  const auto* f = static_cast<const uint8_t*>(frame_data->d_buf);
+  if (hdr_data->d_size < 12 || h[0] != 1 || h[1] != kPcrelSdata4 || h[2] != kUdata4 || h[3] != kDatarelSdata4) return {};
+  auto read32 = [](const uint8_t* at) {
+    int32_t v;
+    std::memcpy(&v, at, 4);
+    return v;
+  };
+  uint32_t count;
+  std::memcpy(&count, h + 8, 4);
+  count = static_cast<uint32_t>(std::min<uint64_t>(count, (hdr_data->d_size - 12) / 8));
+  std::vector<FdeRange> ranges;
+  ranges.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint64_t start = hdr.sh_addr + read32(h + 12 + 8 * i);
+    const uint64_t fde = hdr.sh_addr + read32(h + 16 + 8 * i);
+    // FDE: length, CIE pointer, pc_begin, pc_range. The CIE's pointer encoding is taken to
+    // be the index's (pcrel sdata4) only when pc_begin read so gives the index's start.
+    if (fde < frame.sh_addr || fde + 16 > frame.sh_addr + frame_data->d_size) continue;
+    const uint8_t* at = f + (fde - frame.sh_addr);
+    if (fde + 8 + read32(at + 8) != start) continue;
+    const uint32_t size = static_cast<uint32_t>(read32(at + 12));
+    if (size != 0) ranges.push_back(FdeRange{start, start + size});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const FdeRange& a, const FdeRange& b) { return a.start < b.start; });
+  return ranges;
+}
+
 std::string DebugFileForBuildId(const std::string& build_id, const std::string& debug_root) {
   if (build_id.size() < 3) return "";
   return absl::StrCat(debug_root, "/.build-id/", build_id.substr(0, 2), "/", build_id.substr(2), ".debug");
