@@ -7,6 +7,12 @@
 #include "absl/strings/strip.h"
 
 namespace ptd::decoder {
+namespace {
+
+// The start of the function `info` is part of: its own, or the function it was split off.
+uint64_t HomeOf(const FunctionInfo& info) { return info.parent_start != 0 ? info.parent_start : info.start; }
+
+}  // namespace
 
 CallStackModel::CallStackModel(FunctionResolver* resolver, SliceSink* sink, bool has_cycles)
     : resolver_(resolver), sink_(sink), has_cycles_(has_cycles) {
@@ -31,6 +37,7 @@ CallStackModel::Frame CallStackModel::MakeFrame(uint64_t address, bool target_kn
     frame.name = info.name;
     frame.plt_pending = info.plt;
     frame.symbol = info.symbol;
+    frame.home = HomeOf(info);
     frame.go_role = GoRoleOf(info.name);
   } else {
     frame.name = kUntracedName;
@@ -343,6 +350,26 @@ size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) {
   return kept->frame;
 }
 
+bool CallStackModel::MoveWithinFunction(Frame& frame, const FunctionInfo& info) {
+  if (frame.kind != FrameKind::kFunction || !frame.symbol || !info.symbol || frame.home != HomeOf(info)) {
+    return false;
+  }
+  frame.fn_start = info.start;
+  frame.fn_end = info.end;
+  frame.serial = ++last_serial_;
+  return true;
+}
+
+size_t CallStackModel::AncestorRunning(const FunctionInfo& info) const {
+  if (!info.symbol || frames_.size() < 2) return kNoFrame;
+  const uint64_t home = HomeOf(info);
+  for (size_t i = frames_.size() - 1; i-- > 0;) {
+    const Frame& f = frames_[i];
+    if (f.kind == FrameKind::kFunction && f.symbol && f.home == home) return i;
+  }
+  return kNoFrame;
+}
+
 size_t CallStackModel::ScanForAncestorHolding(size_t begin, size_t end, uint64_t address, bool mid_function) const {
   // By pointer and range first.
   const Frame* const first = frames_.data() + begin;
@@ -401,13 +428,19 @@ void CallStackModel::OnReturn(const FlowEvent& event) {
     UnwindTo(i + 1, event);
     return;
   }
+  const FunctionInfo target = resolver_->Resolve(event.target);
+  if (size_t i = AncestorRunning(target); i != kNoFrame) {
+    UnwindTo(i + 1, event);
+    MoveWithinFunction(frames_.back(), target);
+    return;
+  }
   bool reentered = frames_.back().return_address == 0 && frames_.size() > 1;
   PopTop(event);
   if (frames_.empty()) {
     ParentAfterBottom(event.target, event);
     return;
   }
-  if (frames_.back().contains(event.target)) return;
+  if (frames_.back().contains(event.target) || MoveWithinFunction(frames_.back(), target)) return;
   if (reentered) {
     // Returned from a handler/callback into code we did not see call it
     // (e.g. a signal trampoline): a child of the interrupted frame.
@@ -438,9 +471,10 @@ void CallStackModel::ReturnFrom(size_t i, const FlowEvent& event) {
 // would make it: the decoder drops jumps inside one function, so no later jump can be
 // relied on to rename it.
 void CallStackModel::ContinueAt(const FlowEvent& event) {
-  const Frame& top = frames_.back();
+  Frame& top = frames_.back();
   if (top.kind != FrameKind::kFunction || top.plt_pending || top.contains(event.target)) return;
-  if (!resolver_->Resolve(event.target).mapped) return;
+  const FunctionInfo info = resolver_->Resolve(event.target);
+  if (!info.mapped || MoveWithinFunction(top, info)) return;
   Frame frame = MakeFrame(event.target, true, event);
   frame.return_address = top.return_address;
   PopTop(event);
@@ -460,16 +494,26 @@ void CallStackModel::OnJump(const FlowEvent& event) {
     GoResume(event);
     return;
   }
+  FunctionInfo info = resolver_->Resolve(event.target);
   if (!frames_.back().plt_pending) {
+    // Into or out of a part split off the function (foo.cold): the same call goes on.
+    if (MoveWithinFunction(frames_.back(), info)) return;
     // A jump into the middle of a function further down the stack: longjmp (or another
     // stack switch) back into that frame. A jump to a function's entry is a tail call.
     if (size_t i = AncestorHolding(event.target, true); i != kNoFrame) {
       UnwindTo(i + 1, event);
       return;
     }
+    // The same into a split-off part of one (an unwinder's jump to a catch block).
+    if (info.parent_start != 0) {
+      if (size_t i = AncestorRunning(info); i != kNoFrame) {
+        UnwindTo(i + 1, event);
+        MoveWithinFunction(frames_.back(), info);
+        return;
+      }
+    }
   }
   Frame& top = frames_.back();
-  FunctionInfo info = resolver_->Resolve(event.target);
   if (top.plt_pending && !top.begun) {
     // Still inside the PLT (PLT0, lazy binding) or leaving it: the slice takes the
     // name of where the stub goes.
@@ -477,6 +521,7 @@ void CallStackModel::OnJump(const FlowEvent& event) {
     top.fn_end = info.end;
     top.name = info.name;
     top.symbol = info.symbol;
+    top.home = HomeOf(info);
     top.serial = ++last_serial_;
     if (!info.plt) MaterializeTop();
     return;

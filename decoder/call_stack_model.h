@@ -100,6 +100,9 @@ class CallStackModel {
     bool begun = false;         // Begin written
     bool plt_pending = false;   // named once the PLT stub jumps on
     bool symbol = false;        // [fn_start, fn_end) is a real symbol's range
+    // The start of the function's main part: [fn_start, fn_end) may be a part split off
+    // it (foo.cold), which is the same function and the same call.
+    uint64_t home = 0;
     // Names this frame with every frame below it as they are: new at each push, and
     // whenever the frame's range or the frames below change (AncestorHolding's memo).
     uint64_t serial = 0;
@@ -157,6 +160,12 @@ class CallStackModel {
   size_t AncestorHolding(uint64_t address, bool mid_function);
   // The innermost of frames_[begin, end) that AncestorHolding would take, or kNoFrame.
   size_t ScanForAncestorHolding(size_t begin, size_t end, uint64_t address, bool mid_function) const;
+  // `info` is another part of `frame`'s function (foo and foo.cold): the frame goes on in
+  // that part's range, with its slice; false when `info` is another function.
+  bool MoveWithinFunction(Frame& frame, const FunctionInfo& info);
+  // The innermost frame below the top running the function of which `info` is a part, or
+  // kNoFrame: where an unwinder lands in a catch block split off to foo.cold.
+  size_t AncestorRunning(const FunctionInfo& info) const;
   // The frames below the top changed other than by a push or pop (inserted or removed
   // at the bottom): every frame gets a new serial.
   void RenumberFrames();

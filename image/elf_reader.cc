@@ -3,6 +3,7 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include <Zydis/Decoder.h>
 #include <lzma.h>
 
 #include <algorithm>
@@ -12,7 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/container/flat_hash_map.h"
 #include "common/elf_build_id.h"
+#include "image/insn_classifier.h"
 
 namespace ptd::image {
 namespace {
@@ -147,6 +150,76 @@ void AddPltSymbols(Elf* elf, SymbolTable* table) {
   }
 }
 
+// The GOT slot an indirect `jmp *disp(%rip)` at `ip` reads (after an optional endbr64),
+// or 0 when the stub is not that shape.
+uint64_t JumpSlotOfStub(uint64_t ip, const uint8_t* bytes, size_t size) {
+  size_t offset = 0;
+  while (offset < size) {
+    ZydisDecodedInstruction insn;
+    ZydisDecodedOperand operands[ZYDIS_MAX_OPERAND_COUNT];
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&ZydisDecoderFor(ptem_64bit), bytes + offset, size - offset, &insn,
+                                             operands))) {
+      return 0;
+    }
+    if (insn.mnemonic == ZYDIS_MNEMONIC_ENDBR64) {
+      offset += insn.length;
+      continue;
+    }
+    if (insn.mnemonic != ZYDIS_MNEMONIC_JMP || insn.operand_count_visible < 1) return 0;
+    const ZydisDecodedOperand& target = operands[0];
+    if (target.type != ZYDIS_OPERAND_TYPE_MEMORY || target.mem.base != ZYDIS_REGISTER_RIP ||
+        target.mem.index != ZYDIS_REGISTER_NONE) {
+      return 0;
+    }
+    return ip + offset + insn.length + static_cast<uint64_t>(target.mem.disp.value);
+  }
+  return 0;
+}
+
+// .plt.got stubs (a function both called and address-taken, or linked with -z now) have no
+// relocation of their own: each jumps through a GOT slot that a dynamic relocation (GLOB_DAT)
+// fills, so the stub is named after that relocation's symbol.
+void AddPltGotSymbols(Elf* elf, SymbolTable* table) {
+  GElf_Shdr plt_got;
+  Elf_Scn* plt_got_scn = FindSection(elf, ".plt.got", &plt_got);
+  if (plt_got_scn == nullptr || plt_got.sh_type == SHT_NOBITS || gelf_getclass(elf) != ELFCLASS64) return;
+  Elf_Data* code = elf_getdata(plt_got_scn, nullptr);
+  if (code == nullptr || code->d_buf == nullptr) return;
+  absl::flat_hash_map<uint64_t, std::string> symbol_of_slot;
+  Elf_Scn* scn = nullptr;
+  while ((scn = elf_nextscn(elf, scn)) != nullptr) {
+    GElf_Shdr rela;
+    if (gelf_getshdr(scn, &rela) == nullptr || rela.sh_type != SHT_RELA || rela.sh_entsize == 0) continue;
+    Elf_Scn* dynsym_scn = elf_getscn(elf, rela.sh_link);
+    GElf_Shdr dynsym;
+    if (dynsym_scn == nullptr || gelf_getshdr(dynsym_scn, &dynsym) == nullptr || dynsym.sh_type != SHT_DYNSYM) continue;
+    Elf_Data* rela_data = elf_getdata(scn, nullptr);
+    Elf_Data* sym_data = elf_getdata(dynsym_scn, nullptr);
+    if (rela_data == nullptr || sym_data == nullptr) continue;
+    const size_t count = rela.sh_size / rela.sh_entsize;
+    for (size_t i = 0; i < count; ++i) {
+      GElf_Rela entry;
+      GElf_Sym sym;
+      if (gelf_getrela(rela_data, static_cast<int>(i), &entry) == nullptr) continue;
+      const size_t sym_index = GELF_R_SYM(entry.r_info);
+      if (sym_index == 0 || gelf_getsym(sym_data, static_cast<int>(sym_index), &sym) == nullptr) continue;
+      const char* name = elf_strptr(elf, dynsym.sh_link, sym.st_name);
+      if (name != nullptr && name[0] != '\0') symbol_of_slot.emplace(entry.r_offset, name);
+    }
+  }
+  // 8-byte stubs (jmp; xchg) or 16 with IBT (endbr64; bnd jmp; nop).
+  const uint64_t stub_size = plt_got.sh_entsize != 0 ? plt_got.sh_entsize : 8;
+  const auto* bytes = static_cast<const uint8_t*>(code->d_buf);
+  for (uint64_t offset = 0; offset + stub_size <= code->d_size; offset += stub_size) {
+    const uint64_t stub = plt_got.sh_addr + offset;
+    const uint64_t slot = JumpSlotOfStub(stub, bytes + offset, stub_size);
+    auto named = symbol_of_slot.find(slot);
+    std::string stub_name = named != symbol_of_slot.end() ? absl::StrCat(named->second, "@plt")
+                                                          : absl::StrFormat("[plt.got+0x%x]", offset);
+    table->Add(stub, stub_size, stub_name, /*plt=*/true);
+  }
+}
+
 }  // namespace
 
 bool LooksLikeElf(absl::Span<const uint8_t> bytes) {
@@ -251,6 +324,7 @@ absl::Status ReadElfSymbols(absl::Span<const uint8_t> bytes, const std::string& 
   absl::StatusOr<ElfHandle> elf = OpenElf(bytes, path);
   if (!elf.ok()) return elf.status();
   AddPltSymbols(elf->get(), table);
+  AddPltGotSymbols(elf->get(), table);
   GElf_Shdr shdr;
   Elf_Scn* scn = FindSection(elf->get(), ".gnu_debugdata", &shdr);
   Elf_Data* data = scn != nullptr && shdr.sh_type != SHT_NOBITS ? elf_getdata(scn, nullptr) : nullptr;
@@ -262,6 +336,47 @@ absl::Status ReadElfSymbols(absl::Span<const uint8_t> bytes, const std::string& 
     AddCodeSymbols(*mini, what, table, &status);
   }
   return status;
+}
+
+std::vector<FdeRange> ReadFdeRanges(absl::Span<const uint8_t> bytes, const std::string& path) {
+  absl::StatusOr<ElfHandle> elf = OpenElf(bytes, path);
+  if (!elf.ok()) return {};
+  GElf_Shdr hdr, frame;
+  Elf_Scn* hdr_scn = FindSection(elf->get(), ".eh_frame_hdr", &hdr);
+  Elf_Scn* frame_scn = FindSection(elf->get(), ".eh_frame", &frame);
+  if (hdr_scn == nullptr || frame_scn == nullptr || hdr.sh_type == SHT_NOBITS || frame.sh_type == SHT_NOBITS) return {};
+  Elf_Data* hdr_data = elf_getdata(hdr_scn, nullptr);
+  Elf_Data* frame_data = elf_getdata(frame_scn, nullptr);
+  if (hdr_data == nullptr || hdr_data->d_buf == nullptr || frame_data == nullptr || frame_data->d_buf == nullptr) return {};
+  // version 1, eh_frame_ptr encoding, fde_count encoding, table encoding; eh_frame_ptr;
+  // fde_count; then (initial location, FDE address) pairs relative to the index.
+  constexpr uint8_t kPcrelSdata4 = 0x1b, kUdata4 = 0x03, kDatarelSdata4 = 0x3b;
+  const auto* h = static_cast<const uint8_t*>(hdr_data->d_buf);
+  const auto* f = static_cast<const uint8_t*>(frame_data->d_buf);
+  if (hdr_data->d_size < 12 || h[0] != 1 || h[1] != kPcrelSdata4 || h[2] != kUdata4 || h[3] != kDatarelSdata4) return {};
+  auto read32 = [](const uint8_t* at) {
+    int32_t v;
+    std::memcpy(&v, at, 4);
+    return v;
+  };
+  uint32_t count;
+  std::memcpy(&count, h + 8, 4);
+  count = static_cast<uint32_t>(std::min<uint64_t>(count, (hdr_data->d_size - 12) / 8));
+  std::vector<FdeRange> ranges;
+  ranges.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint64_t start = hdr.sh_addr + read32(h + 12 + 8 * i);
+    const uint64_t fde = hdr.sh_addr + read32(h + 16 + 8 * i);
+    // FDE: length, CIE pointer, pc_begin, pc_range. The CIE's pointer encoding is taken to
+    // be the index's (pcrel sdata4) only when pc_begin read so gives the index's start.
+    if (fde < frame.sh_addr || fde + 16 > frame.sh_addr + frame_data->d_size) continue;
+    const uint8_t* at = f + (fde - frame.sh_addr);
+    if (fde + 8 + read32(at + 8) != start) continue;
+    const uint32_t size = static_cast<uint32_t>(read32(at + 12));
+    if (size != 0) ranges.push_back(FdeRange{start, start + size});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const FdeRange& a, const FdeRange& b) { return a.start < b.start; });
+  return ranges;
 }
 
 std::string DebugFileForBuildId(const std::string& build_id, const std::string& debug_root) {

@@ -75,6 +75,16 @@ bool IsCodeSymbol(const ElfSymbol& symbol);
 absl::Status ReadElfSymbols(absl::Span<const uint8_t> bytes, const std::string& path,
                             SymbolTable* table);
 
+// The code an FDE of the unwind table describes: one function (or a part of one).
+struct FdeRange {
+  uint64_t start = 0;
+  uint64_t end = 0;  // exclusive
+};
+// Every FDE's range, from the unwind table's index (.eh_frame_hdr) and .eh_frame, in ELF
+// addresses, sorted by start: what still bounds functions in a stripped file. Empty when
+// the file has no index or uses encodings other than the linkers' (4-byte, relative).
+std::vector<FdeRange> ReadFdeRanges(absl::Span<const uint8_t> bytes, const std::string& path);
+
 // Where a separate debug file for `build_id` lives: /usr/lib/debug/.build-id/xx/rest.debug.
 std::string DebugFileForBuildId(const std::string& build_id,
                                 const std::string& debug_root = "/usr/lib/debug");

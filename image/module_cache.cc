@@ -1,22 +1,30 @@
 #include "image/module_cache.h"
 
+#include <algorithm>
+
 #include "common/file_util.h"
 
 namespace ptd::image {
 namespace {
 
 // The entry point is where every program starts; when no symbol names it (stripped
-// executables, a loader without its debug file) it is `_start` all the same. Its size is
-// a guess (glibc's and musl's x86-64 _start are shorter): a size-0 label would stretch
-// to the next symbol and misname the rest of a stripped program.
-constexpr uint64_t kEntryPointSize = 64;
-
-void NameEntryPoint(uint64_t entry, SymbolTable* symbols) {
+// executables, a loader without its debug file) it is `_start` all the same, over the
+// unwind table's range for it, else up to the next function a symbol or the unwind table
+// knows. With none of these its end is unknown and it stays unnamed rather than take a
+// guessed size.
+void NameEntryPoint(uint64_t entry, const std::vector<FdeRange>& fde_ranges, SymbolTable* symbols) {
   if (entry == 0) return;
+  uint64_t end = ~uint64_t{0};
   for (const Symbol& symbol : symbols->symbols()) {
     if (symbol.start == entry) return;
+    if (symbol.start > entry) end = std::min(end, symbol.start);
   }
-  symbols->Add(entry, kEntryPointSize, "_start");
+  for (const FdeRange& fde : fde_ranges) {
+    if (fde.start == entry) end = std::min(end, fde.end);
+    if (fde.start > entry) end = std::min(end, fde.start);
+  }
+  if (end == ~uint64_t{0}) return;
+  symbols->Add(entry, end - entry, "_start");
 }
 
 }  // namespace
@@ -92,7 +100,10 @@ absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::strin
       // .dynsym, MiniDebugInfo and the PLT come from the file itself either way.
       (void)ReadElfSymbols(module->file->bytes(), path, &module->symbols);
       if (module->symbols_from.empty()) module->symbols_from = path;
-      NameEntryPoint(info->entry, &module->symbols);
+      if (!info->has_symtab && module->symbols_from == path) {
+        module->fde_ranges = ReadFdeRanges(module->file->bytes(), path);
+      }
+      NameEntryPoint(info->entry, module->fde_ranges, &module->symbols);
     }
   }
   module->symbols.Finish();

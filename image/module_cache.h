@@ -26,6 +26,9 @@ struct Module {
   std::string symbols_from;  // the file symbols were read from (a separate debug file)
   bool symbols_from_debuginfod = false;  // symbols_from was fetched from a debuginfod server
   bool ocaml = false;        // holds OCaml native code (has caml_start_program)
+  // No full symbol table: its functions' ranges from the unwind table (ELF addresses,
+  // sorted), which split the code between symbols into one unnamed function each.
+  std::vector<FdeRange> fde_ranges;
 };
 
 class ModuleCache {

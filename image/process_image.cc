@@ -209,6 +209,7 @@ FunctionRange ProcessImage::RangeOf(uint64_t address) const {
       range.start = std::max(sym->start + region->bias, region->start);
       range.end = std::min(sym->end + region->bias, region->end);
       range.plt = sym->plt;
+      if (sym->parent_start != 0) range.parent_start = sym->parent_start + region->bias;
       range.symbol = true;
       return range;
     }
@@ -219,6 +220,20 @@ FunctionRange ProcessImage::RangeOf(uint64_t address) const {
                                  [](uint64_t a, const Symbol& s) { return a < s.start; });
     if (next != all.end()) gap_end = std::min(gap_end, next->start + region->bias);
     if (next != all.begin()) gap_start = std::max(gap_start, std::prev(next)->end + region->bias);
+    // A stripped file's unwind table still bounds each function it describes.
+    const std::vector<FdeRange>& fdes = region->module->fde_ranges;
+    auto next_fde = std::upper_bound(fdes.begin(), fdes.end(), elf_address,
+                                     [](uint64_t a, const FdeRange& r) { return a < r.start; });
+    if (next_fde != fdes.end()) gap_end = std::min(gap_end, next_fde->start + region->bias);
+    if (next_fde != fdes.begin()) {
+      const FdeRange& fde = *std::prev(next_fde);
+      if (elf_address < fde.end) {
+        gap_start = std::max(gap_start, fde.start + region->bias);
+        gap_end = std::min(gap_end, fde.end + region->bias);
+      } else {
+        gap_start = std::max(gap_start, fde.end + region->bias);
+      }
+    }
     range.start = gap_start;
     range.end = std::max(gap_end, address + 1);
     return range;

@@ -46,6 +46,8 @@ struct FunctionRange {
   bool plt = false;
   bool mapped = false;        // false: no code known at this address
   bool symbol = false;        // [start, end) is a symbol's (ELF, JIT), not a guessed range
+  uint64_t parent_start = 0;  // a part split off a function (foo.cold): that function's
+                              // start; 0 for whole functions
 };
 
 // The function with its name.

@@ -2,6 +2,11 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+
 #include "image/demangle.h"
 
 namespace ptd::image {
@@ -10,6 +15,23 @@ namespace {
 // A zero-sized symbol (hand-written assembly often has no .size) extends to the next
 // symbol, but never beyond this, so one stray label cannot swallow a whole module.
 constexpr uint64_t kMaxImpliedSymbolSize = 1 << 20;
+
+// The name of the function `name` was split off from by GCC's hot/cold partitioning
+// (main.cold, foo.cold.3; demangled C++: "foo(int) [clone .cold]", "... [clone .cold.3]"),
+// or empty.
+absl::string_view ParentOfSplitPart(absl::string_view name) {
+  const bool cxx = absl::ConsumeSuffix(&name, "]");
+  // Drop a ".N" number, then expect ".cold".
+  absl::string_view head = name;
+  const size_t dot = head.rfind('.');
+  if (dot != absl::string_view::npos && dot + 1 < head.size() &&
+      std::all_of(head.begin() + dot + 1, head.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+    head = head.substr(0, dot);
+  }
+  if (!absl::ConsumeSuffix(&head, ".cold")) return {};
+  if (cxx && !absl::ConsumeSuffix(&head, " [clone ")) return {};
+  return head;
+}
 }  // namespace
 
 void SymbolTable::Add(uint64_t start, uint64_t size, absl::string_view name, bool plt, bool local) {
@@ -61,6 +83,26 @@ void SymbolTable::Finish() {
     symbols_[kept++] = s;
   }
   symbols_.resize(kept);
+  LinkSplitParts();
+}
+
+void SymbolTable::LinkSplitParts() {
+  absl::flat_hash_map<absl::string_view, uint64_t> start_of;
+  for (const Symbol& s : symbols_) {
+    if (!ParentOfSplitPart(name(s)).empty()) {
+      if (start_of.empty()) {
+        for (const Symbol& whole : symbols_) start_of.emplace(name(whole), whole.start);
+      }
+      break;
+    }
+  }
+  if (start_of.empty()) return;
+  for (Symbol& s : symbols_) {
+    const absl::string_view parent = ParentOfSplitPart(name(s));
+    if (parent.empty()) continue;
+    auto it = start_of.find(parent);
+    if (it != start_of.end()) s.parent_start = it->second;
+  }
 }
 
 const Symbol* SymbolTable::Find(uint64_t address) const {

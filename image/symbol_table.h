@@ -17,6 +17,9 @@ struct Symbol {
   uint32_t name_size = 0;
   bool plt = false;    // a PLT stub: callers are attributed to the jump target
   bool local = false;  // a file-local alias (fib.localalias, __GI_memcpy): loses to a global name
+  // A part the compiler split off a function (foo.cold, foo.cold.1, "foo() [clone .cold]"):
+  // the start of that function; 0 for whole functions.
+  uint64_t parent_start = 0;
 };
 
 class SymbolTable {
@@ -25,7 +28,8 @@ class SymbolTable {
   // `local`: an ELF STB_LOCAL symbol; of aliases (same start and size) a global one names
   // the code, as the name its author exported.
   void Add(uint64_t start, uint64_t size, absl::string_view name, bool plt = false, bool local = false);
-  // Sorts, drops duplicates and sizes zero-sized symbols. Call once after the last Add.
+  // Sorts, drops duplicates, sizes zero-sized symbols and links split-off parts to their
+  // function. Call once after the last Add.
   void Finish();
 
   // The innermost symbol containing `address`, or nullptr.
@@ -37,6 +41,8 @@ class SymbolTable {
   const std::vector<Symbol>& symbols() const { return symbols_; }
 
  private:
+  void LinkSplitParts();
+
   std::vector<Symbol> symbols_;
   std::string names_;
 };

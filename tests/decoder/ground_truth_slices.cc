@@ -14,6 +14,7 @@ struct Frame {
   std::string name;
   uint64_t start = 0;
   uint64_t end = 0;
+  uint64_t home = 0;      // the function's start, also while in a part split off it (foo.cold)
   size_t begin = 0;       // instruction index (count before its first instruction)
   bool plt_pending = false;
   bool marker = false;    // [syscall]
@@ -78,9 +79,20 @@ class Simulation {
     f.name = std::string(info.name);
     f.start = info.start;
     f.end = info.end;
+    f.home = info.symbol ? (info.parent_start != 0 ? info.parent_start : info.start) : 0;
     f.begin = k;
     f.plt_pending = info.plt;
     return f;
+  }
+  // `address` is in another part of `f`'s function (foo and foo.cold): the same call goes
+  // on there, in that part's range.
+  bool MovesWithin(Frame& f, uint64_t address) {
+    if (f.marker || f.plt_pending || f.home == 0) return false;
+    FunctionInfo info = resolver_->Resolve(address);
+    if (!info.symbol || (info.parent_start != 0 ? info.parent_start : info.start) != f.home) return false;
+    f.start = info.start;
+    f.end = info.end;
+    return true;
   }
   void Begin(Frame& f) {
     f.plt_pending = false;
@@ -215,7 +227,7 @@ class Simulation {
     if (frames_.empty()) return;
     const Frame& top = frames_.back();
     if (top.marker || top.plt_pending || top.end == 0 || top.contains(target)) return;
-    if (!resolver_->Resolve(target).mapped) return;
+    if (MovesWithin(frames_.back(), target) || !resolver_->Resolve(target).mapped) return;
     Frame next = Make(target, k);
     next.plt_pending = false;
     Pop(k);
@@ -228,12 +240,13 @@ class Simulation {
     Frame& top = frames_.back();
     if (top.contains(ip)) return;
     InsnClass klass = classifier_->Classify(t_.ips[k - 1]).klass;
+    if (klass != InsnClass::kOther && !unwind_pending_ && MovesWithin(top, ip)) return;
     // Falling through into the next symbol is no branch: PT (and the model) see nothing.
     if (klass == InsnClass::kOther) return;
     if (unwind_pending_) {
       unwind_pending_ = false;
       PopTo(unwind_depth_, ip, k);
-      if (frames_.back().contains(ip)) return;
+      if (frames_.back().contains(ip) || MovesWithin(frames_.back(), ip)) return;
     }
     if (popped_own_return_ > 0 && klass == InsnClass::kReturn && frames_.size() > 1) {
       --popped_own_return_;

@@ -70,6 +70,23 @@ TEST(SymbolTableTest, AGlobalNameWinsOverItsLocalAliasWhicheverCameFirst) {
   }
 }
 
+TEST(SymbolTableTest, PartsSplitOffAFunctionKnowItsStart) {
+  SymbolTable table;
+  table.Add(0x1000, 0x40, "main");
+  table.Add(0x2000, 0x10, "main.cold", /*plt=*/false, /*local=*/true);
+  table.Add(0x1100, 0x40, "_Z9may_throwi");
+  table.Add(0x2100, 0x10, "_Z9may_throwi.cold.2", /*plt=*/false, /*local=*/true);
+  table.Add(0x2200, 0x10, "cold");         // a function named so, no part
+  table.Add(0x2300, 0x10, "orphan.cold");  // its function is not in this table
+  table.Finish();
+  EXPECT_EQ(table.Find(0x2000)->parent_start, 0x1000u);
+  EXPECT_EQ(table.name(*table.Find(0x2100)), "may_throw(int) [clone .cold.2]");
+  EXPECT_EQ(table.Find(0x2100)->parent_start, 0x1100u);
+  EXPECT_EQ(table.Find(0x1000)->parent_start, 0u);
+  EXPECT_EQ(table.Find(0x2200)->parent_start, 0u);
+  EXPECT_EQ(table.Find(0x2300)->parent_start, 0u);
+}
+
 TEST(SymbolTableTest, FindsTheSymbolContainingAnAddress) {
   SymbolTable table;
   table.Add(0x2000, 0x10, "b");
