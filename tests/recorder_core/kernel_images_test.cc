@@ -36,7 +36,7 @@ std::string BuildIdNote(const std::string& id) {
   const std::string desc = absl::HexStringToBytes(id);
   Elf64_Nhdr note{4, static_cast<Elf64_Word>(desc.size()), NT_GNU_BUILD_ID};
   // StrCat, not operator+: GCC 12 at -O3 warns falsely (-Warray-bounds) on the chain.
-  return absl::StrCat(Bytes(note), std::string_view("GNU\0", 4), desc);
+  return absl::StrCat(Bytes(note), absl::string_view("GNU\0", 4), desc);
 }
 
 // A kcore-like ELF: one PT_LOAD for the kernel text, one for the module area.
