@@ -93,10 +93,12 @@ TEST_F(DecodeApiTest, FiltersByThreadAndWindow) {
   absl::StatusOr<TraceSummary> same = DecodeSummary(Trace(), options);
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(same->functions.at("cell").calls, 40u);
+  // A thread the trace does not hold is an error that names it, not an empty summary.
   options.tid = tid + 100000;
   absl::StatusOr<TraceSummary> none = DecodeSummary(Trace(), options);
-  ASSERT_TRUE(none.ok());
-  EXPECT_TRUE(none->functions.empty());
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(absl::IsNotFound(none.status())) << none.status();
+  EXPECT_NE(none.status().message().find("no such thread"), std::string_view::npos) << none.status();
 
   // Instruction axis: the window [0, first half) holds some of the cells, not all.
   DecodeOptions window;
