@@ -28,24 +28,11 @@ class FunctionIdentityTest : public ::testing::Test {
   }
 
   DecodedRecording Record(const std::string& program) {
-    RecordOptions options;
-    options.command = {Program(program)};
-    options.output_dir = tmp_.Sub("trace.dir");
-    options.emulate = true;
-    options.emulator = "valgrind";
-    options.quiet = true;
-    DecodedRecording rec = RecordAndDecodeForTest(RecordValgrind, options);
-    EXPECT_EQ(rec.decoded.errors, 0u);
-    return rec;
+    return RecordUnderValgrindForTest({Program(program)}, tmp_.path());
   }
 
   TempDir tmp_;
 };
-
-uint64_t Calls(const std::map<std::string, uint64_t>& calls, const std::string& name) {
-  auto it = calls.find(name);
-  return it == calls.end() ? 0 : it->second;
-}
 
 TEST_F(FunctionIdentityTest, CallsThroughPltGotStubsAreCallsOfTheirTarget) {
   DecodedRecording rec = Record("ptd_prog_plt_got");
@@ -54,11 +41,11 @@ TEST_F(FunctionIdentityTest, CallsThroughPltGotStubsAreCallsOfTheirTarget) {
   for (const auto& [name, calls] : rec.decoded.calls) {
     EXPECT_EQ(name.find("ptd_prog_plt_got+0x"), std::string::npos) << name << " (" << calls << " calls)";
   }
-  EXPECT_EQ(Calls(rec.decoded.calls, "main"), 1u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "main"), 1u);
   // main's 7 strlen calls begin in main, named after the implementation glibc's ifunc chose.
   uint64_t strlen_calls_in_main = 0;
   for (const auto& [name, parents] : rec.decoded.parents) {
-    if (name.find("strlen") != std::string::npos) strlen_calls_in_main += Calls(parents, "main");
+    if (name.find("strlen") != std::string::npos) strlen_calls_in_main += CallsOf(parents, "main");
   }
   EXPECT_EQ(strlen_calls_in_main, 7u);
 }
@@ -66,14 +53,14 @@ TEST_F(FunctionIdentityTest, CallsThroughPltGotStubsAreCallsOfTheirTarget) {
 TEST_F(FunctionIdentityTest, ColdPartsAreTheirParentFunction) {
   DecodedRecording rec = Record("ptd_prog_cxx_cold");
   ASSERT_FALSE(rec.dir.empty());
-  EXPECT_EQ(Calls(rec.decoded.calls, "main"), 1u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "may_throw(int)"), 8u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "main.cold"), 0u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "may_throw(int) [clone .cold]"), 0u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "main"), 1u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "may_throw(int)"), 8u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "main.cold"), 0u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "may_throw(int) [clone .cold]"), 0u);
   absl::StatusOr<std::map<std::string, uint64_t>> callgrind = CallgrindCalls({Program("ptd_prog_cxx_cold")}, tmp_.path());
   ASSERT_TRUE(callgrind.ok()) << callgrind.status();
-  EXPECT_EQ(Calls(rec.decoded.calls, "main"), Calls(*callgrind, "main"));
-  EXPECT_EQ(Calls(rec.decoded.calls, "may_throw(int)"), Calls(*callgrind, "may_throw(int)"));
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "main"), CallsOf(*callgrind, "main"));
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "may_throw(int)"), CallsOf(*callgrind, "may_throw(int)"));
 }
 
 // The functions of ptd_prog_calls (built with symbols), by address.
@@ -101,8 +88,8 @@ TEST_F(FunctionIdentityTest, AStrippedProgramsFunctionsAreBoundedByItsUnwindInde
   // is mapped at its file offset): a tail call is a call of its own function.
   for (const char* fn : {"main", "fib", "twice", "thrice", "tail_caller", "tail_target"}) {
     const std::string unnamed = absl::StrFormat("ptd_prog_calls_stripped+0x%x", addresses.at(fn));
-    EXPECT_GT(Calls(rec.decoded.calls, unnamed), 0u) << fn << " as " << unnamed;
-    EXPECT_EQ(Calls(rec.decoded.calls, unnamed), Calls(*callgrind, fn)) << fn << " as " << unnamed;
+    EXPECT_GT(CallsOf(rec.decoded.calls, unnamed), 0u) << fn << " as " << unnamed;
+    EXPECT_EQ(CallsOf(rec.decoded.calls, unnamed), CallsOf(*callgrind, fn)) << fn << " as " << unnamed;
   }
   // Only the entry point is _start: nothing the program's exit calls is.
   for (const auto& [parent, calls] : rec.decoded.parents["_start"]) {

@@ -24,32 +24,19 @@ class LanguageNamesTest : public ::testing::Test {
   }
 
   DecodedRecording Record(const std::string& program) {
-    RecordOptions options;
-    options.command = {program};
-    options.output_dir = tmp_.Sub("trace.dir");
-    options.emulate = true;
-    options.emulator = "valgrind";
-    options.quiet = true;
-    DecodedRecording rec = RecordAndDecodeForTest(RecordValgrind, options);
-    EXPECT_EQ(rec.decoded.errors, 0u);
-    return rec;
+    return RecordUnderValgrindForTest({program}, tmp_.path());
   }
 
   TempDir tmp_;
 };
-
-uint64_t Calls(const std::map<std::string, uint64_t>& calls, const std::string& name) {
-  auto it = calls.find(name);
-  return it == calls.end() ? 0 : it->second;
-}
 
 // Every function of the program named as in its source, called as often as callgrind
 // (which demangles with the same rules) counts; no legacy hash suffix anywhere.
 void ExpectRustNames(const DecodedRecording& rec, const std::map<std::string, uint64_t>& callgrind,
                      const std::vector<std::string>& functions) {
   for (const std::string& fn : functions) {
-    EXPECT_GT(Calls(rec.decoded.calls, fn), 0u) << fn;
-    EXPECT_EQ(Calls(rec.decoded.calls, fn), Calls(callgrind, fn)) << fn;
+    EXPECT_GT(CallsOf(rec.decoded.calls, fn), 0u) << fn;
+    EXPECT_EQ(CallsOf(rec.decoded.calls, fn), CallsOf(callgrind, fn)) << fn;
   }
   const std::regex hash_suffix("::h[0-9a-f]{16}$");
   for (const auto& [name, count] : rec.decoded.calls) {
@@ -68,7 +55,7 @@ TEST_F(LanguageNamesTest, RustLegacySymbolsAreDemangledWithoutTheirHash) {
   // Legacy symbols name a generic's instances alike and number no closure.
   ExpectRustNames(rec, *callgrind,
                   {"prog_rust::main", "prog_rust::apply", "prog_rust::Point<T>::sum", "prog_rust::main::{{closure}}"});
-  EXPECT_EQ(Calls(rec.decoded.calls, "prog_rust::Point<T>::sum"), 60u);  // 30 of each instance
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "prog_rust::Point<T>::sum"), 60u);  // 30 of each instance
 }
 
 TEST_F(LanguageNamesTest, RustV0SymbolsShowGenericArgumentsAndNumberedClosures) {
@@ -82,9 +69,9 @@ TEST_F(LanguageNamesTest, RustV0SymbolsShowGenericArgumentsAndNumberedClosures) 
                    "<prog_rust::Point<f64>>::sum", "prog_rust::main::{closure#1}",
                    "prog_rust::fold_with::<prog_rust::main::{closure#2}>"});
   // From the source: 30 calls of each instance of sum, of apply and of the chosen closure.
-  EXPECT_EQ(Calls(rec.decoded.calls, "<prog_rust::Point<f64>>::sum"), 30u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "prog_rust::main::{closure#1}"), 30u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "prog_rust::apply"), 30u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "<prog_rust::Point<f64>>::sum"), 30u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "prog_rust::main::{closure#1}"), 30u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "prog_rust::apply"), 30u);
 }
 
 TEST_F(LanguageNamesTest, OcamlFunctionsAreNamedModuleDotFunction) {
@@ -93,7 +80,7 @@ TEST_F(LanguageNamesTest, OcamlFunctionsAreNamedModuleDotFunction) {
   DecodedRecording rec = Record(program);
   for (const char* fn : {"Prog_ocaml.search", "Prog_ocaml.nested", "Prog_ocaml.quiet", "Prog_ocaml.deep",
                          "Stdlib.Printf.kfprintf"}) {
-    EXPECT_GT(Calls(rec.decoded.calls, fn), 0u) << fn;
+    EXPECT_GT(CallsOf(rec.decoded.calls, fn), 0u) << fn;
   }
   for (const auto& [name, count] : rec.decoded.calls) {
     EXPECT_NE(name.rfind("camlProg_ocaml", 0), 0u) << name;

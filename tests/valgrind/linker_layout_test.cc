@@ -36,11 +36,6 @@ class LinkerLayoutTest : public ::testing::TestWithParam<LinkedProgram> {
   TempDir tmp_;
 };
 
-uint64_t Calls(const std::map<std::string, uint64_t>& calls, const std::string& name) {
-  auto it = calls.find(name);
-  return it == calls.end() ? 0 : it->second;
-}
-
 // True when `name` is "FILE+0xOFFSET" for an offset in the .text of tests/programs/FILE:
 // code of the program's own functions that no symbol named (PLT stubs are not in .text).
 bool IsUnnamedText(const std::string& name) {
@@ -76,8 +71,8 @@ TEST_P(LinkerLayoutTest, EveryFunctionIsNamedAndCalledAsOftenAsCallgrindCounts) 
   absl::StatusOr<std::map<std::string, uint64_t>> callgrind = CallgrindCalls(options.command, tmp_.path());
   ASSERT_TRUE(callgrind.ok()) << callgrind.status();
   for (const char* fn : {"main", "run_linked_functions", "fib", "twice", "thrice", "tail_caller", "local_step"}) {
-    EXPECT_GT(Calls(rec.decoded.calls, fn), 0u) << fn;
-    EXPECT_EQ(Calls(rec.decoded.calls, fn), Calls(*callgrind, fn)) << fn;
+    EXPECT_GT(CallsOf(rec.decoded.calls, fn), 0u) << fn;
+    EXPECT_EQ(CallsOf(rec.decoded.calls, fn), CallsOf(*callgrind, fn)) << fn;
   }
   for (const auto& [name, count] : rec.decoded.calls) {
     EXPECT_FALSE(IsUnnamedText(name)) << name << " x" << count;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "decoder/slice_sink.h"
+#include "recorder/valgrind/valgrind_recorder.h"
 #include "decoder/trace_decoder.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_util.h"
@@ -193,6 +194,23 @@ DecodedRecording RecordAndDecodeForTest(const EmulatedRecorder& record, const Re
   EXPECT_TRUE(decoded.ok()) << decoded.status();
   if (decoded.ok()) rec.decoded = *decoded;
   return rec;
+}
+
+DecodedRecording RecordUnderValgrindForTest(const std::vector<std::string>& command, const std::string& dir) {
+  RecordOptions options;
+  options.command = command;
+  options.output_dir = dir + "/trace.dir";
+  options.emulate = true;
+  options.emulator = "valgrind";
+  options.quiet = true;
+  DecodedRecording rec = RecordAndDecodeForTest(RecordValgrind, options);
+  EXPECT_EQ(rec.decoded.errors, 0u);
+  return rec;
+}
+
+uint64_t CallsOf(const std::map<std::string, uint64_t>& calls, const std::string& function) {
+  auto it = calls.find(function);
+  return it == calls.end() ? 0 : it->second;
 }
 
 }  // namespace ptd::testing

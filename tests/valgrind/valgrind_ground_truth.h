@@ -73,4 +73,11 @@ DecodedRecording RecordForTest(const EmulatedRecorder& record, const RecordOptio
 DecodedRecording RecordAndDecodeForTest(const EmulatedRecorder& record, const RecordOptions& options,
                                         const std::string& watch = "");
 
+// `command` recorded under the Valgrind backend into DIR/trace.dir (quiet), then decoded;
+// a decode error is a test failure.
+DecodedRecording RecordUnderValgrindForTest(const std::vector<std::string>& command, const std::string& dir);
+
+// The calls of `function` in a map of calls per function (0 when absent).
+uint64_t CallsOf(const std::map<std::string, uint64_t>& calls, const std::string& function);
+
 }  // namespace ptd::testing

@@ -78,11 +78,6 @@ class ValgrindRecorderTest : public ::testing::Test {
   TempDir tmp_;
 };
 
-uint64_t Calls(const std::map<std::string, uint64_t>& calls, const std::string& name) {
-  auto it = calls.find(name);
-  return it == calls.end() ? 0 : it->second;
-}
-
 // The recorder catches SIGINT, SIGTERM and SIGUSR2 and its control thread blocks every
 // signal; the program under Valgrind must start with the recorder's own mask and
 // dispositions (Valgrind passes the client's mask to the kernel around each syscall).
@@ -106,12 +101,12 @@ TEST_F(ValgrindRecorderTest, CallsPerFunctionEqualCallgrindsAndTheSource) {
   ASSERT_TRUE(callgrind.ok()) << callgrind.status();
   // From the source: the table alternates twice/thrice 100 times; fib recurses (gcc -O2
   // turns one of its two recursive calls into a loop, so the count is callgrind's).
-  EXPECT_EQ(Calls(rec.decoded.calls, "twice"), 50u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "thrice"), 50u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "tail_caller"), 100u);
-  EXPECT_GT(Calls(rec.decoded.calls, "fib"), 100u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "twice"), 50u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "thrice"), 50u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "tail_caller"), 100u);
+  EXPECT_GT(CallsOf(rec.decoded.calls, "fib"), 100u);
   for (const char* fn : {"main", "fib", "twice", "thrice", "tail_caller"}) {
-    EXPECT_EQ(Calls(rec.decoded.calls, fn), Calls(*callgrind, fn)) << fn;
+    EXPECT_EQ(CallsOf(rec.decoded.calls, fn), CallsOf(*callgrind, fn)) << fn;
   }
 }
 
@@ -132,19 +127,19 @@ TEST_F(ValgrindRecorderTest, ExceptionsUnwindAcrossFramesInEveryThread) {
   // From the source: 4 threads x 10 throws. Functions that are unwound through (not the
   // catching worker, whose frame the model resumes) begin a slice per call, as callgrind
   // counts them.
-  EXPECT_EQ(Calls(rec.decoded.calls, "__cxa_throw"), 40u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "__cxa_throw"), 40u);
   absl::StatusOr<std::map<std::string, uint64_t>> callgrind =
       CallgrindCalls({Program("ptd_prog_cxx_thread_exceptions")}, tmp_.path());
   ASSERT_TRUE(callgrind.ok()) << callgrind.status();
   for (const char* fn : {"dive(int)", "__cxa_throw", "_Unwind_RaiseException"}) {
-    EXPECT_EQ(Calls(rec.decoded.calls, fn), Calls(*callgrind, fn)) << fn;
+    EXPECT_EQ(CallsOf(rec.decoded.calls, fn), CallsOf(*callgrind, fn)) << fn;
   }
 }
 
 TEST_F(ValgrindRecorderTest, SignalHandlersRunBetweenTheInterruptedCode) {
   Recorded rec = RecordCleanly({Program("ptd_prog_signal")});
   EXPECT_EQ(rec.summary.signals_delivered, 3u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "in_handler"), 3u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "in_handler"), 3u);
 }
 
 TEST_F(ValgrindRecorderTest, DlopenedAndClosedLibrariesDecodeAtTheirTimes) {
@@ -191,7 +186,7 @@ TEST_F(ValgrindRecorderTest, GoGoroutinesKeepTheirOwnStacks) {
     ExpectCleanDecode(rec);
     EXPECT_EQ(rec.summary.exit_status, 0);
     EXPECT_EQ(rec.decoded.unbalanced, 0u);
-    EXPECT_EQ(Calls(rec.decoded.calls, "main.work"), 200u);  // workers * jobsPerWork
+    EXPECT_EQ(CallsOf(rec.decoded.calls, "main.work"), 200u);  // workers * jobsPerWork
     EXPECT_EQ(ParentsOf(rec, "main.work"), std::set<std::string>{"main.worker"});
     EXPECT_EQ(ParentsOf(rec, "main.worker"), std::set<std::string>{""});
     EXPECT_EQ(ParentsOf(rec, "main.producer"), std::set<std::string>{""});
@@ -200,8 +195,8 @@ TEST_F(ValgrindRecorderTest, GoGoroutinesKeepTheirOwnStacks) {
     EXPECT_EQ(ParentsOf(rec, "main.main"), std::set<std::string>{"runtime.main"});
     EXPECT_EQ(ParentsOf(rec, "main.mayPanic"), std::set<std::string>{"main.main"});
     // A recovered panic continues the deferring frame: one slice per call, two panics.
-    EXPECT_EQ(Calls(rec.decoded.calls, "main.mayPanic"), 4u);
-    EXPECT_EQ(Calls(rec.decoded.calls, "runtime.gopanic"), 2u);
+    EXPECT_EQ(CallsOf(rec.decoded.calls, "main.mayPanic"), 4u);
+    EXPECT_EQ(CallsOf(rec.decoded.calls, "runtime.gopanic"), 2u);
     // Inside deepRoot; or at the top: a goroutine that ran on another thread comes back
     // with callers the model infers as it returns (a stale copy of a shallower stack,
     // parked at the same PC of deep, can be taken for it: recursion returns to the same
@@ -210,8 +205,8 @@ TEST_F(ValgrindRecorderTest, GoGoroutinesKeepTheirOwnStacks) {
       EXPECT_TRUE(parent == "main.deep" || parent == "main.deepRoot" || parent.empty()) << parent;
     }
     EXPECT_TRUE(ParentsOf(rec, "main.deep").count("main.deepRoot"));
-    EXPECT_GT(Calls(rec.decoded.calls, "runtime.morestack.abi0"), 0u);  // deep grew its stack
-    EXPECT_GT(Calls(rec.decoded.calls, "runtime.mcall"), 100u);         // goroutines parked
+    EXPECT_GT(CallsOf(rec.decoded.calls, "runtime.morestack.abi0"), 0u);  // deep grew its stack
+    EXPECT_GT(CallsOf(rec.decoded.calls, "runtime.mcall"), 100u);         // goroutines parked
     // deep(2000) nests 2001 frames: folded at the model's limit, never past it.
     EXPECT_LE(rec.decoded.max_depth, decoder::CallStackModel::kFoldDepth + 1);
   }
@@ -227,7 +222,7 @@ TEST_F(ValgrindRecorderTest, GoAsyncPreemptionParksAndResumesTheSpinningGoroutin
   ExpectCleanDecode(rec);
   EXPECT_EQ(rec.summary.exit_status, 0);
   EXPECT_EQ(rec.decoded.unbalanced, 0u);
-  EXPECT_GT(Calls(rec.decoded.calls, "runtime.asyncPreempt.abi0"), 0u);  // it was preempted
+  EXPECT_GT(CallsOf(rec.decoded.calls, "runtime.asyncPreempt.abi0"), 0u);  // it was preempted
   EXPECT_EQ(ParentsOf(rec, "main.spin"), std::set<std::string>{""});
   EXPECT_EQ(ParentsOf(rec, "main.main"), std::set<std::string>{"runtime.main"});
   // Entered by the signal's return (a frame of the spinner's stack), then resumed.
@@ -249,8 +244,8 @@ TEST_F(ValgrindRecorderTest, ForkedAndExecedChildrenAreRecordedAsThemselves) {
   absl::StatusOr<std::map<std::string, uint64_t>> callgrind = CallgrindCalls({Program("ptd_prog_fork_exec")}, tmp_.path());
   ASSERT_TRUE(callgrind.ok()) << callgrind.status();
   for (const char* fn : {"fib", "twice", "parent_run", "parent_step"}) {
-    EXPECT_GT(Calls(rec.decoded.calls, fn), 0u) << fn;
-    EXPECT_EQ(Calls(rec.decoded.calls, fn), Calls(*callgrind, fn)) << fn;
+    EXPECT_GT(CallsOf(rec.decoded.calls, fn), 0u) << fn;
+    EXPECT_EQ(CallsOf(rec.decoded.calls, fn), CallsOf(*callgrind, fn)) << fn;
   }
 }
 
@@ -305,7 +300,7 @@ TEST_F(ValgrindRecorderTest, NoFollowRecordsOnlyTheParent) {
                                  [](RecordOptions& o) { o.follow_children = false; });
   EXPECT_EQ(rec.decoded.errors, 0u);
   EXPECT_EQ(rec.decoded.threads.size(), 1u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "fib"), 0u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "fib"), 0u);
 }
 
 TEST_F(ValgrindRecorderTest, GccCompilingAFileIsRecordedWithItsChildren) {
@@ -339,8 +334,8 @@ TEST_F(ValgrindRecorderTest, TriggerStopsAtTheFirstCallOfTheSymbol) {
   EXPECT_EQ(rec.decoded.errors, 0u);
   // Everything before fib ran, and the call into it: the trace ends at its first
   // instruction (FUP + TIP.PGD there, as a hardware snapshot's interrupt shows).
-  EXPECT_EQ(Calls(rec.decoded.calls, "twice"), 50u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "fib"), 1u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "twice"), 50u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "fib"), 1u);
 }
 
 TEST_F(ValgrindRecorderTest, MultiSnapshotTakesAChunkPerTriggerHit) {
@@ -383,7 +378,7 @@ TEST_F(ValgrindRecorderTest, SlowerThanTriggerStopsAfterTheSlowCallInTheWorkerTh
   EXPECT_GT(point.return_ns - point.entry_ns, 1'000'000u);
   // The trace holds the worker's first seven calls, the last one whole (entry and
   // return), and nothing of main's calls after the join.
-  EXPECT_EQ(Calls(rec.decoded.calls, kSlowFunction), 7u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, kSlowFunction), 7u);
   ASSERT_EQ(rec.decoded.watched.size(), 7u);
   const WatchedSlice& slow = rec.decoded.watched.back();
   EXPECT_EQ(slow.tid, point.tid);
@@ -412,7 +407,7 @@ TEST_F(ValgrindRecorderTest, TriggerAfterFiresOnTheNthEntryInWhicheverThreadMake
     } else {
       EXPECT_EQ(rec.meta.trigger->tid, rec.meta.pids[0]);
     }
-    EXPECT_EQ(Calls(rec.decoded.calls, kSlowFunction), after);
+    EXPECT_EQ(CallsOf(rec.decoded.calls, kSlowFunction), after);
     EXPECT_EQ(rec.decoded.errors, 0u);
   }
 }
@@ -484,8 +479,8 @@ TEST_F(ValgrindRecorderTest, StaticProgramDecodes) {
   Recorded rec = RecordAndDecode(tmp_, {Program("ptd_prog_calls_static")});
   EXPECT_EQ(rec.decoded.errors, 0u) << (rec.decoded.error_details.empty() ? "" : rec.decoded.error_details[0]);
   EXPECT_EQ(rec.decoded.instructions, rec.summary.instructions);
-  EXPECT_EQ(Calls(rec.decoded.calls, "twice"), 50u);
-  EXPECT_EQ(Calls(rec.decoded.calls, "tail_caller"), 100u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "twice"), 50u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "tail_caller"), 100u);
 }
 
 TEST_F(ValgrindRecorderTest, TrappingInstructionKillsTheProgramAndTheTraceDecodes) {
@@ -495,7 +490,7 @@ TEST_F(ValgrindRecorderTest, TrappingInstructionKillsTheProgramAndTheTraceDecode
   EXPECT_EQ(rec.meta.end_reason, "target_killed");
   EXPECT_EQ(rec.decoded.errors, 0u) << (rec.decoded.error_details.empty() ? "" : rec.decoded.error_details[0]);
   EXPECT_EQ(rec.decoded.instructions, rec.summary.instructions);
-  EXPECT_EQ(Calls(rec.decoded.calls, "before_trap"), 10u);
+  EXPECT_EQ(CallsOf(rec.decoded.calls, "before_trap"), 10u);
 }
 
 TEST_F(ValgrindRecorderTest, SigtermToTheRecorderCommitsTheTrace) {
