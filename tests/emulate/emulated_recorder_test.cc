@@ -289,12 +289,7 @@ TEST(EmulatedRecorderTest, LaunchedProgramStartsWithTheRecordersOwnSignalState) 
   const std::string report = tmp.Sub("signals.txt");
   Recording rec = Record(tmp, {Program("ptd_prog_signal_state"), report}, "main");
   ASSERT_FALSE(rec.dir.empty());
-  absl::StatusOr<std::string> status = ReadFileToString(report);
-  ASSERT_TRUE(status.ok()) << status.status();
-  const SignalMasks child = SignalMasksOf(*status);
-  EXPECT_EQ(child.blocked, "0000000000000000");
-  EXPECT_EQ(child.blocked, parent.blocked);
-  EXPECT_EQ(child.ignored, parent.ignored);
+  ExpectSignalStateOf(parent, report);
 }
 
 TEST(EmulatedRecorderTest, RefusesBadOptions) {

@@ -130,6 +130,15 @@ SignalMasks SignalMasksOf(const std::string& proc_status) {
   return masks;
 }
 
+void ExpectSignalStateOf(const SignalMasks& parent, const std::string& report) {
+  absl::StatusOr<std::string> status = ReadFileToString(report);
+  ASSERT_TRUE(status.ok()) << status.status();
+  const SignalMasks child = SignalMasksOf(*status);
+  EXPECT_EQ(child.blocked, "0000000000000000");
+  EXPECT_EQ(child.blocked, parent.blocked);
+  EXPECT_EQ(child.ignored, parent.ignored);
+}
+
 std::optional<std::string> SharedSamplesDir() {
   if (const char* env = getenv("PTD_SHARED_SAMPLES"); env && *env) {
     if (IsDirectory(env)) return std::string(env);

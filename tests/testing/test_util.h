@@ -89,6 +89,9 @@ struct SignalMasks {
   std::string ignored;
 };
 SignalMasks SignalMasksOf(const std::string& proc_status);
+// Checks the /proc/self/status copy ptd_prog_signal_state wrote to `report`: nothing
+// blocked, and blocked and ignored signals as in `parent` (read before the recording).
+void ExpectSignalStateOf(const SignalMasks& parent, const std::string& report);
 
 }  // namespace ptd::testing
 

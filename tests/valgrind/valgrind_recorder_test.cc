@@ -86,12 +86,7 @@ TEST_F(ValgrindRecorderTest, LaunchedProgramStartsWithTheRecordersOwnSignalState
   const std::string report = tmp_.Sub("signals.txt");
   Recorded rec = RecordAndDecode(tmp_, {Program("ptd_prog_signal_state"), report});
   ASSERT_FALSE(rec.dir.empty());
-  absl::StatusOr<std::string> status = ReadFileToString(report);
-  ASSERT_TRUE(status.ok()) << status.status();
-  const SignalMasks child = SignalMasksOf(*status);
-  EXPECT_EQ(child.blocked, "0000000000000000");
-  EXPECT_EQ(child.blocked, parent.blocked);
-  EXPECT_EQ(child.ignored, parent.ignored);
+  ExpectSignalStateOf(parent, report);
 }
 
 TEST_F(ValgrindRecorderTest, CallsPerFunctionEqualCallgrindsAndTheSource) {
