@@ -562,7 +562,7 @@ TEST_F(PtRecordingTest, PerThreadModeKeepsRecordingWhenANewThreadsRingIsRefused)
   ASSERT_GT(target.pid(), 0);
   FollowRun run(options_, target.pid(), /*per_thread=*/true, /*follow=*/false);
   ASSERT_NE(run.rec, nullptr);
-  const PtRingRequest& first = run.factory.requests().at(0);
+  const PtRingRequest first = run.factory.requests().at(0);
   run.factory.mlock_limit_bytes = FakePtKernel::kPage + first.data_size + first.aux_size;
   absl::Status drained = run.rec->Drain();
   EXPECT_TRUE(drained.ok()) << drained;
