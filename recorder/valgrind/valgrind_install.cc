@@ -133,6 +133,7 @@ std::vector<std::string> ValgrindCommand(const ValgrindInstall& install, const V
       absl::StrCat("--tool=", kValgrindToolName),
       absl::StrCat("--ptd-out=", options.out_dir),
       "-q",
+      absl::StrCat("--log-file=", options.log_file),
       // A superblock then ends at its first control transfer: the tool describes
       // straight-line blocks whose exit the next block tells.
       "--vex-guest-chase=no",

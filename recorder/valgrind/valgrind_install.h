@@ -38,6 +38,9 @@ absl::StatusOr<std::string> SharedValgrindLibDir(const ValgrindInstall& install,
 
 struct ValgrindRunOptions {
   std::string out_dir;          // where the tool writes its stream files
+  // Where Valgrind writes its own messages, one file per process (`%p` is the pid), so
+  // they never mix with the program's stderr; absolute.
+  std::string log_file;
   bool follow_children = true;  // --trace-children
 };
 

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -16,7 +17,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "common/host_info.h"
 #include "ptd/version.h"
@@ -54,6 +57,7 @@ constexpr double kOrphanQuietSeconds = 2.0;
 
 // Is `pid` still running (or not yet reaped)?
 bool ProcessExists(int pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+constexpr char kLogSubdir[] = "valgrind-log";
 
 
 absl::Status CheckValgrindOptions(const RecordOptions& options) {
@@ -272,6 +276,33 @@ void DescribeRun(const RecordOptions& options, const VgptConverter& converter, c
   meta->notes.insert(meta->notes.end(), run.notes.begin(), run.notes.end());
 }
 
+// Valgrind's own messages (an unhandled system call, a client error it caught), from
+// the per-process logs in `log_dir`: each distinct message once, without Valgrind's
+// "==PID==" / "--PID--" prefixes and its boilerplate (where to report bugs).
+std::vector<std::string> ValgrindMessages(const std::string& log_dir) {
+  std::vector<std::string> messages;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(log_dir, ec)) {
+    absl::StatusOr<std::string> text = ReadFileToString(entry.path().string());
+    if (!text.ok()) continue;
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      if (line.size() > 2 && (line[0] == '=' || line[0] == '-') && line[1] == line[0]) {
+        const size_t end = line.find(line.substr(0, 2), 2);
+        if (end != absl::string_view::npos) line.remove_prefix(end + 2);
+      }
+      line = absl::StripAsciiWhitespace(line);
+      if (line.empty() || absl::StrContains(line, "You may be able to write your own handler") ||
+          absl::StrContains(line, "README_MISSING_SYSCALL_OR_IOCTL") ||
+          absl::StrContains(line, "Nevertheless we consider this a bug") ||
+          absl::StrContains(line, "valgrind.org/support/bug_reports")) {
+        continue;
+      }
+      if (std::find(messages.begin(), messages.end(), line) == messages.end()) messages.emplace_back(line);
+    }
+  }
+  return messages;
+}
+
 }  // namespace
 
 bool ValgrindAvailable(std::string* why) {
@@ -312,6 +343,16 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
     if (absl::Status s = MakeDirs(lib_dir); !s.ok()) return s;
     if (absl::Status s = MakeValgrindLibDir(*install, lib_dir); !s.ok()) return s;
   }
+  // Valgrind's own messages go to per-process logs, never the program's stderr. Beside
+  // the links: a program that outlives the recording still finds the directory when it
+  // execs (Valgrind refuses to start without its log file).
+  const std::string log_dir =
+      lib_in_work_dir ? absl::StrCat(work_dir, "/", kLogSubdir)
+                      : std::filesystem::absolute(absl::StrCat(cache_dir, "/", kLogSubdir, "/", getpid()), cwd_error)
+                            .lexically_normal()
+                            .string();
+  (void)RemoveTree(log_dir);
+  if (absl::Status s = MakeDirs(log_dir); !s.ok()) return s;
 
   PtStreamSetOptions stream_options = EmulatedStreamOptions(options);
   stream_options.trim_marks = trigger_spec->trim;
@@ -359,6 +400,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   if (!control.ok()) return control.status();
   ValgrindRunOptions run_options;
   run_options.out_dir = spool_dir;
+  run_options.log_file = absl::StrCat(log_dir, "/%p");
   run_options.follow_children = options.follow_children;
   absl::StatusOr<pid_t> valgrind = Launch(*install, lib_dir, ValgrindCommand(*install, run_options, options.command));
   if (!valgrind.ok()) return valgrind.status();
@@ -389,6 +431,18 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   ArchiveMappedFiles(*dir, {options.archive, options.archive_cache_dir, &pins, options.debuginfod}, &meta);
   ArchiveJitFiles(*dir, &meta);
   if (!run_status.ok()) meta.notes.push_back(absl::StrCat("reading the tool's stream: ", run_status.message()));
+  // Valgrind's messages went to its logs, not the program's stderr: what they say is one
+  // message of the recorder's, and notes in the trace.
+  const std::vector<std::string> valgrind_messages = ValgrindMessages(log_dir);
+  for (const std::string& m : valgrind_messages) meta.notes.push_back(absl::StrCat("Valgrind: ", m));
+  if (!valgrind_messages.empty()) {
+    fprintf(stderr, "ptrace-direct: Valgrind said: %s%s\n", valgrind_messages.front().c_str(),
+            valgrind_messages.size() > 1
+                ? absl::StrFormat(" (and %d more messages: ptrace-direct info %s)", valgrind_messages.size() - 1,
+                                  options.output_dir).c_str()
+                : "");
+  }
+  if (run.exit_status >= 0) (void)RemoveTree(log_dir);
   if (run.exit_status >= 0 || !lib_in_work_dir) {
     (void)RemoveTree(work_dir);
   } else {

@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "gtest/gtest.h"
 #include "recorder/valgrind/valgrind_recorder.h"
@@ -140,6 +142,31 @@ TEST_F(ValgrindRealWorldTest, NoValgrindInternalsInInfoDecodeOrTrace) {
     EXPECT_EQ(decoded.err.find(internal), std::string::npos) << internal << " in decode:\n" << decoded.err;
     EXPECT_EQ(dump.out.find(internal), std::string::npos) << internal << " in ftf-dump";
   }
+}
+
+// Valgrind's own messages (here: a system call it does not know) stay off the program's
+// stderr, which is byte for byte what it is without the tool; the recorder says what
+// Valgrind said, once, in its own words and in the trace's notes.
+TEST_F(ValgrindRealWorldTest, ProgramStderrIsByteIdenticalWithValgrindMessagesSurfacedOnce) {
+  const std::string program = "/usr/bin/perl -e 'syscall(999); print STDERR qq(done\\n); exit 0'";
+  const CommandResult plain = RunIn(tmp_.path(), program);
+  ASSERT_EQ(plain.err, "done\n");
+  // The recorder's own lines start with its name; what is left is the program's.
+  const CommandResult traced = RunIn(tmp_.path(), RecordCommand("", program));
+  std::string program_err;
+  int recorder_lines = 0;
+  for (absl::string_view line : absl::StrSplit(traced.err, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "ptrace-direct: ")) {
+      ++recorder_lines;
+      EXPECT_TRUE(absl::StrContains(line, "unhandled amd64-linux syscall: 999")) << line;
+    } else {
+      absl::StrAppend(&program_err, line, "\n");
+    }
+  }
+  EXPECT_EQ(program_err, plain.err);
+  EXPECT_EQ(recorder_lines, 1) << traced.err;
+  const CommandResult info = RunCli({"info", tmp_.Sub("trace.dir")});
+  EXPECT_TRUE(absl::StrContains(info.out, "Valgrind: WARNING: unhandled amd64-linux syscall: 999")) << info.out;
 }
 
 }  // namespace
