@@ -150,6 +150,7 @@ std::vector<std::string> ValgrindCommand(const ValgrindInstall& install, const V
       absl::StrCat("--trace-children=", options.follow_children ? "yes" : "no"),
       absl::StrCat("--ptd-follow-forks=", options.follow_children ? "yes" : "no"),
   };
+  if (options.recorder_pid > 0) argv.push_back(absl::StrCat("--ptd-recorder-pid=", options.recorder_pid));
   argv.insert(argv.end(), command.begin(), command.end());
   return argv;
 }

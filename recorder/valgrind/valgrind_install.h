@@ -42,6 +42,9 @@ struct ValgrindRunOptions {
   // they never mix with the program's stderr; absolute.
   std::string log_file;
   bool follow_children = true;  // --trace-children
+  // The recorder: once it is gone (killed), the tool stops tracing and removes its stream
+  // files instead of filling the disk with what nobody reads.
+  int recorder_pid = 0;
 };
 
 // argv for running `command` under our tool.

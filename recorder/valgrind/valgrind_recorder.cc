@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
@@ -57,6 +59,24 @@ constexpr double kOrphanQuietSeconds = 2.0;
 
 // Is `pid` still running (or not yet reaped)?
 bool ProcessExists(int pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+
+// Working directories `work_dir_prefix`<pid> of recorders that were killed (SIGKILL leaves
+// theirs: the stream files of processes that died with them): removed by the next
+// recording to the same directory. A directory whose recorder still runs stays.
+void RemoveWorkDirsOfKilledRecorders(const std::string& work_dir_prefix) {
+  const std::filesystem::path prefix(work_dir_prefix);
+  const std::string name_prefix = prefix.filename().string();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(prefix.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    int pid = 0;
+    if (!absl::StartsWith(name, name_prefix) || !absl::SimpleAtoi(name.substr(name_prefix.size()), &pid) ||
+        pid <= 0 || ProcessExists(pid)) {
+      continue;
+    }
+    (void)RemoveTree(entry.path().string());
+  }
+}
 constexpr char kLogSubdir[] = "valgrind-log";
 
 
@@ -116,10 +136,14 @@ absl::StatusOr<pid_t> Launch(const ValgrindInstall& install, const std::string& 
   args.push_back(nullptr);
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) return ErrnoError("cannot create", "a pipe", errno);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return ErrnoError("cannot fork", argv[0], errno);
   if (pid == 0) {
     close(report[0]);
+    // Killed with the recorder, as the ptrace backend's target is (PTRACE_O_EXITKILL): a
+    // launched program does not go on untraced (docs/cli.md, "Exit status and signals").
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
     setenv("VALGRIND_LIB", lib_dir.c_str(), 1);
     RestoreStartupSignalState();
     execv(install.launcher.c_str(), args.data());
@@ -330,6 +354,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   if (cwd_error) return absl::InternalError(absl::StrCat("cannot find the working directory: ", cwd_error.message()));
   const std::string spool_dir = absl::StrCat(work_dir, "/", kSpoolSubdir);
   (void)RemoveTree(work_dir);
+  RemoveWorkDirsOfKilledRecorders(work_dir.substr(0, work_dir.size() - absl::StrCat(getpid()).size()));
   if (absl::Status s = MakeDirs(spool_dir); !s.ok()) return s;
   const std::string cache_dir = options.archive_cache_dir.empty() ? DefaultArchiveCacheDir() : options.archive_cache_dir;
   std::string lib_dir;
@@ -401,6 +426,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   ValgrindRunOptions run_options;
   run_options.out_dir = spool_dir;
   run_options.log_file = absl::StrCat(log_dir, "/%p");
+  run_options.recorder_pid = getpid();
   run_options.follow_children = options.follow_children;
   absl::StatusOr<pid_t> valgrind = Launch(*install, lib_dir, ValgrindCommand(*install, run_options, options.command));
   if (!valgrind.ok()) return valgrind.status();

@@ -52,6 +52,8 @@ static UInt* buf_pos = buf;
 
 static const HChar* clo_out_dir = NULL;
 static Bool clo_follow_forks = True;
+static Long clo_recorder_pid = 0; /* the recorder reading the streams (0: not watched) */
+static HChar out_path[4096];      /* this instance's stream file */
 static Int out_fd = -1;
 static Bool write_failed = False;
 static UInt next_block_id = 1;
@@ -105,15 +107,37 @@ static void write_all(const void* data, SizeT len) {
   }
 }
 
+/* Is the recorder still there to read the streams? Its /proc/PID/stat, not kill(pid, 0):
+   a program that drops privileges may not signal it but still reads that; and a killed
+   recorder not yet reaped (state Z) is gone too. */
+static Bool recorder_alive(void) {
+  if (clo_recorder_pid <= 0) return True;
+  HChar path[64];
+  HChar stat[512];
+  VG_(snprintf)(path, sizeof(path), "/proc/%lld/stat", clo_recorder_pid);
+  SysRes r = VG_(open)(path, VKI_O_RDONLY, 0);
+  if (sr_isError(r)) return False;
+  const Int fd = (Int)sr_Res(r);
+  const Int n = VG_(read)(fd, stat, sizeof(stat) - 1);
+  VG_(close)(fd);
+  if (n <= 0) return False;
+  stat[n] = 0;
+  const HChar* end_of_name = VG_(strrchr)(stat, ')'); /* "pid (comm) S ..." */
+  return end_of_name == NULL || end_of_name[1] != ' ' || (end_of_name[2] != 'Z' && end_of_name[2] != 'X');
+}
+
 /* The recorder unlinks a stream file when it stops reading it (recording stopped while
-   the program runs on): then the program goes on untraced. */
+   the program runs on): then the program goes on untraced. A recorder that died
+   (SIGKILL) cannot: the stream would grow with nobody to read it until the disk is full,
+   so the tool removes it itself and the program goes on untraced. */
 static void stop_if_abandoned(void) {
   struct vg_stat st;
-  if (VG_(fstat)(out_fd, &st) == 0 && st.nlink == 0) {
-    VG_(close)(out_fd);
-    out_fd = -1;
-    write_failed = True;
-  }
+  const Bool unlinked = VG_(fstat)(out_fd, &st) == 0 && st.nlink == 0;
+  if (!unlinked && recorder_alive()) return;
+  if (!unlinked) VG_(unlink)(out_path);
+  VG_(close)(out_fd);
+  out_fd = -1;
+  write_failed = True;
 }
 
 static void flush(void) {
@@ -170,10 +194,15 @@ static void open_output(void) {
     write_failed = True;
     return;
   }
+  if (!recorder_alive()) {
+    write_failed = True;
+    return;
+  }
   for (Int n = 0; n < 10000; ++n) {
     VG_(snprintf)(path, sizeof(path), "%s/%d-%d.vgpt", clo_out_dir, pid, n);
     SysRes r = VG_(open)(path, VKI_O_WRONLY | VKI_O_CREAT | VKI_O_EXCL, 0600);
     if (!sr_isError(r)) {
+      VG_(strncpy)(out_path, path, sizeof(out_path) - 1);
       /* Out of the program's way: programs close or dup2 over low fds. */
       out_fd = VG_(safe_fd)(sr_Res(r));
       out_offset = 0;
@@ -607,6 +636,7 @@ static IRSB* instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayo
 static Bool process_cmd_line_option(const HChar* arg) {
   if (VG_STR_CLO(arg, "--ptd-out", clo_out_dir)) {
   } else if (VG_BOOL_CLO(arg, "--ptd-follow-forks", clo_follow_forks)) {
+  } else if (VG_INT_CLO(arg, "--ptd-recorder-pid", clo_recorder_pid)) {
   } else {
     return False;
   }
@@ -616,6 +646,7 @@ static Bool process_cmd_line_option(const HChar* arg) {
 static void print_usage(void) {
   VG_(printf)("    --ptd-out=DIR             where to write the stream files (required)\n");
   VG_(printf)("    --ptd-follow-forks=no|yes trace forked children too [yes]\n");
+  VG_(printf)("    --ptd-recorder-pid=PID    stop tracing (and drop the stream) once PID is gone\n");
 }
 
 static void print_debug_usage(void) { VG_(printf)("    (none)\n"); }
