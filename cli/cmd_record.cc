@@ -11,6 +11,7 @@
 #include "recorder/record_options.h"
 #include "recorder/emulate/emulated_recorder.h"
 #include "recorder/record_backend.h"
+#include "recorder/recording_supervisor.h"
 #include "recorder/target_process.h"
 #include "recorder/valgrind/valgrind_recorder.h"
 
@@ -187,7 +188,18 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
     static const std::map<std::string, TimingPreset> kPresets = {
         {"low", TimingPreset::kLow}, {"normal", TimingPreset::kNormal}, {"high", TimingPreset::kHigh}};
     opts->timing = kPresets.at(*timing);
-    absl::StatusOr<int> exit_code = RunRecord(*opts);
+    const auto record = [&opts]() -> int {
+      absl::StatusOr<int> exit_code = RunRecord(*opts);
+      if (exit_code.ok()) return *exit_code;
+      ReportError(exit_code.status());
+      return kExitRecordingFailed;
+    };
+    if (!opts->command.empty()) {
+      ctx.exit_code = record();
+      return;
+    }
+    // Attached (--pid, --cgroup): killing `record` must not harm the processes it traces.
+    absl::StatusOr<int> exit_code = RunSupervised(record);
     if (exit_code.ok()) {
       ctx.exit_code = *exit_code;
     } else {

@@ -110,12 +110,14 @@ class AttachStopTest : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto recorder = std::make_unique<ChildProcess>(argv);
     const double start = NowS();
-    while (StatusField(reader_.pid(), "TracerPid") != std::to_string(recorder->pid()) &&
-           NowS() - start < kHangGuardS) {
-      usleep(10000);
-    }
-    EXPECT_EQ(StatusField(reader_.pid(), "TracerPid"), std::to_string(recorder->pid())) << "never attached";
+    // The tracer is the recording process `record` supervises (recorder/recording_supervisor.h).
+    while (!Traced(reader_.pid()) && NowS() - start < kHangGuardS) usleep(10000);
+    EXPECT_TRUE(Traced(reader_.pid())) << "never attached";
     return recorder;
+  }
+  static bool Traced(pid_t pid) {
+    const std::string tracer = StatusField(pid, "TracerPid");
+    return !tracer.empty() && tracer != "0";
   }
 
   // Sends `signal` to the recorder; it must end within kStopBoundS with a committed trace.
@@ -170,6 +172,31 @@ TEST_F(AttachStopTest, TheProcessSurvivesTheRecorderBeingKilled) {
   usleep(200000);  // a trap flag left set would kill cat with SIGTRAP by now
   reader_.ExpectRunningUntraced();
   reader_.ExpectStillWorks();
+}
+
+// A process caught running its own code (single-stepped: the trap flag set between two
+// steps) survives the recorder being killed: the recording, in a process of its own,
+// detaches it cleanly and commits the trace. (A tracer killed mid-step leaves the flag
+// set and the process dies of SIGTRAP.)
+TEST_F(AttachStopTest, ASpinningProcessSurvivesTheRecorderBeingKilledAndTheTraceIsCommitted) {
+  ChildProcess spinner({CoreProgram("ptd_core_spin_target"), tmp_.Sub("spin.pid"), "4000000000"});
+  ASSERT_TRUE(WaitForFile(tmp_.Sub("spin.pid")));
+  ChildProcess recorder({CliPath(), "record", "-q", "--emulate=ptrace", "--pid", std::to_string(spinner.pid()), "-o",
+                         tmp_.Sub("spin.dir")});
+  const double start = NowS();
+  while (!Traced(spinner.pid()) && NowS() - start < kHangGuardS) usleep(10000);
+  ASSERT_TRUE(Traced(spinner.pid())) << "never attached";
+  usleep(500000);  // stepping the loop
+  kill(recorder.pid(), SIGKILL);
+  EXPECT_EQ(recorder.Wait(kHangGuardS).exit_code, 128 + SIGKILL);
+  const double killed = NowS();
+  while (Traced(spinner.pid()) && NowS() - killed < kHangGuardS) usleep(10000);
+  usleep(300000);  // a trap flag left set would have killed it by now
+  EXPECT_TRUE(ProcessRunning(spinner.pid())) << "the traced process died with the recorder";
+  EXPECT_FALSE(Traced(spinner.pid()));
+  EXPECT_TRUE(WaitForFile(tmp_.Sub("spin.dir/meta.json"), kHangGuardS)) << "the trace is not committed";
+  kill(spinner.pid(), SIGKILL);
+  EXPECT_EQ(spinner.Wait(kHangGuardS).exit_code, 128 + SIGKILL) << "it ended some other way before";
 }
 
 }  // namespace
