@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "recorder/valgrind/valgrind_recorder.h"
 #include "tests/testing/test_util.h"
 #include "tests/valgrind/valgrind_ground_truth.h"
 
@@ -16,10 +15,7 @@ namespace {
 
 class ProcessShapesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
-  }
+  void SetUp() override { SkipUnlessValgrindRecords(); }
   DecodedRecording Record(const std::vector<std::string>& args) {
     std::vector<std::string> command = {PTD_PROCESS_SHAPES};
     command.insert(command.end(), args.begin(), args.end());

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "gtest/gtest.h"
-#include "recorder/valgrind/valgrind_recorder.h"
 #include "tests/testing/test_util.h"
 #include "tests/valgrind/valgrind_ground_truth.h"
 
@@ -17,10 +16,7 @@ namespace {
 
 class ShellUsageTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
-  }
+  void SetUp() override { SkipUnlessValgrindRecords(); }
   // `line` run by sh in the temp directory.
   CommandResult Shell(const std::string& line) {
     return RunCommand({"/bin/sh", "-c", absl::StrCat("cd '", tmp_.path(), "' && ", line)});

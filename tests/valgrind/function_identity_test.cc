@@ -22,10 +22,7 @@ namespace {
 
 class FunctionIdentityTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
-  }
+  void SetUp() override { SkipUnlessValgrindRecords(); }
 
   DecodedRecording Record(const std::string& program) {
     return RecordUnderValgrindForTest({Program(program)}, tmp_.path());

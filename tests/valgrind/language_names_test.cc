@@ -18,10 +18,7 @@ namespace {
 
 class LanguageNamesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
-  }
+  void SetUp() override { SkipUnlessValgrindRecords(); }
 
   DecodedRecording Record(const std::string& program) {
     return RecordUnderValgrindForTest({program}, tmp_.path());

@@ -208,6 +208,11 @@ DecodedRecording RecordUnderValgrindForTest(const std::vector<std::string>& comm
   return rec;
 }
 
+void SkipUnlessValgrindRecords() {
+  std::string why;
+  if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
+}
+
 uint64_t CallsOf(const std::map<std::string, uint64_t>& calls, const std::string& function) {
   auto it = calls.find(function);
   return it == calls.end() ? 0 : it->second;

@@ -77,6 +77,10 @@ DecodedRecording RecordAndDecodeForTest(const EmulatedRecorder& record, const Re
 // a decode error is a test failure.
 DecodedRecording RecordUnderValgrindForTest(const std::vector<std::string>& command, const std::string& dir);
 
+// Marks the running test skipped, saying why, when the Valgrind backend cannot record on
+// this machine (call from SetUp or the test; code after it checks IsSkipped()).
+void SkipUnlessValgrindRecords();
+
 // The calls of `function` in a map of calls per function (0 when absent).
 uint64_t CallsOf(const std::map<std::string, uint64_t>& calls, const std::string& function);
 

@@ -64,10 +64,7 @@ void ExpectCleanDecode(const Recorded& rec) {
 // Skips where Valgrind cannot run; a test's recordings go to tmp_.
 class ValgrindRecorderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
-  }
+  void SetUp() override { SkipUnlessValgrindRecords(); }
   // `command` recorded and decoded, with the checks every clean recording passes.
   Recorded RecordCleanly(const std::vector<std::string>& command) {
     Recorded rec = RecordAndDecode(tmp_, command);
