@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +45,13 @@ BranchKind LastInsnKind(uint32_t kind) {
     case VGPT_KIND_TRAP: return BranchKind::kFarTransfer;
     default: return BranchKind::kNone;  // fall-through, rep string instructions
   }
+}
+
+// System calls inside which Valgrind itself works on the memory they map (reading a
+// library's symbols and unwind tables).
+bool MapsMemory(uint32_t number) {
+  return number == SYS_mmap || number == SYS_munmap || number == SYS_mprotect || number == SYS_mremap ||
+         number == SYS_brk || number == SYS_shmat;
 }
 
 // Reads a record's payload: u32, u64 (low word first) and strings padded to a word.
@@ -133,6 +141,10 @@ struct VgptConverter::Thread {
   uint64_t pending_time = 0;
   uint64_t last_ip = 0;  // where the thread was last known to be (for a stream's end)
   int64_t depth = 0;     // calls and signal deliveries minus returns (the stack key)
+  // In a system call since the process clock read syscall_clock: its SYSCALL_TIME record
+  // says how long it took.
+  bool in_syscall = false;
+  uint64_t syscall_clock = 0;
   uint64_t StackKey() const { return kStackKeyBase - 8 * static_cast<uint64_t>(depth); }
 };
 
@@ -212,9 +224,6 @@ VgptConverter::Thread& VgptConverter::ThreadOf(Instance& in, int tid) {
 size_t VgptConverter::Feed(int instance, absl::Span<const uint32_t> words, bool* waiting) {
   *waiting = false;
   Instance& in = *instances_[instance];
-  if (options_.wall_clock && in.process != nullptr) {
-    in.process->clock = std::max(in.process->clock, MonotonicNs());
-  }
   size_t i = 0;
   const size_t size = words.size();
   if (stopped_) return 0;
@@ -265,13 +274,22 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
     ++stats_.hidden_blocks;
     return;
   }
+  if (thread.in_syscall) {
+    // No record said how long the call took (a tool without them): the fixed cost.
+    thread.in_syscall = false;
+    process.clock = std::max(process.clock, thread.syscall_clock + kSyscallNs);
+  }
   if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start);
   thread.pending_in = &in;
   thread.pending_id = id;
   thread.pending_time = process.clock;
   if (block.jit) jit_capture_.Ran(in.pid, block.start, process.clock);
   process.clock += block.n;
-  if (block.kind == VGPT_KIND_SYSCALL || block.kind == VGPT_KIND_TRAP) process.clock += kSyscallNs;
+  if (block.kind == VGPT_KIND_TRAP) process.clock += kSyscallNs;
+  if (block.kind == VGPT_KIND_SYSCALL) {
+    thread.in_syscall = true;
+    thread.syscall_clock = process.clock;
+  }
   newest_time_ = std::max(newest_time_, process.clock);
   if (block.trigger != 0 && options_.on_trigger) {
     options_.on_trigger(in.pid, thread.tid, block.trigger, thread.StackKey(), thread.pending_time);
@@ -397,7 +415,8 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
     ++stats_.bad_records;
     return 0;
   }
-  in.last_was_exec = false;
+  // A time stamp follows every flush, the one after an exec attempt too.
+  if (kind != VGPT_TIME) in.last_was_exec = false;
   switch (kind) {
     case VGPT_HELLO: {
       const uint32_t version = p.U32();
@@ -556,6 +575,50 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       }
       in.current = &ThreadOf(in, now);
       AddRecord(SwitchRecord{}, in.pid, now, Tick(*in.process));
+      return 0;
+    }
+    case VGPT_SYSCALL_TIME: {
+      const int tid = static_cast<int>(p.U32());
+      const uint32_t number = p.U32();
+      const uint64_t entry = p.U64();
+      const uint64_t exit = p.U64();
+      const uint64_t cpu = p.U64();
+      if (!p.ok() || exit < entry) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      auto it = threads_.find(tid);
+      // Not in a call here: a forked child's copy of its parent's fork().
+      if (it == threads_.end() || !it->second->in_syscall) return 0;
+      Thread& thread = *it->second;
+      thread.in_syscall = false;
+      Process& process = *in.process;
+      if (options_.wall_clock) {
+        // The call's instruction retires when it was made, the next one when it returned.
+        if (thread.pending_id != kNoBlock) {
+          const Block& block = thread.pending_in->blocks[thread.pending_id];
+          if (block.kind == VGPT_KIND_SYSCALL && entry > block.n) {
+            thread.pending_time = std::max(thread.pending_time, entry - block.n);
+          }
+        }
+        process.clock = std::max(process.clock, exit);
+      } else {
+        // The virtual clock: the call lasts as long as it took. Valgrind reads the symbols
+        // of the code a call maps inside the call: there only the time off the CPU counts.
+        uint64_t took = exit - entry;
+        if (MapsMemory(number)) took -= std::min(took, cpu);
+        process.clock = std::max(process.clock, thread.syscall_clock + took);
+      }
+      newest_time_ = std::max(newest_time_, process.clock);
+      return 0;
+    }
+    case VGPT_TIME: {
+      const uint64_t now = p.U64();
+      if (!p.ok()) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      if (options_.wall_clock && in.process != nullptr) in.process->clock = std::max(in.process->clock, now);
       return 0;
     }
     case VGPT_THREAD_EXIT: {

@@ -8,12 +8,12 @@
 // resume IP of a switch or signal record), so every thread keeps one pending block and
 // retires it then: straight instructions in one call, the last one with its target.
 //
-// Time: by default a virtual clock of one instruction per ns per process (durations are
-// proportional to work and independent of Valgrind's speed); a forked child's clock starts
-// at its parent's fork, an exec'd program continues its process's clock. With
-// wall_clock, a process's clock is raised to CLOCK_MONOTONIC whenever its data is read
-// (approximate to the tool's write granularity) and advances one ns per instruction in
-// between.
+// Time: by default a virtual clock of one instruction per ns per process (CPU work is
+// proportional to instructions, independent of Valgrind's speed) on which a system call
+// lasts as long as the tool measured it (VGPT_SYSCALL_TIME); a forked child's clock starts
+// at its parent's fork, an exec'd program continues its process's clock. With wall_clock,
+// a process's clock is CLOCK_MONOTONIC at each system call's start and end and at each of
+// the tool's buffer flushes (VGPT_TIME), and advances one ns per instruction in between.
 
 #include <cstdint>
 #include <functional>

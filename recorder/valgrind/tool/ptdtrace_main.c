@@ -70,6 +70,13 @@ static Bool alive[MAX_TIDS];
 
 /* ---- output ---------------------------------------------------------------- */
 
+static ULong clock_ns(vki_clockid_t clock) {
+  struct vki_timespec ts;
+  VG_(clock_gettime)(&ts, clock);
+  return (ULong)ts.tv_sec * 1000000000ull + (ULong)ts.tv_nsec;
+}
+static ULong monotonic_ns(void) { return clock_ns(VKI_CLOCK_MONOTONIC); }
+
 static ULong out_offset = 0; /* bytes written to the current file */
 
 /* Never write past RLIMIT_FSIZE: the write that tried would raise SIGXFSZ, which kills
@@ -146,6 +153,14 @@ static void flush(void) {
     return;
   }
   if (out_fd < 0) return; /* before post_clo_init: keep buffering */
+  if (buf_pos > buf && buf_pos + 4 <= buf + BUF_WORDS + 64) {
+    /* What ran up to here ran by now (the buffer's slack past BUF_WORDS holds this). */
+    const ULong now = monotonic_ns();
+    *buf_pos++ = VGPT_TAG_BASE | VGPT_TIME;
+    *buf_pos++ = 2;
+    *buf_pos++ = (UInt)now;
+    *buf_pos++ = (UInt)(now >> 32);
+  }
   SizeT words = buf_pos - buf;
   if (words > 0) write_all(buf, words * sizeof(UInt));
   buf_pos = buf;
@@ -370,8 +385,10 @@ static void on_pre_deliver_signal(ThreadId tid, Int sig, Bool alt_stack) {
 
 /* ---- syscalls, fork, exec -------------------------------------------------- */
 
+static ULong syscall_entry_ns[MAX_TIDS]; /* when each thread's current system call began */
+static ULong syscall_entry_cpu_ns[MAX_TIDS]; /* and its CPU time then */
+
 static void pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs) {
-  (void)tid;
   (void)nargs;
   if (sysno == __NR_execve || sysno == __NR_execveat) {
     const HChar* path = (const HChar*)args[sysno == __NR_execve ? 0 : 1];
@@ -383,14 +400,29 @@ static void pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs) {
     /* Keep what a SIGKILL would lose small. */
     flush();
   }
+  /* Last: the time spent in the call, not in writing our stream. */
+  if (tid < MAX_TIDS) {
+    syscall_entry_cpu_ns[tid] = clock_ns(VKI_CLOCK_THREAD_CPUTIME_ID);
+    syscall_entry_ns[tid] = monotonic_ns();
+  }
 }
 
+/* The time the call took: the recorder's clocks charge it (a sleep lasts as long as it
+   slept), not a fixed cost. */
 static void post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, SysRes res) {
-  (void)tid;
-  (void)sysno;
   (void)args;
   (void)nargs;
   (void)res;
+  if (tid >= MAX_TIDS || syscall_entry_ns[tid] == 0) return;
+  const ULong exit_ns = monotonic_ns();
+  const ULong cpu_ns = clock_ns(VKI_CLOCK_THREAD_CPUTIME_ID) - syscall_entry_cpu_ns[tid];
+  begin(VGPT_SYSCALL_TIME, 8);
+  put32((UInt)VG_(gettid)());
+  put32(sysno);
+  put64(syscall_entry_ns[tid]);
+  put64(exit_ns);
+  put64(cpu_ns);
+  syscall_entry_ns[tid] = 0;
 }
 
 static void pre_fork(ThreadId tid) {

@@ -66,6 +66,15 @@ enum {
      writable file mapping: JIT code). Written at every translation, so code rewritten
      in place (retranslated by Valgrind's self-modifying-code checks) comes again. */
   VGPT_CODE = 14,
+  /* u32 tid, u32 syscall number, u64 entry, u64 exit, u64 cpu: CLOCK_MONOTONIC ns around
+     a system call that returned (after any MAP/UNMAP records it made), and the thread's CPU
+     time in between (Valgrind's own work in the call, e.g. reading a mapped library's
+     symbols, is CPU time). A thread blocked in a call lets others run, so this comes when
+     the thread has the lock again, maybe before its SWITCH. */
+  VGPT_SYSCALL_TIME = 15,
+  /* u64 CLOCK_MONOTONIC ns when the blocks before this record had run: written at every
+     flush of the tool's buffer (the wall clock of --time=wall between system calls). */
+  VGPT_TIME = 16,
 };
 
 /* How the last instruction of a block transfers control. */
