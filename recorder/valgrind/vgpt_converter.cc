@@ -274,22 +274,20 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
     ++stats_.hidden_blocks;
     return;
   }
-  if (thread.in_syscall) {
-    // No record said how long the call took (a tool without them): the fixed cost.
-    thread.in_syscall = false;
-    process.clock = std::max(process.clock, thread.syscall_clock + kSyscallNs);
-  }
   if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start);
   thread.pending_in = &in;
   thread.pending_id = id;
   thread.pending_time = process.clock;
   if (block.jit) jit_capture_.Ran(in.pid, block.start, process.clock);
   process.clock += block.n;
-  if (block.kind == VGPT_KIND_TRAP) process.clock += kSyscallNs;
   if (block.kind == VGPT_KIND_SYSCALL) {
+    // Its SYSCALL_TIME record (after what the call did) makes it as long as it took.
     thread.in_syscall = true;
     thread.syscall_clock = process.clock;
   }
+  // At least this long: the records of what a call did (an mmap's mapping, an exec's new
+  // image) come after it by more than the decoder's read-ahead.
+  if (block.kind == VGPT_KIND_SYSCALL || block.kind == VGPT_KIND_TRAP) process.clock += kSyscallNs;
   newest_time_ = std::max(newest_time_, process.clock);
   if (block.trigger != 0 && options_.on_trigger) {
     options_.on_trigger(in.pid, thread.tid, block.trigger, thread.StackKey(), thread.pending_time);
