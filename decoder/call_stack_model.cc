@@ -540,7 +540,9 @@ void CallStackModel::OnExec(const FlowEvent& event, uint64_t previous_time, cons
   // at the exec's time, not before the events before it; on other axes where the new
   // program starts.
   FlowEvent end = event;
-  if (event.enable_time != 0) end.time = std::clamp(program.exec_ns, previous_time, event.time);
+  if (event.enable_time != 0) {
+    end.time = std::clamp(program.exec_ns, std::min(previous_time, event.time), event.time);
+  }
   MaterializeTop();
   while (!frames_.empty()) PopTop(end);
   Release();
