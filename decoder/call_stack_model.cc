@@ -204,11 +204,11 @@ void CallStackModel::BeginStack(const FlowEvent& event, bool bottom_known) {
   bottom_known_ = bottom_known;
 }
 
-void CallStackModel::StartSegment(const FlowEvent& event) {
+void CallStackModel::StartSegment(const FlowEvent& event, bool bottom_known) {
   in_segment_ = true;
   stats_.Add(Stat::kSegments);
-  stats_.Add(Stat::kInferredFrames);
-  BeginStack(event, /*bottom_known=*/false);
+  if (!bottom_known) stats_.Add(Stat::kInferredFrames);
+  BeginStack(event, bottom_known);
   Push(MakeFrame(event.target, event.target_known, event));
   if (frames_.back().plt_pending) MaterializeTop();
 }
@@ -228,6 +228,7 @@ void CallStackModel::EndSegment(const FlowEvent& event, const char* what) {
 }
 
 void CallStackModel::OnEvent(const FlowEvent& event) {
+  const uint64_t previous_time = last_time_;
   last_time_ = event.time;
   switch (event.kind) {
     case FlowKind::kError:
@@ -243,7 +244,7 @@ void CallStackModel::OnEvent(const FlowEvent& event) {
       EndSegment(event, "lost trace data");
       return;
     case FlowKind::kEnable:
-      OnEnable(event);
+      OnEnable(event, previous_time);
       return;
     default:
       break;
@@ -534,7 +535,36 @@ void CallStackModel::OnJump(const FlowEvent& event) {
   Push(frame);
 }
 
-void CallStackModel::OnEnable(const FlowEvent& event) {
+void CallStackModel::OnExec(const FlowEvent& event, uint64_t previous_time, const image::ProgramStart& program) {
+  // The old program ends at the exec: on the time axis (the enable has a time of its own)
+  // at the exec's time, not before the events before it; on other axes where the new
+  // program starts.
+  FlowEvent end = event;
+  if (event.enable_time != 0) {
+    end.time = std::clamp(program.exec_ns, std::min(previous_time, event.time), event.time);
+  }
+  MaterializeTop();
+  while (!frames_.empty()) PopTop(end);
+  Release();
+  sink_->Instant(end.time, kExecName, program.program);
+  // Nothing of the old program's goroutines or traps goes on in the new one.
+  parked_.clear();
+  parked_count_ = 0;
+  pending_ = PendingResume();
+  raise_pending_ = false;
+  StartSegment(event, /*bottom_known=*/true);
+}
+
+void CallStackModel::OnEnable(const FlowEvent& event, uint64_t previous_time) {
+  // An exec since the last enable: the old program is gone with every frame it had.
+  if (const image::ProgramStart& program = resolver_->program_start(); program.exec_ns > program_exec_ns_) {
+    program_exec_ns_ = program.exec_ns;
+    if (enabled_) {
+      OnExec(event, previous_time, program);
+      return;
+    }
+  }
+  enabled_ = true;
   if (!in_segment_) {
     StartSegment(event);
     return;

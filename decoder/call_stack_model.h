@@ -15,6 +15,9 @@
 //   ret/jmp that enters the handler).
 // - a jump into the middle of, or a return into, a function further down the stack
 //   (longjmp, C++ landing pads) unwinds to that frame.
+// - exec (at an enable, the image holds a program an exec started since the last one):
+//   every frame of the old program ends at the exec, an instant names the new program,
+//   and its stack starts empty at its entry.
 // - decode error, overflow, lost data: instant event naming the cause, every frame closed,
 //   a new segment at the next enable.
 // - frames deeper than kFoldDepth are folded into one marked slice (Perfetto drops slices
@@ -54,6 +57,7 @@ class CallStackModel {
   static constexpr char kFoldName[] = "[deeper frames folded]";
   static constexpr char kSyscallName[] = "[syscall]";
   static constexpr char kUntracedName[] = "[untraced]";
+  static constexpr char kExecName[] = "exec";
   // Go stacks parked and never resumed on this thread (goroutines that moved to another
   // thread, or ended) are dropped beyond this many, oldest first at their resume PC.
   static constexpr size_t kMaxParkedStacks = size_t{1} << 14;
@@ -141,7 +145,9 @@ class CallStackModel {
   void Release();
   // A frame stack starts at `event` (a segment, or a goroutine's after a switch).
   void BeginStack(const FlowEvent& event, bool bottom_known);
-  void StartSegment(const FlowEvent& event);
+  void StartSegment(const FlowEvent& event, bool bottom_known = false);
+  // The thread's process exec'd `program`, which starts at `event` (an enable).
+  void OnExec(const FlowEvent& event, uint64_t previous_time, const image::ProgramStart& program);
   void EndSegment(const FlowEvent& event, const char* what);
   static Frame FrameBeginningAt(const FlowEvent& event);  // only the begin_* fields set
   Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
@@ -180,7 +186,8 @@ class CallStackModel {
   void ReturnFrom(size_t frame, const FlowEvent& event);
   void ContinueAt(const FlowEvent& event);
   void OnJump(const FlowEvent& event);
-  void OnEnable(const FlowEvent& event);
+  // `previous_time`: the time of the event before it.
+  void OnEnable(const FlowEvent& event, uint64_t previous_time);
   // A return or enable past the bottom frame: the caller is inferred, or (a goroutine
   // started at its function, whose bottom is known) execution goes on at `address`.
   void ParentAfterBottom(uint64_t address, const FlowEvent& event);
@@ -224,6 +231,9 @@ class CallStackModel {
   std::vector<HeldEvent> held_;
   bool holding_ = false;
   uint64_t last_time_ = 0;
+  // The exec of the program the last enable ran in (0: none), and whether there was one.
+  uint64_t program_exec_ns_ = 0;
+  bool enabled_ = false;
   std::string detail_;  // scratch for instant event details
   // Go: the stack's bottom frame has no caller to infer (a goroutine's function, g0's
   // mcall/morestack).

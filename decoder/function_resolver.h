@@ -14,6 +14,11 @@ class FunctionResolver {
  public:
   virtual ~FunctionResolver() = default;
   virtual FunctionInfo Resolve(uint64_t address) = 0;
+  // The exec that started the program the image holds now (exec_ns 0: none seen).
+  virtual const image::ProgramStart& program_start() {
+    static const image::ProgramStart kNone;
+    return kNone;
+  }
 };
 
 // The product's resolver: a process image's symbols.
@@ -21,6 +26,7 @@ class ImageFunctionResolver : public FunctionResolver {
  public:
   explicit ImageFunctionResolver(image::ProcessImage* image) : image_(image) {}
   FunctionInfo Resolve(uint64_t address) override { return image_->Resolve(address); }
+  const image::ProgramStart& program_start() override { return image_->program_start(); }
 
  private:
   image::ProcessImage* image_;

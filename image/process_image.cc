@@ -118,6 +118,12 @@ void ProcessImage::Clear() {
   jit_functions_.clear();
   ForgetResolved();
   has_ocaml_ = false;
+  program_start_ = ProgramStart();
+}
+
+void ProcessImage::Exec(ProgramStart start) {
+  Clear();
+  program_start_ = std::move(start);
 }
 
 absl::Status ProcessImage::AddPerfMap(const std::string& path) {

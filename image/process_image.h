@@ -23,6 +23,13 @@ struct pt_image;
 
 namespace ptd::image {
 
+// The exec that put a process's program in place.
+struct ProgramStart {
+  uint64_t exec_ns = 0;  // on the sideband's clock; 0: none seen (the program was running
+                         // when the trace began, or the trace has no timing packets)
+  std::string program;   // its name (the COMM the exec set)
+};
+
 // One mapping of file bytes into the address space.
 struct Mapping {
   std::string path;         // file to read (absolute, or resolved against the trace dir)
@@ -64,8 +71,13 @@ class ProcessImage {
 
   // Maps `mapping`; a later mapping replaces what it overlaps (as mmap does).
   absl::Status AddMapping(const Mapping& mapping);
-  // Unmaps everything (exec). Perf map symbols stay; names handed out stay valid.
+  // Unmaps everything (a rebuild: no exec seen). Perf map symbols stay; names handed out
+  // stay valid.
   void Clear();
+  // Unmaps everything for the program an exec started (as Clear) and remembers the exec.
+  void Exec(ProgramStart start);
+  // The exec of the program mapped now (exec_ns 0: none since the image was cleared).
+  const ProgramStart& program_start() const { return program_start_; }
   // Symbols for JIT code from a perf map file ("START SIZE name" per line, hex).
   absl::Status AddPerfMap(const std::string& path);
   // Names kernel code from a copy of /proc/kallsyms ("ADDRESS TYPE NAME [MODULE]"): its
@@ -138,6 +150,7 @@ class ProcessImage {
   std::string name_;
   pt_image* image_;
   std::vector<Region> regions_;  // sorted, non-overlapping
+  ProgramStart program_start_;
   bool has_ocaml_ = false;
   SymbolTable jit_symbols_;  // perf map: untimed, below the named JIT code
   std::map<uint64_t, JitFunction> jit_functions_;  // by start, non-overlapping

@@ -110,7 +110,7 @@ void TimedProcessImage::Apply(const MapChange& change) {
       return;
     }
     case MapChange::Kind::kExec:
-      image_.Clear();
+      image_.Exec(ProgramStart{change.time_ns, change.program});
       AddFixed();
       return;
     case MapChange::Kind::kFork:  // the copied mappings follow as kMap

@@ -94,17 +94,19 @@ void MmapTimeline::Fork(int parent_pid, int child_pid, uint64_t time_ns) {
   }
 }
 
-void MmapTimeline::Exec(int pid, uint64_t time_ns) { EndAllMappings(pid, time_ns, MapChange::Kind::kExec); }
+void MmapTimeline::Exec(int pid, uint64_t time_ns, std::string program) {
+  EndAllMappings(pid, time_ns, MapChange::Kind::kExec).program = std::move(program);
+}
 
 void MmapTimeline::Exit(int pid, uint64_t time_ns) { EndAllMappings(pid, time_ns, MapChange::Kind::kExit); }
 
-void MmapTimeline::EndAllMappings(int pid, uint64_t time_ns, MapChange::Kind why) {
+MapChange& MmapTimeline::EndAllMappings(int pid, uint64_t time_ns, MapChange::Kind why) {
   Process& process = GetProcess(pid);
   EndAll(process, time_ns);
-  MapChange change;
+  MapChange& change = process.changes.emplace_back();
   change.kind = why;
   change.time_ns = time_ns;
-  process.changes.push_back(std::move(change));
+  return change;
 }
 
 const Mapping* MmapTimeline::Find(int pid, uint64_t address, uint64_t time_ns) const {

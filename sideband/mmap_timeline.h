@@ -27,6 +27,7 @@ struct MapChange {
   // kMap only: copied from the parent by a fork (every copied mapping follows its kFork
   // as a kMap, so replaying kMap changes alone rebuilds the maps).
   bool inherited = false;
+  std::string program;   // kExec only: the new program's name (the COMM the exec set)
 };
 
 class MmapTimeline {
@@ -35,7 +36,8 @@ class MmapTimeline {
   void AddMapping(int pid, const Mapping& mapping, uint64_t time_ns);
   // FORK: with child_pid == parent_pid (a new thread) nothing changes.
   void Fork(int parent_pid, int child_pid, uint64_t time_ns);
-  void Exec(int pid, uint64_t time_ns);
+  // `program`: the new program's name (COMM).
+  void Exec(int pid, uint64_t time_ns, std::string program = "");
   void Exit(int pid, uint64_t time_ns);
 
   // The mapping of `pid` covering `address` at `time_ns`, or nullptr. The pointer stays
@@ -64,7 +66,7 @@ class MmapTimeline {
   // `mapping` becomes live in `process`, and a kMap change says so.
   static void AddLive(Process& process, const Mapping& mapping, uint64_t time_ns, bool inherited);
   // Exec and exit: every mapping ends, and the change says which.
-  void EndAllMappings(int pid, uint64_t time_ns, MapChange::Kind why);
+  MapChange& EndAllMappings(int pid, uint64_t time_ns, MapChange::Kind why);
 
   std::map<int, Process> processes_;
 };

@@ -81,7 +81,7 @@ class SidebandBuilder {
             sb_.mmaps.AddMapping(AsInt(r.pid), MappingOf(r), t);
           } else if constexpr (std::is_same_v<T, CommRecord>) {
             sb_.threads.OnComm(AsInt(r.pid), AsInt(r.tid), r.comm, r.exec, t);
-            if (r.exec) sb_.mmaps.Exec(AsInt(r.pid), t);
+            if (r.exec) sb_.mmaps.Exec(AsInt(r.pid), t, r.comm);
           } else if constexpr (std::is_same_v<T, ForkRecord>) {
             sb_.threads.OnFork(AsInt(r.pid), AsInt(r.ppid), AsInt(r.tid), AsInt(r.ptid), t);
             sb_.mmaps.Fork(AsInt(r.ppid), AsInt(r.pid), t);

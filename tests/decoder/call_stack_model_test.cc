@@ -19,6 +19,9 @@ using testing::RecordingSink;
 class FakeResolver : public FunctionResolver {
  public:
   void Add(uint64_t start, std::string name, bool plt = false) { functions_[start] = {std::move(name), plt}; }
+  // The exec the image says started the program it holds now.
+  void Exec(uint64_t exec_ns, std::string program) { program_ = {exec_ns, std::move(program)}; }
+  const image::ProgramStart& program_start() override { return program_; }
   FunctionInfo Resolve(uint64_t address) override {
     auto it = functions_.upper_bound(address);
     if (it != functions_.begin()) {
@@ -36,6 +39,21 @@ class FakeResolver : public FunctionResolver {
   };
   std::map<uint64_t, Fn> functions_;
   std::string unknown_;
+  image::ProgramStart program_;
+};
+
+// Keeps the time of every End and Instant too.
+struct TimedRecordingSink : RecordingSink {
+  std::vector<uint64_t> end_times;
+  std::vector<std::pair<uint64_t, std::string>> instants;  // time, detail
+  void End(uint64_t time, const SliceCounts& counts) override {
+    end_times.push_back(time);
+    RecordingSink::End(time, counts);
+  }
+  void Instant(uint64_t time, absl::string_view name, absl::string_view detail) override {
+    instants.emplace_back(time, std::string(detail));
+    RecordingSink::Instant(time, name, detail);
+  }
 };
 
 class ModelTest : public ::testing::Test {
@@ -80,7 +98,7 @@ class ModelTest : public ::testing::Test {
   }
 
   FakeResolver resolver_;
-  RecordingSink sink_;
+  TimedRecordingSink sink_;
   CallStackModel model_;
   uint64_t insns_ = 0;
 };
@@ -187,6 +205,89 @@ TEST_F(ModelTest, SyscallIsAChildUntilTracingResumes) {
   model_.OnEvent(Ev(FlowKind::kDisable, 0, 0));
   Enable(0x1012);
   EXPECT_THAT(FinishBalanced(), ElementsAre("B main", "B [syscall]", "E [syscall]", "E main"));
+}
+
+// main calls foo (execve), whose syscall replaces the program: the new one (entry bar)
+// starts when tracing resumes, with the exec's time between the syscall and the enable.
+class ExecTest : public ModelTest {
+ protected:
+  // On the time axis, an enable carries the time of its own timing packets.
+  void EnableWithTime(uint64_t at) {
+    FlowEvent e = Ev(FlowKind::kEnable, 0, at);
+    e.enable_time = e.time;
+    model_.OnEvent(e);
+  }
+  void Syscall(uint64_t ip) { model_.OnEvent(Ev(FlowKind::kSyscall, ip, 0, ip + 2)); }
+  void Disable() { model_.OnEvent(Ev(FlowKind::kDisable, 0, 0)); }
+};
+
+TEST_F(ExecTest, ExecEndsTheOldProgramsFramesAtTheExecAndStartsTheNewOneFromAnEmptyStack) {
+  EnableWithTime(0x1000);
+  model_.OnEvent(Ev(FlowKind::kCall, 0x1010, 0x2000, 0x1015));
+  Syscall(0x2010);
+  Disable();
+  const uint64_t exec_time = insns_ + 1;
+  resolver_.Exec(exec_time, "echo");
+  EnableWithTime(0x3000);
+  model_.OnEvent(Ev(FlowKind::kCall, 0x3010, 0x4000, 0x3015));
+  model_.Finish(insns_ + 1, insns_ + 1, 0);
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B [syscall]", "E [syscall]", "E foo", "E main", "I exec",
+                                         "B bar", "B baz", "E baz", "E bar"));
+  EXPECT_EQ(sink_.open(), 0u);
+  EXPECT_FALSE(sink_.unbalanced());
+  EXPECT_FALSE(sink_.out_of_order());
+  // Every frame of the old program ends at the exec, which names the new program.
+  ASSERT_EQ(sink_.end_times.size(), 5u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(sink_.end_times[i], exec_time) << i;
+  ASSERT_EQ(sink_.instants.size(), 1u);
+  EXPECT_EQ(sink_.instants[0], std::make_pair(exec_time, std::string("echo")));
+  EXPECT_EQ(model_.stats()[Stat::kSegments], 2u);
+  EXPECT_EQ(model_.stats()[Stat::kInferredFrames], 1u);  // the first program's main only
+}
+
+// Without timing packets of its own the enable's time is not the exec's clock: the old
+// program ends where the new one starts.
+TEST_F(ExecTest, OnAnotherAxisTheOldProgramEndsWhereTheNewOneStarts) {
+  Enable(0x1000);
+  Syscall(0x1010);
+  Disable();
+  resolver_.Exec(1, "echo");
+  Enable(0x3000);
+  const uint64_t new_program_start = insns_;
+  model_.Finish(insns_ + 1, insns_ + 1, 0);
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B [syscall]", "E [syscall]", "E main", "I exec", "B bar", "E bar"));
+  ASSERT_EQ(sink_.end_times.size(), 3u);
+  EXPECT_EQ(sink_.end_times[0], new_program_start);
+  EXPECT_EQ(sink_.end_times[1], new_program_start);
+}
+
+// A thread whose trace begins in a program an exec started (or a rebuilt image showing
+// the same exec again) has no old program to end.
+TEST_F(ExecTest, AnExecBeforeTheThreadsFirstEnableOrSeenAgainEndsNothing) {
+  resolver_.Exec(1, "echo");
+  EnableWithTime(0x3000);
+  Syscall(0x3010);
+  Disable();
+  resolver_.Exec(0, "");  // the image rebuilt from the start
+  EnableWithTime(0x3012);
+  Syscall(0x3020);
+  Disable();
+  resolver_.Exec(1, "echo");
+  EnableWithTime(0x3022);
+  model_.Finish(insns_ + 1, insns_ + 1, 0);
+  EXPECT_THAT(sink_.Names(), ElementsAre("B bar", "B [syscall]", "E [syscall]", "B [syscall]", "E [syscall]", "E bar"));
+}
+
+// A failed execve returns to the program that called it.
+TEST_F(ExecTest, AFailedExecReturnsIntoTheSameProgram) {
+  EnableWithTime(0x1000);
+  model_.OnEvent(Ev(FlowKind::kCall, 0x1010, 0x2000, 0x1015));
+  Syscall(0x2010);
+  Disable();
+  EnableWithTime(0x2012);
+  model_.OnEvent(Ev(FlowKind::kReturn, 0x2020, 0x1015));
+  model_.Finish(insns_ + 1, insns_ + 1, 0);
+  EXPECT_THAT(sink_.Names(), ElementsAre("B main", "B foo", "B [syscall]", "E [syscall]", "E foo", "E main"));
 }
 
 TEST_F(ModelTest, OtherDisabledRegionsAreUntraced) {

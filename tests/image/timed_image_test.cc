@@ -82,20 +82,28 @@ TEST(TimedImageTest, AnAddressReusedLaterResolvesToTheFileMappedThereAtEachTime)
   EXPECT_EQ(timed.image()->Resolve(address).name, libc_name);
 }
 
+// The image also says which exec started the program it holds (the call-stack model
+// ends the old program's stacks there); a rebuild from the start knows of none yet.
 TEST(TimedImageTest, ExecEmptiesTheImageAndUntimedTracesGetEverything) {
   SectionCache sections;
   ModuleCache modules;
   MmapTimeline timeline;
   timeline.AddMapping(1, WholeFile(kLibc), 100);
-  timeline.Exec(1, 200);
+  timeline.Exec(1, 200, "echo");
   TimedProcessImage timed(&sections, &modules, "pid 1", timeline.Changes(1), {}, "");
   timed.AdvanceTo(150);
   EXPECT_TRUE(timed.image()->Resolve(kBase + 0x1000).mapped);
+  EXPECT_EQ(timed.image()->program_start().exec_ns, 0u);
   timed.AdvanceTo(250);
   EXPECT_FALSE(timed.image()->Resolve(kBase + 0x1000).mapped);
+  EXPECT_EQ(timed.image()->program_start().exec_ns, 200u);
+  EXPECT_EQ(timed.image()->program_start().program, "echo");
+  timed.AdvanceTo(150);  // another stream of the process starts earlier: rebuilt
+  EXPECT_EQ(timed.image()->program_start().exec_ns, 0u);
   TimedProcessImage untimed(&sections, &modules, "pid 1", timeline.Changes(1), {}, "");
   untimed.ApplyAll();
   EXPECT_TRUE(untimed.image()->Resolve(kBase + 0x1000).mapped);
+  EXPECT_EQ(untimed.image()->program_start().exec_ns, 0u);  // untimed: no exec is placed
 }
 
 }  // namespace
