@@ -142,6 +142,8 @@ struct VgptConverter::Instance {
   bool closed = false;
   bool exited = false;
   bool last_was_exec = false;
+  // The last record: an exec of a program that runs untraced (VGPT_EXEC_UNTRACED).
+  std::optional<UntracedExec> untraced_exec;
   int pid = 0;
   uint32_t number = 0;  // the file's <n> (<pid>-<n>.vgpt), from the hello record
   Process* process = nullptr;
@@ -168,7 +170,10 @@ int VgptConverter::OpenInstance(const std::string& name) {
   return static_cast<int>(instances_.size()) - 1;
 }
 
-bool VgptConverter::Exited(int instance) const { return instances_[instance]->exited; }
+bool VgptConverter::Exited(int instance) const {
+  // After an untraced exec nothing more comes, unless the exec failed.
+  return instances_[instance]->exited || instances_[instance]->untraced_exec.has_value();
+}
 int VgptConverter::PidOf(int instance) const { return instances_[instance]->pid; }
 
 uint64_t VgptConverter::Tick(Process& process) {
@@ -398,6 +403,7 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
     return 0;
   }
   in.last_was_exec = false;
+  in.untraced_exec.reset();  // a record after it: the exec failed
   switch (kind) {
     case VGPT_HELLO: {
       const uint32_t version = p.U32();
@@ -630,19 +636,25 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
     case VGPT_EXEC:
       in.last_was_exec = true;
       return 0;
+    case VGPT_EXEC_UNTRACED: {
+      UntracedExec exec;
+      exec.pid = in.pid;
+      const uint32_t reason = p.U32();
+      exec.program = p.String();
+      if (!p.ok()) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      exec.reason = reason == VGPT_UNTRACED_PRIVILEGED
+                        ? "setuid, setgid or with file capabilities: Valgrind cannot run it with its privileges; "
+                          "--emulate=ptrace can, as root"
+                        : absl::StrCat("reason ", reason, " of a newer tool");
+      in.untraced_exec = std::move(exec);
+      return 0;
+    }
     case VGPT_EXIT: {
       p.U32();  // exit code: the recorder has it from waitpid
-      std::vector<Thread*> mine;
-      for (auto& [tid, thread] : threads_) {
-        if (thread->pid == in.pid) mine.push_back(thread.get());
-      }
-      // The main thread's record last, as the kernel writes the group leader's exit last.
-      std::sort(mine.begin(), mine.end(), [&](Thread* a, Thread* b) {
-        return (a->tid == in.pid) < (b->tid == in.pid) || ((a->tid == in.pid) == (b->tid == in.pid) && a->tid < b->tid);
-      });
-      for (Thread* t : mine) EndThread(in, *t);
-      in.exited = true;
-      in.process->alive = false;
+      EndProcess(in);
       ++stats_.exits;
       return 0;
     }
@@ -683,6 +695,20 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
   }
 }
 
+void VgptConverter::EndProcess(Instance& in) {
+  std::vector<Thread*> mine;
+  for (auto& [tid, thread] : threads_) {
+    if (thread->pid == in.pid) mine.push_back(thread.get());
+  }
+  // The main thread's record last, as the kernel writes the group leader's exit last.
+  std::sort(mine.begin(), mine.end(), [&](Thread* a, Thread* b) {
+    return (a->tid == in.pid) < (b->tid == in.pid) || ((a->tid == in.pid) == (b->tid == in.pid) && a->tid < b->tid);
+  });
+  for (Thread* t : mine) EndThread(in, *t);
+  in.exited = true;
+  in.process->alive = false;
+}
+
 void VgptConverter::CloseInstance(int instance) {
   Instance& in = *instances_[instance];
   if (in.closed) return;
@@ -690,6 +716,21 @@ void VgptConverter::CloseInstance(int instance) {
   if (!in.hello) return;
   in.process->closed_instances.insert(in.number);
   if (in.exited) return;
+  if (in.untraced_exec) {
+    // The exec went through, untraced: the old program ends here and the new one runs
+    // unseen until the process exits, a gap in the trace, not the old program running on.
+    const UntracedExec& exec = *in.untraced_exec;
+    notes_.push_back(absl::StrCat("pid ", exec.pid, " exec'd ", exec.program, ", which ran untraced (",
+                                  exec.reason, "); the trace of that process ends at the exec"));
+    untraced_execs_.push_back(exec);
+    CommRecord comm;
+    comm.pid = comm.tid = static_cast<uint32_t>(in.pid);
+    comm.comm = CommOf(exec.program);
+    comm.exec = true;
+    AddRecord(comm, in.pid, in.pid, Tick(*in.process));
+    EndProcess(in);
+    return;
+  }
   if (in.last_was_exec) {
     // The exec went through (or the process died in it): the next instance of the pid
     // continues its main thread; Finish ends it if none comes.

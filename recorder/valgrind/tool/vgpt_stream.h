@@ -66,6 +66,15 @@ enum {
      writable file mapping: JIT code). Written at every translation, so code rewritten
      in place (retranslated by Valgrind's self-modifying-code checks) comes again. */
   VGPT_CODE = 14,
+  /* u32 reason (VGPT_UNTRACED_*), string path. An execve is about to be attempted of a
+     program that runs untraced (Valgrind cannot run it): if it succeeds, this file ends
+     here and the process runs on, untraced, until it exits. */
+  VGPT_EXEC_UNTRACED = 15,
+};
+
+/* Why a program runs untraced (VGPT_EXEC_UNTRACED). */
+enum {
+  VGPT_UNTRACED_PRIVILEGED = 1, /* setuid, setgid or file capabilities */
 };
 
 /* How the last instruction of a block transfers control. */
