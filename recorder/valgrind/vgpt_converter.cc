@@ -265,7 +265,7 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   if (block.hidden) {
     // Valgrind's own code: the branch into it leaves the traced region; the next block of
     // the program's code re-enters it.
-    if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start, /*leaving=*/true);
+    if (thread.pending_id != kNoBlock) LeaveForValgrindsCode(in, thread, block.start);
     process.clock += block.n;
     ++stats_.hidden_blocks;
     return;
@@ -329,6 +329,25 @@ void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip, bool
     --thread.depth;
     if (options_.on_return) options_.on_return(thread.pid, thread.tid, thread.StackKey(), thread.pending_time + straight);
   }
+}
+
+void VgptConverter::LeaveForValgrindsCode(Instance& in, Thread& thread, uint64_t target) {
+  const Block& p = thread.pending_in->blocks[thread.pending_id];
+  if (p.kind == VGPT_KIND_SYSCALL || p.kind == VGPT_KIND_TRAP || p.kind == VGPT_KIND_NONE ||
+      p.kind == VGPT_KIND_REP) {
+    Resolve(in, thread, target, /*leaving=*/true);
+    return;
+  }
+  // A branch into Valgrind's code (the loader calling its preload library's constructors
+  // and destructors; a function they called returning to them) is one the program does
+  // not make without Valgrind: the trace leaves before it and comes back where the
+  // program's code runs again, so no frame of Valgrind's code appears, only the gap.
+  thread.pending_id = kNoBlock;
+  const uint64_t before_call = p.n - 1;
+  if (before_call > 0) streams_->RetireStraight(thread.pid, thread.tid, p.start, before_call, thread.pending_time);
+  stats_.instructions += before_call;
+  thread.last_ip = p.last_ip;
+  streams_->AsyncDisable(thread.pid, thread.tid, p.last_ip, Tick(*in.process));
 }
 
 uint64_t VgptConverter::InstructionsBefore(const Instance& in, const Block& block, uint64_t ip) {

@@ -137,6 +137,8 @@ class VgptConverter {
   // signal, preemption): retire what ran, then disable at `ip`.
   void Interrupt(Instance& in, Thread& thread, uint64_t ip);
   void EndThread(Instance& in, Thread& thread);
+  // The thread's pending block branches into Valgrind's code (at `target`).
+  void LeaveForValgrindsCode(Instance& in, Thread& thread, uint64_t target);
   // Ends every thread of the instance's process (main thread last) and the process.
   void EndProcess(Instance& in);
   // How many of the block's instructions lie before `ip` (0 if it is not one's start).
