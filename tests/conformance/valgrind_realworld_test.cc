@@ -43,6 +43,19 @@ CommandResult RunIn(const std::string& dir, const std::string& command) {
   return RunCommand({"/bin/sh", "-c", absl::StrCat("cd '", dir, "' && ", command)});
 }
 
+// The lines of `err` the recorder wrote ("ptrace-direct: ..."), and in `program_err` the rest.
+std::vector<std::string> RecorderLines(const std::string& err, std::string* program_err) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(err, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "ptrace-direct: ")) {
+      lines.emplace_back(line);
+    } else {
+      absl::StrAppend(program_err, line, "\n");
+    }
+  }
+  return lines;
+}
+
 class ValgrindRealWorldTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -78,21 +91,38 @@ class ValgrindRealWorldTest : public ::testing::Test {
     return path;
   }
 
+  // A shell that runs `program` (in tmp_, a copy of echo Valgrind refuses to run): the
+  // program runs untraced, as it does without the tool; the recorder says so once, the
+  // trace's notes name it, and the shell's own work decodes without errors.
+  void ExpectChildRunsUntracedAndIsNamedOnce(const std::string& program) const {
+    const std::string& dir = tmp_.path();
+    const std::string script = absl::StrCat("'./", program, " hello; echo status $?'");
+    const CommandResult untraced = RunIn(dir, absl::StrCat("/bin/sh -c ", script));
+    ASSERT_EQ(untraced.out, "hello\nstatus 0\n");
+
+    const CommandResult traced = RunIn(dir, RecordCommand("", absl::StrCat("/bin/sh -c ", script)));
+    EXPECT_EQ(traced.out, untraced.out);
+    EXPECT_EQ(traced.exit_code, untraced.exit_code);
+    std::string program_err;
+    const std::vector<std::string> said = RecorderLines(traced.err, &program_err);
+    EXPECT_EQ(program_err, untraced.err);
+    ASSERT_EQ(said.size(), 1u) << traced.err;
+    EXPECT_TRUE(absl::StrContains(said[0], program)) << said[0];
+    EXPECT_TRUE(absl::StrContains(said[0], "untraced")) << said[0];
+
+    const CommandResult info = RunCli({"info", dir + "/trace.dir"});
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    EXPECT_TRUE(absl::StrContains(info.out, absl::StrCat("./", program, ", which ran untraced (setuid, setgid or with file capabilities")))
+        << info.out;
+    absl::StatusOr<DecodedTrace> decoded = DecodeForTest(dir + "/trace.dir");
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->errors, 0u) << (decoded->error_details.empty() ? "" : decoded->error_details[0]);
+    EXPECT_GT(decoded->instructions, 0u);
+    EXPECT_EQ(decoded->threads.size(), 2u);  // the shell, and its child up to the exec
+  }
+
   TempDir tmp_;
 };
-
-// The lines of `err` the recorder wrote ("ptrace-direct: ..."), and in `program_err` the rest.
-std::vector<std::string> RecorderLines(const std::string& err, std::string* program_err) {
-  std::vector<std::string> lines;
-  for (absl::string_view line : absl::StrSplit(err, '\n', absl::SkipEmpty())) {
-    if (absl::StartsWith(line, "ptrace-direct: ")) {
-      lines.emplace_back(line);
-    } else {
-      absl::StrAppend(program_err, line, "\n");
-    }
-  }
-  return lines;
-}
 
 // A shim that cds and execs its helpers (pyenv's python3) behaves as it does untraced,
 // with a relative -o: everything the recorder hands the program is absolute.
@@ -148,35 +178,20 @@ TEST_F(ValgrindRealWorldTest, DaemonThatClosesItsFdsIsRecordedUntilItExits) {
   EXPECT_EQ(rec.decoded.threads.size(), 3u);  // the launched process, the middle one, the daemon
 }
 
-// A shell that runs a setuid program: the program runs untraced (Valgrind cannot run
-// it), as it does without the tool; the recorder says so once, the trace's notes name it,
-// and the shell's own work decodes without errors.
 TEST_F(ValgrindRealWorldTest, SetuidChildRunsUntracedAndIsNamedOnce) {
   std::string why;
-  const std::string setuid_echo = SetuidEcho(&why);
-  if (setuid_echo.empty()) GTEST_SKIP() << why;
-  const std::string script = "'./setuid_echo hello; echo status $?'";
-  const CommandResult untraced = RunIn(tmp_.path(), absl::StrCat("/bin/sh -c ", script));
-  ASSERT_EQ(untraced.out, "hello\nstatus 0\n");
+  if (SetuidEcho(&why).empty()) GTEST_SKIP() << why;
+  ExpectChildRunsUntracedAndIsNamedOnce("setuid_echo");
+}
 
-  const CommandResult traced = RunIn(tmp_.path(), RecordCommand("", absl::StrCat("/bin/sh -c ", script)));
-  EXPECT_EQ(traced.out, untraced.out);
-  EXPECT_EQ(traced.exit_code, untraced.exit_code);
-  std::string program_err;
-  const std::vector<std::string> said = RecorderLines(traced.err, &program_err);
-  EXPECT_EQ(program_err, untraced.err);
-  ASSERT_EQ(said.size(), 1u) << traced.err;
-  EXPECT_TRUE(absl::StrContains(said[0], "setuid_echo")) << said[0];
-  EXPECT_TRUE(absl::StrContains(said[0], "untraced")) << said[0];
-
-  const CommandResult info = RunCli({"info", tmp_.Sub("trace.dir")});
-  ASSERT_EQ(info.exit_code, 0) << info.err;
-  EXPECT_TRUE(absl::StrContains(info.out, "./setuid_echo, which ran untraced (setuid")) << info.out;
-  absl::StatusOr<DecodedTrace> decoded = DecodeForTest(tmp_.Sub("trace.dir"));
-  ASSERT_TRUE(decoded.ok()) << decoded.status();
-  EXPECT_EQ(decoded->errors, 0u) << (decoded->error_details.empty() ? "" : decoded->error_details[0]);
-  EXPECT_GT(decoded->instructions, 0u);
-  EXPECT_EQ(decoded->threads.size(), 2u);  // the shell, and its child up to the exec
+// File capabilities (setcap) make Valgrind refuse a program as the setuid bit does.
+TEST_F(ValgrindRealWorldTest, ChildWithFileCapabilitiesRunsUntracedAndIsNamedOnce) {
+  const std::string path = tmp_.Sub("cap_echo");
+  absl::StatusOr<std::string> bytes = ReadFileToString("/bin/echo");
+  ASSERT_TRUE(bytes.ok() && WriteFileAtomic(path, *bytes).ok() && chmod(path.c_str(), 0755) == 0);
+  const CommandResult setcap = RunCommand({"/bin/sh", "-c", "setcap cap_net_raw+ep \"$0\"", path});
+  if (setcap.exit_code != 0) GTEST_SKIP() << "cannot give " << path << " a file capability: " << setcap.err;
+  ExpectChildRunsUntracedAndIsNamedOnce("cap_echo");
 }
 
 // A setuid program launched by the recorder itself runs as it does without the tool.
