@@ -652,6 +652,8 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
     }
     case VGPT_FORKED:
       return 0;
+    case VGPT_NOTE:
+      return 0;  // an untraced exec failed: cleared above, as by any record after it
     case VGPT_EXEC:
       in.last_was_exec = true;
       return 0;

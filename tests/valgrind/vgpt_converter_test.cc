@@ -317,10 +317,17 @@ TEST_F(ConverterTest, UntracedExecEndsTheProcessAtTheExecWithANote) {
 TEST_F(ConverterTest, FailedUntracedExecLeavesTheProgramRunning) {
   StreamBuilder stream;
   stream.Hello(100, 1).Block(1, 0x1000, {5}, VGPT_KIND_SYSCALL).Run({1}).ExecUntraced("/usr/bin/passwd");
-  stream.Switch(100).Run({1}).Exit();
-  converter_->CloseInstance(FeedAll(stream));
+  stream.ExecFailed(100, 0x1005);
+  const int instance = FeedAll(stream);
+  EXPECT_FALSE(converter_->Exited(instance));  // more comes
+  StreamBuilder rest;
+  rest.Run({1}).Exit();
+  bool waiting = false;
+  EXPECT_EQ(converter_->Feed(instance, absl::MakeConstSpan(rest.words()), &waiting), rest.words().size());
+  converter_->CloseInstance(instance);
   Finish();
   EXPECT_TRUE(converter_->untraced_execs().empty());
+  EXPECT_EQ(converter_->stats().bad_records, 0u);
   EXPECT_EQ(converter_->stats().instructions, 2u);
 }
 

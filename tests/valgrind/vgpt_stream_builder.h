@@ -79,6 +79,11 @@ class StreamBuilder {
     AppendString(p, path);
     return Record(VGPT_EXEC_UNTRACED, p);
   }
+  StreamBuilder& ExecFailed(uint32_t tid, uint64_t ip) {
+    std::vector<uint32_t> p = {tid};
+    Append64(p, ip);
+    return Record(VGPT_NOTE, p);
+  }
   StreamBuilder& ThreadExit(uint32_t tid) { return Record(VGPT_THREAD_EXIT, {tid}); }
   StreamBuilder& Exit() { return Record(VGPT_EXIT, {0}); }
   StreamBuilder& Raw(std::initializer_list<uint32_t> w) {

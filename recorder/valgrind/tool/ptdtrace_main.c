@@ -388,14 +388,19 @@ static void pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs) {
 }
 
 static void post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, SysRes res) {
-  (void)tid;
   (void)args;
   (void)nargs;
   (void)res;
   if ((sysno == __NR_execve || sysno == __NR_execveat) && untraced_exec_pending) {
-    /* The exec failed (success never returns here): children are followed again. */
+    /* The exec failed (success never returns here): children are followed again, and the
+       recorder learns at once that this program goes on (it stops reading a stream that
+       ends with an untraced exec). */
     VG_(clo_trace_children) = True;
     untraced_exec_pending = False;
+    begin(VGPT_NOTE, 3);
+    put32((UInt)(tid < MAX_TIDS && os_tid_of[tid] ? os_tid_of[tid] : VG_(gettid)()));
+    put64(VG_(get_IP)(tid));
+    flush();
   }
 }
 

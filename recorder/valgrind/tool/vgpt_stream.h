@@ -58,8 +58,8 @@ enum {
   /* u64 vaddr, u32 size, string name, then size bytes padded to a word: a copy of
      memory the decoder needs and no file holds (the [vdso]). */
   VGPT_DUMP = 12,
-  /* u32 tid, u64 IP of a syscall that did not go through (execve failed): nothing.
-     Reserved. */
+  /* u32 tid, u64 IP after the syscall: an untraced exec (VGPT_EXEC_UNTRACED) failed; the
+     program goes on in this file. */
   VGPT_NOTE = 13,
   /* u32 block id, u64 start, u32 size, then size bytes padded to a word: the code of
      the block just described, which runs from memory no file backs (anonymous, or a
