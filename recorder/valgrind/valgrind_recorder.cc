@@ -412,7 +412,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   run_options.out_dir = spool_dir;
   run_options.log_file = absl::StrCat(log_dir, "/%p");
   run_options.follow_children = options.follow_children;
-  absl::StatusOr<pid_t> valgrind = Launch(*install, lib_dir, ValgrindCommand(*install, run_options, CommandValgrindCanStart(options.command)));
+  absl::StatusOr<pid_t> valgrind =
+      Launch(*install, lib_dir, ValgrindCommand(*install, run_options, CommandValgrindCanStart(options.command)));
   if (!valgrind.ok()) return valgrind.status();
   if (!options.quiet) {
     fprintf(stderr, "ptrace-direct: recording %s under Valgrind (pid %d)\n", options.command[0].c_str(), *valgrind);

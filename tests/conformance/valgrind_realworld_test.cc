@@ -112,8 +112,9 @@ class ValgrindRealWorldTest : public ::testing::Test {
 
     const CommandResult info = RunCli({"info", dir + "/trace.dir"});
     ASSERT_EQ(info.exit_code, 0) << info.err;
-    EXPECT_TRUE(absl::StrContains(info.out, absl::StrCat("./", program, ", which ran untraced (setuid, setgid or with file capabilities")))
-        << info.out;
+    const std::string note =
+        absl::StrCat("./", program, ", which ran untraced (setuid, setgid or with file capabilities");
+    EXPECT_TRUE(absl::StrContains(info.out, note)) << info.out;
     absl::StatusOr<DecodedTrace> decoded = DecodeForTest(dir + "/trace.dir");
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_EQ(decoded->errors, 0u) << (decoded->error_details.empty() ? "" : decoded->error_details[0]);

@@ -305,7 +305,8 @@ TEST_F(ConverterTest, UntracedExecEndsTheProcessAtTheExecWithANote) {
   EXPECT_TRUE(absl::StrContains(notes, "pid 100 exec'd /usr/bin/passwd, which ran untraced (setuid")) << notes;
   uint64_t comm_time = 0, exit_time = 0;
   for (const PerfRecord& r : Sideband()) {
-    if (const auto* c = std::get_if<CommRecord>(&r.body); c != nullptr && c->exec && c->comm == "passwd") comm_time = r.sample_id.time;
+    const auto* c = std::get_if<CommRecord>(&r.body);
+    if (c != nullptr && c->exec && c->comm == "passwd") comm_time = r.sample_id.time;
     if (std::holds_alternative<ExitRecord>(r.body)) exit_time = r.sample_id.time;
   }
   EXPECT_GT(comm_time, 0u);
