@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,18 +104,11 @@ absl::Status CheckValgrindOptions(const RecordOptions& options) {
   if (options.snapshot && options.snapshot_size < 4096) {
     return absl::InvalidArgumentError("record --emulate=valgrind: --snapshot-size must be at least 4096 bytes");
   }
-  // Valgrind refuses set-user/group-ID programs (it cannot run them with their
-  // privileges): say so, and what works, instead of recording nothing.
   // A program that cannot be run fails here, naming it, as under the other backends (Valgrind
-  // would say so on the program's stderr and leave an empty trace).
+  // would say so on the program's stderr and leave an empty trace). One Valgrind cannot
+  // run with its privileges (setuid) runs untraced: CommandValgrindCanStart.
   absl::StatusOr<std::string> exe = ResolveExecutable(options.command[0]);
   if (!exe.ok()) return exe.status();
-  struct stat st;
-  if (stat(exe->c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        *exe, " is set-user-ID or set-group-ID: Valgrind cannot run it with its privileges; record it with "
-        "--emulate=ptrace (as root, or attach with --pid to a running instance)"));
-  }
   return absl::OkStatus();
 }
 
@@ -300,6 +294,22 @@ void DescribeRun(const RecordOptions& options, const VgptConverter& converter, c
   meta->notes.insert(meta->notes.end(), run.notes.begin(), run.notes.end());
 }
 
+// Would Valgrind refuse to run `command`'s program (setuid, setgid, file capabilities:
+// the tests of its VG_(check_executable))? Then a shell runs it, and the tool lets that
+// exec run untraced (ptdtrace's pre_syscall), as it does any such child: the program
+// behaves as without the tool, and the trace says it ran untraced.
+std::vector<std::string> CommandValgrindCanStart(const std::vector<std::string>& command) {
+  absl::StatusOr<std::string> exe = ResolveExecutable(command[0]);
+  struct stat st;
+  if (!exe.ok() || stat(exe->c_str(), &st) != 0) return command;  // Valgrind's own error
+  const bool privileged = (st.st_mode & (S_ISUID | S_ISGID)) != 0 ||
+                          getxattr(exe->c_str(), "security.capability", nullptr, 0) >= 0;
+  if (!privileged) return command;
+  std::vector<std::string> via_shell = {"/bin/sh", "-c", "exec \"$0\" \"$@\""};
+  via_shell.insert(via_shell.end(), command.begin(), command.end());
+  return via_shell;
+}
+
 // Valgrind's own messages (an unhandled system call, a client error it caught), from
 // the per-process logs in `log_dir`: each distinct message once, without Valgrind's
 // "==PID==" / "--PID--" prefixes and its boilerplate (where to report bugs).
@@ -428,7 +438,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   run_options.log_file = absl::StrCat(log_dir, "/%p");
   run_options.recorder_pid = getpid();
   run_options.follow_children = options.follow_children;
-  absl::StatusOr<pid_t> valgrind = Launch(*install, lib_dir, ValgrindCommand(*install, run_options, options.command));
+  absl::StatusOr<pid_t> valgrind =
+      Launch(*install, lib_dir, ValgrindCommand(*install, run_options, CommandValgrindCanStart(options.command)));
   if (!valgrind.ok()) return valgrind.status();
   if (!options.quiet) {
     fprintf(stderr, "ptrace-direct: recording %s under Valgrind (pid %d)\n", options.command[0].c_str(), *valgrind);
@@ -450,6 +461,15 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
     meta.trigger->trimmed_from_ns = meta.trigger->entry_ns;
   }
   absl::Status finished = converter.Finish(&meta);
+  // Said once: the notes name each program left out.
+  if (const std::vector<UntracedExec>& untraced = converter.untraced_execs(); !untraced.empty()) {
+    fprintf(stderr, "ptrace-direct: %s (pid %d) ran untraced: %s%s\n", untraced.front().program.c_str(),
+            untraced.front().pid, untraced.front().reason.c_str(),
+            untraced.size() > 1 ? absl::StrFormat(" (and %d more programs: ptrace-direct info %s)",
+                                                  untraced.size() - 1, options.output_dir)
+                                      .c_str()
+                                : "");
+  }
   DescribeEmulatedPt(options, stream_options, &meta);
   DescribeRun(options, converter, run, spool.bytes_read(), &meta);
   meta.pids = {static_cast<int>(*valgrind)};

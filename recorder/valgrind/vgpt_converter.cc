@@ -154,6 +154,8 @@ struct VgptConverter::Instance {
   bool closed = false;
   bool exited = false;
   bool last_was_exec = false;
+  // The last record: an exec of a program that runs untraced (VGPT_EXEC_UNTRACED).
+  std::optional<UntracedExec> untraced_exec;
   int pid = 0;
   uint32_t number = 0;  // the file's <n> (<pid>-<n>.vgpt), from the hello record
   Process* process = nullptr;
@@ -180,7 +182,10 @@ int VgptConverter::OpenInstance(const std::string& name) {
   return static_cast<int>(instances_.size()) - 1;
 }
 
-bool VgptConverter::Exited(int instance) const { return instances_[instance]->exited; }
+bool VgptConverter::Exited(int instance) const {
+  // After an untraced exec nothing more comes, unless the exec failed.
+  return instances_[instance]->exited || instances_[instance]->untraced_exec.has_value();
+}
 int VgptConverter::PidOf(int instance) const { return instances_[instance]->pid; }
 
 uint64_t VgptConverter::Tick(Process& process) {
@@ -269,7 +274,7 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   if (block.hidden) {
     // Valgrind's own code: the branch into it leaves the traced region; the next block of
     // the program's code re-enters it.
-    if (thread.pending_id != kNoBlock) Resolve(in, thread, block.start, /*leaving=*/true);
+    if (thread.pending_id != kNoBlock) LeaveForValgrindsCode(in, thread, block.start);
     process.clock += block.n;
     ++stats_.hidden_blocks;
     return;
@@ -340,6 +345,25 @@ void VgptConverter::Resolve(Instance& in, Thread& thread, uint64_t next_ip, bool
     --thread.depth;
     if (options_.on_return) options_.on_return(thread.pid, thread.tid, thread.StackKey(), thread.pending_time + straight);
   }
+}
+
+void VgptConverter::LeaveForValgrindsCode(Instance& in, Thread& thread, uint64_t target) {
+  const Block& p = thread.pending_in->blocks[thread.pending_id];
+  if (p.kind == VGPT_KIND_SYSCALL || p.kind == VGPT_KIND_TRAP || p.kind == VGPT_KIND_NONE ||
+      p.kind == VGPT_KIND_REP) {
+    Resolve(in, thread, target, /*leaving=*/true);
+    return;
+  }
+  // A branch into Valgrind's code (the loader calling its preload library's constructors
+  // and destructors; a function they called returning to them) is one the program does
+  // not make without Valgrind: the trace leaves before it and comes back where the
+  // program's code runs again, so no frame of Valgrind's code appears, only the gap.
+  thread.pending_id = kNoBlock;
+  const uint64_t before_call = p.n - 1;
+  if (before_call > 0) streams_->RetireStraight(thread.pid, thread.tid, p.start, before_call, thread.pending_time);
+  stats_.instructions += before_call;
+  thread.last_ip = p.last_ip;
+  streams_->AsyncDisable(thread.pid, thread.tid, p.last_ip, Tick(*in.process));
 }
 
 uint64_t VgptConverter::InstructionsBefore(const Instance& in, const Block& block, uint64_t ip) {
@@ -414,7 +438,10 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
     return 0;
   }
   // A time stamp follows every flush, the one after an exec attempt too.
-  if (kind != VGPT_TIME) in.last_was_exec = false;
+  if (kind != VGPT_TIME) {
+    in.last_was_exec = false;
+    in.untraced_exec.reset();  // a record after it: the exec failed
+  }
   switch (kind) {
     case VGPT_HELLO: {
       const uint32_t version = p.U32();
@@ -688,22 +715,30 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
     }
     case VGPT_FORKED:
       return 0;
+    case VGPT_NOTE:
+      return 0;  // an untraced exec failed: cleared above, as by any record after it
     case VGPT_EXEC:
       in.last_was_exec = true;
       return 0;
+    case VGPT_EXEC_UNTRACED: {
+      UntracedExec exec;
+      exec.pid = in.pid;
+      const uint32_t reason = p.U32();
+      exec.program = p.String();
+      if (!p.ok()) {
+        ++stats_.bad_records;
+        return 0;
+      }
+      exec.reason = reason == VGPT_UNTRACED_PRIVILEGED
+                        ? "setuid, setgid or with file capabilities: Valgrind cannot run it with its privileges; "
+                          "--emulate=ptrace can, as root"
+                        : absl::StrCat("reason ", reason, " of a newer tool");
+      in.untraced_exec = std::move(exec);
+      return 0;
+    }
     case VGPT_EXIT: {
       p.U32();  // exit code: the recorder has it from waitpid
-      std::vector<Thread*> mine;
-      for (auto& [tid, thread] : threads_) {
-        if (thread->pid == in.pid) mine.push_back(thread.get());
-      }
-      // The main thread's record last, as the kernel writes the group leader's exit last.
-      std::sort(mine.begin(), mine.end(), [&](Thread* a, Thread* b) {
-        return (a->tid == in.pid) < (b->tid == in.pid) || ((a->tid == in.pid) == (b->tid == in.pid) && a->tid < b->tid);
-      });
-      for (Thread* t : mine) EndThread(in, *t);
-      in.exited = true;
-      in.process->alive = false;
+      EndProcess(in);
       ++stats_.exits;
       return 0;
     }
@@ -744,6 +779,20 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
   }
 }
 
+void VgptConverter::EndProcess(Instance& in) {
+  std::vector<Thread*> mine;
+  for (auto& [tid, thread] : threads_) {
+    if (thread->pid == in.pid) mine.push_back(thread.get());
+  }
+  // The main thread's record last, as the kernel writes the group leader's exit last.
+  std::sort(mine.begin(), mine.end(), [&](Thread* a, Thread* b) {
+    return (a->tid == in.pid) < (b->tid == in.pid) || ((a->tid == in.pid) == (b->tid == in.pid) && a->tid < b->tid);
+  });
+  for (Thread* t : mine) EndThread(in, *t);
+  in.exited = true;
+  in.process->alive = false;
+}
+
 void VgptConverter::CloseInstance(int instance) {
   Instance& in = *instances_[instance];
   if (in.closed) return;
@@ -751,6 +800,21 @@ void VgptConverter::CloseInstance(int instance) {
   if (!in.hello) return;
   in.process->closed_instances.insert(in.number);
   if (in.exited) return;
+  if (in.untraced_exec) {
+    // The exec went through, untraced: the old program ends here and the new one runs
+    // unseen until the process exits, a gap in the trace, not the old program running on.
+    const UntracedExec& exec = *in.untraced_exec;
+    notes_.push_back(absl::StrCat("pid ", exec.pid, " exec'd ", exec.program, ", which ran untraced (",
+                                  exec.reason, "); the trace of that process ends at the exec"));
+    untraced_execs_.push_back(exec);
+    CommRecord comm;
+    comm.pid = comm.tid = static_cast<uint32_t>(in.pid);
+    comm.comm = CommOf(exec.program);
+    comm.exec = true;
+    AddRecord(comm, in.pid, in.pid, Tick(*in.process));
+    EndProcess(in);
+    return;
+  }
   if (in.last_was_exec) {
     // The exec went through (or the process died in it): the next instance of the pid
     // continues its main thread; Finish ends it if none comes.

@@ -71,6 +71,13 @@ struct VgptConverterStats {
   uint64_t cut_short = 0;       // instances whose stream ended with the program still in it
 };
 
+// A program a traced process exec'd that ran untraced.
+struct UntracedExec {
+  int pid = 0;
+  std::string program;  // the path the exec named
+  std::string reason;   // why it was not traced
+};
+
 class VgptConverter {
  public:
   // `streams` and `dir` must outlive the converter.
@@ -111,6 +118,8 @@ class VgptConverter {
   absl::Status Finish(TraceMeta* meta);
 
   const VgptConverterStats& stats() const { return stats_; }
+  // Execs that went through untraced, as CloseInstance found them.
+  const std::vector<UntracedExec>& untraced_execs() const { return untraced_execs_; }
   uint64_t newest_time() const { return newest_time_; }
 
  private:
@@ -128,6 +137,10 @@ class VgptConverter {
   // signal, preemption): retire what ran, then disable at `ip`.
   void Interrupt(Instance& in, Thread& thread, uint64_t ip);
   void EndThread(Instance& in, Thread& thread);
+  // The thread's pending block branches into Valgrind's code (at `target`).
+  void LeaveForValgrindsCode(Instance& in, Thread& thread, uint64_t target);
+  // Ends every thread of the instance's process (main thread last) and the process.
+  void EndProcess(Instance& in);
   // How many of the block's instructions lie before `ip` (0 if it is not one's start).
   static uint64_t InstructionsBefore(const Instance& in, const Block& block, uint64_t ip);
   Thread& ThreadOf(Instance& in, int tid);
@@ -156,6 +169,7 @@ class VgptConverter {
   bool stopped_ = false;
   bool stop_waiting_ = false;
   VgptConverterStats stats_;
+  std::vector<UntracedExec> untraced_execs_;
 };
 
 }  // namespace ptd

@@ -6,11 +6,14 @@
 
 #include <intel-pt.h>
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/trace_dir.h"
 #include "gtest/gtest.h"
@@ -284,6 +287,69 @@ TEST_F(ConverterTest, ExecedProgramContinuesItsProcessAfterTheOldOne) {
   EXPECT_GT(map_time, exec_time);
   Packets p = StreamOf(100);
   EXPECT_EQ(p.pges, 2);  // one stream: the old program, then the new one
+}
+
+// A setuid program exec'd untraced: the process's trace ends at the exec, under the new
+// program's name, and a note says which program and why.
+TEST_F(ConverterTest, UntracedExecEndsTheProcessAtTheExecWithANote) {
+  StreamBuilder stream;
+  stream.Hello(100, 1).Block(1, 0x1000, {5}, VGPT_KIND_SYSCALL).Run({1}).ExecUntraced("/usr/bin/passwd");
+  const int instance = FeedAll(stream);
+  EXPECT_TRUE(converter_->Exited(instance));  // nothing more comes
+  converter_->CloseInstance(instance);
+  const TraceMeta meta = Finish();
+  ASSERT_EQ(converter_->untraced_execs().size(), 1u);
+  EXPECT_EQ(converter_->untraced_execs()[0].pid, 100);
+  EXPECT_EQ(converter_->untraced_execs()[0].program, "/usr/bin/passwd");
+  const std::string notes = absl::StrJoin(meta.notes, "\n");
+  EXPECT_TRUE(absl::StrContains(notes, "pid 100 exec'd /usr/bin/passwd, which ran untraced (setuid")) << notes;
+  uint64_t comm_time = 0, exit_time = 0;
+  for (const PerfRecord& r : Sideband()) {
+    const auto* c = std::get_if<CommRecord>(&r.body);
+    if (c != nullptr && c->exec && c->comm == "passwd") comm_time = r.sample_id.time;
+    if (std::holds_alternative<ExitRecord>(r.body)) exit_time = r.sample_id.time;
+  }
+  EXPECT_GT(comm_time, 0u);
+  EXPECT_GT(exit_time, comm_time);
+  EXPECT_EQ(converter_->stats().instructions, 1u);  // the execve
+}
+
+// An untraced exec that failed: the program goes on, traced, with nothing said.
+TEST_F(ConverterTest, FailedUntracedExecLeavesTheProgramRunning) {
+  StreamBuilder stream;
+  stream.Hello(100, 1).Block(1, 0x1000, {5}, VGPT_KIND_SYSCALL).Run({1}).ExecUntraced("/usr/bin/passwd");
+  stream.ExecFailed(100, 0x1005);
+  const int instance = FeedAll(stream);
+  EXPECT_FALSE(converter_->Exited(instance));  // more comes
+  StreamBuilder rest;
+  rest.Run({1}).Exit();
+  bool waiting = false;
+  EXPECT_EQ(converter_->Feed(instance, absl::MakeConstSpan(rest.words()), &waiting), rest.words().size());
+  converter_->CloseInstance(instance);
+  Finish();
+  EXPECT_TRUE(converter_->untraced_execs().empty());
+  EXPECT_EQ(converter_->stats().bad_records, 0u);
+  EXPECT_EQ(converter_->stats().instructions, 2u);
+}
+
+// The loader calling a constructor of Valgrind's preload library: a call the program
+// does not make without Valgrind. The trace leaves before the call (FUP at it) and comes
+// back at its return address; the call never retires, so no frame of Valgrind's appears.
+TEST_F(ConverterTest, CallIntoValgrindsCodeLeavesBeforeTheCall) {
+  StreamBuilder stream;
+  stream.Hello(100, 1)
+      .Block(1, 0x1000, {3, 5}, VGPT_KIND_ICALL)
+      .Block(2, 0x5000, {1}, VGPT_KIND_RET, 0, VGPT_BLOCK_HIDDEN)
+      .Block(3, 0x1008, {2}, VGPT_KIND_SYSCALL)
+      .Run({1, 2, 3})
+      .Exit();
+  converter_->CloseInstance(FeedAll(stream));
+  Finish();
+  EXPECT_EQ(converter_->stats().instructions, 2u);  // the one before the call, the syscall
+  const Packets p = StreamOf(100);
+  EXPECT_NE(std::find(p.fup_ips.begin(), p.fup_ips.end(), 0x1003u), p.fup_ips.end());
+  EXPECT_EQ(std::find(p.tip_ips.begin(), p.tip_ips.end(), 0x5000u), p.tip_ips.end());
+  EXPECT_EQ(p.pges, 2);  // the start, and the return address
 }
 
 // Each exec'd program counts its forks from 1 again: a child of the second program's

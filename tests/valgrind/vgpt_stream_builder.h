@@ -24,7 +24,8 @@ class StreamBuilder {
     return Record(VGPT_HELLO, p);
   }
   // A block of `lengths.size()` instructions at `start`, ending with `kind` towards `target`.
-  StreamBuilder& Block(uint32_t id, uint64_t start, std::vector<uint8_t> lengths, uint32_t kind, uint64_t target = 0) {
+  StreamBuilder& Block(uint32_t id, uint64_t start, std::vector<uint8_t> lengths, uint32_t kind, uint64_t target = 0,
+                       uint32_t flags = 0) {
     uint64_t end = start;
     for (uint8_t l : lengths) end += l;
     const uint64_t last = end - lengths.back();
@@ -35,7 +36,7 @@ class StreamBuilder {
     Append64(p, target);
     p.push_back(kind);
     p.push_back(static_cast<uint32_t>(lengths.size()));
-    p.push_back(0);
+    p.push_back(flags);
     std::vector<uint32_t> packed((lengths.size() + 3) / 4, 0);
     std::memcpy(packed.data(), lengths.data(), lengths.size());
     p.insert(p.end(), packed.begin(), packed.end());
@@ -72,6 +73,16 @@ class StreamBuilder {
     std::vector<uint32_t> p;
     AppendString(p, "/bin/next");
     return Record(VGPT_EXEC, p);
+  }
+  StreamBuilder& ExecUntraced(const std::string& path) {
+    std::vector<uint32_t> p = {VGPT_UNTRACED_PRIVILEGED};
+    AppendString(p, path);
+    return Record(VGPT_EXEC_UNTRACED, p);
+  }
+  StreamBuilder& ExecFailed(uint32_t tid, uint64_t ip) {
+    std::vector<uint32_t> p = {tid};
+    Append64(p, ip);
+    return Record(VGPT_NOTE, p);
   }
   StreamBuilder& ThreadExit(uint32_t tid) { return Record(VGPT_THREAD_EXIT, {tid}); }
   StreamBuilder& Exit() { return Record(VGPT_EXIT, {0}); }

@@ -41,6 +41,11 @@ extern Int VG_(safe_fd)(Int oldfd);
    A fork's child callback runs in the scheduler, between translations, as client
    requests do (the one place the core sets it). */
 extern Bool VG_(ok_to_discard_translations);
+/* Likewise: --trace-children, which the core's execve wrapper reads after the tool's
+   pre-syscall hook; and the core's own test of an executable, which refuses setuid,
+   setgid and file-capability programs unless they are to run untraced. */
+extern Bool VG_(clo_trace_children);
+extern Int VG_(check_executable)(/*OUT*/ Bool* is_setuid, const HChar* f, Bool allow_setuid);
 
 #define BUF_WORDS (256 * 1024)
 #define FLUSH_AT_SYSCALL_WORDS (16 * 1024)
@@ -388,11 +393,37 @@ static void on_pre_deliver_signal(ThreadId tid, Int sig, Bool alt_stack) {
 static ULong syscall_entry_ns[MAX_TIDS]; /* when each thread's current system call began */
 static ULong syscall_entry_cpu_ns[MAX_TIDS]; /* and its CPU time then */
 
+/* Set while an execve the tool let run untraced is under way: the core's flag is
+   restored if the exec fails. */
+static Bool untraced_exec_pending = False;
+
+/* Does Valgrind refuse to run `path` (setuid, setgid, file capabilities)? The core's own
+   test, so the two never disagree. */
+static Bool valgrind_refuses_to_run(const HChar* path) {
+  Bool is_setuid = False;
+  (void)VG_(check_executable)(&is_setuid, path, /*allow_setuid=*/False);
+  return is_setuid;
+}
+
 static void pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs) {
   (void)nargs;
   if (sysno == __NR_execve || sysno == __NR_execveat) {
     const HChar* path = (const HChar*)args[sysno == __NR_execve ? 0 : 1];
     if (path == NULL || !VG_(am_is_valid_for_client)((Addr)path, 1, VKI_PROT_READ)) path = "";
+    /* execveat with a relative path names a file under its dirfd: the core resolves it,
+       the test here would look in the wrong place. */
+    const Bool path_is_the_file = sysno == __NR_execve || path[0] == '/' || (Int)args[0] == VKI_AT_FDCWD;
+    if (VG_(clo_trace_children) && path[0] != 0 && path_is_the_file && valgrind_refuses_to_run(path)) {
+      /* Valgrind cannot run it, but runs untraced what it does not follow: the program
+         behaves as without the tool, and the trace says what was left out. */
+      begin(VGPT_EXEC_UNTRACED, 1 + string_words(path));
+      put32(VGPT_UNTRACED_PRIVILEGED);
+      put_string(path);
+      flush();
+      VG_(clo_trace_children) = False;
+      untraced_exec_pending = True;
+      return;
+    }
     begin(VGPT_EXEC, string_words(path));
     put_string(path);
     flush();
@@ -413,6 +444,17 @@ static void post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, SysR
   (void)args;
   (void)nargs;
   (void)res;
+  if ((sysno == __NR_execve || sysno == __NR_execveat) && untraced_exec_pending) {
+    /* The exec failed (success never returns here): children are followed again, and the
+       recorder learns at once that this program goes on (it stops reading a stream that
+       ends with an untraced exec). */
+    VG_(clo_trace_children) = True;
+    untraced_exec_pending = False;
+    begin(VGPT_NOTE, 3);
+    put32((UInt)(tid < MAX_TIDS && os_tid_of[tid] ? os_tid_of[tid] : VG_(gettid)()));
+    put64(VG_(get_IP)(tid));
+    flush();
+  }
   if (tid >= MAX_TIDS || syscall_entry_ns[tid] == 0) return;
   const ULong exit_ns = monotonic_ns();
   const ULong cpu_ns = clock_ns(VKI_CLOCK_THREAD_CPUTIME_ID) - syscall_entry_cpu_ns[tid];

@@ -58,23 +58,32 @@ enum {
   /* u64 vaddr, u32 size, string name, then size bytes padded to a word: a copy of
      memory the decoder needs and no file holds (the [vdso]). */
   VGPT_DUMP = 12,
-  /* u32 tid, u64 IP of a syscall that did not go through (execve failed): nothing.
-     Reserved. */
+  /* u32 tid, u64 IP after the syscall: an untraced exec (VGPT_EXEC_UNTRACED) failed; the
+     program goes on in this file. */
   VGPT_NOTE = 13,
   /* u32 block id, u64 start, u32 size, then size bytes padded to a word: the code of
      the block just described, which runs from memory no file backs (anonymous, or a
      writable file mapping: JIT code). Written at every translation, so code rewritten
      in place (retranslated by Valgrind's self-modifying-code checks) comes again. */
   VGPT_CODE = 14,
+  /* u32 reason (VGPT_UNTRACED_*), string path. An execve is about to be attempted of a
+     program that runs untraced (Valgrind cannot run it): if it succeeds, this file ends
+     here and the process runs on, untraced, until it exits. */
+  VGPT_EXEC_UNTRACED = 15,
   /* u32 tid, u32 syscall number, u64 entry, u64 exit, u64 cpu: CLOCK_MONOTONIC ns around
      a system call that returned (after any MAP/UNMAP records it made), and the thread's CPU
      time in between (Valgrind's own work in the call, e.g. reading a mapped library's
      symbols, is CPU time). A thread blocked in a call lets others run, so this comes when
      the thread has the lock again, maybe before its SWITCH. */
-  VGPT_SYSCALL_TIME = 15,
+  VGPT_SYSCALL_TIME = 16,
   /* u64 CLOCK_MONOTONIC ns when the blocks before this record had run: written at every
      flush of the tool's buffer (the wall clock of --time=wall between system calls). */
-  VGPT_TIME = 16,
+  VGPT_TIME = 17,
+};
+
+/* Why a program runs untraced (VGPT_EXEC_UNTRACED). */
+enum {
+  VGPT_UNTRACED_PRIVILEGED = 1, /* setuid, setgid or file capabilities */
 };
 
 /* How the last instruction of a block transfers control. */
