@@ -65,5 +65,6 @@ void RegisterImportRawCommand(CLI::App& import_cmd, CliContext& ctx);
 void RegisterImportPerfCommand(CLI::App& import_cmd, CliContext& ctx);
 void RegisterExportCommand(CLI::App& app, CliContext& ctx);
 void RegisterFtfDumpCommand(CLI::App& app, CliContext& ctx);
+void RegisterDiffCommand(CLI::App& app, CliContext& ctx);
 
 }  // namespace ptd::cli

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   RegisterImportCommand(app, ctx);
   RegisterExportCommand(app, ctx);
   RegisterFtfDumpCommand(app, ctx);
+  RegisterDiffCommand(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/units.h"
-#include "nlohmann/json.hpp"
+#include "ftf/function_stats_json.h"
 
 namespace ptd::ftf {
 namespace {
@@ -231,26 +231,29 @@ std::string FormatFunctionStats(const FunctionStatsSummary& summary, size_t top)
   return out;
 }
 
+nlohmann::ordered_json FunctionStatsObject(const FunctionStats& f) {
+  nlohmann::ordered_json j;
+  j["name"] = f.name;
+  j["calls"] = f.calls;
+  j["total_ns"] = f.total_ns;
+  j["self_ns"] = f.self_ns;
+  if (f.has_instructions) {
+    j["total_instructions"] = f.total_instructions;
+    j["self_instructions"] = f.self_instructions;
+  }
+  j["min_ns"] = f.min_ns;
+  j["p50_ns"] = f.p50_ns;
+  j["p90_ns"] = f.p90_ns;
+  j["p99_ns"] = f.p99_ns;
+  j["max_ns"] = f.max_ns;
+  j["histogram"] = f.histogram;
+  return j;
+}
+
 std::string FunctionStatsJson(const FunctionStatsSummary& summary, size_t top) {
   nlohmann::ordered_json functions = nlohmann::ordered_json::array();
   for (size_t i = 0; i < summary.functions.size() && (top == 0 || i < top); ++i) {
-    const FunctionStats& f = summary.functions[i];
-    nlohmann::ordered_json j;
-    j["name"] = f.name;
-    j["calls"] = f.calls;
-    j["total_ns"] = f.total_ns;
-    j["self_ns"] = f.self_ns;
-    if (f.has_instructions) {
-      j["total_instructions"] = f.total_instructions;
-      j["self_instructions"] = f.self_instructions;
-    }
-    j["min_ns"] = f.min_ns;
-    j["p50_ns"] = f.p50_ns;
-    j["p90_ns"] = f.p90_ns;
-    j["p99_ns"] = f.p99_ns;
-    j["max_ns"] = f.max_ns;
-    j["histogram"] = f.histogram;
-    functions.push_back(std::move(j));
+    functions.push_back(FunctionStatsObject(summary.functions[i]));
   }
   nlohmann::ordered_json out;
   out["functions"] = std::move(functions);
@@ -264,6 +267,45 @@ std::string FunctionStatsJson(const FunctionStatsSummary& summary, size_t top) {
     out["slowest"] = {{"function", summary.slowest_of}, {"calls", std::move(calls)}};
   }
   return out.dump(1) + "\n";
+}
+
+absl::StatusOr<FunctionStatsSummary> FunctionStatsFromJson(absl::string_view json) {
+  const nlohmann::json j = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("not JSON");
+  if (!j.is_object() || !j.contains("functions") || !j["functions"].is_array()) {
+    return absl::InvalidArgumentError("no \"functions\" array (write one with decode --summary --json)");
+  }
+  FunctionStatsSummary summary;
+  for (const nlohmann::json& f : j["functions"]) {
+    if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) {
+      return absl::InvalidArgumentError("a function without a \"name\"");
+    }
+    FunctionStats s;
+    s.name = f["name"].get<std::string>();
+    const auto number = [&](const char* key, uint64_t* out) -> bool {
+      if (!f.contains(key)) return false;
+      if (!f[key].is_number_unsigned()) return false;
+      *out = f[key].get<uint64_t>();
+      return true;
+    };
+    if (!number("calls", &s.calls)) return absl::InvalidArgumentError(absl::StrCat(s.name, ": no \"calls\" count"));
+    number("total_ns", &s.total_ns);
+    number("self_ns", &s.self_ns);
+    s.has_instructions = number("total_instructions", &s.total_instructions);
+    number("self_instructions", &s.self_instructions);
+    number("min_ns", &s.min_ns);
+    number("p50_ns", &s.p50_ns);
+    number("p90_ns", &s.p90_ns);
+    number("p99_ns", &s.p99_ns);
+    number("max_ns", &s.max_ns);
+    if (f.contains("histogram") && f["histogram"].is_array() && f["histogram"].size() == kLatencyDecades) {
+      for (size_t i = 0; i < kLatencyDecades; ++i) {
+        if (f["histogram"][i].is_number_unsigned()) s.histogram[i] = f["histogram"][i].get<uint64_t>();
+      }
+    }
+    summary.functions.push_back(std::move(s));
+  }
+  return summary;
 }
 
 }  // namespace ptd::ftf

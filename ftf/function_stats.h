@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace ptd::ftf {
@@ -115,5 +117,8 @@ std::string FormatFunctionStats(const FunctionStatsSummary& summary, size_t top)
 //  "histogram_bounds_ns": [...], "slowest": {"function", "calls": [{"pid", "tid",
 //  "start_ns", "duration_ns", "instructions"}]}}: all functions unless `top` > 0.
 std::string FunctionStatsJson(const FunctionStatsSummary& summary, size_t top);
+// The inverse of FunctionStatsJson's "functions" (a stored baseline); errors name what is
+// missing or malformed.
+absl::StatusOr<FunctionStatsSummary> FunctionStatsFromJson(absl::string_view json);
 
 }  // namespace ptd::ftf

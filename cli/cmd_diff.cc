@@ -1,0 +1,117 @@
+// `ptrace-direct diff A B`: two runs compared per function (ftf/function_stats_diff.h).
+// Each run is a trace directory or perf.data (decoded), an FTF file (read), or a summary
+// stored with `decode --summary --json` (a baseline kept in a repository).
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/command.h"
+#include "common/file_util.h"
+#include "decoder/trace_decoder.h"
+#include "ftf/ftf_summary.h"
+#include "ftf/function_stats_diff.h"
+#include "perfdata/perf_data_input.h"
+
+namespace ptd::cli {
+namespace {
+
+struct DiffArgs {
+  std::string a;
+  std::string b;
+  std::vector<std::string> fail_on;
+  std::vector<std::string> buildid_dirs;
+  bool verbose = false;
+  bool json = false;
+  int top = 30;
+  std::string time_axis = "time";
+};
+
+bool IsFtfFile(const std::string& path) {
+  return absl::EndsWith(path, ".ftf") || absl::EndsWith(path, ".ftf.gz") || absl::EndsWith(path, ".fxt");
+}
+
+// The per-function statistics of one run, from whatever the user has of it.
+absl::StatusOr<ftf::FunctionStatsSummary> SummarizeRun(const std::string& input, const DiffArgs& args) {
+  if (absl::EndsWith(input, ".json")) {
+    absl::StatusOr<std::string> text = ReadFileToString(input);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<ftf::FunctionStatsSummary> summary = ftf::FunctionStatsFromJson(*text);
+    if (!summary.ok()) return absl::InvalidArgumentError(absl::StrCat(input, ": ", summary.status().message()));
+    return summary;
+  }
+  if (IsFtfFile(input)) {
+    absl::StatusOr<ftf::FtfSummary> summary = ftf::SummarizeFtfFile(input);
+    if (!summary.ok()) return summary.status();
+    return summary->functions;
+  }
+  decoder::DecodeOptions options;
+  if (args.time_axis == "instructions") {
+    options.axis = decoder::TimeAxisChoice::kInstructions;
+  } else if (args.time_axis == "cycles") {
+    options.axis = decoder::TimeAxisChoice::kCycles;
+  } else if (args.time_axis != "time") {
+    return absl::InvalidArgumentError("--time-axis must be time, cycles or instructions");
+  }
+  std::optional<perfdata::TemporaryPerfImport> perf_import;
+  if (perfdata::IsPerfDataFile(input)) {
+    absl::StatusOr<perfdata::TemporaryPerfImport> imported = perfdata::TemporaryPerfImport::Create(input, args.buildid_dirs);
+    if (!imported.ok()) return imported.status();
+    perf_import.emplace(*std::move(imported));
+  }
+  ftf::FunctionStatsBuilder stats;
+  options.function_stats = &stats;
+  absl::StatusOr<decoder::DecodeResult> result =
+      decoder::DecodeTraceToFtf(perf_import ? perf_import->trace_dir() : input, "", options);
+  if (!result.ok()) return result.status();
+  for (const std::string& w : result->warnings) std::fprintf(stderr, "ptrace-direct: warning: %s: %s\n", input.c_str(), w.c_str());
+  if (result->stats[decoder::Stat::kErrors] > 0) {
+    std::fprintf(stderr, "ptrace-direct: warning: %s: %llu decode errors: its counts stop and restart there\n",
+                 input.c_str(), static_cast<unsigned long long>(result->stats[decoder::Stat::kErrors]));
+  }
+  return stats.Finish();
+}
+
+int RunDiff(const DiffArgs& args) {
+  std::vector<ftf::DiffGate> gates;
+  for (const std::string& text : args.fail_on) {
+    absl::StatusOr<ftf::DiffGate> gate = ftf::ParseDiffGate(text);
+    if (!gate.ok()) return ReportError(gate.status());
+    gates.push_back(*gate);
+  }
+  absl::StatusOr<ftf::FunctionStatsSummary> a = SummarizeRun(args.a, args);
+  if (!a.ok()) return ReportError(a.status());
+  absl::StatusOr<ftf::FunctionStatsSummary> b = SummarizeRun(args.b, args);
+  if (!b.ok()) return ReportError(b.status());
+  const ftf::FunctionStatsDiff diff = ftf::DiffFunctionStats(*a, *b);
+  const std::string text = args.json ? ftf::FunctionStatsDiffJson(diff)
+                                     : ftf::FormatFunctionStatsDiff(diff, static_cast<size_t>(std::max(args.top, 0)));
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  const std::vector<std::string> broken = ftf::CheckDiffGates(diff, gates);
+  for (const std::string& line : broken) std::fprintf(stderr, "ptrace-direct: regression: %s\n", line.c_str());
+  return broken.empty() ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+void RegisterDiffCommand(CLI::App& app, CliContext& ctx) {
+  auto [cmd, args] = AddSubcommand<DiffArgs>(
+      app, ctx, "diff", "Compare two runs per function: calls, instructions, time, latency; --fail-on gates for CI",
+      RunDiff);
+  cmd->add_option("a", args->a, "Run A (the baseline): trace directory, perf.data, .ftf[.gz], or decode --summary --json")
+      ->required();
+  cmd->add_option("b", args->b, "Run B, the same kinds")->required();
+  cmd->add_option("--fail-on", args->fail_on,
+                  "Exit 1 when B grew past this (repeatable): [FUNCTION:|total:]FIELD>+LIMIT, FIELD one of calls, "
+                  "instructions, self_instructions, time, self_time, p50, p99; LIMIT +2% or +1000 or +1ms");
+  cmd->add_option("--top", args->top, "Functions listed, largest change of their own instructions first (0: all; default 30)");
+  cmd->add_flag("--json", args->json, "Every function of both runs as JSON");
+  cmd->add_option("--time-axis", args->time_axis, "For traces decoded here: time (default), cycles or instructions");
+  AddMissingBinaryOptions(cmd, &args->buildid_dirs, &args->verbose);
+}
+
+}  // namespace ptd::cli
