@@ -634,8 +634,9 @@ absl::Status PtRecording::Drain() {
 std::vector<int> PtRecording::WakeupFds() const {
   std::vector<int> fds;
   for (const auto& capture : captures_) {
-    int fd = const_cast<PtStreamCapture&>(*capture).ring().poll_fd();
-    if (fd >= 0) fds.push_back(fd);
+    for (int fd : const_cast<PtStreamCapture&>(*capture).ring().poll_fds()) {
+      if (fd >= 0) fds.push_back(fd);
+    }
   }
   return fds;
 }
