@@ -47,6 +47,13 @@ absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
 // locked-memory limit applies (no CAP_IPC_LOCK, perf_event_paranoid >= 0).
 RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access);
 
+// Per-thread mode with default sizes under the locked-memory limit: `record`'s rings
+// shrunk (halving, powers of two pages, at least one page each) until rings for
+// 2 x `threads` fit perf_event_mlock_kb x `cpus`, the budget the kernel shares among all
+// of a user's rings. Otherwise `record` unchanged.
+RecordOptions WithPerThreadRingSizes(const RecordOptions& record, const PerfAccess& access,
+                                     size_t threads, size_t cpus);
+
 class PtRecording : public SnapshotTaker {
  public:
   // `factory` and `dir` must outlive the recording. The target runs (launch: released
@@ -97,6 +104,12 @@ class PtRecording : public SnapshotTaker {
   absl::Status OpenThreadRing(int tid);
   // Per-CPU mode: `tid`'s events added to every ring and enabled. NotFound when it is gone.
   absl::Status AddThreadToCpuRings(int tid);
+  // Per-thread mode: whether every event of `capture`'s ring hung up (its thread exited:
+  // is_event_hup). The kernel published the thread's last trace when it stopped.
+  static bool ThreadExited(PtStreamCapture& capture);
+  // Closes captures_[i] and drops its ring (munmap: the user's locked memory comes
+  // back, its fds close); what it wrote stays listed for Finish.
+  absl::Status RetireCapture(size_t i);
   // Whether `pid` is launched, attached or a followed child.
   bool IsTracedProcess(int pid) const;
   absl::Status DumpTargetMemory(int pid);
@@ -114,6 +127,9 @@ class PtRecording : public SnapshotTaker {
   PtEventConfig config_;
   std::vector<std::unique_ptr<TargetProcess>> targets_;
   std::vector<std::unique_ptr<PtStreamCapture>> captures_;
+  // Rings of exited threads, dropped (per-thread mode): their streams and sideband files.
+  std::vector<PtStream> retired_streams_;
+  std::vector<SidebandFile> retired_sideband_;
   perf_event_attr attr_{};           // the PT event as opened (per-thread rings added later)
   perf_event_attr tracking_attr_{};  // the sideband (dummy) event beside it
   std::vector<int> traced_tids_;     // threads with a ring (per-thread), or added while recording
@@ -124,6 +140,9 @@ class PtRecording : public SnapshotTaker {
   std::vector<ImageEntry> images_;
   std::vector<std::string> notes_;
   TimeConversion time_;
+  // The first ring's time conversion (fixed for the event's life), for Now().
+  perf_event_mmap_page clock_page_{};
+  bool clock_page_set_ = false;
   uint64_t snapshots_ = 0;
   uint64_t start_ns_ = 0;
   bool finished_ = false;

@@ -172,6 +172,9 @@ void FakePtKernel::ExitTask(int tid) {
   std::lock_guard<std::mutex> lock(mu_);
   Event* e = Find(tid);
   if (e == nullptr) return;
+  // perf_event_exit_task: the running event stops (pt_event_stop publishes its trace).
+  if (e == &Running() && e->pt_enabled) StopPtLocked();
+  e->pt_enabled = false;
   if (e->write_fd >= 0) close(e->write_fd);
   e->write_fd = -1;
 }

@@ -247,6 +247,33 @@ TEST_F(PtRecordingTest, DefaultSizesFitTheLockedMemoryLimitOfUnprivilegedUsers) 
   }
 }
 
+// Per-thread mode opens one ring per thread, all charged to the same per-user budget of
+// perf_event_mlock_kb per CPU: more threads than CPUs must get smaller rings, with room
+// left for as many threads again.
+TEST_F(PtRecordingTest, PerThreadDefaultSizesFitEveryThreadsRingInTheUsersBudget) {
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  ASSERT_TRUE(cpus.ok());
+  const uint64_t budget = 516 * 1024 * cpus->size();
+  factory_.mlock_limit_bytes = budget;
+  options_.record = RecordOptions{};
+  options_.record.snapshot = true;
+  options_.record.per_thread = true;
+  for (size_t i = 0; i < 2 * cpus->size() + 1; ++i) {
+    options_.self_tids.push_back(static_cast<int>(4100000 + i));  // the fake opens any tid
+  }
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(factory_.size(), options_.self_tids.size());
+  EXPECT_LE(factory_.mapped_bytes(), budget / 2) << "no room left for new threads";
+  for (const PtRingRequest& r : factory_.requests()) {
+    EXPECT_LT(r.aux_size, 128u << 10);
+    EXPECT_GE(r.aux_size, 4096u);
+  }
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+  EXPECT_THAT(meta.notes, Contains(HasSubstr("rings sized for")));
+}
+
 TEST_F(PtRecordingTest, CapIpcLockKeepsTheLargeDefaults) {
   WriteProc(2, "0000000000004000");  // CAP_IPC_LOCK (bit 14)
   options_.record = RecordOptions{};
@@ -572,6 +599,43 @@ TEST_F(PtRecordingTest, PerThreadModeKeepsRecordingWhenANewThreadsRingIsRefused)
   TraceMeta meta = run.Finish();
   EXPECT_THAT(meta.notes, Contains(AllOf(HasSubstr("thread 4000001 not traced"),
                                          HasSubstr("locked-memory"))));
+}
+
+// Per-thread mode: an exited thread's ring is read one last time and released, so its
+// locked memory (one budget per user, given back at munmap) serves the next new thread.
+TEST_F(PtRecordingTest, PerThreadModeReleasesTheRingsOfExitedThreads) {
+  SleepingChild target;
+  ASSERT_GT(target.pid(), 0);
+  const uint32_t pid = static_cast<uint32_t>(target.pid());
+  options_.record.snapshot = false;
+  FollowRun run(options_, target.pid(), /*per_thread=*/true, /*follow=*/false);
+  ASSERT_NE(run.rec, nullptr);
+  const PtRingRequest first = run.factory.requests().at(0);
+  const uint64_t ring_bytes = FakePtKernel::kPage + first.data_size + first.aux_size;
+  run.factory.mlock_limit_bytes = 2 * ring_bytes;  // room for two rings at a time
+  ASSERT_TRUE(run.rec->Drain().ok());  // the FORK: a ring for the new thread
+  ASSERT_EQ(run.factory.size(), 2u);
+  FakePtKernel& exiting = run.factory.kernel(1);
+  ASSERT_EQ(exiting.WriteTrace(testing::TraceBytes(1000, 8)), 1000u);
+  exiting.ExitTask();  // stops its event (the trace published) and hangs up
+  ASSERT_TRUE(run.rec->Drain().ok());
+  EXPECT_TRUE(exiting.unmapped()) << "the exited thread's ring is still mapped";
+  EXPECT_EQ(run.factory.mapped_bytes(), ring_bytes);
+  constexpr uint32_t kLaterThread = 4000004;
+  WriteFork(run.factory.kernel(0), pid, pid, kLaterThread, pid);
+  ASSERT_TRUE(run.rec->Drain().ok());
+  EXPECT_EQ(run.RingTids().back(), static_cast<int>(kLaterThread));
+  TraceMeta meta = run.Finish();
+  EXPECT_THAT(meta.notes, Not(Contains(HasSubstr("not traced"))));
+  EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("thread ", kNewThread, " exited while recording"))));
+  const auto exited = std::find_if(meta.streams.begin(), meta.streams.end(),
+                                   [](const PtStream& s) { return s.tid == static_cast<int>(kNewThread); });
+  ASSERT_NE(exited, meta.streams.end()) << "the released ring's stream is still listed";
+  ASSERT_EQ(exited->chunks.size(), 1u);
+  EXPECT_EQ(exited->chunks[0].size, 1000u);
+  EXPECT_TRUE(std::any_of(meta.sideband.begin(), meta.sideband.end(),
+                          [](const SidebandFile& f) { return f.tid == static_cast<int>(kNewThread); }))
+      << "the released ring's sideband file is still listed";
 }
 
 TEST_F(PtRecordingTest, PerThreadModeFollowsAForkedChildAndItsThreadsUnlessNoFollow) {
