@@ -559,15 +559,19 @@ absl::Status PtRecording::Snapshot(const std::string& reason) {
 }
 
 absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before,
-                                                uint64_t sideband_lost_before) {
+                                                uint64_t sideband_lost_before,
+                                                uint64_t full_reads_before) {
   // A full linear AUX ring makes the kernel disable the PT event (TRUNCATED sets
   // pending_disable); enable it again now that there is room (the chunk already says that
   // trace was lost). Sideband went on meanwhile on the tracking event. The TRUNCATED
   // PERF_RECORD_AUX itself may be what a full DATA ring dropped: lost records are then
   // taken as a possible truncation too (IOC_ENABLE on an enabled event does nothing).
+  // A ring found (nearly) full may also have had its event disabled with no record at
+  // all: perf_aux_output_begin with no room sets pending_disable and writes nothing.
   if (options_.record.snapshot) return absl::OkStatus();
   if (capture.lost_chunks() == lost_before &&
-      capture.sideband_lost_records() == sideband_lost_before) {
+      capture.sideband_lost_records() == sideband_lost_before &&
+      capture.full_reads() == full_reads_before) {
     return absl::OkStatus();
   }
   return capture.ring().EnablePt();
@@ -695,9 +699,10 @@ absl::Status PtRecording::Drain() {
     if (!options_.record.snapshot && ThreadExited(*capture)) exited.push_back(i);
     const uint64_t lost_before = capture->lost_chunks();
     const uint64_t sideband_lost_before = capture->sideband_lost_records();
+    const uint64_t full_reads_before = capture->full_reads();
     absl::Status st = capture->Drain(now);
     if (!st.ok() && status.ok()) status = st;
-    st = EnableAfterTruncation(*capture, lost_before, sideband_lost_before);
+    st = EnableAfterTruncation(*capture, lost_before, sideband_lost_before, full_reads_before);
     if (!st.ok() && status.ok()) status = st;
   }
   // Their locked memory and fds go back before new rings are opened below.

@@ -92,9 +92,9 @@ class PtRecording : public SnapshotTaker {
   // The events' clock now (EventClockNow of the first ring).
   uint64_t Now() const;
   // Linear mode, after `capture` was read: PERF_EVENT_IOC_ENABLE when that read found a
-  // truncation (lost_chunks() moved past `lost_before`).
+  // truncation (lost_chunks() moved past `lost_before`), lost sideband, or a full ring.
   absl::Status EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before,
-                                     uint64_t sideband_lost_before);
+                                     uint64_t sideband_lost_before, uint64_t full_reads_before);
   // Events for the tasks the sideband reported as created, where inheritance does not
   // follow them: per-thread mode, a ring for each new thread of a traced process and,
   // unless --no-follow, for each child process (which is traced from then on); per-CPU

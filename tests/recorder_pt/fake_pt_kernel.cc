@@ -180,6 +180,7 @@ void FakePtKernel::ExitTask(int tid) {
 }
 
 void FakePtKernel::EndLinearTransactionLocked(uint64_t flags) {
+  transaction_open_ = false;
   const uint64_t size = aux_head_ - aux_published_;
   // perf_aux_output_end: a record only when there is a size or a flag, then the head.
   if (size != 0 || flags != 0) WriteAuxRecordLocked(aux_published_, size, flags);
@@ -321,6 +322,15 @@ size_t FakePtKernel::WriteTrace(absl::Span<const uint8_t> bytes) {
     const uint64_t tail = __atomic_load_n(&header_->aux_tail, __ATOMIC_ACQUIRE);
     const uint64_t limit = (tail + size) / kPage * kPage;
     const uint64_t room = limit > aux_head_ ? limit - aux_head_ : 0;
+    if (!transaction_open_ && aux_head_ - tail + 1 >= size) {
+      // perf_aux_output_begin with no room: pending_disable and a wakeup, no record, and
+      // the hardware never starts (pt_event_start: PERF_HES_STOPPED).
+      Running().pt_enabled = false;
+      dropped_ += bytes.size();
+      WakeLocked();
+      return 0;
+    }
+    transaction_open_ = true;
     if (stored > room) {
       stored = static_cast<size_t>(room);
       truncated = true;

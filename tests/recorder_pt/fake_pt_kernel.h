@@ -13,7 +13,9 @@
 //    DISABLE (pt_handle_status/pt_event_stop -> perf_aux_output_end), never per write;
 //    a write that does not fit stops at a page boundary, sets TRUNCATED and disables the
 //    PT event until PERF_EVENT_IOC_ENABLE (pt_buffer_reset_markers,
-//    perf_aux_output_begin/end: pending_disable);
+//    perf_aux_output_begin/end: pending_disable); a transaction that begins with no room
+//    at all disables the event with a wakeup and no PERF_RECORD_AUX
+//    (perf_aux_output_begin);
 //  - sideband (MMAP/COMM/...) is written only for enabled events that asked for it
 //    (perf_iterate_ctx skips events below PERF_EVENT_STATE_INACTIVE), and nothing is
 //    counted as lost for a disabled event;
@@ -174,6 +176,9 @@ class FakePtKernel {
   Event* Find(int tid);
   std::vector<Event> events_;  // events_[0]: the owner's
   size_t running_ = 0;
+  // Linear: a write transaction is open (perf_aux_output_begin found room); closed by
+  // every perf_aux_output_end (watermark, sched-out, disable, truncation).
+  bool transaction_open_ = false;
   bool wake_pending_ = false;
   uint64_t wakeups_ = 0;
   bool tracking_enabled_ = true;

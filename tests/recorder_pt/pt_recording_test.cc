@@ -195,6 +195,26 @@ TEST_F(PtRecordingTest, ATruncationWhoseRecordTheFullDataRingDroppedStillReenabl
   EXPECT_GT(meta.sideband.at(0).lost_records, 0u);
 }
 
+TEST_F(PtRecordingTest, AnEventDisabledForWantOfRoomWithNoRecordIsEnabledAgain) {
+  // Filled exactly to the ring's end, the kernel ends the transaction at the sched-out;
+  // the next one begins with no room: perf_aux_output_begin disables the event with a
+  // wakeup and writes no PERF_RECORD_AUX at all, so no TRUNCATED flag says so.
+  options_.record.snapshot = false;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FakePtKernel& k = factory_.kernel(0);
+  const size_t ring = options_.record.buffer_size;
+  ASSERT_EQ(k.WriteTrace(testing::TraceBytes(ring, 9)), ring);
+  k.SchedOut();
+  EXPECT_EQ(k.WriteTrace(testing::TraceBytes(100, 10)), 0u);
+  ASSERT_FALSE(k.pt_enabled());
+  ASSERT_TRUE((*rec)->Drain().ok());
+  EXPECT_TRUE(k.pt_enabled()) << "PT left disabled for the rest of the recording";
+  EXPECT_EQ(k.WriteTrace(testing::TraceBytes(100, 11)), 100u);
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("exit", {}, &meta).ok());
+}
+
 TEST_F(PtRecordingTest, PerCpuSnapshotIsOneCut) {
   // Every ring is disabled before any is read: trace a CPU writes after another CPU's
   // ring resumed is not in this snapshot.
