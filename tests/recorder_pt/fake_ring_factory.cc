@@ -49,6 +49,17 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
           std::strerror(err)));
     }
   }
+  // PERF_EVENT_IOC_SET_OUTPUT of the tracking event into the PT event
+  // (perf_event_set_output): same CPU and, per task, the same task hold by construction;
+  // the clocks must match.
+  if (request.attr.use_clockid != request.tracking_attr.use_clockid ||
+      (request.attr.use_clockid && request.attr.clockid != request.tracking_attr.clockid)) {
+    return absl::InvalidArgumentError("PERF_EVENT_IOC_SET_OUTPUT failed: Invalid argument");
+  }
+  // perf_mmap: no mmap of an inherited per-task event (every child would write into it).
+  if (request.cpu < 0 && request.cgroup_fd < 0 && request.attr.inherit) {
+    return PerfMmapError(EINVAL, "DATA ring", request.data_size, false);
+  }
   const uint64_t bytes = FakePtKernel::kPage + request.data_size + request.aux_size;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -5,7 +5,9 @@
 // for it (PerfOpenError, PerfMmapError): ESRCH for threads that are gone, EBUSY when PT
 // is taken, EPERM when the rings exceed the locked-memory allowance, address filters
 // the kernel's grammar refuses (CheckKernelAddressFilter), and cgroup events that are not
-// per CPU (EINVAL) or whose fd is not a directory (EBADF), as perf_event_open does.
+// per CPU (EINVAL) or whose fd is not a directory (EBADF), as perf_event_open does, an
+// mmap of an inherited per-task event (EINVAL, perf_mmap), and a tracking event on
+// another clock than the PT event it is redirected into (EINVAL, perf_event_set_output).
 
 #include <cerrno>
 #include <functional>
