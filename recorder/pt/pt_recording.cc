@@ -136,9 +136,19 @@ uint64_t EventClockNow(const perf_event_mmap_page* header) {
   return zero + quot * mult + ((rem * mult) >> shift);
 }
 
-RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access) {
+RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access, size_t cpus) {
   RecordOptions out = record;
-  if (!record.default_ring_sizes || access.mlock_unlimited()) return out;
+  if (!record.default_ring_sizes) return out;
+  if (access.mlock_unlimited()) {
+    // One full-trace ring per CPU: 16 MiB each up to 16 CPUs, then 256 MiB shared out,
+    // never below perf's 4 MiB for privileged users (intel_pt_recording_options).
+    if (!record.per_thread && !record.snapshot) {
+      uint64_t per_ring = 16ull << 20;
+      while (per_ring > (4ull << 20) && per_ring * std::max<size_t>(cpus, 1) > (256ull << 20)) per_ring /= 2;
+      out.buffer_size = per_ring;
+    }
+    return out;
+  }
   // perf's sizes for users under the locked-memory limit (tools/perf/arch/x86/util/
   // intel-pt.c, intel_pt_recording_options): the kernel allows perf_event_mlock_kb
   // (516 KiB by default) per CPU beyond RLIMIT_MEMLOCK, and 16 MiB rings fail with EPERM.
@@ -229,14 +239,16 @@ PtRecording::~PtRecording() {
 absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     const PtRecordingOptions& options, PtRingFactory* factory, const TraceDirWriter& dir) {
   PtRecordingOptions sized = options;
-  sized.record = WithRingSizes(options.record, ReadPerfAccess(options.proc_root));
+  absl::StatusOr<std::vector<int>> online = OnlineCpus();
+  sized.record = WithRingSizes(options.record, ReadPerfAccess(options.proc_root),
+                               online.ok() ? online->size() : 1);
   std::unique_ptr<PtRecording> rec(new PtRecording(sized, factory, dir));
   absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(sized, &rec->config_);
   if (!pmu.ok()) return pmu.status();
   rec->pmu_ = *std::move(pmu);
   rec->notes_ = rec->config_.notes;
   const RecordOptions& record = sized.record;
-  if (record.buffer_size != options.record.buffer_size) {
+  if (record.buffer_size != options.record.buffer_size && !ReadPerfAccess(options.proc_root).mlock_unlimited()) {
     rec->notes_.push_back(
         "rings sized for the locked-memory limit (no CAP_IPC_LOCK): 128 KiB AUX, 256 KiB "
         "DATA, as perf does; give --buffer-size/--snapshot-size/--data-size to choose");

@@ -44,8 +44,10 @@ absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
                                             PtEventConfig* config_out);
 
 // `record` with the ring sizes perf would use when none was given and the kernel's
-// locked-memory limit applies (no CAP_IPC_LOCK, perf_event_paranoid >= 0).
-RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access);
+// locked-memory limit applies (no CAP_IPC_LOCK, perf_event_paranoid >= 0). Without the
+// limit, default full-trace per-CPU rings shrink with the number of `cpus` (16 MiB each
+// up to 16 CPUs, 256 MiB in all beyond, at least 4 MiB each).
+RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access, size_t cpus);
 
 // Per-thread mode with default sizes under the locked-memory limit: `record`'s rings
 // shrunk (halving, powers of two pages, at least one page each) until rings for

@@ -302,6 +302,22 @@ TEST_F(PtRecordingTest, CapIpcLockKeepsTheLargeDefaults) {
   EXPECT_EQ(factory_.requests().at(0).aux_size, RecordOptions{}.buffer_size);
 }
 
+TEST(RingSizesTest, DefaultFullTraceRingsShrinkWithTheNumberOfCpus) {
+  PerfAccess unlimited;
+  unlimited.has_ipc_lock = true;
+  const RecordOptions defaults;
+  EXPECT_EQ(WithRingSizes(defaults, unlimited, 8).buffer_size, 16ull << 20);
+  EXPECT_EQ(WithRingSizes(defaults, unlimited, 16).buffer_size, 16ull << 20);
+  EXPECT_EQ(WithRingSizes(defaults, unlimited, 32).buffer_size, 8ull << 20);
+  EXPECT_EQ(WithRingSizes(defaults, unlimited, 200).buffer_size, 4ull << 20) << "perf's floor";
+  RecordOptions given = defaults;
+  given.default_ring_sizes = false;
+  EXPECT_EQ(WithRingSizes(given, unlimited, 200).buffer_size, 16ull << 20) << "a size given is kept";
+  RecordOptions per_thread = defaults;
+  per_thread.per_thread = true;
+  EXPECT_EQ(WithRingSizes(per_thread, unlimited, 200).buffer_size, 16ull << 20);
+}
+
 TEST_F(PtRecordingTest, LockedMemoryRefusalExplainsWhatToChange) {
   factory_.mlock_limit_bytes = 64 * 1024;
   options_.record.snapshot_size = 1 << 20;
