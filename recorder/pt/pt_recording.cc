@@ -239,16 +239,17 @@ PtRecording::~PtRecording() {
 absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     const PtRecordingOptions& options, PtRingFactory* factory, const TraceDirWriter& dir) {
   PtRecordingOptions sized = options;
+  const PerfAccess access = ReadPerfAccess(options.proc_root);
   absl::StatusOr<std::vector<int>> online = OnlineCpus();
-  sized.record = WithRingSizes(options.record, ReadPerfAccess(options.proc_root),
-                               online.ok() ? online->size() : 1);
+  const size_t cpu_count = online.ok() ? online->size() : 1;
+  sized.record = WithRingSizes(options.record, access, cpu_count);
   std::unique_ptr<PtRecording> rec(new PtRecording(sized, factory, dir));
   absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(sized, &rec->config_);
   if (!pmu.ok()) return pmu.status();
   rec->pmu_ = *std::move(pmu);
   rec->notes_ = rec->config_.notes;
   const RecordOptions& record = sized.record;
-  if (record.buffer_size != options.record.buffer_size && !ReadPerfAccess(options.proc_root).mlock_unlimited()) {
+  if (record.buffer_size != options.record.buffer_size && !access.mlock_unlimited()) {
     rec->notes_.push_back(
         "rings sized for the locked-memory limit (no CAP_IPC_LOCK): 128 KiB AUX, 256 KiB "
         "DATA, as perf does; give --buffer-size/--snapshot-size/--data-size to choose");
@@ -335,9 +336,7 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   // launched child was forked before and keeps its own limit.
   RaiseOpenFileLimit();
   if (record.per_thread) {
-    absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
-    const RecordOptions fitted = WithPerThreadRingSizes(
-        record, ReadPerfAccess(options.proc_root), tids.size(), cpus.ok() ? cpus->size() : 1);
+    const RecordOptions fitted = WithPerThreadRingSizes(record, access, tids.size(), cpu_count);
     if (fitted.data_size != record.data_size || fitted.buffer_size != record.buffer_size ||
         fitted.snapshot_size != record.snapshot_size) {
       rec->notes_.push_back(absl::StrCat(
