@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/pt_psb.h"
+
 namespace ptd::pt {
 
 namespace {
@@ -77,19 +79,45 @@ void AuxRing::Remember(uint64_t pos, uint64_t size) {
   }
 }
 
+std::string AuxRing::Bytes(uint64_t pos, uint64_t size) const {
+  std::string bytes;
+  CopyOut(pos, size, &bytes);
+  return bytes;
+}
+
+std::optional<uint64_t> AuxRing::NewestTsc(uint64_t pos, uint64_t size) const {
+  if (size == 0) return std::nullopt;
+  const std::string bytes = Bytes(pos, size);
+  std::optional<uint64_t> newest;
+  for (const PsbTsc& psb : FindPsbsWithTsc(
+           absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()))) {
+    if (psb.tsc && (!newest || *psb.tsc > *newest)) newest = psb.tsc;
+  }
+  return newest;
+}
+
 AuxCopy AuxRing::CopyNew(std::string* out) {
   AuxCopy copy;
   const uint64_t head = this->head() % size_;
   // Without a full lap since the previous snapshot, `fresh` bytes were written, ending
   // at the head, and the rest of the ring is as we last saw it.
   const uint64_t fresh = (head + size_ - last_offset_) % size_;
-  const bool lapped = !Unchanged(head, size_ - fresh);
+  const uint64_t old = size_ - fresh;
+  // The kernel tells nothing of laps: in snapshot mode the head is an offset in the ring
+  // (pt_update_head) and every PERF_RECORD_AUX is sized to the whole buffer
+  // (pt_event_stop). A lap is told by the bytes past the head, the "old" ones: changed
+  // bytes, or a PSB+ there whose TSC is newer than any taken before, mean they were
+  // written again. Unchanged bytes prove no lap only when they hold a timestamp (a TSC
+  // rewritten later differs) or the trace has none at all (then at least kMinUnchanged
+  // of them); otherwise a lap that happened to write the same bytes there (a loop's TNT
+  // packets) cannot be ruled out: the fresh bytes are taken, marked as maybe following
+  // a gap. Nothing is stored twice. Until the ring was filled once, its unwritten part
+  // is the kernel's zero pages, compared as such (perf's intel_pt_first_wrap does too).
+  const std::optional<uint64_t> old_tsc = filled_ ? NewestTsc(head, old) : std::nullopt;
+  const bool lapped = !Unchanged(head, old) || (old_tsc && last_tsc_ && *old_tsc > *last_tsc_);
   copy.aux_offset = stream_pos_;
-  // The ring's head is an offset in it (pt_update_head), so a lap is told only by the
-  // bytes past the head (perf compares them too). Fewer than kMinUnchanged of those
-  // prove nothing (new bytes may repeat old ones): the fresh bytes are taken, marked as
-  // maybe following a gap; nothing is stored twice.
-  const bool unsure = !lapped && fresh != 0 && size_ - fresh < kMinUnchanged;
+  const bool proven = old_tsc.has_value() || !last_tsc_.has_value() || !filled_;
+  const bool unsure = !lapped && fresh != 0 && (old < kMinUnchanged || !proven);
   if (!lapped) {
     copy.size = fresh;
     copy.lost_before = unsure && copied_before_;
@@ -102,7 +130,12 @@ AuxCopy AuxRing::CopyNew(std::string* out) {
     CopyOut(head, size_, out);
     Remember(head, size_);
   }
+  if (copy.size != 0) {
+    const std::optional<uint64_t> taken = NewestTsc(lapped ? head : last_offset_, copy.size);
+    if (taken && (!last_tsc_ || *taken > *last_tsc_)) last_tsc_ = taken;
+  }
   stream_pos_ += copy.size;
+  filled_ = filled_ || lapped || stream_pos_ >= size_;
   last_offset_ = head;
   copied_before_ = true;
   return copy;

@@ -8,10 +8,13 @@
 // Overwrite (snapshot) mode: the intel_pt driver publishes the hardware's write offset
 // inside the buffer as aux_head (pt_event_stop hands pt_update_head's offset to
 // perf_aux_output_end), so the head alone cannot say how much was written since the
-// previous snapshot: n bytes, or n plus whole laps. The reader keeps a copy of the ring
-// as it last read it; the bytes between the new head and the previous one are unchanged
-// when no lap happened, and then only the n new bytes are taken. Otherwise the whole
-// ring is taken and the chunk says that data was lost before it. Before the first lap
+// previous snapshot: n bytes, or n plus whole laps (and every PERF_RECORD_AUX is sized to
+// the whole buffer). The reader keeps a copy of the ring as it last read it; the bytes
+// between the new head and the previous one are unchanged when no lap happened, and then
+// only the n new bytes are taken. Otherwise the whole ring is taken and the chunk says
+// that data was lost before it. Unchanged bytes prove no lap only when they hold a PSB+
+// timestamp (or the trace has none): else the n bytes are taken marked as maybe after a
+// gap (CopyNew). Before the first lap
 // the unwritten part is still the zeroes the kernel handed out, which serves as the
 // "previous copy" (perf's intel_pt_find_snapshot looks at the same zeroes to detect the
 // first wrap; it leaves the overlap of later snapshots to the decoder, we cut it here).
@@ -20,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ptd::pt {
@@ -54,6 +58,10 @@ class AuxRing {
   bool Unchanged(uint64_t pos, uint64_t size) const;
   // Records ring positions [pos, pos + size) as seen.
   void Remember(uint64_t pos, uint64_t size);
+  // Ring positions [pos, pos + size) as one string.
+  std::string Bytes(uint64_t pos, uint64_t size) const;
+  // The newest TSC of the PSB+ groups in ring positions [pos, pos + size), if any.
+  std::optional<uint64_t> NewestTsc(uint64_t pos, uint64_t size) const;
 
   perf_event_mmap_page* header_;
   const uint8_t* aux_;
@@ -63,6 +71,8 @@ class AuxRing {
   uint64_t stream_pos_ = 0;    // bytes handed out so far
   bool copied_before_ = false;
   std::string seen_;           // the ring as last read; empty: all zero (never written)
+  bool filled_ = false;        // every position was written at least once
+  std::optional<uint64_t> last_tsc_;  // the newest PSB+ TSC among the bytes taken
 };
 
 }  // namespace ptd::pt

@@ -32,7 +32,11 @@ class KernelPtRing : public PtRingSource {
     }
     return absl::OkStatus();
   }
-  int poll_fd() const override { return pt_events_.empty() ? -1 : pt_events_.front().fd(); }
+  std::vector<int> poll_fds() const override {
+    std::vector<int> fds;
+    for (const PerfEvent& e : pt_events_) fds.push_back(e.fd());
+    return fds;
+  }
   int cpu() const override { return request_.cpu; }
   int tid() const override { return request_.cpu < 0 ? request_.tid : -1; }
 

@@ -34,6 +34,12 @@ PerfAccess ReadPerfAccess(const std::string& proc_root) {
     int value = 0;
     if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &value)) access.paranoid = value;
   }
+  if (absl::StatusOr<std::string> text =
+          ReadFileToString(proc_root + "/sys/kernel/perf_event_mlock_kb");
+      text.ok()) {
+    uint64_t value = 0;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &value)) access.mlock_kb = value;
+  }
   if (absl::StatusOr<std::string> status = ReadFileToString(proc_root + "/self/status");
       status.ok()) {
     for (absl::string_view line : absl::StrSplit(*status, '\n')) {

@@ -13,6 +13,9 @@ struct PerfAccess {
   int paranoid = 2;            // /proc/sys/kernel/perf_event_paranoid (2 when unreadable)
   bool has_perfmon = false;    // CAP_PERFMON or CAP_SYS_ADMIN in the effective set
   bool has_ipc_lock = false;   // CAP_IPC_LOCK in the effective set
+  // /proc/sys/kernel/perf_event_mlock_kb (516 when unreadable, the kernel's default):
+  // perf_mmap lets one user lock this much per online CPU, summed over all its rings.
+  uint64_t mlock_kb = 516;
   // perf_mmap() charges ring pages beyond perf_event_mlock_kb per CPU to RLIMIT_MEMLOCK
   // and refuses more with EPERM unless CAP_IPC_LOCK or perf_event_paranoid is -1.
   bool mlock_unlimited() const { return has_ipc_lock || paranoid < 0; }

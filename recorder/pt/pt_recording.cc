@@ -2,6 +2,7 @@
 #include "common/monotonic_clock.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -135,9 +136,19 @@ uint64_t EventClockNow(const perf_event_mmap_page* header) {
   return zero + quot * mult + ((rem * mult) >> shift);
 }
 
-RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access) {
+RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access, size_t cpus) {
   RecordOptions out = record;
-  if (!record.default_ring_sizes || access.mlock_unlimited()) return out;
+  if (!record.default_ring_sizes) return out;
+  if (access.mlock_unlimited()) {
+    // One full-trace ring per CPU: 16 MiB each up to 16 CPUs, then 256 MiB shared out,
+    // never below perf's 4 MiB for privileged users (intel_pt_recording_options).
+    if (!record.per_thread && !record.snapshot) {
+      uint64_t per_ring = 16ull << 20;
+      while (per_ring > (4ull << 20) && per_ring * std::max<size_t>(cpus, 1) > (256ull << 20)) per_ring /= 2;
+      out.buffer_size = per_ring;
+    }
+    return out;
+  }
   // perf's sizes for users under the locked-memory limit (tools/perf/arch/x86/util/
   // intel-pt.c, intel_pt_recording_options): the kernel allows perf_event_mlock_kb
   // (516 KiB by default) per CPU beyond RLIMIT_MEMLOCK, and 16 MiB rings fail with EPERM.
@@ -147,8 +158,31 @@ RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& acces
   return out;
 }
 
+RecordOptions WithPerThreadRingSizes(const RecordOptions& record, const PerfAccess& access,
+                                     size_t threads, size_t cpus) {
+  RecordOptions out = record;
+  if (!record.per_thread || !record.default_ring_sizes || access.mlock_unlimited()) return out;
+  // perf_mmap charges every ring of the user against one budget of perf_event_mlock_kb
+  // per online CPU; per-CPU mode opens one ring per CPU, per-thread mode one per thread.
+  // Room for the threads there now and as many again created while recording.
+  const uint64_t page = PageSize();
+  const uint64_t budget = access.mlock_kb * 1024 * std::max<size_t>(cpus, 1);
+  const uint64_t per_ring = budget / (2 * std::max<size_t>(threads, 1));
+  uint64_t& aux = record.snapshot ? out.snapshot_size : out.buffer_size;
+  while (page + aux + out.data_size > per_ring && (aux > page || out.data_size > page)) {
+    // Halve the larger (the AUX area first on a tie): both stay powers of two pages.
+    if (aux >= out.data_size && aux > page) {
+      aux /= 2;
+    } else {
+      out.data_size /= 2;
+    }
+  }
+  return out;
+}
+
 uint64_t PtRecording::Now() const {
-  return captures_.empty() ? PerfClockNs() : EventClockNow(captures_.front()->ring().header());
+  // The first ring's conversion, kept: that ring may be released before the end.
+  return clock_page_set_ ? EventClockNow(&clock_page_) : PerfClockNs();
 }
 
 absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
@@ -205,14 +239,17 @@ PtRecording::~PtRecording() {
 absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
     const PtRecordingOptions& options, PtRingFactory* factory, const TraceDirWriter& dir) {
   PtRecordingOptions sized = options;
-  sized.record = WithRingSizes(options.record, ReadPerfAccess(options.proc_root));
+  const PerfAccess access = ReadPerfAccess(options.proc_root);
+  absl::StatusOr<std::vector<int>> online = OnlineCpus();
+  const size_t cpu_count = online.ok() ? online->size() : 1;
+  sized.record = WithRingSizes(options.record, access, cpu_count);
   std::unique_ptr<PtRecording> rec(new PtRecording(sized, factory, dir));
   absl::StatusOr<PtPmuInfo> pmu = CheckPtRecordable(sized, &rec->config_);
   if (!pmu.ok()) return pmu.status();
   rec->pmu_ = *std::move(pmu);
   rec->notes_ = rec->config_.notes;
   const RecordOptions& record = sized.record;
-  if (record.buffer_size != options.record.buffer_size) {
+  if (record.buffer_size != options.record.buffer_size && !access.mlock_unlimited()) {
     rec->notes_.push_back(
         "rings sized for the locked-memory limit (no CAP_IPC_LOCK): 128 KiB AUX, 256 KiB "
         "DATA, as perf does; give --buffer-size/--snapshot-size/--data-size to choose");
@@ -298,6 +335,20 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   // 1024 fds: raise it to the hard limit as perf does (rlimit__increase_nofile). The
   // launched child was forked before and keeps its own limit.
   RaiseOpenFileLimit();
+  if (record.per_thread) {
+    const RecordOptions fitted = WithPerThreadRingSizes(record, access, tids.size(), cpu_count);
+    if (fitted.data_size != record.data_size || fitted.buffer_size != record.buffer_size ||
+        fitted.snapshot_size != record.snapshot_size) {
+      rec->notes_.push_back(absl::StrCat(
+          "rings sized for ", tids.size(), " threads and as many new ones within the locked-memory "
+          "budget (kernel.perf_event_mlock_kb per CPU, shared by every ring): ",
+          (fitted.snapshot ? fitted.snapshot_size : fitted.buffer_size) >> 10, " KiB AUX, ",
+          fitted.data_size >> 10, " KiB DATA each"));
+      rec->options_.record.data_size = fitted.data_size;
+      rec->options_.record.buffer_size = fitted.buffer_size;
+      rec->options_.record.snapshot_size = fitted.snapshot_size;
+    }
+  }
   if (!record.cgroup.empty()) {
     if (absl::Status st = rec->OpenCgroupRings(record.cgroup); !st.ok()) return st;
   } else if (absl::Status st = rec->OpenRings(tids); !st.ok()) {
@@ -337,6 +388,11 @@ absl::Status PtRecording::AddCapture(std::unique_ptr<PtRingSource> ring) {
     time_.time_mult = h->time_mult;
     time_.time_zero = h->time_zero;
     time_.cap_user_time_zero = h->cap_user_time_zero;
+    clock_page_.cap_user_time_zero = h->cap_user_time_zero;
+    clock_page_.time_zero = h->time_zero;
+    clock_page_.time_mult = h->time_mult;
+    clock_page_.time_shift = h->time_shift;
+    clock_page_set_ = true;
   }
   auto capture = std::make_unique<PtStreamCapture>(
       std::move(ring),
@@ -498,25 +554,35 @@ absl::Status PtRecording::Snapshot(const std::string& reason) {
   // aux_head only at the wakeup watermark and when the event stops (perf_aux_output_end
   // from the PMI or pt_event_stop), so without the stop up to a watermark of the newest
   // trace per ring would be missing from this read, and from the last one.
+  std::vector<size_t> exited;
+  for (size_t i = 0; i < captures_.size(); ++i) {
+    if (ThreadExited(*captures_[i])) exited.push_back(i);
+  }
   for (auto& capture : captures_) keep_first(capture->ring().DisablePt());
   const uint64_t now = Now();
   for (auto& capture : captures_) keep_first(capture->Snapshot(reason, now));
   // Also the enable a linear ring the kernel disabled at a truncation needs.
   for (auto& capture : captures_) keep_first(capture->ring().EnablePt());
+  // Rings of threads that had exited before this read hold nothing more.
+  for (auto it = exited.rbegin(); it != exited.rend(); ++it) keep_first(RetireCapture(*it));
   snapshots_++;
   return status;
 }
 
 absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before,
-                                                uint64_t sideband_lost_before) {
+                                                uint64_t sideband_lost_before,
+                                                uint64_t full_reads_before) {
   // A full linear AUX ring makes the kernel disable the PT event (TRUNCATED sets
   // pending_disable); enable it again now that there is room (the chunk already says that
   // trace was lost). Sideband went on meanwhile on the tracking event. The TRUNCATED
   // PERF_RECORD_AUX itself may be what a full DATA ring dropped: lost records are then
   // taken as a possible truncation too (IOC_ENABLE on an enabled event does nothing).
+  // A ring found (nearly) full may also have had its event disabled with no record at
+  // all: perf_aux_output_begin with no room sets pending_disable and writes nothing.
   if (options_.record.snapshot) return absl::OkStatus();
   if (capture.lost_chunks() == lost_before &&
-      capture.sideband_lost_records() == sideband_lost_before) {
+      capture.sideband_lost_records() == sideband_lost_before &&
+      capture.full_reads() == full_reads_before) {
     return absl::OkStatus();
   }
   return capture.ring().EnablePt();
@@ -612,18 +678,47 @@ absl::Status PtRecording::AddThreadToCpuRings(int tid) {
   return absl::OkStatus();
 }
 
+bool PtRecording::ThreadExited(PtStreamCapture& capture) {
+  if (capture.ring().tid() < 0) return false;  // a per-CPU ring outlives any thread
+  std::vector<pollfd> fds;
+  for (int fd : capture.ring().poll_fds()) fds.push_back(pollfd{fd, 0, 0});
+  if (fds.empty() || poll(fds.data(), fds.size(), 0) < 0) return false;
+  return std::all_of(fds.begin(), fds.end(), [](const pollfd& p) { return (p.revents & POLLHUP) != 0; });
+}
+
+absl::Status PtRecording::RetireCapture(size_t i) {
+  std::unique_ptr<PtStreamCapture> capture = std::move(captures_[i]);
+  captures_.erase(captures_.begin() + static_cast<ptrdiff_t>(i));
+  absl::Status st = capture->Close();
+  retired_streams_.push_back(capture->stream());
+  retired_sideband_.push_back(capture->sideband());
+  notes_.push_back(absl::StrCat("thread ", capture->ring().tid(),
+                                " exited while recording: its ring was read and released"));
+  return st;
+}
+
 absl::Status PtRecording::Drain() {
   const uint64_t now = Now();
   absl::Status status = absl::OkStatus();
   // Rings opened below are drained from the next call on.
   const size_t existing = captures_.size();
+  std::vector<size_t> exited;
   for (size_t i = 0; i < existing; ++i) {
     auto& capture = captures_[i];
+    // Seen before the read: the thread's last trace is in what this read takes. A
+    // snapshot ring is kept for the next snapshot, which releases it.
+    if (!options_.record.snapshot && ThreadExited(*capture)) exited.push_back(i);
     const uint64_t lost_before = capture->lost_chunks();
     const uint64_t sideband_lost_before = capture->sideband_lost_records();
+    const uint64_t full_reads_before = capture->full_reads();
     absl::Status st = capture->Drain(now);
     if (!st.ok() && status.ok()) status = st;
-    st = EnableAfterTruncation(*capture, lost_before, sideband_lost_before);
+    st = EnableAfterTruncation(*capture, lost_before, sideband_lost_before, full_reads_before);
+    if (!st.ok() && status.ok()) status = st;
+  }
+  // Their locked memory and fds go back before new rings are opened below.
+  for (auto it = exited.rbegin(); it != exited.rend(); ++it) {
+    absl::Status st = RetireCapture(*it);
     if (!st.ok() && status.ok()) status = st;
   }
   absl::Status followed = FollowNewTasks();
@@ -634,8 +729,9 @@ absl::Status PtRecording::Drain() {
 std::vector<int> PtRecording::WakeupFds() const {
   std::vector<int> fds;
   for (const auto& capture : captures_) {
-    int fd = const_cast<PtStreamCapture&>(*capture).ring().poll_fd();
-    if (fd >= 0) fds.push_back(fd);
+    for (int fd : const_cast<PtStreamCapture&>(*capture).ring().poll_fds()) {
+      if (fd >= 0) fds.push_back(fd);
+    }
   }
   return fds;
 }
@@ -686,6 +782,8 @@ absl::Status PtRecording::Finish(const std::string& end_reason,
   meta->pids = target_pids_;
   if (!options_.self_tids.empty()) meta->pids = {static_cast<int>(getpid())};
   meta->per = options_.record.per_thread ? "thread" : "cpu";
+  meta->streams = retired_streams_;
+  meta->sideband = retired_sideband_;
   for (const auto& capture : captures_) {
     meta->streams.push_back(capture->stream());
     meta->sideband.push_back(capture->sideband());

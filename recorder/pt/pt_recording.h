@@ -44,8 +44,17 @@ absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
                                             PtEventConfig* config_out);
 
 // `record` with the ring sizes perf would use when none was given and the kernel's
-// locked-memory limit applies (no CAP_IPC_LOCK, perf_event_paranoid >= 0).
-RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access);
+// locked-memory limit applies (no CAP_IPC_LOCK, perf_event_paranoid >= 0). Without the
+// limit, default full-trace per-CPU rings shrink with the number of `cpus` (16 MiB each
+// up to 16 CPUs, 256 MiB in all beyond, at least 4 MiB each).
+RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access, size_t cpus);
+
+// Per-thread mode with default sizes under the locked-memory limit: `record`'s rings
+// shrunk (halving, powers of two pages, at least one page each) until rings for
+// 2 x `threads` fit perf_event_mlock_kb x `cpus`, the budget the kernel shares among all
+// of a user's rings. Otherwise `record` unchanged.
+RecordOptions WithPerThreadRingSizes(const RecordOptions& record, const PerfAccess& access,
+                                     size_t threads, size_t cpus);
 
 class PtRecording : public SnapshotTaker {
  public:
@@ -85,9 +94,9 @@ class PtRecording : public SnapshotTaker {
   // The events' clock now (EventClockNow of the first ring).
   uint64_t Now() const;
   // Linear mode, after `capture` was read: PERF_EVENT_IOC_ENABLE when that read found a
-  // truncation (lost_chunks() moved past `lost_before`).
+  // truncation (lost_chunks() moved past `lost_before`), lost sideband, or a full ring.
   absl::Status EnableAfterTruncation(PtStreamCapture& capture, uint64_t lost_before,
-                                     uint64_t sideband_lost_before);
+                                     uint64_t sideband_lost_before, uint64_t full_reads_before);
   // Events for the tasks the sideband reported as created, where inheritance does not
   // follow them: per-thread mode, a ring for each new thread of a traced process and,
   // unless --no-follow, for each child process (which is traced from then on); per-CPU
@@ -97,6 +106,12 @@ class PtRecording : public SnapshotTaker {
   absl::Status OpenThreadRing(int tid);
   // Per-CPU mode: `tid`'s events added to every ring and enabled. NotFound when it is gone.
   absl::Status AddThreadToCpuRings(int tid);
+  // Per-thread mode: whether every event of `capture`'s ring hung up (its thread exited:
+  // is_event_hup). The kernel published the thread's last trace when it stopped.
+  static bool ThreadExited(PtStreamCapture& capture);
+  // Closes captures_[i] and drops its ring (munmap: the user's locked memory comes
+  // back, its fds close); what it wrote stays listed for Finish.
+  absl::Status RetireCapture(size_t i);
   // Whether `pid` is launched, attached or a followed child.
   bool IsTracedProcess(int pid) const;
   absl::Status DumpTargetMemory(int pid);
@@ -114,6 +129,9 @@ class PtRecording : public SnapshotTaker {
   PtEventConfig config_;
   std::vector<std::unique_ptr<TargetProcess>> targets_;
   std::vector<std::unique_ptr<PtStreamCapture>> captures_;
+  // Rings of exited threads, dropped (per-thread mode): their streams and sideband files.
+  std::vector<PtStream> retired_streams_;
+  std::vector<SidebandFile> retired_sideband_;
   perf_event_attr attr_{};           // the PT event as opened (per-thread rings added later)
   perf_event_attr tracking_attr_{};  // the sideband (dummy) event beside it
   std::vector<int> traced_tids_;     // threads with a ring (per-thread), or added while recording
@@ -124,6 +142,9 @@ class PtRecording : public SnapshotTaker {
   std::vector<ImageEntry> images_;
   std::vector<std::string> notes_;
   TimeConversion time_;
+  // The first ring's time conversion (fixed for the event's life), for Now().
+  perf_event_mmap_page clock_page_{};
+  bool clock_page_set_ = false;
   uint64_t snapshots_ = 0;
   uint64_t start_ns_ = 0;
   bool finished_ = false;

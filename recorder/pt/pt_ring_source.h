@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "recorder/pt/aux_ring.h"
@@ -32,9 +33,12 @@ class PtRingSource {
   virtual absl::Status DisablePt() = 0;
   virtual absl::Status EnablePt() = 0;
 
-  // Readable when the kernel woke us (aux_watermark / wakeup_watermark); POLLHUP for
-  // good once a per-thread event's task has exited. -1: no fd, drained on a timer.
-  virtual int poll_fd() const = 0;
+  // The fds of the ring's PT events (one per thread whose events write into the ring).
+  // The kernel wakes every event of a ring (ring_buffer_wakeup), so each is readable
+  // when the AUX head passed aux_watermark; each polls POLLHUP for good once its own
+  // task has exited and none of its inherited children remain (is_event_hup), while the
+  // ring's other events go on. Empty: drained on a timer.
+  virtual std::vector<int> poll_fds() const = 0;
   virtual int cpu() const = 0;  // -1 for a per-thread ring
   virtual int tid() const = 0;  // -1 for a per-CPU ring
 };

@@ -1,5 +1,7 @@
 #include "recorder/pt/pt_stream_capture.h"
 
+#include "recorder/perf_mmap.h"
+
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -172,25 +174,24 @@ absl::Status PtStreamCapture::AddChunk(const AuxCopy& copy, const std::string& r
   return absl::OkStatus();
 }
 
-absl::Status PtStreamCapture::Drain(uint64_t time_ns) {
-  if (ring_->overwrite()) return DrainSideband();
+absl::Status PtStreamCapture::ReadLinear(const std::string& reason, uint64_t time_ns) {
   // aux_head first: the kernel emits PERF_RECORD_AUX before it publishes aux_head, so
   // every record for the bytes we are about to copy is already in the DATA ring.
   aux_buffer_.clear();
   const AuxCopy copy = aux_.Drain(&aux_buffer_);
+  if (aux_.size() - copy.size < PageSize()) full_reads_++;
   absl::Status sideband = DrainSideband();
-  absl::Status chunk = AddChunk(copy, "linear", time_ns);
+  absl::Status chunk = AddChunk(copy, reason, time_ns);
   return chunk.ok() ? sideband : chunk;
 }
 
+absl::Status PtStreamCapture::Drain(uint64_t time_ns) {
+  if (ring_->overwrite()) return DrainSideband();
+  return ReadLinear("linear", time_ns);
+}
+
 absl::Status PtStreamCapture::Snapshot(const std::string& reason, uint64_t time_ns) {
-  if (!ring_->overwrite()) {
-    aux_buffer_.clear();
-    const AuxCopy copy = aux_.Drain(&aux_buffer_);
-    absl::Status sideband = DrainSideband();
-    absl::Status chunk = AddChunk(copy, reason, time_ns);
-    return chunk.ok() ? sideband : chunk;
-  }
+  if (!ring_->overwrite()) return ReadLinear(reason, time_ns);
   aux_buffer_.clear();
   const AuxCopy copy = aux_.CopyNew(&aux_buffer_);
   // After the copy: the PERF_RECORD_AUX the disable wrote is in the DATA ring by now.

@@ -54,6 +54,9 @@ class PtStreamCapture {
   uint64_t aux_bytes() const { return aux_file_size_; }
   uint64_t lost_chunks() const { return lost_chunks_; }
   uint64_t sideband_lost_records() const { return data_stats_.lost_records; }
+  // Linear reads that found the ring within a page of full: the kernel may then have
+  // disabled the PT event with no record at all (perf_aux_output_begin with no room).
+  uint64_t full_reads() const { return full_reads_; }
   size_t pending_aux_records() const { return pending_aux_records_.size(); }
   PtRingSource& ring() { return *ring_; }
   // Tasks the DATA ring reported as created since the last call (PERF_RECORD_FORK: a
@@ -64,6 +67,8 @@ class PtStreamCapture {
  private:
   absl::Status DrainSideband();
   absl::Status AddChunk(const AuxCopy& copy, const std::string& reason, uint64_t time_ns);
+  // Linear mode: aux_tail to aux_head as a chunk tagged `reason`, the sideband drained.
+  absl::Status ReadLinear(const std::string& reason, uint64_t time_ns);
 
   std::unique_ptr<PtRingSource> ring_;
   StreamFiles files_;
@@ -85,6 +90,7 @@ class PtStreamCapture {
   bool gap_pending_ = false;     // a truncation: the next chunk has data missing before it
   uint64_t aux_file_size_ = 0;
   uint64_t lost_chunks_ = 0;
+  uint64_t full_reads_ = 0;
   PtStream stream_;
 };
 

@@ -124,17 +124,30 @@ absl::StatusOr<std::string> RecordSession::Run() {
   if (trigger_) {
     for (int fd : trigger_->fds()) add(fd, Kind::kTrigger);
   }
-  // Every ring fd polled so far, dropped ones included: a drain may open rings (new
-  // threads, followed children), and those join the poll set once.
-  std::vector<int> wakeup_fds;
-  auto add_new_wakeup_fds = [&] {
-    for (int fd : taker_->WakeupFds()) {
-      if (std::find(wakeup_fds.begin(), wakeup_fds.end(), fd) != wakeup_fds.end()) continue;
-      wakeup_fds.push_back(fd);
-      add(fd, Kind::kWakeup);
+  // The ring fds follow the taker's list after each drain: rings opened by a drain (new
+  // threads, followed children) join the poll set, dropped rings leave it (their fd
+  // numbers may come back for new events). An fd that hung up stays out while listed.
+  std::vector<int> hung_up;
+  auto update_wakeup_fds = [&] {
+    const std::vector<int> listed = taker_->WakeupFds();
+    auto is_listed = [&](int fd) { return std::find(listed.begin(), listed.end(), fd) != listed.end(); };
+    std::erase_if(hung_up, [&](int fd) { return !is_listed(fd); });
+    for (size_t i = 0; i < fds.size();) {
+      if (kinds[i] == Kind::kWakeup && !is_listed(fds[i].fd)) {
+        fds.erase(fds.begin() + static_cast<ptrdiff_t>(i));
+        kinds.erase(kinds.begin() + static_cast<ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    for (int fd : listed) {
+      if (std::find(hung_up.begin(), hung_up.end(), fd) != hung_up.end()) continue;
+      bool polled = false;
+      for (size_t i = 0; i < fds.size(); ++i) polled = polled || (kinds[i] == Kind::kWakeup && fds[i].fd == fd);
+      if (!polled) add(fd, Kind::kWakeup);
     }
   };
-  add_new_wakeup_fds();
+  update_wakeup_fds();
 
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -222,9 +235,13 @@ absl::StatusOr<std::string> RecordSession::Run() {
         }
         case Kind::kWakeup:
           drain_now = true;
-          // A per-thread event whose task exited polls POLLHUP for good (perf_poll):
+          // An event whose task exited polls POLLHUP for good (perf_poll, is_event_hup):
           // drain it once more and stop polling it, or poll would return at once forever.
-          if (revents & (POLLHUP | POLLERR)) fds[i].fd = -1;
+          // Only that event: the ring's other events still wake us.
+          if (revents & (POLLHUP | POLLERR | POLLNVAL)) {
+            hung_up.push_back(fds[i].fd);
+            fds[i].fd = -1;
+          }
           break;
       }
     }
@@ -242,7 +259,7 @@ absl::StatusOr<std::string> RecordSession::Run() {
       absl::Status st = taker_->Drain();
       if (!st.ok()) return st;
       next_drain = Clock::now() + drain_every;
-      add_new_wakeup_fds();
+      update_wakeup_fds();
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "sideband/record_builder.h"
 #include "sideband/record_reader.h"
 #include "tests/recorder_pt/fake_pt_kernel.h"
+#include "tests/testing/psb_stream.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::pt {
@@ -163,6 +165,42 @@ TEST(AuxSnapshotTest, NearlyAFullLapIsTakenAsMaybeAfterAGap) {
   EXPECT_TRUE(chunks[1].lost_before);   // 10 bytes past the head cannot prove no lap
   EXPECT_EQ(f.ChunkBytes(stream, 2), Str(c));
   EXPECT_FALSE(chunks[2].lost_before);  // 100 can
+}
+
+// A full lap can leave the bytes past the head exactly as they were (a loop writes the
+// same TNT packets again), and the kernel's head and AUX sizes cannot tell (the head is an
+// offset in the ring, every record the whole buffer). Unchanged bytes prove no lap only
+// when they hold a PSB+ timestamp; without one, in a trace that has timestamps, the
+// fresh bytes are taken with a loss mark.
+TEST(AuxSnapshotTest, ALapThatRewroteTheSameBytesIsMarkedWhenNoTimestampProvesOtherwise) {
+  const size_t ring = 4 * 4096;
+  CaptureFixture f(Overwrite(ring));
+  std::vector<std::optional<uint64_t>> tscs;
+  for (uint64_t i = 0; i < 200; ++i) tscs.push_back(1000 + i);
+  const std::vector<uint8_t> timed = ptd::testing::PsbStream(tscs);  // more than a ring
+  ASSERT_GT(timed.size(), ring);
+  ASSERT_EQ(f.kernel().WriteTrace(timed), timed.size());
+  ASSERT_TRUE(f.Snapshot("control", 1).ok());
+  // No lap: the 1000 bytes past the head are the timed trace's end, PSB+ groups included.
+  const std::vector<uint8_t> loop = testing::TraceBytes(ring - 1000, 11);  // odd bytes: no PSB
+  ASSERT_EQ(f.kernel().WriteTrace(loop), loop.size());
+  ASSERT_TRUE(f.Snapshot("control", 2).ok());
+  // A lap plus 1500 bytes whose bytes past the new head repeat the loop's exactly.
+  const size_t k = 1500;
+  std::vector<uint8_t> lap = testing::TraceBytes(k, 12);
+  lap.insert(lap.end(), loop.begin() + 500, loop.end());
+  const std::vector<uint8_t> newest = testing::TraceBytes(k, 13);
+  lap.insert(lap.end(), newest.begin(), newest.end());
+  ASSERT_EQ(lap.size(), ring + k);
+  ASSERT_EQ(f.kernel().WriteTrace(lap), lap.size());
+  ASSERT_TRUE(f.Snapshot("control", 3).ok());
+  const auto chunks = f.capture().stream().chunks;
+  std::string stream = f.StreamBytes();
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(f.ChunkBytes(stream, 1), Str(loop));
+  EXPECT_FALSE(chunks[1].lost_before) << "unchanged timestamps past the head prove no lap";
+  EXPECT_EQ(f.ChunkBytes(stream, 2), Str(newest)) << "nothing stored twice";
+  EXPECT_TRUE(chunks[2].lost_before) << "a lap with the same bytes past the head went unmarked";
 }
 
 TEST(AuxSnapshotTest, IdleRingWritesNothing) {

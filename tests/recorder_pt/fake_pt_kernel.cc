@@ -16,6 +16,7 @@ namespace {
 class FakeRingSource : public PtRingSource {
  public:
   explicit FakeRingSource(FakePtKernel* kernel) : kernel_(kernel) {}
+  ~FakeRingSource() override { kernel_->Unmap(); }
   perf_event_mmap_page* header() const override { return kernel_->header(); }
   uint8_t* data() const override { return kernel_->data(); }
   size_t data_size() const override { return kernel_->options().data_size; }
@@ -32,7 +33,7 @@ class FakeRingSource : public PtRingSource {
     if (kernel_->on_pt_enabled) kernel_->on_pt_enabled();
     return absl::OkStatus();
   }
-  int poll_fd() const override { return kernel_->poll_fd(); }
+  std::vector<int> poll_fds() const override { return kernel_->poll_fds(); }
   int cpu() const override { return kernel_->options().cpu; }
   int tid() const override { return kernel_->options().tid; }
 
@@ -58,17 +59,91 @@ FakePtKernel::FakePtKernel(FakeKernelOptions options) : options_(options) {
   header_->data_size = options_.data_size;
   header_->aux_offset = kPage + options_.data_size;
   header_->aux_size = options_.aux_size;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
-    hup_read_fd_ = fds[0];
-    hup_write_fd_ = fds[1];
-  }
+  tracking_enabled_ = options_.enabled;
+  AddEvent(options_.tid >= 0 ? options_.tid : static_cast<int>(options_.pid), options_.enabled);
 }
 
 FakePtKernel::~FakePtKernel() {
-  if (hup_read_fd_ >= 0) close(hup_read_fd_);
-  if (hup_write_fd_ >= 0) close(hup_write_fd_);
+  for (Event& e : events_) {
+    if (e.read_fd >= 0) close(e.read_fd);
+    if (e.write_fd >= 0) close(e.write_fd);
+  }
   std::free(base_);
+}
+
+void FakePtKernel::AddEvent(int tid, bool enabled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Event event;
+  event.tid = tid;
+  event.pt_enabled = enabled;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+    event.read_fd = fds[0];
+    event.write_fd = fds[1];
+  }
+  events_.push_back(event);
+}
+
+FakePtKernel::Event* FakePtKernel::Find(int tid) {
+  for (Event& e : events_) {
+    if (e.tid == tid) return &e;
+  }
+  return nullptr;
+}
+
+void FakePtKernel::RunTask(int tid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < events_.size(); ++i) {
+    if (events_[i].tid == tid) running_ = i;
+  }
+}
+
+int FakePtKernel::poll_fd() const { return Locked(events_).front().read_fd; }
+
+std::vector<int> FakePtKernel::poll_fds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int> fds;
+  for (const Event& e : events_) fds.push_back(e.read_fd);
+  return fds;
+}
+
+bool FakePtKernel::unmapped() const { return Locked(unmapped_); }
+
+void FakePtKernel::Unmap() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (unmapped_) return;
+    unmapped_ = true;
+    for (Event& e : events_) {
+      if (e.write_fd >= 0) close(e.write_fd);
+      e.write_fd = -1;
+    }
+  }
+  if (on_unmapped) on_unmapped();
+}
+
+uint64_t FakePtKernel::wakeups() const { return Locked(wakeups_); }
+
+void FakePtKernel::WakeLocked() {
+  wakeups_++;
+  if (wake_pending_) return;
+  wake_pending_ = true;
+  const uint8_t byte = 1;
+  for (Event& e : events_) {
+    if (e.write_fd >= 0) (void)!write(e.write_fd, &byte, 1);
+  }
+}
+
+void FakePtKernel::ClearWakeupLocked() {
+  if (!wake_pending_) return;
+  const uint64_t tail = __atomic_load_n(&header_->aux_tail, __ATOMIC_ACQUIRE);
+  if (tail < aux_published_) return;  // not read yet: still readable
+  wake_pending_ = false;
+  for (Event& e : events_) {
+    uint8_t buf[16];
+    while (e.read_fd >= 0 && read(e.read_fd, buf, sizeof(buf)) > 0) {
+    }
+  }
 }
 
 std::unique_ptr<PtRingSource> FakePtKernel::MakeSource() {
@@ -77,25 +152,50 @@ std::unique_ptr<PtRingSource> FakePtKernel::MakeSource() {
 
 uint64_t FakePtKernel::bytes_dropped() const { return Locked(dropped_); }
 uint64_t FakePtKernel::aux_written() const { return Locked(aux_head_); }
-bool FakePtKernel::pt_enabled() const { return Locked(pt_enabled_); }
+bool FakePtKernel::pt_enabled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Running().pt_enabled;
+}
+bool FakePtKernel::pt_enabled(int tid) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Event& e : events_) {
+    if (e.tid == tid) return e.pt_enabled;
+  }
+  return false;
+}
 int FakePtKernel::disable_calls() const { return Locked(disable_calls_); }
 uint64_t FakePtKernel::sideband_not_generated() const { return Locked(sideband_not_generated_); }
 
-void FakePtKernel::ExitTask() {
+void FakePtKernel::ExitTask() { ExitTask(Locked(events_).front().tid); }
+
+void FakePtKernel::ExitTask(int tid) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (hup_write_fd_ >= 0) close(hup_write_fd_);
-  hup_write_fd_ = -1;
+  Event* e = Find(tid);
+  if (e == nullptr) return;
+  // perf_event_exit_task: the running event stops (pt_event_stop publishes its trace).
+  if (e == &Running() && e->pt_enabled) StopPtLocked();
+  e->pt_enabled = false;
+  if (e->write_fd >= 0) close(e->write_fd);
+  e->write_fd = -1;
 }
 
 void FakePtKernel::EndLinearTransactionLocked(uint64_t flags) {
+  transaction_open_ = false;
   const uint64_t size = aux_head_ - aux_published_;
   // perf_aux_output_end: a record only when there is a size or a flag, then the head.
   if (size != 0 || flags != 0) WriteAuxRecordLocked(aux_published_, size, flags);
   aux_published_ = aux_head_;
   // Release: the AUX bytes and the PERF_RECORD_AUX are visible before the head.
   __atomic_store_n(&header_->aux_head, aux_published_, __ATOMIC_RELEASE);
+  // rb_need_aux_wakeup: a wakeup each time the published head passes the watermark
+  // (aux_wakeup rounded down to it); a truncation wakes too.
   const uint64_t watermark = options_.aux_watermark != 0 ? options_.aux_watermark : options_.aux_size / 2;
-  while (aux_published_ - aux_wakeup_ >= watermark) aux_wakeup_ += watermark;
+  bool wakeup = (flags & kPerfAuxFlagTruncated) != 0;
+  if (aux_published_ - aux_wakeup_ >= watermark) {
+    aux_wakeup_ = aux_published_ / watermark * watermark;
+    wakeup = true;
+  }
+  if (wakeup) WakeLocked();
 }
 
 void FakePtKernel::StopPtLocked() {
@@ -113,20 +213,28 @@ void FakePtKernel::StopPtLocked() {
 
 void FakePtKernel::SchedOut() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (pt_enabled_) StopPtLocked();
+  ClearWakeupLocked();
+  if (Running().pt_enabled) StopPtLocked();
 }
 
 void FakePtKernel::DisablePt() {
   std::lock_guard<std::mutex> lock(mu_);
+  ClearWakeupLocked();
   disable_calls_++;
-  if (!pt_enabled_) return;
-  StopPtLocked();
-  pt_enabled_ = false;
+  // Only the running event has the hardware; the others are stopped already.
+  if (Running().pt_enabled) StopPtLocked();
+  for (Event& e : events_) e.pt_enabled = false;
 }
 
 void FakePtKernel::EnablePt() {
   std::lock_guard<std::mutex> lock(mu_);
-  pt_enabled_ = true;
+  for (Event& e : events_) e.pt_enabled = true;
+}
+
+void FakePtKernel::EnableAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Event& e : events_) e.pt_enabled = true;
+  tracking_enabled_ = true;
 }
 
 void FakePtKernel::SetTrackingEnabled(bool on) {
@@ -174,7 +282,8 @@ bool FakePtKernel::WriteRecord(absl::Span<const uint8_t> record) {
 
 bool FakePtKernel::EmitSideband(absl::Span<const uint8_t> record) {
   std::lock_guard<std::mutex> lock(mu_);
-  const bool wanted = (options_.sideband_on_pt && pt_enabled_) ||
+  ClearWakeupLocked();
+  const bool wanted = (options_.sideband_on_pt && Running().pt_enabled) ||
                       (options_.tracking_event && tracking_enabled_);
   if (!wanted) {
     sideband_not_generated_++;
@@ -196,8 +305,9 @@ void FakePtKernel::WriteAuxRecordLocked(uint64_t offset, uint64_t size, uint64_t
 
 size_t FakePtKernel::WriteTrace(absl::Span<const uint8_t> bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  ClearWakeupLocked();
   if (bytes.empty()) return 0;
-  if (!pt_enabled_) {
+  if (!Running().pt_enabled) {
     dropped_ += bytes.size();
     return 0;
   }
@@ -212,6 +322,15 @@ size_t FakePtKernel::WriteTrace(absl::Span<const uint8_t> bytes) {
     const uint64_t tail = __atomic_load_n(&header_->aux_tail, __ATOMIC_ACQUIRE);
     const uint64_t limit = (tail + size) / kPage * kPage;
     const uint64_t room = limit > aux_head_ ? limit - aux_head_ : 0;
+    if (!transaction_open_ && aux_head_ - tail + 1 >= size) {
+      // perf_aux_output_begin with no room: pending_disable and a wakeup, no record, and
+      // the hardware never starts (pt_event_start: PERF_HES_STOPPED).
+      Running().pt_enabled = false;
+      dropped_ += bytes.size();
+      WakeLocked();
+      return 0;
+    }
+    transaction_open_ = true;
     if (stored > room) {
       stored = static_cast<size_t>(room);
       truncated = true;
@@ -221,13 +340,13 @@ size_t FakePtKernel::WriteTrace(absl::Span<const uint8_t> bytes) {
   for (size_t i = 0; i < stored; ++i) aux[(start + i) % size] = bytes[i];
   aux_head_ += stored;
   if (options_.overwrite) return stored;  // published when the event stops
-  // TRUNCATED ends the transaction at once and sets pending_disable: the event stays off
-  // until PERF_EVENT_IOC_ENABLE. Otherwise the PMI comes at the wakeup watermark
+  // TRUNCATED ends the transaction at once and sets pending_disable: the writing event
+  // (only it) stays off until PERF_EVENT_IOC_ENABLE. Otherwise the PMI comes at the wakeup watermark
   // (pt_buffer_reset_markers puts INT there).
   const uint64_t watermark = options_.aux_watermark != 0 ? options_.aux_watermark : size / 2;
   if (truncated) {
     EndLinearTransactionLocked(kPerfAuxFlagTruncated);
-    pt_enabled_ = false;
+    Running().pt_enabled = false;
   } else if (aux_head_ - aux_wakeup_ >= watermark) {
     EndLinearTransactionLocked(0);
   }

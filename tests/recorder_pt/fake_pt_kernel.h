@@ -13,13 +13,22 @@
 //    DISABLE (pt_handle_status/pt_event_stop -> perf_aux_output_end), never per write;
 //    a write that does not fit stops at a page boundary, sets TRUNCATED and disables the
 //    PT event until PERF_EVENT_IOC_ENABLE (pt_buffer_reset_markers,
-//    perf_aux_output_begin/end: pending_disable);
+//    perf_aux_output_begin/end: pending_disable); a transaction that begins with no room
+//    at all disables the event with a wakeup and no PERF_RECORD_AUX
+//    (perf_aux_output_begin);
 //  - sideband (MMAP/COMM/...) is written only for enabled events that asked for it
 //    (perf_iterate_ctx skips events below PERF_EVENT_STATE_INACTIVE), and nothing is
 //    counted as lost for a disabled event;
 //  - while the ring is paused (PERF_EVENT_IOC_PAUSE_OUTPUT) every record is counted lost
 //    and a PERF_RECORD_LOST precedes the next record written (__perf_output_begin);
-//  - after the traced task exits, the ring's fd polls POLLHUP (perf_poll, is_event_hup).
+//  - each event of the ring (the owner's and those AddEvent adds, as SET_OUTPUT redirects
+//    them) starts disabled unless `enabled` (attr.disabled == 0); IOC_ENABLE/DISABLE act
+//    on every event of the ring, a truncation disables only the event that was writing;
+//  - linear mode wakes every event's fd (POLLIN) when the bytes published since the last
+//    wakeup reach aux_watermark, and at a truncation (perf_aux_output_end,
+//    rb_need_aux_wakeup, perf_output_wakeup);
+//  - an event whose task exited polls POLLHUP for good (perf_poll, is_event_hup); the
+//    ring's other events do not.
 
 #include <linux/perf_event.h>
 
@@ -44,6 +53,10 @@ struct FakeKernelOptions {
   int cpu = 0;
   int tid = -1;
   uint32_t pid = 1234;           // sample_id of the records it writes
+  // attr.disabled == 0: the owner's events run from the open. A launch's events are
+  // opened disabled with enable_on_exec while the child waits just before its exec; the
+  // fake cannot see the exec and takes it as done at the open (enabled = true).
+  bool enabled = true;
   // Which events of the ring asked for sideband (attr.mmap/comm/task/context_switch):
   // the PT event itself, and/or a separate tracking (dummy) event redirected into it.
   bool sideband_on_pt = false;
@@ -77,12 +90,20 @@ class FakePtKernel {
   // does not fit or the ring is paused it is counted lost, and a PERF_RECORD_LOST
   // precedes the next record that is written.
   bool WriteRecord(absl::Span<const uint8_t> record);
-  // The traced task exited: the fd polls POLLHUP from now on.
-  void ExitTask();
+  // The traced task exited: its event's fd polls POLLHUP from now on.
+  void ExitTask();  // the owner's
+  void ExitTask(int tid);
+  // Another task's events redirected into this ring (PERF_EVENT_IOC_SET_OUTPUT), opened
+  // enabled or not (attr.disabled). Its fd is one more in poll_fds().
+  void AddEvent(int tid, bool enabled);
+  // Which task runs (its PT event is the one WriteTrace writes through); the owner's
+  // at first.
+  void RunTask(int tid);
 
   // --- ioctls ---
-  void DisablePt();       // PERF_EVENT_IOC_DISABLE on the PT event(s)
-  void EnablePt();        // PERF_EVENT_IOC_ENABLE
+  void DisablePt();       // PERF_EVENT_IOC_DISABLE on every PT event of the ring
+  void EnablePt();        // PERF_EVENT_IOC_ENABLE on every PT event of the ring
+  void EnableAll();       // IOC_ENABLE on every event, the tracking events too
   void SetTrackingEnabled(bool on);  // IOC_DISABLE/ENABLE on the tracking event
   void PauseOutput(bool pause);      // PERF_EVENT_IOC_PAUSE_OUTPUT
 
@@ -90,6 +111,10 @@ class FakePtKernel {
   // lock): lets a test act "while the snapshot has PT stopped" or "right after".
   std::function<void()> on_pt_disabled;
   std::function<void()> on_pt_enabled;
+  // Run when the recorder drops the ring (munmap and close of its events).
+  std::function<void()> on_unmapped;
+  bool unmapped() const;
+  void Unmap();  // what dropping the ring's source does
 
   // A PtRingSource over this fake (the fake must outlive it).
   std::unique_ptr<PtRingSource> MakeSource();
@@ -98,10 +123,13 @@ class FakePtKernel {
   uint8_t* data() const { return base_ + kPage; }
   const uint8_t* aux() const { return base_ + kPage + options_.data_size; }
   const FakeKernelOptions& options() const { return options_; }
-  int poll_fd() const { return hup_read_fd_; }
+  int poll_fd() const;  // the owner's event's fd
+  std::vector<int> poll_fds() const;  // every event's, the owner's first
+  uint64_t wakeups() const;  // POLLIN wakeups given so far
   uint64_t bytes_dropped() const;
   uint64_t aux_written() const;  // monotonic count of stored trace bytes
-  bool pt_enabled() const;
+  bool pt_enabled() const;  // the running task's PT event
+  bool pt_enabled(int tid) const;
   int disable_calls() const;
   uint64_t sideband_not_generated() const;  // EmitSideband calls with no enabled event
 
@@ -114,6 +142,11 @@ class FakePtKernel {
   void StopPtLocked();
   // Linear mode's perf_aux_output_end: what was stored since the last one, published.
   void EndLinearTransactionLocked(uint64_t flags);
+  // perf_output_wakeup: every event's fd polls POLLIN. The kernel clears rb->poll when a
+  // poller reads it; a pipe cannot, so the fake clears it at its next step once the
+  // reader has taken everything published (ClearWakeupLocked).
+  void WakeLocked();
+  void ClearWakeupLocked();
   // A copy of a counter the producer may be changing (the getters above).
   template <typename T>
   T Locked(const T& field) const {
@@ -132,12 +165,26 @@ class FakePtKernel {
   uint64_t dropped_ = 0;
   uint64_t lost_records_ = 0;
   uint64_t sideband_not_generated_ = 0;
-  bool pt_enabled_ = true;  // as after enable_on_exec / IOC_ENABLE
+  struct Event {
+    int tid = -1;
+    bool pt_enabled = false;
+    int read_fd = -1;   // a pipe: a byte in it is POLLIN, closing the write end POLLHUP
+    int write_fd = -1;
+  };
+  Event& Running() { return events_[running_]; }
+  const Event& Running() const { return events_[running_]; }
+  Event* Find(int tid);
+  std::vector<Event> events_;  // events_[0]: the owner's
+  size_t running_ = 0;
+  // Linear: a write transaction is open (perf_aux_output_begin found room); closed by
+  // every perf_aux_output_end (watermark, sched-out, disable, truncation).
+  bool transaction_open_ = false;
+  bool wake_pending_ = false;
+  uint64_t wakeups_ = 0;
   bool tracking_enabled_ = true;
   bool paused_ = false;
   int disable_calls_ = 0;
-  int hup_read_fd_ = -1;   // a pipe: closing the write end makes the read end POLLHUP
-  int hup_write_fd_ = -1;
+  bool unmapped_ = false;
 };
 
 }  // namespace ptd::pt::testing

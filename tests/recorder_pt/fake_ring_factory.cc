@@ -49,6 +49,17 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
           std::strerror(err)));
     }
   }
+  // PERF_EVENT_IOC_SET_OUTPUT of the tracking event into the PT event
+  // (perf_event_set_output): same CPU and, per task, the same task hold by construction;
+  // the clocks must match.
+  if (request.attr.use_clockid != request.tracking_attr.use_clockid ||
+      (request.attr.use_clockid && request.attr.clockid != request.tracking_attr.clockid)) {
+    return absl::InvalidArgumentError("PERF_EVENT_IOC_SET_OUTPUT failed: Invalid argument");
+  }
+  // perf_mmap: no mmap of an inherited per-task event (every child would write into it).
+  if (request.cpu < 0 && request.cgroup_fd < 0 && request.attr.inherit) {
+    return PerfMmapError(EINVAL, "DATA ring", request.data_size, false);
+  }
   const uint64_t bytes = FakePtKernel::kPage + request.data_size + request.aux_size;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -69,11 +80,19 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
   options.cpu = request.cpu;
   options.tid = request.cpu < 0 ? request.tid : -1;
   options.pid = static_cast<uint32_t>(request.tid);
+  // perf_event_alloc: PERF_EVENT_STATE_OFF when attr.disabled; enable_on_exec turns a
+  // launch's events on at its exec, which follows the open (FakeKernelOptions::enabled).
+  options.enabled = !request.attr.disabled || request.attr.enable_on_exec;
   options.sideband_on_pt = AsksForSideband(request.attr);
   options.tracking_event = request.tracking_attr.type == PERF_TYPE_SOFTWARE &&
                            request.tracking_attr.config == PERF_COUNT_SW_DUMMY &&
                            AsksForSideband(request.tracking_attr);
   auto kernel = std::make_unique<FakePtKernel>(options);
+  // perf_mmap_close gives the pages back to the user's locked_vm.
+  kernel->on_unmapped = [this, bytes] {
+    std::lock_guard<std::mutex> lock(mu_);
+    mapped_bytes_ -= bytes;
+  };
   if (on_open) on_open(*kernel);
   std::unique_ptr<PtRingSource> source = kernel->MakeSource();
   std::lock_guard<std::mutex> lock(mu_);
@@ -94,13 +113,23 @@ absl::Status FakeRingFactory::AddThread(PtRingSource& ring, int tid) {
     return PerfOpenError(ESRCH, requests_[i].attr, tid, requests_[i].cpu);
   }
   threads_[i].push_back(tid);
+  // A running thread's events: its exec is long past, so only attr.disabled counts.
+  kernels_[i]->AddEvent(tid, !requests_[i].attr.disabled);
   return absl::OkStatus();
 }
 
-absl::Status FakeRingFactory::Enable(PtRingSource&) {
+absl::Status FakeRingFactory::Enable(PtRingSource& ring) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto it = std::find(sources_.begin(), sources_.end(), &ring);
+  if (it == sources_.end()) return absl::InternalError("Enable on a ring of another factory");
+  kernels_[static_cast<size_t>(it - sources_.begin())]->EnableAll();
   enables_++;
   return absl::OkStatus();
+}
+
+uint64_t FakeRingFactory::mapped_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mapped_bytes_;
 }
 
 size_t FakeRingFactory::size() const {

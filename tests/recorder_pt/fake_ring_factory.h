@@ -5,7 +5,9 @@
 // for it (PerfOpenError, PerfMmapError): ESRCH for threads that are gone, EBUSY when PT
 // is taken, EPERM when the rings exceed the locked-memory allowance, address filters
 // the kernel's grammar refuses (CheckKernelAddressFilter), and cgroup events that are not
-// per CPU (EINVAL) or whose fd is not a directory (EBADF), as perf_event_open does.
+// per CPU (EINVAL) or whose fd is not a directory (EBADF), as perf_event_open does, an
+// mmap of an inherited per-task event (EINVAL, perf_mmap), and a tracking event on
+// another clock than the PT event it is redirected into (EINVAL, perf_event_set_output).
 
 #include <cerrno>
 #include <functional>
@@ -28,8 +30,9 @@ class FakeRingFactory : public PtRingFactory {
   std::set<int> gone_tids;
   // perf_event_open of the PT event fails with this errno (e.g. EBUSY), 0: no failure.
   int open_errno = 0;
-  // perf_mmap(): EPERM once the mapped pages (header + DATA + AUX of every ring) exceed
-  // this many bytes; 0: no limit (CAP_IPC_LOCK).
+  // perf_mmap(): EPERM once the mapped pages (header + DATA + AUX of every ring open
+  // now) exceed this many bytes: one budget per user, charged at each mmap and given
+  // back at each munmap; 0: no limit (CAP_IPC_LOCK).
   uint64_t mlock_limit_bytes = 0;
   // caps/num_address_ranges for the kernel's check of request.filter.
   uint64_t num_address_ranges = 2;
@@ -47,6 +50,9 @@ class FakeRingFactory : public PtRingFactory {
   // were opened ("" for a thread request).
   std::string cgroup_dir(size_t i) const;
   int enables() const;
+  // Bytes the open rings have locked (the user's locked_vm); a ring's bytes are given
+  // back when the recorder drops it (perf_mmap_close).
+  uint64_t mapped_bytes() const;
 
  private:
   mutable std::mutex mu_;

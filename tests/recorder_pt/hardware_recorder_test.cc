@@ -511,10 +511,7 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   // with pid == ppid, in the sideband layout of the PT event.
   constexpr uint32_t kNewTid = 4000000;  // any tid: the fake opens whatever it is asked
   factory_.on_open = [](FakePtKernel& k) {
-    if (k.options().tid == static_cast<int>(kNewTid)) {
-      k.WriteTrace(testing::TraceBytes(2000, 6));
-      return;
-    }
+    if (k.options().tid == static_cast<int>(kNewTid)) return;
     k.WriteTrace(testing::TraceBytes(1000, 5));
     RecordFormat format;
     format.sample_type = kSidebandSampleType;
@@ -540,6 +537,13 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   // Periodic drains read the FORK and open the new thread's ring.
   for (int i = 0; i < 1000 && factory_.size() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Its events are opened disabled and enabled once its ring exists: it traces from then.
+  for (int i = 0; i < 1000 && factory_.size() == 2 && !factory_.kernel(1).pt_enabled(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (factory_.size() == 2) {
+    EXPECT_EQ(factory_.kernel(1).WriteTrace(testing::TraceBytes(2000, 6)), 2000u);
   }
   EXPECT_EQ(ptd::testing::ControlFifoCommand(options_.control_fifo, "stop"), "ack");
   recorder.join();

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <chrono>
 #include <thread>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -193,6 +195,26 @@ TEST_F(PtRecordingTest, ATruncationWhoseRecordTheFullDataRingDroppedStillReenabl
   EXPECT_GT(meta.sideband.at(0).lost_records, 0u);
 }
 
+TEST_F(PtRecordingTest, AnEventDisabledForWantOfRoomWithNoRecordIsEnabledAgain) {
+  // Filled exactly to the ring's end, the kernel ends the transaction at the sched-out;
+  // the next one begins with no room: perf_aux_output_begin disables the event with a
+  // wakeup and writes no PERF_RECORD_AUX at all, so no TRUNCATED flag says so.
+  options_.record.snapshot = false;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FakePtKernel& k = factory_.kernel(0);
+  const size_t ring = options_.record.buffer_size;
+  ASSERT_EQ(k.WriteTrace(testing::TraceBytes(ring, 9)), ring);
+  k.SchedOut();
+  EXPECT_EQ(k.WriteTrace(testing::TraceBytes(100, 10)), 0u);
+  ASSERT_FALSE(k.pt_enabled());
+  ASSERT_TRUE((*rec)->Drain().ok());
+  EXPECT_TRUE(k.pt_enabled()) << "PT left disabled for the rest of the recording";
+  EXPECT_EQ(k.WriteTrace(testing::TraceBytes(100, 11)), 100u);
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("exit", {}, &meta).ok());
+}
+
 TEST_F(PtRecordingTest, PerCpuSnapshotIsOneCut) {
   // Every ring is disabled before any is read: trace a CPU writes after another CPU's
   // ring resumed is not in this snapshot.
@@ -245,12 +267,55 @@ TEST_F(PtRecordingTest, DefaultSizesFitTheLockedMemoryLimitOfUnprivilegedUsers) 
   }
 }
 
+// Per-thread mode opens one ring per thread, all charged to the same per-user budget of
+// perf_event_mlock_kb per CPU: more threads than CPUs must get smaller rings, with room
+// left for as many threads again.
+TEST_F(PtRecordingTest, PerThreadDefaultSizesFitEveryThreadsRingInTheUsersBudget) {
+  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
+  ASSERT_TRUE(cpus.ok());
+  const uint64_t budget = 516 * 1024 * cpus->size();
+  factory_.mlock_limit_bytes = budget;
+  options_.record = RecordOptions{};
+  options_.record.snapshot = true;
+  options_.record.per_thread = true;
+  for (size_t i = 0; i < 2 * cpus->size() + 1; ++i) {
+    options_.self_tids.push_back(static_cast<int>(4100000 + i));  // the fake opens any tid
+  }
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(factory_.size(), options_.self_tids.size());
+  EXPECT_LE(factory_.mapped_bytes(), budget / 2) << "no room left for new threads";
+  for (const PtRingRequest& r : factory_.requests()) {
+    EXPECT_LT(r.aux_size, 128u << 10);
+    EXPECT_GE(r.aux_size, 4096u);
+  }
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+  EXPECT_THAT(meta.notes, Contains(HasSubstr("rings sized for")));
+}
+
 TEST_F(PtRecordingTest, CapIpcLockKeepsTheLargeDefaults) {
   WriteProc(2, "0000000000004000");  // CAP_IPC_LOCK (bit 14)
   options_.record = RecordOptions{};
   auto rec = Start();
   ASSERT_TRUE(rec.ok()) << rec.status();
   EXPECT_EQ(factory_.requests().at(0).aux_size, RecordOptions{}.buffer_size);
+}
+
+TEST(RingSizesTest, DefaultFullTraceRingsShrinkWithTheNumberOfCpus) {
+  PerfAccess unlimited;
+  unlimited.has_ipc_lock = true;
+  const RecordOptions defaults;
+  EXPECT_EQ(WithRingSizes(defaults, unlimited, 8).buffer_size, 16ull << 20);
+  EXPECT_EQ(WithRingSizes(defaults, unlimited, 16).buffer_size, 16ull << 20);
+  EXPECT_EQ(WithRingSizes(defaults, unlimited, 32).buffer_size, 8ull << 20);
+  EXPECT_EQ(WithRingSizes(defaults, unlimited, 200).buffer_size, 4ull << 20) << "perf's floor";
+  RecordOptions given = defaults;
+  given.default_ring_sizes = false;
+  EXPECT_EQ(WithRingSizes(given, unlimited, 200).buffer_size, 16ull << 20) << "a size given is kept";
+  RecordOptions per_thread = defaults;
+  per_thread.per_thread = true;
+  EXPECT_EQ(WithRingSizes(per_thread, unlimited, 200).buffer_size, 16ull << 20);
 }
 
 TEST_F(PtRecordingTest, LockedMemoryRefusalExplainsWhatToChange) {
@@ -572,6 +637,43 @@ TEST_F(PtRecordingTest, PerThreadModeKeepsRecordingWhenANewThreadsRingIsRefused)
                                          HasSubstr("locked-memory"))));
 }
 
+// Per-thread mode: an exited thread's ring is read one last time and released, so its
+// locked memory (one budget per user, given back at munmap) serves the next new thread.
+TEST_F(PtRecordingTest, PerThreadModeReleasesTheRingsOfExitedThreads) {
+  SleepingChild target;
+  ASSERT_GT(target.pid(), 0);
+  const uint32_t pid = static_cast<uint32_t>(target.pid());
+  options_.record.snapshot = false;
+  FollowRun run(options_, target.pid(), /*per_thread=*/true, /*follow=*/false);
+  ASSERT_NE(run.rec, nullptr);
+  const PtRingRequest first = run.factory.requests().at(0);
+  const uint64_t ring_bytes = FakePtKernel::kPage + first.data_size + first.aux_size;
+  run.factory.mlock_limit_bytes = 2 * ring_bytes;  // room for two rings at a time
+  ASSERT_TRUE(run.rec->Drain().ok());  // the FORK: a ring for the new thread
+  ASSERT_EQ(run.factory.size(), 2u);
+  FakePtKernel& exiting = run.factory.kernel(1);
+  ASSERT_EQ(exiting.WriteTrace(testing::TraceBytes(1000, 8)), 1000u);
+  exiting.ExitTask();  // stops its event (the trace published) and hangs up
+  ASSERT_TRUE(run.rec->Drain().ok());
+  EXPECT_TRUE(exiting.unmapped()) << "the exited thread's ring is still mapped";
+  EXPECT_EQ(run.factory.mapped_bytes(), ring_bytes);
+  constexpr uint32_t kLaterThread = 4000004;
+  WriteFork(run.factory.kernel(0), pid, pid, kLaterThread, pid);
+  ASSERT_TRUE(run.rec->Drain().ok());
+  EXPECT_EQ(run.RingTids().back(), static_cast<int>(kLaterThread));
+  TraceMeta meta = run.Finish();
+  EXPECT_THAT(meta.notes, Not(Contains(HasSubstr("not traced"))));
+  EXPECT_THAT(meta.notes, Contains(HasSubstr(absl::StrCat("thread ", kNewThread, " exited while recording"))));
+  const auto exited = std::find_if(meta.streams.begin(), meta.streams.end(),
+                                   [](const PtStream& s) { return s.tid == static_cast<int>(kNewThread); });
+  ASSERT_NE(exited, meta.streams.end()) << "the released ring's stream is still listed";
+  ASSERT_EQ(exited->chunks.size(), 1u);
+  EXPECT_EQ(exited->chunks[0].size, 1000u);
+  EXPECT_TRUE(std::any_of(meta.sideband.begin(), meta.sideband.end(),
+                          [](const SidebandFile& f) { return f.tid == static_cast<int>(kNewThread); }))
+      << "the released ring's sideband file is still listed";
+}
+
 TEST_F(PtRecordingTest, PerThreadModeFollowsAForkedChildAndItsThreadsUnlessNoFollow) {
   SleepingChild target;
   ASSERT_GT(target.pid(), 0);
@@ -793,6 +895,157 @@ TEST_F(PtRecordingTest, FilterByNameReachesTheKernelAsNumbers) {
   const std::string filter = factory_.requests().at(0).filter;
   EXPECT_THAT(filter, HasSubstr("filter 0x"));
   EXPECT_THAT(filter, ::testing::Not(HasSubstr("ptd_trigger_point")));
+}
+
+
+// Runs `session` on a thread while the test acts as the kernel's producer.
+class SessionThread {
+ public:
+  SessionThread(SnapshotTaker* taker, double duration_s) {
+    SessionOptions options;
+    options.handle_signals = false;
+    options.quiet = true;
+    options.drain_interval_ms = 60000;  // only wake-ups drain within the test
+    options.duration_s = duration_s;
+    session_ = std::make_unique<RecordSession>(options, taker);
+    thread_ = std::thread([this] { reason_ = session_->Run(); });
+  }
+  absl::StatusOr<std::string> Join() {
+    thread_.join();
+    return reason_;
+  }
+
+ private:
+  std::unique_ptr<RecordSession> session_;
+  std::thread thread_;
+  absl::StatusOr<std::string> reason_ = absl::UnknownError("not run");
+};
+
+// Whether the reader takes everything `kernel` published within `limit` (the loop has
+// only wake-ups to go by: its timer is a minute away). The fake then clears its wakeup.
+bool ReaderCatchesUp(FakePtKernel& kernel, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const uint64_t head = __atomic_load_n(&kernel.header()->aux_head, __ATOMIC_ACQUIRE);
+    if (head != 0 && __atomic_load_n(&kernel.header()->aux_tail, __ATOMIC_ACQUIRE) == head) {
+      kernel.WriteTrace({});  // the producer's next step
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// A thread that only waits, so this process has a second live thread to attach to.
+class IdleThread {
+ public:
+  IdleThread() : thread_([this] {
+    tid_ = static_cast<int>(syscall(SYS_gettid));
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return done_; });
+  }) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return tid_ != 0; });
+  }
+  ~IdleThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  int tid() const { return tid_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  int tid_ = 0;
+  std::thread thread_;
+};
+
+// Attached threads' events are opened disabled (nothing of theirs precedes the mappings
+// synthesized from /proc) and run once enabled; a truncation stops only the event that
+// was writing, and the recorder's read enables it again.
+TEST_F(PtRecordingTest, AttachedEventsRunOnlyOnceEnabledAndATruncationStopsOnlyItsEvent) {
+  IdleThread other;
+  const int self = options_.self_tids.front();
+  options_.self_tids.push_back(other.tid());
+  options_.record.snapshot = false;
+  options_.record.per_thread = false;
+  size_t written_before_enable = 1;
+  factory_.on_open = [&](FakePtKernel& k) {
+    if (k.options().cpu == 0) written_before_enable = k.WriteTrace(testing::TraceBytes(100, 1));
+  };
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(written_before_enable, 0u) << "opened disabled (attr.disabled)";
+  FakePtKernel& k = factory_.kernel(0);
+  EXPECT_EQ(factory_.requests().at(0).attr.disabled, 1u);
+  EXPECT_TRUE(k.pt_enabled(self));
+  EXPECT_TRUE(k.pt_enabled(other.tid()));
+  k.RunTask(other.tid());
+  k.WriteTrace(testing::TraceBytes(5 * 4096, 2));  // more than the 4-page ring holds
+  EXPECT_FALSE(k.pt_enabled(other.tid())) << "the writing event is disabled (pending_disable)";
+  EXPECT_TRUE(k.pt_enabled(self)) << "the ring's other events are not";
+  ASSERT_TRUE((*rec)->Drain().ok());
+  EXPECT_TRUE(k.pt_enabled(other.tid())) << "enabled again after the read";
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+}
+
+// A per-CPU ring holds the events of several threads; the one polled first may hang up
+// (its thread exited) while the others still write: their fds wake the loop.
+TEST_F(PtRecordingTest, APerCpuRingWakesTheLoopAfterItsFirstThreadExited) {
+  IdleThread other;
+  const int self = options_.self_tids.front();
+  options_.self_tids.push_back(other.tid());
+  options_.record.snapshot = false;
+  options_.record.per_thread = false;
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  FakePtKernel& k = factory_.kernel(0);
+  ASSERT_EQ(k.poll_fds().size(), 2u);
+  k.ExitTask(self);  // its event polls POLLHUP from now on; the ring's other does not
+  SessionThread session(rec->get(), 3.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the loop sees the HUP
+  k.RunTask(other.tid());
+  k.WriteTrace(testing::TraceBytes(k.options().aux_size / 4, 3));  // the watermark
+  EXPECT_EQ(k.wakeups(), 1u);
+  EXPECT_TRUE(ReaderCatchesUp(k, std::chrono::milliseconds(2000)))
+      << "the other thread's wake-up did not reach the loop";
+  auto reason = session.Join();
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("duration", {}, &meta).ok());
+}
+
+// Rings opened by a drain (here a thread created while recording, per-thread mode) join
+// the poll set: their wake-ups drain them long before the loop's timer.
+TEST_F(PtRecordingTest, RingsOpenedWhileRecordingWakeTheLoop) {
+  SleepingChild target;
+  ASSERT_GT(target.pid(), 0);
+  options_.record.snapshot = false;
+  FollowRun run(options_, target.pid(), /*per_thread=*/true, /*follow=*/false);
+  ASSERT_NE(run.rec, nullptr);
+  SessionThread session(run.rec.get(), 3.0);  // its first drain reads the FORK
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (run.factory.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(run.factory.size(), 2u) << "no ring for the new thread";
+  FakePtKernel& k = run.factory.kernel(1);
+  ASSERT_TRUE(k.pt_enabled());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the loop polls it
+  k.WriteTrace(testing::TraceBytes(k.options().aux_size / 4, 4));
+  EXPECT_EQ(k.wakeups(), 1u);
+  EXPECT_TRUE(ReaderCatchesUp(k, std::chrono::milliseconds(2000)))
+      << "the new ring's wake-up did not reach the loop";
+  auto reason = session.Join();
+  ASSERT_TRUE(reason.ok()) << reason.status();
+  run.Finish();
 }
 
 }  // namespace
