@@ -533,19 +533,12 @@ template <class Api>
 }
 
 // After a step: libipt's time changes only with packets read, so an unchanged offset
-// means an unchanged time (most blocks read no packet). With an event pending it is not
-// the time of the step's instructions: the query decoder has read ahead past the event
-// (past a syscall's TIP.PGD to the TSC of the re-enable), and each event brings the time
-// of its own packet.
+// means an unchanged time (most blocks read no packet).
 template <class Api>
-[[gnu::always_inline]] inline void PtStreamDecoder::TimeAfterStep(typename Api::Decoder* decoder, int status,
-                                                                  bool offset_fresh, uint64_t offset,
-                                                                  uint64_t* time_offset) {
+[[gnu::always_inline]] inline void PtStreamDecoder::TimeAfterStep(typename Api::Decoder* decoder, bool offset_fresh,
+                                                                  uint64_t offset, uint64_t* time_offset) {
   if (config_.axis != TimeAxis::kTime || (offset_fresh && offset == *time_offset)) return;
-  if (status & pts_event_pending) {
-    *time_offset = UINT64_MAX;
-    return;
-  }
+
   *time_offset = offset_fresh ? offset : UINT64_MAX;
   uint64_t tsc = 0;
   uint32_t lost_mtc = 0, lost_cyc = 0;
@@ -737,7 +730,7 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
       status = Api::Next(this, decoder);
       if (status < 0) break;
       offset_fresh = Api::GetOffset(decoder, &offset_after_block) >= 0;
-      TimeAfterStep<Api>(decoder, status, offset_fresh, offset_after_block, &time_offset);
+      TimeAfterStep<Api>(decoder, offset_fresh, offset_after_block, &time_offset);
       if constexpr (std::is_same_v<Api, FastApi>) {
         // The blocks that make no event, many at a time, as the steps above would take
         // them (the same previous_call, cancel check and time after each), but cheaper.
@@ -763,7 +756,7 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
           HandleQuickRun(run, *decoder);
           if (status < 0) break;
           offset_fresh = Api::GetOffset(decoder, &offset_after_block) >= 0;
-          TimeAfterStep<Api>(decoder, status, offset_fresh, offset_after_block, &time_offset);
+          TimeAfterStep<Api>(decoder, offset_fresh, offset_after_block, &time_offset);
         }
         if (status < 0) break;
       }

@@ -93,8 +93,7 @@ class PtStreamDecoder : public FlowDecoder {
   template <class Api>
   bool TimeRunStart(typename Api::Decoder* decoder);
   template <class Api>
-  void TimeAfterStep(typename Api::Decoder* decoder, int status, bool offset_fresh, uint64_t offset,
-                     uint64_t* time_offset);
+  void TimeAfterStep(typename Api::Decoder* decoder, bool offset_fresh, uint64_t offset, uint64_t* time_offset);
   int NextInsn(pt_insn_decoder* decoder);
   void OnInstructionRun(uint64_t first_ip, uint64_t count);
   void StartRun(uint64_t first_ip);

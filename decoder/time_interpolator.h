@@ -56,7 +56,7 @@ class TimeInterpolator {
     if (tsc == last_tsc_ && (!at_event || instructions <= point_.instructions)) return;
     last_tsc_ = tsc;
     TimePoint next{std::max(conversion_.TscToNs(tsc), have_point_ ? point_.ns : 0), instructions};
-    for (uint64_t sampled : open_) times_.push_back(Between(next, sampled));
+    for (uint64_t sampled : open_) Timed(Between(next, sampled));
     open_.clear();
     if (have_point_ && next.ns > point_.ns && next.instructions > point_.instructions) {
       ns_per_insn_ = static_cast<double>(next.ns - point_.ns) /
@@ -74,7 +74,7 @@ class TimeInterpolator {
     for (uint64_t sampled : open_) {
       double t = static_cast<double>(point_.ns) +
                  ns_per_insn_ * static_cast<double>(sampled - std::min(sampled, point_.instructions));
-      times_.push_back(have_point_ ? static_cast<uint64_t>(t) : 0);
+      Timed(have_point_ ? static_cast<uint64_t>(t) : 0);
     }
     open_.clear();
     DeliverKnown(kept);
@@ -98,7 +98,7 @@ class TimeInterpolator {
   // The ticket the next Sample hands out.
   uint64_t next_ticket() const { return next_ticket_; }
 
-  // The latest time handed out (instruction and cycles axes: the latest Now).
+  // The latest time of a sample (instruction and cycles axes: the latest Now).
   uint64_t last() const { return last_; }
 
   static constexpr uint64_t kNoTicket = UINT64_MAX;
@@ -120,6 +120,12 @@ class TimeInterpolator {
 
   // A ticket older than the kept ones is a caller's bug: it gets the latest time rather
   // than holding up every event after it.
+  // Every sample counts for last(), delivered or not (the stream's last branch is pending).
+  void Timed(uint64_t time) {
+    times_.push_back(time);
+    last_ = std::max(last_, time);
+  }
+
   bool Known(uint64_t ticket) const { return ticket - first_ticket_ < times_.size() || ticket < first_ticket_; }
   uint64_t TimeOf(uint64_t ticket) {
     if (ticket < first_ticket_) return last_;
