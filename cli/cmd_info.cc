@@ -43,6 +43,25 @@ const char* EndReasonText(const std::string& reason) {
 
 std::string Str(const Json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
 
+// The time axis `decode` uses by default, its resolution and its clock, from the PT
+// fields and the mode (docs/decoder.md, "Time").
+std::string ClockText(const Json& j) {
+  const Json fields = j.contains("pt") ? j["pt"]["fields"] : Json::object();
+  auto on = [&](const char* name) { return fields.contains(name) && fields[name].is_number() && fields[name].get<int>() != 0; };
+  if (!on("tsc")) return "axis instructions (no timing packets), resolution 1 instruction";
+  std::string resolution = on("cyc")   ? "every packet (CYC: core cycles)"
+                           : on("mtc") ? absl::StrCat("MTC (2^", Str(fields.value("mtc_period", Json(0))), " ART ticks)")
+                                       : "TSC packets only (PSB+, re-enables)";
+  const std::string emulator = j.value("emulator", "");
+  std::string source = Str(j["mode"]) == "emulated" ? "the emulator's (meta.json names none)" : "the CPU's TSC";
+  if (!emulator.empty()) {
+    source = j.value("time_axis", "") == "virtual"
+                 ? absl::StrCat("virtual (", emulator, "): 1 ns per retired instruction plus the time charged per system call")
+                 : absl::StrCat("CLOCK_MONOTONIC as ", emulator, " read it (CPU work slowed by the emulator)");
+  }
+  return absl::StrCat("axis ns, resolution ", resolution, ", interpolated by instructions between; clock ", source);
+}
+
 void PrintText(const Json& j) {
   std::printf("trace:   %s (format %s, written by %s)\n", Str(j["trace_dir"]).c_str(),
               Str(j["format_version"]).c_str(), Str(j["tool_version"]).c_str());
@@ -74,6 +93,7 @@ void PrintText(const Json& j) {
                 j["pt"]["ip_filter"].get<std::string>().empty() ? "" : "  filter ",
                 j["pt"]["ip_filter"].get<std::string>().c_str());
   }
+  std::printf("clock:   %s\n", ClockText(j).c_str());
   std::printf("time:    %s .. %s ns, ended by %s (%s)\n", Str(j["start_ns"]).c_str(),
               Str(j["end_ns"]).c_str(), Str(j["end_reason"]).c_str(),
               EndReasonText(Str(j["end_reason"])));

@@ -39,12 +39,6 @@ class SectionBlockCache;
 // kBlock, kInsn: libipt's block and instruction decoders (the references).
 enum class DecoderKind { kFast, kBlock, kInsn };
 
-class FlowConsumer {
- public:
-  virtual ~FlowConsumer() = default;
-  virtual void OnFlow(const FlowEvent& event) = 0;
-};
-
 // Sees every run of instructions (tests expand them to compare against libipt's own
 // output; nothing in the product needs it).
 class BlockObserver {
@@ -144,17 +138,18 @@ class PsbWatcher {
 // The steps of the time axis inside a piece, replayed when the piece is stitched, as
 // words (pieces write millions, and the stitcher reads them back long out of the
 // cache): a Now() sample is one word, its piece-relative instruction count; a timing
-// update two, the TSC with kUpdate set (TSCs have 56 bits), then the count. A sample is
-// named by its word's index.
+// update two, the TSC with kUpdate set (TSCs have 56 bits; kAtEvent: an event's own
+// time), then the count. A sample is named by its word's index.
 struct TimeSteps {
   static constexpr uint64_t kUpdate = uint64_t{1} << 63;
+  static constexpr uint64_t kAtEvent = uint64_t{1} << 62;
   std::vector<uint64_t> words;
   size_t AddSample(uint64_t instructions) {
     words.push_back(instructions);
     return words.size() - 1;
   }
-  void AddUpdate(uint64_t tsc, uint64_t instructions) {
-    words.push_back(tsc | kUpdate);
+  void AddUpdate(uint64_t tsc, uint64_t instructions, bool at_event) {
+    words.push_back(tsc | kUpdate | (at_event ? kAtEvent : 0));
     words.push_back(instructions);
   }
   size_t size() const { return words.size(); }

@@ -44,4 +44,11 @@ struct FlowEvent {
   uint64_t image_tsc = 0;
 };
 
+// Takes a stream's events in order.
+class FlowConsumer {
+ public:
+  virtual ~FlowConsumer() = default;
+  virtual void OnFlow(const FlowEvent& event) = 0;
+};
+
 }  // namespace ptd::decoder

@@ -88,8 +88,7 @@ struct ThreadStream {
 class PieceStitcher {
  public:
   PieceStitcher(const PtDecodeConfig& config, FlowConsumer* consumer)
-      : clock_(config.axis, config.conversion),
-        consumer_(consumer),
+      : clock_(config.axis, config.conversion, consumer),
         cycles_(config.cycles),
         cycles_axis_(config.axis == TimeAxis::kCycles) {}
 
@@ -99,6 +98,10 @@ class PieceStitcher {
     chunk_cycles_ = 0;
   }
 
+  // A chunk's pieces are all in: what waits for a later timing update is timed without
+  // one, as the single decoder does at the end of each chunk.
+  void EndChunk() { clock_.Finish(CarriedTicket()); }
+
   void MarkLostData(uint64_t offset) {
     carried_.valid = false;
     FlowEvent event;
@@ -107,9 +110,11 @@ class PieceStitcher {
     event.instructions = instructions_;
     last_cycles_ = std::max(last_cycles_, cycles_base_);
     event.cycles = last_cycles_;
-    event.time = cycles_axis_ ? clock_.Now(last_cycles_) : clock_.Now(instructions_);
+    event.time = cycles_axis_                         ? clock_.Now(last_cycles_)
+                 : clock_.axis() == TimeAxis::kTime ? clock_.Sample(instructions_)
+                                                    : clock_.Now(instructions_);
     event.offset = offset;
-    consumer_->OnFlow(event);
+    clock_.Deliver(event);
   }
 
   // Streams with timing packets: `image_clock` is brought to each event's image time
@@ -123,14 +128,18 @@ class PieceStitcher {
     const uint64_t base = instructions_;
     const bool timed = clock_.axis() == TimeAxis::kTime;
     if (timed) {
+      // The piece's samples become the clock's tickets (its events take them below), all
+      // kept until then, as is the branch carried in.
       const std::vector<uint64_t>& steps = piece.steps.words;
       times_.resize(steps.size());
+      const uint64_t kept = std::min(CarriedTicket(), clock_.next_ticket());
       for (size_t i = 0; i < steps.size(); ++i) {
         if (steps[i] & TimeSteps::kUpdate) {
-          clock_.Update(steps[i] & ~TimeSteps::kUpdate, base + steps[i + 1]);
+          clock_.Update(steps[i] & ~(TimeSteps::kUpdate | TimeSteps::kAtEvent), base + steps[i + 1], kept,
+                        (steps[i] & TimeSteps::kAtEvent) != 0);
           ++i;
         } else {
-          times_[i] = clock_.Now(base + steps[i]);
+          times_[i] = clock_.Sample(base + steps[i]);
         }
       }
     } else if (piece.outcome.recorded.sampled_time) {
@@ -157,7 +166,7 @@ class PieceStitcher {
         FlowEvent flushed;
         if (!CarriedStaysInFunction(r.carried_flush_target, r.carried_flush_known) &&
             PendingEvent(carried_, r.carried_flush_target, r.carried_flush_known, &flushed)) {
-          consumer_->OnFlow(flushed);
+          clock_.Deliver(flushed);
         }
         carried_.valid = false;
       }
@@ -169,7 +178,7 @@ class PieceStitcher {
       }
       fix(&event.instructions, &event.time);
       if (cycles_) fix_cycles(&event.cycles, &event.time);
-      consumer_->OnFlow(event);
+      clock_.Deliver(event);
     }
     // The branch this piece ends with; kUnknown: the one carried in, still untouched.
     if (o.pending.valid && o.pending.klass != InsnClass::kUnknown) {
@@ -202,6 +211,11 @@ class PieceStitcher {
     return image != nullptr && StaysInFunction(*image, carried_, target, known);
   }
 
+  // The clock's ticket the carried branch holds (time axis), if any.
+  uint64_t CarriedTicket() const {
+    return carried_.valid && clock_.axis() == TimeAxis::kTime ? carried_.time : TimeInterpolator::kNoTicket;
+  }
+
   // As the flow decoders' AdvanceImage: the same changes at the same events' times.
   void AdvanceImage(uint64_t ns) {
     if (ns == 0 || ns < next_image_change_) return;
@@ -210,7 +224,6 @@ class PieceStitcher {
   }
 
   TimeInterpolator clock_;
-  FlowConsumer* consumer_;
   ImageClock* image_clock_ = nullptr;
   const image::ProcessImage* image_ = nullptr;
   TimeConversion conversion_;
@@ -495,6 +508,7 @@ absl::Status Engine::Run() {
         changed_.notify_all();
         if (options_.progress) options_.progress(bytes_done);
       }
+      stitcher.EndChunk();
       if (Cancelled()) break;
     }
     job.instructions = stitcher.instructions();

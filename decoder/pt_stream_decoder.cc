@@ -31,13 +31,13 @@ PtStreamDecoder::PtStreamDecoder(const PtDecodeConfig& config, image::ProcessIma
                                  FlowConsumer* consumer)
     : config_(config),
       image_(image),
-      consumer_(consumer),
       classifier_(image),
       traps_(image),
-      clock_(config.axis, config.conversion) {}
+      clock_(config.axis, config.conversion, consumer) {}
 
-// On the time axis a piece cannot compute times (the rate and the clamp come from the
-// pieces before it): it logs the sample and hands out its index instead.
+// On the time axis an event's time is known only at the next timing update: the single
+// decoder hands out the clock's ticket (its events wait in the clock), a piece logs the
+// sample and hands out its index (the stitcher replays the log through a clock).
 uint64_t PtStreamDecoder::Now() {
   // Cycles axis: the cycle count (a piece's is relative to its buffer: the stitcher
   // makes it absolute and uses it as the time).
@@ -48,10 +48,12 @@ uint64_t PtStreamDecoder::Now() {
   return TimeSample(instructions_);
 }
 
-// The time when `instructions` had executed (time or instruction axis). In a piece on the
-// time axis: the index of the logged step.
+// The time when `instructions` had executed (time or instruction axis). On the time axis:
+// the clock's ticket, or in a piece the index of the logged step.
 uint64_t PtStreamDecoder::TimeSample(uint64_t instructions) {
-  if (piece_ == nullptr) return clock_.Now(instructions);
+  if (piece_ == nullptr) {
+    return config_.axis == TimeAxis::kTime ? clock_.Sample(instructions) : clock_.Now(instructions);
+  }
   return PieceTimeSample(instructions);
 }
 
@@ -67,11 +69,9 @@ uint64_t PtStreamDecoder::PieceTimeSample(uint64_t instructions) {
 
 // Most branches are jumps the filter drops, so a branch's time is sampled late: just
 // before the clock is used again (another sample, or a new timing update). Taken then,
-// it is the number taken at the branch: the rate has not changed, and no sample with
-// more instructions has raised the never-backwards clamp. Samples of dropped branches
-// matter only for that clamp, and only the newest one before an update. Every decoder
-// and every piece settles at the same points, plus pieces at their borders (an extra
-// sample whose instruction count no later sample undercuts changes nothing).
+// it lies between the same two updates as at the branch. A sample's time depends only on
+// its instruction count and those two updates, so extra samples (pieces settle at their
+// borders too) change nothing.
 void PtStreamDecoder::SettleBranchSample() {
   if (!unsampled_) return;
   unsampled_ = false;
@@ -82,14 +82,17 @@ void PtStreamDecoder::SettleBranchSample() {
   }
 }
 
-void PtStreamDecoder::UpdateTime(uint64_t tsc) {
-  if (config_.axis != TimeAxis::kTime || tsc == 0 || tsc == last_update_tsc_) return;
+// `at_event`: the time of an event's own packet in a stream with CYC, a timing point even
+// when the TSC did not move since the last update (the instructions since then took no
+// time the packets saw: a syscall's TIP.PGD right after the branch before it).
+void PtStreamDecoder::UpdateTime(uint64_t tsc, bool at_event) {
+  if (config_.axis != TimeAxis::kTime || tsc == 0 || (tsc == last_update_tsc_ && !at_event)) return;
   last_update_tsc_ = tsc;
   SettleBranchSample();
   if (piece_ == nullptr) {
-    clock_.Update(tsc, instructions_);
+    clock_.Update(tsc, instructions_, PendingTicket(), at_event);
   } else {
-    piece_->time_steps->AddUpdate(tsc, instructions_);
+    piece_->time_steps->AddUpdate(tsc, instructions_, at_event);
   }
 }
 
@@ -161,8 +164,13 @@ void PtStreamDecoder::Deliver(FlowEvent& event) {
   if (piece_ != nullptr) {
     RecordInPiece(event);
   } else {
-    consumer_->OnFlow(event);
+    clock_.Deliver(event);
   }
+}
+
+// The clock's ticket the pending branch holds (time axis, single decoder), if any.
+uint64_t PtStreamDecoder::PendingTicket() const {
+  return pending_.valid && pending_.timed ? pending_.time : TimeInterpolator::kNoTicket;
 }
 
 [[gnu::noinline]] void PtStreamDecoder::RecordInPiece(FlowEvent& event) {
@@ -293,8 +301,11 @@ void PtStreamDecoder::Disable(uint64_t ip, bool known) {
 }
 
 void PtStreamDecoder::HandleEvent(const pt_event& event) {
+  // The update first: the events waiting for it go on before the image moves on.
+  // With CYC every packet has its own time: an event's is a timing point even unchanged.
+  // Without, an unchanged time says only that no timing packet came since.
+  if (event.has_tsc) UpdateTime(event.tsc, /*at_event=*/config_.cycles);
   if (event.has_tsc && image_clock_ != nullptr && !ImageUnchangedAt(event.tsc)) AdvanceImage(event.tsc);
-  if (event.has_tsc) UpdateTime(event.tsc);
   switch (event.type) {
     case ptev_enabled:
       pending_.valid = false;
@@ -527,6 +538,7 @@ template <class Api>
 [[gnu::always_inline]] inline void PtStreamDecoder::TimeAfterStep(typename Api::Decoder* decoder, bool offset_fresh,
                                                                   uint64_t offset, uint64_t* time_offset) {
   if (config_.axis != TimeAxis::kTime || (offset_fresh && offset == *time_offset)) return;
+
   *time_offset = offset_fresh ? offset : UINT64_MAX;
   uint64_t tsc = 0;
   uint32_t lost_mtc = 0, lost_cyc = 0;
@@ -794,7 +806,10 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
   }
   need_enable_ = true;
   pending_.valid = false;
-  return Run(PtBuffer{padded, size, base_offset, &psbs, scan}, DecodeStart(), nullptr);
+  absl::Status status = Run(PtBuffer{padded, size, base_offset, &psbs, scan}, DecodeStart(), nullptr);
+  // No later update times what is left of the chunk (the stitcher does the same).
+  clock_.Finish(PendingTicket());
+  return status;
 }
 
 absl::Status PtStreamDecoder::DecodeWatched(const PtBuffer& buffer, const DecodeStart& start, PsbWatcher* watcher) {

@@ -109,7 +109,8 @@ class PtStreamDecoder : public FlowDecoder {
   // Deliver's piece mode, out of line: the list's encoding inlined into Deliver made its
   // --jobs 1 path save more registers (+19 M instructions on the 60 M walker).
   void RecordInPiece(FlowEvent& event);
-  void UpdateTime(uint64_t tsc);
+  void UpdateTime(uint64_t tsc, bool at_event = false);
+  uint64_t PendingTicket() const;
   void AdvanceImage(uint64_t tsc);
   bool ImageUnchangedAt(uint64_t tsc) const;
   void UseImage(image::ProcessImage* image);
@@ -126,7 +127,6 @@ class PtStreamDecoder : public FlowDecoder {
   pt_image* libipt_image_ = nullptr;  // the one the running libipt decoder uses
   // Gives the running libipt decoder another image (per-CPU streams: another process).
   std::function<void(pt_image*)> set_libipt_image_;
-  FlowConsumer* consumer_;
   BlockObserver* observer_ = nullptr;
   const std::atomic<bool>* cancel_ = nullptr;
   std::function<void(uint64_t offset)> progress_;

@@ -336,7 +336,7 @@ void PacketGenerator::RetireLeaving(const ExecutedInsn& insn, uint64_t time) {
   ++stats_.disables;
 }
 
-void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
+void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry_delay) {
   BeginInsn(insn.ip, time);
   const uint64_t fall_through = insn.ip + insn.size;
   switch (insn.kind) {
@@ -373,7 +373,7 @@ void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time) {
       // User-only tracing: the CPU enters the kernel, PacketEn drops, and the target
       // (a kernel address) is suppressed.
       FlushTnt();
-      Timing(time);
+      Timing(time + kernel_entry_delay);
       EmitSuppressedIp(ppt_tip_pgd);
       enabled_ = false;
       ++stats_.disables;

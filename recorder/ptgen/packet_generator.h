@@ -74,7 +74,10 @@ class PacketGenerator {
 
   // An instruction retired at `time`. If tracing is disabled (start, after a syscall or
   // an asynchronous disable) it is first re-enabled at insn.ip (TIP.PGE).
-  void Retire(const ExecutedInsn& insn, uint64_t time);
+  // A far transfer (syscall) enters the kernel `kernel_entry_delay` after it retired: its
+  // TIP.PGD is timed there (a front end whose time is an instruction's start passes its
+  // length, one unit on the emulators' virtual clock).
+  void Retire(const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry_delay = 0);
 
   // `count` instructions that fall through one to the next, the first at `ip`, retired
   // at `time`, time + 1, ...: no packet of their own (block-level front ends retire a

@@ -190,7 +190,7 @@ void PtStreamSet::RetireBlock(int pid, int tid, uint64_t first_ip, uint64_t stra
   if (leaving) {
     generator->RetireLeaving(last, time + straight);
   } else {
-    generator->Retire(last, time + straight);
+    generator->Retire(last, time + straight, /*kernel_entry_delay=*/1);
   }
   NotePsb(slot.stream, before.psbs, before.bytes, time);
   slot.resume_ip = last.next_ip;

@@ -62,7 +62,9 @@ class PtStreamSet {
   // False: the instruction was lost to an injected overflow (not in the stream).
   bool Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time);
   // A basic block: `straight` fall-through instructions from `first_ip` retired at
-  // time, time + 1, ..., then `last` at time + straight. Per-thread mode without
+  // time, time + 1, ..., then `last` at time + straight; a `last` that enters the kernel
+  // (syscall) does so when it has run, at time + straight + 1, where the time the caller
+  // charges for the call starts (its TIP.PGD is timed there). Per-thread mode without
   // overflow injection (the block-level Valgrind front end).
   void RetireStraight(int pid, int tid, uint64_t first_ip, uint64_t count, uint64_t time);
   // `leaving`: `last` branches out of the traced region (PacketGenerator::RetireLeaving).

@@ -93,6 +93,26 @@ TEST(CliInfoTest, RawImportListsItsImagesAndStream) {
   EXPECT_EQ(info["images"][0]["present"], true);
 }
 
+// The clock line: the default time axis, its resolution and where its time comes from.
+TEST(CliInfoTest, ClockLineNamesTheAxisItsResolutionAndItsSource) {
+  TempDir tmp;
+  ASSERT_TRUE(MakeDirs(tmp.Sub("scratch")).ok());
+  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("trace.bin"), std::string(4096, '\0')).ok());
+  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"), std::string(PTD_CLI_PATH) + " 0x400000\n").ok());
+  CommandResult import = RunCli(tmp, {"import", "raw", "--pt", tmp.Sub("trace.bin"), "--maps",
+                                      tmp.Sub("maps.txt"), "-o", tmp.Sub("raw")});
+  ASSERT_EQ(import.exit_code, 0) << import.err;
+  CommandResult raw = RunCli(tmp, {"info", tmp.Sub("raw")});
+  EXPECT_THAT(raw.out, HasSubstr("clock:   axis instructions (no timing packets)"));
+
+  CommandResult record =
+      RunCli(tmp, {"record", "--emulate=ptrace", "-q", "-o", tmp.Sub("emulated"), "--", "/bin/true"});
+  ASSERT_EQ(record.exit_code, 0) << record.err;
+  CommandResult emulated = RunCli(tmp, {"info", tmp.Sub("emulated")});
+  EXPECT_THAT(emulated.out, HasSubstr("clock:   axis ns, resolution every packet (CYC: core cycles)"));
+  EXPECT_THAT(emulated.out, HasSubstr("clock CLOCK_MONOTONIC as ptrace read it"));
+}
+
 // The recording CPU's errata: an emulated trace was written by no CPU, so an Intel model
 // libipt does not know is no reason to warn; a hardware trace from it warns once, not
 // once per stream.

@@ -144,6 +144,29 @@ TEST(EmulatedRecorderTest, RetracesCallsRecursionTailCallsAndPlt) {
   EXPECT_GT(CountEvents(rec, GroundTruthTag::kReturn), 465u);
 }
 
+// On the default time axis each [syscall] slice lasts what the stepper measured: from
+// the syscall's entry (its SYSCALL record) to the thread's next instruction.
+TEST(EmulatedRecorderTest, SyscallSlicesLastTheTimeTheStepperMeasured) {
+  TempDir tmp;
+  Recording rec = Record(tmp, {Program("ptd_prog_calls")}, "");
+  ASSERT_EQ(rec.threads.size(), 1u);
+  const GroundTruthThread& thread = rec.threads[0];
+  std::vector<uint64_t> measured;  // per syscall: entry to the next instruction
+  for (size_t e = 0; e < thread.events.size(); ++e) {
+    if (thread.events[e].type != GroundTruthTag::kSyscall) continue;
+    const size_t next = thread.event_insn_index[e];
+    if (next < thread.ip_times.size()) measured.push_back(thread.ip_times[next] - thread.events[e].time);
+  }
+  absl::StatusOr<DecodedTrace> decoded = DecodeForTest(rec.dir, "[syscall]");
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  std::vector<uint64_t> slices;
+  for (const WatchedSlice& slice : decoded->watched) {
+    if (slice.returned) slices.push_back(slice.end - slice.begin);
+  }
+  ASSERT_GT(measured.size(), 20u);
+  EXPECT_EQ(slices, measured);
+}
+
 TEST(EmulatedRecorderTest, RetracesClockGettimeInTheVdso) {
   TempDir tmp;
   Recording rec = RecordFromMainAndRetrace(tmp, "ptd_prog_vdso");
