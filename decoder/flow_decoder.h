@@ -143,13 +143,14 @@ class PsbWatcher {
 struct TimeSteps {
   static constexpr uint64_t kUpdate = uint64_t{1} << 63;
   static constexpr uint64_t kAtEvent = uint64_t{1} << 62;
+  static constexpr uint64_t kSeed = uint64_t{1} << 61;  // only if no piece before gave a time
   std::vector<uint64_t> words;
   size_t AddSample(uint64_t instructions) {
     words.push_back(instructions);
     return words.size() - 1;
   }
-  void AddUpdate(uint64_t tsc, uint64_t instructions, bool at_event) {
-    words.push_back(tsc | kUpdate | (at_event ? kAtEvent : 0));
+  void AddUpdate(uint64_t tsc, uint64_t instructions, bool at_event, bool seed = false) {
+    words.push_back(tsc | kUpdate | (at_event ? kAtEvent : 0) | (seed ? kSeed : 0));
     words.push_back(instructions);
   }
   size_t size() const { return words.size(); }

@@ -135,8 +135,10 @@ class PieceStitcher {
       const uint64_t kept = std::min(CarriedTicket(), clock_.next_ticket());
       for (size_t i = 0; i < steps.size(); ++i) {
         if (steps[i] & TimeSteps::kUpdate) {
-          clock_.Update(steps[i] & ~(TimeSteps::kUpdate | TimeSteps::kAtEvent), base + steps[i + 1], kept,
-                        (steps[i] & TimeSteps::kAtEvent) != 0);
+          if (!(steps[i] & TimeSteps::kSeed) || !clock_.has_point()) {
+            clock_.Update(steps[i] & ~(TimeSteps::kUpdate | TimeSteps::kAtEvent | TimeSteps::kSeed),
+                          base + steps[i + 1], kept, (steps[i] & TimeSteps::kAtEvent) != 0);
+          }
           ++i;
         } else {
           times_[i] = clock_.Sample(base + steps[i]);

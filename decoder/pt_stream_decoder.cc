@@ -85,6 +85,16 @@ void PtStreamDecoder::SettleBranchSample() {
 // `at_event`: the time of an event's own packet in a stream with CYC, a timing point even
 // when the TSC did not move since the last update (the instructions since then took no
 // time the packets saw: a syscall's TIP.PGD right after the branch before it).
+// A piece's first PSB+: the single decoder passes that PSB in flight and takes its TSC
+// only where it next reads the time, so for the stitcher this is a time to start from
+// when no piece before gave one (TimeSteps::kSeed), not a timing point; the piece's own
+// later read of the same TSC is the point, as in the single decoder.
+void PtStreamDecoder::SeedPieceTime(uint64_t tsc) {
+  if (tsc == 0) return;
+  SettleBranchSample();
+  piece_->time_steps->AddUpdate(tsc, instructions_, /*at_event=*/false, /*seed=*/true);
+}
+
 void PtStreamDecoder::UpdateTime(uint64_t tsc, bool at_event) {
   if (config_.axis != TimeAxis::kTime || tsc == 0 || (tsc == last_update_tsc_ && !at_event)) return;
   last_update_tsc_ = tsc;
@@ -668,7 +678,14 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
         // The PSB+ just read carries the TSC: the segment's first events need it.
         uint64_t tsc = 0;
         uint32_t lost_mtc = 0, lost_cyc = 0;
-        if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
+        if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) {
+          if (piece_ != nullptr && !piece_seeded_) {
+            SeedPieceTime(tsc);
+          } else {
+            UpdateTime(tsc);
+          }
+        }
+        piece_seeded_ = true;
       }
       stats_.Add(Stat::kSyncs);
       need_enable_ = true;
@@ -819,6 +836,7 @@ absl::Status PtStreamDecoder::DecodeWatched(const PtBuffer& buffer, const Decode
 void PtStreamDecoder::BeginPiece(PieceRecording* recording, const CycleIndex* cycle_index, bool continuing,
                                  bool need_enable) {
   piece_ = recording;
+  piece_seeded_ = false;
   instructions_ = 0;
   last_update_tsc_ = 0;
   image_tsc_ = 0;

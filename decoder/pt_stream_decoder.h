@@ -110,6 +110,7 @@ class PtStreamDecoder : public FlowDecoder {
   // --jobs 1 path save more registers (+19 M instructions on the 60 M walker).
   void RecordInPiece(FlowEvent& event);
   void UpdateTime(uint64_t tsc, bool at_event = false);
+  void SeedPieceTime(uint64_t tsc);
   uint64_t PendingTicket() const;
   void AdvanceImage(uint64_t tsc);
   bool ImageUnchangedAt(uint64_t tsc) const;
@@ -168,6 +169,7 @@ class PtStreamDecoder : public FlowDecoder {
   // Piece mode: events recorded, time steps logged instead of computed; the carried-in
   // state is a guess until overwritten.
   PieceRecording* piece_ = nullptr;
+  bool piece_seeded_ = false;  // the piece's first PSB+ has given its time
   bool need_enable_carried_ = false;
   Stats stats_;  // instructions and undecodable are filled in by stats()
   std::vector<std::string> warnings_;

@@ -95,6 +95,9 @@ class TimeInterpolator {
     waiting_.push_back(event);
   }
 
+  // Some update has given a time (the time axis has a point to interpolate from).
+  bool has_point() const { return have_point_; }
+
   // The ticket the next Sample hands out.
   uint64_t next_ticket() const { return next_ticket_; }
 

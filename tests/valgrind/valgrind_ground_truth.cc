@@ -160,10 +160,11 @@ class CountingFactory : public decoder::ThreadSinkFactory {
 
 }  // namespace
 
-absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const std::string& watch) {
+absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const std::string& watch, bool cycles_axis) {
   DecodedTrace out;
   CountingFactory factory(&out, watch);
   decoder::DecodeOptions options;
+  if (cycles_axis) options.axis = decoder::TimeAxisChoice::kCycles;
   absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTrace(trace_dir, options, &factory);
   if (!result.ok()) return result.status();
   out.instructions = result->stats[decoder::Stat::kInstructions];

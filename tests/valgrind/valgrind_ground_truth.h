@@ -55,7 +55,10 @@ struct DecodedTrace {
   uint64_t unbalanced = 0;  // Ends with no open slice, and slices left open at the end
 };
 
-absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const std::string& watch = "");
+// `cycles_axis`: time is the CYC packets' count (the emulators' clock, exact by
+// construction) instead of the default time axis.
+absl::StatusOr<DecodedTrace> DecodeForTest(const std::string& trace_dir, const std::string& watch = "",
+                                           bool cycles_axis = false);
 
 // A trace recorded by an emulation backend and what DecodeForTest made of it.
 struct DecodedRecording {
