@@ -92,29 +92,37 @@ class ValgrindRealWorldTest : public ::testing::Test {
   }
 
   // A shell that runs `program` (in tmp_, a copy of echo Valgrind refuses to run): the
+  // `command` run in tmp_ with and without the tool: the same stdout, exit status and
+  // stderr (but for the recorder's lines, of which there is exactly one and it holds
+  // `said`); `info` of the trace holds `noted`. Returns the untraced run.
+  CommandResult ExpectAsUntracedSayingOnce(const std::string& command, const std::string& said,
+                                           const std::string& noted) const {
+    const CommandResult untraced = RunIn(tmp_.path(), command);
+    const CommandResult traced = RunIn(tmp_.path(), RecordCommand("", command));
+    EXPECT_EQ(traced.out, untraced.out);
+    EXPECT_EQ(traced.exit_code, untraced.exit_code);
+    std::string program_err;
+    const std::vector<std::string> lines = RecorderLines(traced.err, &program_err);
+    EXPECT_EQ(program_err, untraced.err);
+    EXPECT_EQ(lines.size(), 1u) << traced.err;
+    if (!lines.empty()) {
+      EXPECT_TRUE(absl::StrContains(lines[0], said)) << lines[0];
+    }
+    const CommandResult info = RunCli({"info", tmp_.Sub("trace.dir")});
+    EXPECT_EQ(info.exit_code, 0) << info.err;
+    EXPECT_TRUE(absl::StrContains(info.out, noted)) << info.out;
+    return untraced;
+  }
+
   // program runs untraced, as it does without the tool; the recorder says so once, the
   // trace's notes name it, and the shell's own work decodes without errors.
   void ExpectChildRunsUntracedAndIsNamedOnce(const std::string& program) const {
     const std::string& dir = tmp_.path();
     const std::string script = absl::StrCat("'./", program, " hello; echo status $?'");
-    const CommandResult untraced = RunIn(dir, absl::StrCat("/bin/sh -c ", script));
-    ASSERT_EQ(untraced.out, "hello\nstatus 0\n");
-
-    const CommandResult traced = RunIn(dir, RecordCommand("", absl::StrCat("/bin/sh -c ", script)));
-    EXPECT_EQ(traced.out, untraced.out);
-    EXPECT_EQ(traced.exit_code, untraced.exit_code);
-    std::string program_err;
-    const std::vector<std::string> said = RecorderLines(traced.err, &program_err);
-    EXPECT_EQ(program_err, untraced.err);
-    ASSERT_EQ(said.size(), 1u) << traced.err;
-    EXPECT_TRUE(absl::StrContains(said[0], program)) << said[0];
-    EXPECT_TRUE(absl::StrContains(said[0], "untraced")) << said[0];
-
-    const CommandResult info = RunCli({"info", dir + "/trace.dir"});
-    ASSERT_EQ(info.exit_code, 0) << info.err;
-    const std::string note =
-        absl::StrCat("./", program, ", which ran untraced (setuid, setgid or with file capabilities");
-    EXPECT_TRUE(absl::StrContains(info.out, note)) << info.out;
+    const CommandResult untraced = ExpectAsUntracedSayingOnce(
+        absl::StrCat("/bin/sh -c ", script), absl::StrCat(program, " (pid"),
+        absl::StrCat("./", program, ", which ran untraced (setuid, setgid or with file capabilities"));
+    EXPECT_EQ(untraced.out, "hello\nstatus 0\n");
     absl::StatusOr<DecodedTrace> decoded = DecodeForTest(dir + "/trace.dir");
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_EQ(decoded->errors, 0u) << (decoded->error_details.empty() ? "" : decoded->error_details[0]);
@@ -200,18 +208,9 @@ TEST_F(ValgrindRealWorldTest, LaunchedSetuidProgramBehavesAsUntraced) {
   std::string why;
   const std::string setuid_echo = SetuidEcho(&why);
   if (setuid_echo.empty()) GTEST_SKIP() << why;
-  const CommandResult untraced = RunIn(tmp_.path(), "./setuid_echo hello");
-  ASSERT_EQ(untraced.out, "hello\n");
-  const CommandResult traced = RunIn(tmp_.path(), RecordCommand("", "./setuid_echo hello"));
-  EXPECT_EQ(traced.out, untraced.out);
-  EXPECT_EQ(traced.exit_code, untraced.exit_code);
-  std::string program_err;
-  const std::vector<std::string> said = RecorderLines(traced.err, &program_err);
-  EXPECT_EQ(program_err, untraced.err);
-  ASSERT_EQ(said.size(), 1u) << traced.err;
-  EXPECT_TRUE(absl::StrContains(said[0], "setuid_echo")) << said[0];
-  const CommandResult info = RunCli({"info", tmp_.Sub("trace.dir")});
-  EXPECT_TRUE(absl::StrContains(info.out, "ran untraced (setuid")) << info.out;
+  const CommandResult untraced =
+      ExpectAsUntracedSayingOnce("./setuid_echo hello", "setuid_echo", "ran untraced (setuid");
+  EXPECT_EQ(untraced.out, "hello\n");
 }
 
 // A recording stopped while the program runs (--duration; Ctrl-C and --control stop end
@@ -252,18 +251,11 @@ TEST_F(ValgrindRealWorldTest, NoValgrindInternalsInInfoDecodeOrTrace) {
 // stderr, which is byte for byte what it is without the tool; the recorder says what
 // Valgrind said, once, in its own words and in the trace's notes.
 TEST_F(ValgrindRealWorldTest, ProgramStderrIsByteIdenticalWithValgrindMessagesSurfacedOnce) {
-  const std::string program = "/usr/bin/perl -e 'syscall(999); print STDERR qq(done\\n); exit 0'";
-  const CommandResult plain = RunIn(tmp_.path(), program);
-  ASSERT_EQ(plain.err, "done\n");
-  // The recorder's own lines start with its name; what is left is the program's.
-  const CommandResult traced = RunIn(tmp_.path(), RecordCommand("", program));
-  std::string program_err;
-  const std::vector<std::string> said = RecorderLines(traced.err, &program_err);
-  EXPECT_EQ(program_err, plain.err);
-  ASSERT_EQ(said.size(), 1u) << traced.err;
-  EXPECT_TRUE(absl::StrContains(said[0], "unhandled amd64-linux syscall: 999")) << said[0];
-  const CommandResult info = RunCli({"info", tmp_.Sub("trace.dir")});
-  EXPECT_TRUE(absl::StrContains(info.out, "Valgrind: WARNING: unhandled amd64-linux syscall: 999")) << info.out;
+  const CommandResult untraced =
+      ExpectAsUntracedSayingOnce("/usr/bin/perl -e 'syscall(999); print STDERR qq(done\\n); exit 0'",
+                                 "unhandled amd64-linux syscall: 999",
+                                 "Valgrind: WARNING: unhandled amd64-linux syscall: 999");
+  EXPECT_EQ(untraced.err, "done\n");
 }
 
 }  // namespace

@@ -172,6 +172,18 @@ class ExecStacksTest : public ::testing::Test {
     }
   }
 
+  // `program` (under Valgrind) starts a child that execs ptd_prog_calls: that exec ends
+  // the child's inherited frames, and ptd_prog_calls runs from an empty stack.
+  void ExpectAChildExecsProgCalls(const std::string& program) {
+    Record({Program(program)}, "valgrind");
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(execs_.size(), 1u);
+    ExpectExecEndsTheOldProgram(execs_[0], /*exact=*/true);
+    ExpectNothingNestsUnderExecve();
+    ExpectProgCallsRanIn(execs_[0].pid);
+    ExpectSameInParallel();
+  }
+
   // --jobs 2 in 4 KiB pieces writes the slices and instants --jobs 1 writes, on the cycles
   // axis (the default axis takes libipt's time estimate, whose CYC calibration starts
   // afresh in each piece: after a long system call it differs for a while; docs/decoder.md).
@@ -241,23 +253,11 @@ TEST_F(ValgrindExecStacksTest, AShellsExecEndsTheShellAndStartsTheNewProgramAtDe
 }
 
 TEST_F(ValgrindExecStacksTest, AForkedChildsExecEndsTheFramesItInherited) {
-  Record({Program("ptd_prog_fork_exec")}, "valgrind");
-  if (HasFatalFailure()) return;
-  ASSERT_EQ(execs_.size(), 1u);
-  ExpectExecEndsTheOldProgram(execs_[0], /*exact=*/true);
-  ExpectNothingNestsUnderExecve();
-  ExpectProgCallsRanIn(execs_[0].pid);
-  ExpectSameInParallel();
+  ExpectAChildExecsProgCalls("ptd_prog_fork_exec");
 }
 
 TEST_F(ValgrindExecStacksTest, APosixSpawnedChildStartsOutsideSpawniChild) {
-  Record({Program("ptd_prog_posix_spawn")}, "valgrind");
-  if (HasFatalFailure()) return;
-  ASSERT_EQ(execs_.size(), 1u);
-  ExpectExecEndsTheOldProgram(execs_[0], /*exact=*/true);
-  ExpectNothingNestsUnderExecve();
-  ExpectProgCallsRanIn(execs_[0].pid);
-  ExpectSameInParallel();
+  ExpectAChildExecsProgCalls("ptd_prog_posix_spawn");
 }
 
 // The reader thread dies at the exec: none of its slices outlives it.
