@@ -2,13 +2,13 @@
 // Each run is a trace directory or perf.data (decoded), an FTF file (read), or a summary
 // stored with `decode --summary --json` (a baseline kept in a repository).
 #include <cstdio>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "cli/command.h"
 #include "common/file_util.h"
 #include "decoder/trace_decoder.h"
@@ -30,20 +30,20 @@ struct DiffArgs {
   std::string time_axis = "time";
 };
 
-bool IsFtfFile(const std::string& path) {
-  return absl::EndsWith(path, ".ftf") || absl::EndsWith(path, ".ftf.gz") || absl::EndsWith(path, ".fxt");
-}
-
 // The per-function statistics of one run, from whatever the user has of it.
 absl::StatusOr<ftf::FunctionStatsSummary> SummarizeRun(const std::string& input, const DiffArgs& args) {
-  if (absl::EndsWith(input, ".json")) {
-    absl::StatusOr<std::string> text = ReadFileToString(input);
-    if (!text.ok()) return text.status();
-    absl::StatusOr<ftf::FunctionStatsSummary> summary = ftf::FunctionStatsFromJson(*text);
-    if (!summary.ok()) return absl::InvalidArgumentError(absl::StrCat(input, ": ", summary.status().message()));
-    return summary;
-  }
-  if (IsFtfFile(input)) {
+  // Told apart by content, as decode and ftf-dump do: a directory, a perf.data, a JSON
+  // summary, else an FTF file (plain or gzip; its reader names what is wrong).
+  if (!IsDirectory(input) && !perfdata::IsPerfDataFile(input)) {
+    char first = 0;
+    std::ifstream(input) >> first;  // skips white space
+    if (first == '{') {
+      absl::StatusOr<std::string> text = ReadFileToString(input);
+      if (!text.ok()) return text.status();
+      absl::StatusOr<ftf::FunctionStatsSummary> summary = ftf::FunctionStatsFromJson(*text);
+      if (!summary.ok()) return absl::InvalidArgumentError(absl::StrCat(input, ": ", summary.status().message()));
+      return summary;
+    }
     absl::StatusOr<ftf::FtfSummary> summary = ftf::SummarizeFtfFile(input);
     if (!summary.ok()) return summary.status();
     return summary->functions;

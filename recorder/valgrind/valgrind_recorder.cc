@@ -357,14 +357,14 @@ absl::StatusOr<EmulatedRecordSummary> RecordValgrind(const RecordOptions& option
   // Absolute: the program gets these paths (VALGRIND_LIB, the tool's output directory)
   // and may change its working directory before it forks or execs.
   std::error_code cwd_error;
-  const std::string work_dir =
-      std::filesystem::absolute(absl::StrCat(dir->final_dir(), ".valgrind-", getpid()), cwd_error)
-          .lexically_normal()
-          .string();
+  // <dir>.valgrind-<pid>: the prefix also finds killed recorders' directories.
+  const std::string work_dir_prefix =
+      std::filesystem::absolute(absl::StrCat(dir->final_dir(), ".valgrind-"), cwd_error).lexically_normal().string();
+  const std::string work_dir = absl::StrCat(work_dir_prefix, getpid());
   if (cwd_error) return absl::InternalError(absl::StrCat("cannot find the working directory: ", cwd_error.message()));
   const std::string spool_dir = absl::StrCat(work_dir, "/", kSpoolSubdir);
   (void)RemoveTree(work_dir);
-  RemoveWorkDirsOfKilledRecorders(work_dir.substr(0, work_dir.size() - absl::StrCat(getpid()).size()));
+  RemoveWorkDirsOfKilledRecorders(work_dir_prefix);
   if (absl::Status s = MakeDirs(spool_dir); !s.ok()) return s;
   const std::string cache_dir = options.archive_cache_dir.empty() ? DefaultArchiveCacheDir() : options.archive_cache_dir;
   std::string lib_dir;
