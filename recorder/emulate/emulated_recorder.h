@@ -3,7 +3,7 @@
 // single-stepping every thread with ptrace and turning the executed instructions into the
 // PT packets the hardware would have written (PacketGenerator). The result is a trace
 // directory in exactly the hardware format (meta.json mode "emulated"), so decoding is
-// the same code path as for hardware traces. See docs/emulation.md.
+// the same code path as for hardware traces. See docs/emulation-ptrace.md.
 
 #include <cstdint>
 #include <string>

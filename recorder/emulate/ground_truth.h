@@ -2,7 +2,7 @@
 // Ground truth of an emulated recording: the exact instructions each thread executed and
 // the call / return / unwind events derived from the stack pointer, with times. Written
 // by the emulator (GroundTruthWriter), read here; independent of any PT decoder so that
-// tests can judge the decoder against it. Format (docs/emulation.md, "Ground truth"):
+// tests can judge the decoder against it. Format (docs/emulation-ptrace.md, "Ground truth"):
 //
 //   header  "PTDGTRU1" (8 bytes), u32 version = 1, u32 flags = 0   (little-endian)
 //   records tag byte + unsigned LEB128 varints; "zz" = zigzag-encoded signed varint.
