@@ -330,13 +330,38 @@ TEST_F(PtRecordingTest, LockedMemoryRefusalExplainsWhatToChange) {
   EXPECT_THAT(message, HasSubstr("--snapshot-size"));
 }
 
-TEST_F(PtRecordingTest, BusyPmuSaysWhoCanHoldIt) {
-  factory_.open_errno = EBUSY;
+TEST_F(PtRecordingTest, CpuWidePtUserMakesAPerTaskRecordingBusy) {
+  factory_.other_pt_events = -1;  // perf record -a -e intel_pt runs
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  EXPECT_EQ(rec.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string message(rec.status().message());
+  EXPECT_THAT(message, HasSubstr("Device or resource busy"));
+  EXPECT_THAT(message, HasSubstr("another PT user is active: a CPU-wide Intel PT session"));
+  EXPECT_THAT(message, HasSubstr("LBR"));
+  EXPECT_EQ(factory_.mapped_bytes(), 0u);
+}
+
+TEST_F(PtRecordingTest, SecondTracerOfAThreadIsBusy) {
+  factory_.other_traced_tids = {options_.self_tids.front()};
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  EXPECT_THAT(std::string(rec.status().message()),
+              HasSubstr("a second tracer of this thread holds its PT"));
+}
+
+TEST_F(PtRecordingTest, PerTaskPtUserMakesACgroupRecordingBusy) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
+  ptd::testing::TempDir cgroup;
+  ASSERT_TRUE(WriteFileAtomic(cgroup.Sub("cgroup.procs"), absl::StrCat(getpid(), "\n")).ok());
+  options_.self_tids.clear();
+  options_.record.cgroup = cgroup.path();
+  factory_.other_pt_events = 1;  // perf record -e intel_pt -p PID runs
   auto rec = Start();
   ASSERT_FALSE(rec.ok());
   const std::string message(rec.status().message());
-  EXPECT_THAT(message, HasSubstr("exclusive"));
-  EXPECT_THAT(message, HasSubstr("LBR"));
+  EXPECT_THAT(message, HasSubstr("another PT user is active: per-task Intel PT events exist"));
+  EXPECT_THAT(message, HasSubstr("CPU-wide"));
 }
 
 TEST_F(PtRecordingTest, RingsAreOpenedOnOnlineCpus) {
