@@ -329,6 +329,34 @@ TEST(AuxLinearTest, TheHardwareStopsAtAToPARegionBoundary) {
   EXPECT_EQ(f.kernel().header()->aux_tail, 16384u);
 }
 
+// The markers move only at a PMI, and then aux_tail is still where the reader left it
+// before the PMI published anything. With the kernel's default watermark (half, so two
+// regions) the next STOP is the end of the other half: the hardware stops there even
+// though the reader has drained meanwhile. A quarter watermark (what the recorder sets,
+// as perf does since 874fc35cdd55 "perf intel-pt: Use aux_watermark", v5.13) keeps a
+// free region ahead.
+TEST(AuxLinearTest, AQuarterWatermarkKeepsAPromptReaderFromTruncating) {
+  for (const uint32_t quarters : {2u, 1u}) {
+    SCOPED_TRACE(quarters == 2 ? "half" : "quarter");
+    FakeKernelOptions o;
+    o.aux_size = 16 * 4096;
+    o.aux_watermark = static_cast<uint32_t>(o.aux_size / 4 * quarters);
+    CaptureFixture f(o);
+    for (int i = 0; i < 200; ++i) {
+      f.kernel().WriteTrace(testing::TraceBytes(1000, 40 + i));
+      ASSERT_TRUE(f.capture().Drain(i).ok());  // every PMI's bytes read at once
+      if (!f.kernel().pt_enabled()) {
+        ASSERT_TRUE(f.capture().ring().EnablePt().ok());
+      }
+    }
+    if (quarters == 2) {
+      EXPECT_GT(f.kernel().bytes_dropped(), 0u);
+    } else {
+      EXPECT_EQ(f.kernel().bytes_dropped(), 0u);
+    }
+  }
+}
+
 TEST(AuxLinearTest, SlowReaderTruncationIsRecordedNeverSilent) {
   FakeKernelOptions o;
   o.aux_size = 4 * 4096;
