@@ -37,7 +37,6 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
   } else if (gone_tids.count(request.tid) != 0) {
     return PerfOpenError(ESRCH, request.attr, request.tid, request.cpu);
   }
-  if (open_errno != 0) return PerfOpenError(open_errno, request.attr, request.tid, request.cpu);
 
   if (!request.filter.empty()) {
     // KernelPtRing: PERF_EVENT_IOC_SET_FILTER right after the open.

@@ -30,8 +30,6 @@ class FakeRingFactory : public PtRingFactory {
   std::function<void(FakePtKernel&)> on_open;
   // perf_event_open fails with ESRCH for these threads (they exited).
   std::set<int> gone_tids;
-  // perf_event_open of the PT event fails with this errno, 0: no failure.
-  int open_errno = 0;
   // PT events of another tool, as intel_pt's pmu->exclusive_cnt counts them
   // (exclusive_event_init): > 0 per-task events (perf record -e intel_pt -p), < 0
   // CPU-wide ones (perf record -a). The recorder's own events count too.
