@@ -8,14 +8,16 @@
 namespace ptd {
 namespace {
 
-// A PSB+ is a handful of packets (PSB, TSC, TMA, CBR, MODE, FUP, PSBEND); more without a
-// PSBEND is not a PSB+ we can read.
+// A PSB+ is a handful of packets (PSB, TSC, TMA, CBR, MODE, FUP, PSBEND) and any number
+// of PADs between them; more other packets without a PSBEND is not a PSB+ we can read.
 constexpr int kMaxPsbPlusPackets = 32;
 
 // The decoder stands right after a PSB: its PSB+'s TSC, reading up to PSBEND.
 std::optional<uint64_t> ReadPsbPlusTsc(pt_packet_decoder* decoder) {
   pt_packet packet;
-  for (int i = 0; i < kMaxPsbPlusPackets && pt_pkt_next(decoder, &packet, sizeof packet) >= 0; ++i) {
+  for (int i = 0; i < kMaxPsbPlusPackets && pt_pkt_next(decoder, &packet, sizeof packet) >= 0;) {
+    if (packet.type == ppt_pad) continue;  // real PT pads inside PSB+ too
+    ++i;
     if (packet.type == ppt_tsc) return packet.payload.tsc.tsc;
     if (packet.type == ppt_psbend) break;
   }

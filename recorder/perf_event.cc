@@ -16,7 +16,7 @@ namespace ptd {
 namespace {
 
 // What to change, in words, for the errors users actually hit.
-std::string OpenErrorHint(int err) {
+std::string OpenErrorHint(int err, bool cpu_wide) {
   switch (err) {
     case EACCES:
     case EPERM:
@@ -33,9 +33,18 @@ std::string OpenErrorHint(int err) {
     case ESRCH:
       return "; no such process";
     case EBUSY:
-      return "; the PMU is exclusive and already in use: another Intel PT user (perf record "
-             "-e intel_pt, a VM given PT) or an LBR user (perf record -b, --call-graph lbr) "
-             "holds it; stop that and retry";
+      // exclusive_event_init: per-task and CPU-wide events of an exclusive PMU (intel_pt)
+      // exclude each other system-wide; exclusive_event_installable: two on one task
+      // whose CPUs overlap; pt_event_init: LBR users exclude PT.
+      return cpu_wide
+                 ? "; another PT user is active: per-task Intel PT events exist (perf record "
+                   "-e intel_pt -p/--per-thread or a command, another ptrace-direct), and the "
+                   "kernel refuses CPU-wide ones (as --cgroup opens) while they do; or an LBR "
+                   "user (perf record -b, --call-graph lbr) holds the PMU; stop that and retry"
+                 : "; another PT user is active: a CPU-wide Intel PT session (perf record -a "
+                   "-e intel_pt) excludes per-task events, a second tracer of this thread "
+                   "holds its PT, or an LBR user (perf record -b, --call-graph lbr) holds the "
+                   "PMU; stop that and retry";
     case EINVAL:
       return "; the kernel refused the event's settings (--pt-config, --filter, sizes)";
     default:
@@ -49,14 +58,16 @@ absl::StatusOr<PerfEvent> PerfEvent::Open(const perf_event_attr& attr, int pid, 
                                           int group_fd, unsigned long flags) {
   long fd = ::syscall(SYS_perf_event_open, &attr, pid, cpu, group_fd,
                       flags | PERF_FLAG_FD_CLOEXEC);
-  if (fd < 0) return PerfOpenError(errno, attr, pid, cpu);
+  if (fd < 0) return PerfOpenError(errno, attr, pid, cpu, flags);
   return PerfEvent(static_cast<int>(fd));
 }
 
-absl::Status PerfOpenError(int err, const perf_event_attr& attr, int pid, int cpu) {
+absl::Status PerfOpenError(int err, const perf_event_attr& attr, int pid, int cpu,
+                           unsigned long flags) {
+  const bool cpu_wide = pid == -1 || (flags & PERF_FLAG_PID_CGROUP) != 0;
   std::string what = absl::StrFormat(
       "perf_event_open(type=%u, config=0x%x, pid=%d, cpu=%d) failed: %s%s", attr.type,
-      attr.config, pid, cpu, std::strerror(err), OpenErrorHint(err));
+      attr.config, pid, cpu, std::strerror(err), OpenErrorHint(err, cpu_wide));
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(what);
   if (err == ENOENT || err == ENODEV || err == EOPNOTSUPP || err == EBUSY) {
     return absl::FailedPreconditionError(what);

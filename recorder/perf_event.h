@@ -16,8 +16,11 @@ namespace ptd {
 
 // The status for perf_event_open failing with `err`: names the event, pid and cpu and
 // says what to change (EACCES/EPERM: paranoid/CAP_PERFMON; EBUSY: PT and LBR are
-// exclusive; EINVAL: refused settings). ESRCH is NotFound (the thread is gone).
-absl::Status PerfOpenError(int err, const perf_event_attr& attr, int pid, int cpu);
+// exclusive, and which other PT user excludes a per-task (pid >= 0) or a CPU-wide (pid -1
+// or PERF_FLAG_PID_CGROUP in `flags`) event; EINVAL: refused settings). ESRCH is NotFound
+// (the thread is gone).
+absl::Status PerfOpenError(int err, const perf_event_attr& attr, int pid, int cpu,
+                           unsigned long flags = 0);
 
 class PerfEvent {
  public:

@@ -7,9 +7,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/elf_build_id.h"
 #include "common/file_util.h"
 
 namespace ptd {
@@ -103,8 +105,57 @@ static absl::StatusOr<ImageEntry> SaveImage(const TraceDirWriter& dir, const std
   return image;
 }
 
+namespace {
+
+// e_ident[EI_CLASS] and e_machine of an ELF file's header.
+absl::StatusOr<std::pair<int, int>> ElfClassAndMachine(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open", path, errno);
+  Elf64_Ehdr ehdr{};
+  const ssize_t n = ::pread(fd, &ehdr, sizeof(ehdr), 0);
+  const int err = errno;
+  ::close(fd);
+  if (n < 0) return ErrnoError("cannot read", path, err);
+  if (static_cast<size_t>(n) < EI_NIDENT + 4 || std::memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0) {
+    return absl::DataLossError(absl::StrCat(path, ": offset 0: no ELF header"));
+  }
+  // e_machine sits at the same offset in 32- and 64-bit headers.
+  return std::make_pair(static_cast<int>(ehdr.e_ident[EI_CLASS]), static_cast<int>(ehdr.e_machine));
+}
+
+// This process's own [vdso] when it is the image `m` of `pid` maps (see
+// DumpSpecialMemory); the error says why it cannot stand in.
+absl::StatusOr<std::vector<uint8_t>> OwnVdsoAsStandIn(int pid, const ProcMapping& m) {
+  absl::StatusOr<std::vector<ProcMapping>> own_maps = ReadProcMaps(getpid());
+  if (!own_maps.ok()) return own_maps.status();
+  const ProcMapping* own = nullptr;
+  for (const ProcMapping& o : *own_maps) {
+    if (o.path == "[vdso]") own = &o;
+  }
+  if (own == nullptr) return absl::NotFoundError("this process has no [vdso] to stand in");
+  if (own->end - own->start != m.end - m.start) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "its [vdso] is 0x%x bytes, this process's 0x%x: another ABI's image", m.end - m.start,
+        own->end - own->start));
+  }
+  absl::StatusOr<std::pair<int, int>> target = ElfClassAndMachine(absl::StrCat("/proc/", pid, "/exe"));
+  if (!target.ok()) return target.status();
+  absl::StatusOr<std::pair<int, int>> self = ElfClassAndMachine("/proc/self/exe");
+  if (!self.ok()) return self.status();
+  if (*target != *self) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "its executable is ELF class %d machine %d, this process's class %d machine %d: "
+        "another ABI's vDSO", target->first, target->second, self->first, self->second));
+  }
+  const auto* p = reinterpret_cast<const uint8_t*>(own->start);
+  return std::vector<uint8_t>(p, p + (own->end - own->start));
+}
+
+}  // namespace
+
 absl::StatusOr<SpecialMemoryDump> DumpSpecialMemory(int pid, const std::vector<ProcMapping>& maps,
-                                                    const TraceDirWriter& dir) {
+                                                    const TraceDirWriter& dir,
+                                                    const ProcessMemoryReader& read) {
   SpecialMemoryDump dump;
   bool saw_vdso = false;
   uint64_t anon_exec_bytes = 0;
@@ -112,7 +163,22 @@ absl::StatusOr<SpecialMemoryDump> DumpSpecialMemory(int pid, const std::vector<P
   for (const ProcMapping& m : maps) {
     if (m.path == "[vdso]") {
       saw_vdso = true;
-      absl::StatusOr<std::vector<uint8_t>> bytes = ReadProcessMemory(pid, m.start, m.end - m.start);
+      absl::StatusOr<std::vector<uint8_t>> bytes = read(pid, m.start, m.end - m.start);
+      if (!bytes.ok() && absl::IsPermissionDenied(bytes.status())) {
+        absl::StatusOr<std::vector<uint8_t>> own = OwnVdsoAsStandIn(pid, m);
+        if (!own.ok()) {
+          return absl::Status(bytes.status().code(),
+                              absl::StrCat(bytes.status().message(), "; [vdso] of pid ", pid,
+                                           ": this process's cannot stand in: ",
+                                           own.status().message()));
+        }
+        absl::StatusOr<std::string> build_id = ElfBuildIdOfBytes(*own, "[vdso]");
+        dump.notes.push_back(absl::StrCat(
+            "[vdso] of pid ", pid, " unreadable (", bytes.status().message(),
+            "): this process's [vdso] saved instead, the same kernel's image for the same "
+            "ABI (build-id ", build_id.ok() && !build_id->empty() ? *build_id : "unknown", ")"));
+        bytes = *std::move(own);
+      }
       if (!bytes.ok()) return bytes.status();
       std::string name = absl::StrCat("vdso.", pid, ".so");
       if (absl::Status st = CheckElfImage(*bytes, absl::StrCat("[vdso] of pid ", pid)); !st.ok()) {
@@ -124,7 +190,7 @@ absl::StatusOr<SpecialMemoryDump> DumpSpecialMemory(int pid, const std::vector<P
     } else if (m.path == "[vsyscall]") {
       // Modern kernels make [vsyscall] execute-only (xonly) or emulate it: unreadable
       // is normal, so it is a note rather than an error.
-      absl::StatusOr<std::vector<uint8_t>> bytes = ReadProcessMemory(pid, m.start, m.end - m.start);
+      absl::StatusOr<std::vector<uint8_t>> bytes = read(pid, m.start, m.end - m.start);
       if (!bytes.ok()) {
         dump.notes.push_back(absl::StrCat("[vsyscall] of pid ", pid, " not dumped: ",
                                           std::string(bytes.status().message())));

@@ -104,31 +104,42 @@ static void RaiseOpenFileLimit() {
   (void)setrlimit(RLIMIT_NOFILE, &limit);  // if refused, EMFILE's message says what to do
 }
 
-uint64_t EventClockNow(const perf_event_mmap_page* header) {
+namespace {
+
+// The page's TSC conversion, read consistently: the kernel updates it under a sequence
+// count (perf_event_mmap_page.lock), odd while it writes (perf_event_update_userpage);
+// retry until the same even value is seen before and after, as perf_read_tsc_conversion
+// does.
+perf_event_mmap_page ReadTscConversion(const perf_event_mmap_page* header) {
+  perf_event_mmap_page out{};
   uint32_t seq = 0;
-  uint64_t zero = 0;
-  uint32_t mult = 0;
-  uint16_t shift = 0;
-  bool usable = false;
-  // The kernel updates these under a sequence count (perf_event_mmap_page.lock), odd
-  // while it writes (perf_event_update_userpage): retry until the same even value is
-  // seen before and after, as perf_read_tsc_conversion does.
   do {
     seq = __atomic_load_n(&header->lock, __ATOMIC_ACQUIRE);
-    usable = header->cap_user_time_zero;
-    zero = header->time_zero;
-    mult = header->time_mult;
-    shift = header->time_shift;
+    out.cap_user_time_zero = header->cap_user_time_zero;
+    out.time_zero = header->time_zero;
+    out.time_mult = header->time_mult;
+    out.time_shift = header->time_shift;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
   } while ((seq & 1) != 0 || __atomic_load_n(&header->lock, __ATOMIC_RELAXED) != seq);
-  if (!usable || mult == 0) {
+  return out;
+}
+
+}  // namespace
+
+bool HasTscConversion(const perf_event_mmap_page* header) {
+  const perf_event_mmap_page conversion = ReadTscConversion(header);
+  return conversion.cap_user_time_zero && conversion.time_mult != 0;
+}
+
+uint64_t EventClockNow(const perf_event_mmap_page* header, int64_t offset_without_tsc) {
+  const perf_event_mmap_page conversion = ReadTscConversion(header);
+  const uint64_t zero = conversion.time_zero;
+  const uint32_t mult = conversion.time_mult;
+  const uint16_t shift = conversion.time_shift;
+  if (!conversion.cap_user_time_zero || mult == 0) {
     // No TSC conversion offered (VMs without a stable TSC): CLOCK_MONOTONIC moved onto
-    // the perf clock (local_clock) by an offset measured once.
-    static const int64_t offset = [] {
-      absl::StatusOr<int64_t> measured = MeasurePerfClockOffset();
-      return measured.ok() ? *measured : 0;
-    }();
-    return PerfClockNs() + offset;
+    // the perf clock (local_clock) by the measured offset.
+    return PerfClockNs() + static_cast<uint64_t>(offset_without_tsc);
   }
   const uint64_t tsc = __rdtsc();
   const uint64_t quot = tsc >> shift;
@@ -182,7 +193,7 @@ RecordOptions WithPerThreadRingSizes(const RecordOptions& record, const PerfAcce
 
 uint64_t PtRecording::Now() const {
   // The first ring's conversion, kept: that ring may be released before the end.
-  return clock_page_set_ ? EventClockNow(&clock_page_) : PerfClockNs();
+  return clock_page_set_ ? EventClockNow(&clock_page_, clock_offset_) : PerfClockNs();
 }
 
 absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
@@ -367,7 +378,7 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   } else {
     // Read before the events are enabled, so the synthesized records precede every real
     // one, on the events' own clock.
-    const uint64_t synth_time = EventClockNow(rec->captures_.front()->ring().header());
+    const uint64_t synth_time = rec->Now();
     for (auto& capture : rec->captures_) {
       if (absl::Status st = factory->Enable(capture->ring()); !st.ok()) return st;
     }
@@ -393,6 +404,20 @@ absl::Status PtRecording::AddCapture(std::unique_ptr<PtRingSource> ring) {
     clock_page_.time_mult = h->time_mult;
     clock_page_.time_shift = h->time_shift;
     clock_page_set_ = true;
+    if (!HasTscConversion(h)) {
+      // Records synthesized from /proc and chunk times must be on the kernel's
+      // local_clock() to sort among the kernel's records.
+      absl::StatusOr<int64_t> offset = options_.measure_perf_clock_offset();
+      if (offset.ok()) {
+        clock_offset_ = *offset;
+      } else {
+        notes_.push_back(absl::StrCat(
+            "perf clock: the event page offers no TSC conversion and measuring the perf "
+            "clock's offset from CLOCK_MONOTONIC failed (", offset.status().message(),
+            "); records synthesized from /proc and chunk times are CLOCK_MONOTONIC, which "
+            "the kernel's timestamps (local_clock) can differ from"));
+      }
+    }
   }
   auto capture = std::make_unique<PtStreamCapture>(
       std::move(ring),

@@ -24,6 +24,11 @@
 
 namespace ptd::pt {
 
+// perf clock - CLOCK_MONOTONIC, measured with a software event on this thread: the time
+// of the COMM record a PR_SET_NAME makes the kernel write, minus the midpoint of two
+// CLOCK_MONOTONIC reads around it.
+absl::StatusOr<int64_t> MeasurePerfClockOffset();
+
 struct PtRecordingOptions {
   RecordOptions record;
   std::string sysfs_root = "/sys";   // where intel_pt is looked for (tests: a fake tree)
@@ -35,6 +40,9 @@ struct PtRecordingOptions {
   // mapped, nothing run yet), before it goes on: the trigger's breakpoints go in here
   // so no hit is missed. An error ends Start with it.
   std::function<absl::Status(int pid)> before_run;
+  // perf clock - CLOCK_MONOTONIC, for when the first ring's page offers no TSC conversion
+  // (VMs without a stable TSC). Tests substitute a failing probe.
+  std::function<absl::StatusOr<int64_t>()> measure_perf_clock_offset = MeasurePerfClockOffset;
 };
 
 // Checks what can be checked before touching the target or the disk: the PMU (the exact
@@ -145,6 +153,7 @@ class PtRecording : public SnapshotTaker {
   // The first ring's time conversion (fixed for the event's life), for Now().
   perf_event_mmap_page clock_page_{};
   bool clock_page_set_ = false;
+  int64_t clock_offset_ = 0;  // perf clock - CLOCK_MONOTONIC, without a TSC conversion
   uint64_t snapshots_ = 0;
   uint64_t start_ns_ = 0;
   bool finished_ = false;
@@ -154,15 +163,14 @@ class PtRecording : public SnapshotTaker {
 // (event->clock, kernel/events/core.c), which is sched_clock-based and drifts from it.
 uint64_t PerfClockNs();
 
-// perf clock - CLOCK_MONOTONIC, measured with a software event on this thread: the time
-// of the COMM record a PR_SET_NAME makes the kernel write, minus the midpoint of two
-// CLOCK_MONOTONIC reads around it.
-absl::StatusOr<int64_t> MeasurePerfClockOffset();
+// Whether `header` offers the TSC-to-perf-clock conversion (cap_user_time_zero, a
+// non-zero time_mult).
+bool HasTscConversion(const perf_event_mmap_page* header);
 
 // The perf clock of the event behind `header` now: the TSC converted with the page's
-// time_zero / time_mult / time_shift when cap_user_time_zero is set, else PerfClockNs()
-// plus MeasurePerfClockOffset() (measured once). Stamps records synthesized from /proc
-// and chunk times.
-uint64_t EventClockNow(const perf_event_mmap_page* header);
+// time_zero / time_mult / time_shift when it offers that (HasTscConversion), else
+// PerfClockNs() plus `offset_without_tsc` (MeasurePerfClockOffset()'s). Stamps records
+// synthesized from /proc and chunk times.
+uint64_t EventClockNow(const perf_event_mmap_page* header, int64_t offset_without_tsc);
 
 }  // namespace ptd::pt

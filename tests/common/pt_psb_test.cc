@@ -33,6 +33,20 @@ TEST(FindPsbsWithTscTest, SkipsBytesBeforeTheFirstPsbAndReadsNothingInAnEmptyBuf
   EXPECT_TRUE(FindPsbsWithTsc({}).empty());
 }
 
+TEST(FindPsbsWithTscTest, PadsInsideAPsbPlusDoNotHideItsTsc) {
+  // PSB, a run of PADs longer than any PSB+ has packets, TSC, PSBEND: real PT pads
+  // inside PSB+ (the perf samples show PSB 00 00 00 MODE ...).
+  std::vector<uint8_t> bytes;
+  for (int i = 0; i < 8; ++i) bytes.insert(bytes.end(), {0x02, 0x82});
+  bytes.insert(bytes.end(), 40, 0x00);
+  bytes.insert(bytes.end(), {0x19, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22});  // TSC
+  bytes.insert(bytes.end(), {0x02, 0x23});  // PSBEND
+  std::vector<PsbTsc> psbs = FindPsbsWithTsc(bytes);
+  ASSERT_EQ(psbs.size(), 1u);
+  EXPECT_EQ(psbs[0].tsc, 0x22334455667788ull);
+  EXPECT_EQ(PsbPlusTscAt(bytes, 0), 0x22334455667788ull);
+}
+
 // Cuts for threads: the first PSB at or after each k·size/parts, increasing, inside the
 // buffer; none for one part or a small buffer.
 TEST(CutsAtPsbsTest, CutsAtTheFirstPsbPastEachShare) {

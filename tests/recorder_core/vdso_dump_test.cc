@@ -83,6 +83,56 @@ TEST(VdsoDumpTest, DumpsOwnVdsoByteIdenticalIntoImages) {
   EXPECT_EQ(*file, vdso);
 }
 
+// /proc/PID/mem refused, as Yama ptrace_scope 1 refuses it to a non-root tracer.
+absl::StatusOr<std::vector<uint8_t>> Refused(int pid, uint64_t, uint64_t) {
+  return absl::PermissionDeniedError(absl::StrCat("/proc/", pid, "/mem: cannot open: Operation not permitted"));
+}
+
+TEST(VdsoDumpTest, UnreadableVdsoOfASameAbiProcessIsThisProcesssOwn) {
+  testing::TempDir tmp;
+  absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(tmp.Sub("t.dir"), false);
+  ASSERT_TRUE(dir.ok());
+  absl::StatusOr<std::vector<ProcMapping>> maps = ReadProcMaps(getpid());
+  ASSERT_TRUE(maps.ok());
+  absl::StatusOr<SpecialMemoryDump> dump = DumpSpecialMemory(getpid(), *maps, *dir, Refused);
+  ASSERT_TRUE(dump.ok()) << dump.status();
+  const ImageEntry* entry = nullptr;
+  for (const ImageEntry& e : dump->images) {
+    if (e.kind == ImageKind::kVdso) entry = &e;
+  }
+  ASSERT_NE(entry, nullptr);
+  uint64_t start = 0;
+  std::vector<uint8_t> vdso = OwnVdso(&start);
+  absl::StatusOr<std::vector<uint8_t>> file = ReadFileBytes(dir->FilePath(entry->path));
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(*file, vdso);
+  bool said = false;
+  for (const std::string& note : dump->notes) {
+    said = said || (note.find("unreadable") != std::string::npos &&
+                    note.find("this process's [vdso] saved instead") != std::string::npos &&
+                    note.find("build-id ") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << "no note says the [vdso] was taken from this process";
+}
+
+TEST(VdsoDumpTest, UnreadableVdsoOfAnotherSizeIsAnErrorThatSaysWhy) {
+  testing::TempDir tmp;
+  absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(tmp.Sub("t.dir"), false);
+  ASSERT_TRUE(dir.ok());
+  std::vector<ProcMapping> maps(1);
+  maps[0].start = 0x7fff0000;
+  maps[0].end = 0x7fff1000;  // one page: not this process's image (a 32-bit target's)
+  maps[0].prot = 5;
+  maps[0].path = "[vdso]";
+  uint64_t start = 0;
+  ASSERT_NE(OwnVdso(&start).size(), 0x1000u);
+  absl::StatusOr<SpecialMemoryDump> dump = DumpSpecialMemory(getpid(), maps, *dir, Refused);
+  ASSERT_FALSE(dump.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(dump.status()));
+  EXPECT_NE(dump.status().message().find("cannot stand in"), absl::string_view::npos) << dump.status();
+  EXPECT_NE(dump.status().message().find("another ABI"), absl::string_view::npos) << dump.status();
+}
+
 TEST(VdsoDumpTest, NotesAnonymousExecutableMemoryAndMissingVdso) {
   testing::TempDir tmp;
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(tmp.Sub("t.dir"), false);

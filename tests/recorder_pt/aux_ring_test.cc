@@ -266,6 +266,7 @@ TEST(AuxSnapshotTest, DisablingPtDuringTheSnapshotLosesNoSideband) {
 TEST(AuxLinearTest, DrainsEverythingAndAdvancesTail) {
   FakeKernelOptions o;
   o.aux_size = 4 * 4096;
+  o.region_size = 4096;  // one-page ToPA regions: rb_alloc_aux fell back to order 0
   CaptureFixture f(o);
   std::vector<uint8_t> all;
   for (int round = 0; round < 10; ++round) {
@@ -292,12 +293,68 @@ TEST(AuxLinearTest, BytesBelowTheWatermarkAppearOnlyWhenTheEventStops) {
   ASSERT_EQ(f.kernel().WriteTrace(first), first.size());  // crosses the watermark: a PMI
   ASSERT_EQ(f.kernel().WriteTrace(second), second.size());  // below the next one
   ASSERT_TRUE(f.capture().Drain(1).ok());
-  EXPECT_EQ(f.kernel().header()->aux_tail, first.size());  // the PMI's bytes only
+  // The PMI comes at the end of the one-page ToPA region the watermark ends: only the
+  // bytes before it are published.
+  EXPECT_EQ(f.kernel().header()->aux_tail, 4096u);
   ASSERT_TRUE(f.capture().ring().DisablePt().ok());  // pt_event_stop: perf_aux_output_end
   ASSERT_TRUE(f.capture().Drain(2).ok());
   EXPECT_EQ(f.kernel().header()->aux_tail, first.size() + second.size());
   first.insert(first.end(), second.begin(), second.end());
   EXPECT_EQ(f.StreamBytes(), Str(first));
+}
+
+// rb_alloc_aux (6.x) allocates the AUX area in chunks of the watermark's order, each one
+// ToPA region, and pt_buffer_reset_markers can only STOP at a region's end: free room
+// that ends inside a region is not usable, so a fully read ring takes less than a
+// ringful before TRUNCATED.
+TEST(AuxLinearTest, TheHardwareStopsAtAToPARegionBoundary) {
+  FakeKernelOptions o;
+  o.aux_size = 4 * 4096;  // watermark: half, so two regions of 8 KiB
+  CaptureFixture f(o);
+  std::vector<uint8_t> first = Produce(f.kernel(), 9000, 30);
+  ASSERT_EQ(first.size(), 9000u);
+  f.kernel().SchedOut();
+  ASSERT_TRUE(f.capture().Drain(1).ok());
+  ASSERT_EQ(f.kernel().header()->aux_tail, 9000u);  // everything read
+  // Free room: 16383 bytes, ending at stream byte 25383, inside the region that starts at
+  // 24576 (ring offset 8192); the page count rounds down, so STOP goes on the region
+  // ending at 16384.
+  const std::vector<uint8_t> second = testing::TraceBytes(9000, 31);
+  EXPECT_EQ(f.kernel().WriteTrace(second), 16384u - 9000u);
+  EXPECT_FALSE(f.kernel().pt_enabled());  // TRUNCATED
+  ASSERT_TRUE(f.capture().Drain(2).ok());
+  const auto chunks = f.capture().stream().chunks;
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_TRUE(chunks.back().truncated);
+  EXPECT_EQ(f.kernel().header()->aux_tail, 16384u);
+}
+
+// The markers move only at a PMI, and then aux_tail is still where the reader left it
+// before the PMI published anything. With the kernel's default watermark (half, so two
+// regions) the next STOP is the end of the other half: the hardware stops there even
+// though the reader has drained meanwhile. A quarter watermark (what the recorder sets,
+// as perf does since 874fc35cdd55 "perf intel-pt: Use aux_watermark", v5.13) keeps a
+// free region ahead.
+TEST(AuxLinearTest, AQuarterWatermarkKeepsAPromptReaderFromTruncating) {
+  for (const uint32_t quarters : {2u, 1u}) {
+    SCOPED_TRACE(quarters == 2 ? "half" : "quarter");
+    FakeKernelOptions o;
+    o.aux_size = 16 * 4096;
+    o.aux_watermark = static_cast<uint32_t>(o.aux_size / 4 * quarters);
+    CaptureFixture f(o);
+    for (int i = 0; i < 200; ++i) {
+      f.kernel().WriteTrace(testing::TraceBytes(1000, 40 + i));
+      ASSERT_TRUE(f.capture().Drain(i).ok());  // every PMI's bytes read at once
+      if (!f.kernel().pt_enabled()) {
+        ASSERT_TRUE(f.capture().ring().EnablePt().ok());
+      }
+    }
+    if (quarters == 2) {
+      EXPECT_GT(f.kernel().bytes_dropped(), 0u);
+    } else {
+      EXPECT_EQ(f.kernel().bytes_dropped(), 0u);
+    }
+  }
 }
 
 TEST(AuxLinearTest, SlowReaderTruncationIsRecordedNeverSilent) {

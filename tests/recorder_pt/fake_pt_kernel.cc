@@ -46,7 +46,17 @@ class FakeRingSource : public PtRingSource {
 std::vector<uint8_t> TraceBytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> out(n);
-  for (auto& b : out) b = static_cast<uint8_t>(rng() | 1);
+  for (size_t i = 0; i < n;) {
+    if (rng() % 256 == 0) {
+      // The longest PAD runs in the raw PT samples (shared/samples/libxdc_experiments)
+      // are 12 to 15 bytes.
+      const size_t run = std::min<size_t>(n - i, 1 + rng() % 16);
+      std::fill_n(out.begin() + static_cast<ptrdiff_t>(i), run, 0);
+      i += run;
+    } else {
+      out[i++] = static_cast<uint8_t>(rng() | 1);
+    }
+  }
   return out;
 }
 
@@ -60,6 +70,17 @@ FakePtKernel::FakePtKernel(FakeKernelOptions options) : options_(options) {
   header_->aux_offset = kPage + options_.data_size;
   header_->aux_size = options_.aux_size;
   tracking_enabled_ = options_.enabled;
+  region_size_ = options_.region_size;
+  if (region_size_ == 0) {
+    // rb_alloc_aux: max_order = get_order(watermark), each chunk min(max_order,
+    // ilog2(pages left)) and at most MAX_PAGE_ORDER; with a power-of-two page count all
+    // chunks come out the same size.
+    region_size_ = kPage;
+    while (region_size_ < Watermark() && region_size_ < options_.aux_size &&
+           region_size_ < (size_t{4} << 20)) {
+      region_size_ *= 2;
+    }
+  }
   AddEvent(options_.tid >= 0 ? options_.tid : static_cast<int>(options_.pid), options_.enabled);
 }
 
@@ -179,6 +200,44 @@ void FakePtKernel::ExitTask(int tid) {
   e->write_fd = -1;
 }
 
+uint64_t FakePtKernel::Watermark() const {
+  return options_.aux_watermark != 0 ? options_.aux_watermark : options_.aux_size / 2;
+}
+
+bool FakePtKernel::BeginLinearTransactionLocked() {
+  const uint64_t size = options_.aux_size;
+  const uint64_t tail = __atomic_load_n(&header_->aux_tail, __ATOMIC_ACQUIRE);
+  // perf_aux_output_begin: handle->size = CIRC_SPACE(head, tail, size).
+  const uint64_t used = aux_head_ - tail;
+  const uint64_t room = used < size ? size - 1 - used : 0;
+  if (room == 0) {
+    // No room: pending_disable and a wakeup, no record, and the hardware never starts
+    // (pt_event_start: PERF_HES_STOPPED).
+    Running().pt_enabled = false;
+    WakeLocked();
+    return false;
+  }
+  // pt_buffer_reset_markers: "can't stop in the middle of an output region".
+  if (aux_head_ % region_size_ + room + 1 < region_size_) {
+    transaction_open_ = true;
+    EndLinearTransactionLocked(kPerfAuxFlagTruncated);
+    Running().pt_enabled = false;
+    return false;
+  }
+  uint64_t npages = room / kPage;
+  if ((aux_head_ + room + 1) % kPage == 0) npages++;  // "fill up one more page"
+  // STOP/INT on the entry before the one holding page idx: the hardware stops where
+  // that page's region begins.
+  const uint64_t stop_page = aux_head_ / kPage + npages;
+  stop_at_ = stop_page * kPage / region_size_ * region_size_;
+  const uint64_t wakeup_page = (aux_wakeup_ + Watermark()) / kPage;
+  const uint64_t intr_page = std::min(aux_head_ / kPage + npages - 1, wakeup_page);
+  intr_at_ = intr_page * kPage / region_size_ * region_size_;
+  if (intr_at_ <= aux_head_) intr_at_ += size;  // that entry comes round a lap later
+  transaction_open_ = true;
+  return true;
+}
+
 void FakePtKernel::EndLinearTransactionLocked(uint64_t flags) {
   transaction_open_ = false;
   const uint64_t size = aux_head_ - aux_published_;
@@ -189,7 +248,7 @@ void FakePtKernel::EndLinearTransactionLocked(uint64_t flags) {
   __atomic_store_n(&header_->aux_head, aux_published_, __ATOMIC_RELEASE);
   // rb_need_aux_wakeup: a wakeup each time the published head passes the watermark
   // (aux_wakeup rounded down to it); a truncation wakes too.
-  const uint64_t watermark = options_.aux_watermark != 0 ? options_.aux_watermark : options_.aux_size / 2;
+  const uint64_t watermark = Watermark();
   bool wakeup = (flags & kPerfAuxFlagTruncated) != 0;
   if (aux_published_ - aux_wakeup_ >= watermark) {
     aux_wakeup_ = aux_published_ / watermark * watermark;
@@ -313,42 +372,40 @@ size_t FakePtKernel::WriteTrace(absl::Span<const uint8_t> bytes) {
   }
   const size_t size = options_.aux_size;
   uint8_t* aux = base_ + kPage + options_.data_size;
-  const uint64_t start = aux_head_;
-  size_t stored = bytes.size();
-  bool truncated = false;
-  if (!options_.overwrite) {
-    // Linear: the STOP marker sits on a page boundary before aux_tail + size, so the
-    // hardware stops there (pt_buffer_reset_markers), never overwriting unread bytes.
-    const uint64_t tail = __atomic_load_n(&header_->aux_tail, __ATOMIC_ACQUIRE);
-    const uint64_t limit = (tail + size) / kPage * kPage;
-    const uint64_t room = limit > aux_head_ ? limit - aux_head_ : 0;
-    if (!transaction_open_ && aux_head_ - tail + 1 >= size) {
-      // perf_aux_output_begin with no room: pending_disable and a wakeup, no record, and
-      // the hardware never starts (pt_event_start: PERF_HES_STOPPED).
-      Running().pt_enabled = false;
-      dropped_ += bytes.size();
-      WakeLocked();
-      return 0;
-    }
-    transaction_open_ = true;
-    if (stored > room) {
-      stored = static_cast<size_t>(room);
-      truncated = true;
-      dropped_ += bytes.size() - stored;
-    }
+  auto store = [&](const uint8_t* from, size_t n) {
+    for (size_t i = 0; i < n; ++i) aux[(aux_head_ + i) % size] = from[i];
+    aux_head_ += n;
+  };
+  if (options_.overwrite) {
+    store(bytes.data(), bytes.size());
+    return bytes.size();  // published when the event stops
   }
-  for (size_t i = 0; i < stored; ++i) aux[(start + i) % size] = bytes[i];
-  aux_head_ += stored;
-  if (options_.overwrite) return stored;  // published when the event stops
-  // TRUNCATED ends the transaction at once and sets pending_disable: the writing event
-  // (only it) stays off until PERF_EVENT_IOC_ENABLE. Otherwise the PMI comes at the wakeup watermark
-  // (pt_buffer_reset_markers puts INT there).
-  const uint64_t watermark = options_.aux_watermark != 0 ? options_.aux_watermark : size / 2;
-  if (truncated) {
-    EndLinearTransactionLocked(kPerfAuxFlagTruncated);
-    Running().pt_enabled = false;
-  } else if (aux_head_ - aux_wakeup_ >= watermark) {
-    EndLinearTransactionLocked(0);
+  if (!transaction_open_ && !BeginLinearTransactionLocked()) {
+    dropped_ += bytes.size();
+    return 0;
+  }
+  size_t stored = 0;
+  while (stored < bytes.size()) {
+    const uint64_t next = std::min(stop_at_, intr_at_);
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes.size() - stored, next - aux_head_));
+    store(bytes.data() + stored, n);
+    stored += n;
+    if (aux_head_ == stop_at_) {
+      // The STOP region is full: the hardware stops, the PMI finds STOPPED at a region's
+      // end (pt_handle_status: TRUNCATED) and perf_aux_output_end disables the event.
+      dropped_ += bytes.size() - stored;
+      EndLinearTransactionLocked(kPerfAuxFlagTruncated);
+      Running().pt_enabled = false;
+      return stored;
+    }
+    if (aux_head_ == intr_at_) {
+      // The PMI (intel_pt_interrupt): the transaction ends, the next begins.
+      EndLinearTransactionLocked(0);
+      if (!BeginLinearTransactionLocked()) {
+        dropped_ += bytes.size() - stored;
+        return stored;
+      }
+    }
   }
   return stored;
 }

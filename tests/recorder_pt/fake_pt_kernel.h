@@ -11,11 +11,14 @@
 //  - linear mode: aux_head and a PERF_RECORD_AUX are published only when the hardware
 //    crosses the wakeup watermark (the PMI at the ToPA INT entry), on sched-out and on
 //    DISABLE (pt_handle_status/pt_event_stop -> perf_aux_output_end), never per write;
-//    a write that does not fit stops at a page boundary, sets TRUNCATED and disables the
-//    PT event until PERF_EVENT_IOC_ENABLE (pt_buffer_reset_markers,
-//    perf_aux_output_begin/end: pending_disable); a transaction that begins with no room
-//    at all disables the event with a wakeup and no PERF_RECORD_AUX
-//    (perf_aux_output_begin);
+//    each transaction puts STOP (and INT) at the end of the ToPA region before the one
+//    holding the page that the free room ends in, and INT at the end of the region before
+//    the one holding the wakeup page (pt_buffer_reset_markers): PMIs and stops come at
+//    region boundaries. Reaching STOP sets TRUNCATED and disables the PT event until
+//    PERF_EVENT_IOC_ENABLE (pt_handle_status, perf_aux_output_end:
+//    perf_event_disable_inatomic); a transaction whose room ends inside the current region
+//    is TRUNCATED at once, and one that begins with no room at all disables the event with
+//    a wakeup and no PERF_RECORD_AUX (perf_aux_output_begin);
 //  - sideband (MMAP/COMM/...) is written only for enabled events that asked for it
 //    (perf_iterate_ctx skips events below PERF_EVENT_STATE_INACTIVE), and nothing is
 //    counted as lost for a disabled event;
@@ -50,6 +53,10 @@ struct FakeKernelOptions {
   bool overwrite = false;        // PROT_READ AUX mapping: snapshot mode
   // attr.aux_watermark; 0 takes rb_alloc_aux's default, half the AUX area (linear mode).
   uint32_t aux_watermark = 0;
+  // Bytes of each ToPA output region (a power of two pages dividing aux_size); 0: what
+  // 6.x rb_alloc_aux allocates in linear mode, chunks of get_order(watermark) pages up to
+  // MAX_PAGE_ORDER (4 MiB), each one region (pt_buffer_init_topa).
+  size_t region_size = 0;
   int cpu = 0;
   int tid = -1;
   uint32_t pid = 1234;           // sample_id of the records it writes
@@ -63,7 +70,9 @@ struct FakeKernelOptions {
   bool tracking_event = true;
 };
 
-// `n` pseudo-random trace bytes, never 0 (0 is what the kernel's fresh pages hold).
+// `n` pseudo-random trace bytes: odd bytes (so never a PSB) with runs of 1 to 16 PAD
+// packets (0x00) every few hundred bytes, as real PT pads between and inside packet
+// groups; a PAD looks exactly like the zeroes of the kernel's fresh pages.
 std::vector<uint8_t> TraceBytes(size_t n, uint32_t seed);
 
 class FakePtKernel {
@@ -142,6 +151,11 @@ class FakePtKernel {
   void StopPtLocked();
   // Linear mode's perf_aux_output_end: what was stored since the last one, published.
   void EndLinearTransactionLocked(uint64_t flags);
+  // Linear mode's perf_aux_output_begin + pt_buffer_reset_markers: sets stop_at_ and
+  // intr_at_, or ends the attempt (no room, or room ending inside the current region)
+  // with the event disabled and returns false.
+  bool BeginLinearTransactionLocked();
+  uint64_t Watermark() const;
   // perf_output_wakeup: every event's fd polls POLLIN. The kernel clears rb->poll when a
   // poller reads it; a pipe cannot, so the fake clears it at its next step once the
   // reader has taken everything published (ClearWakeupLocked).
@@ -179,6 +193,9 @@ class FakePtKernel {
   // Linear: a write transaction is open (perf_aux_output_begin found room); closed by
   // every perf_aux_output_end (watermark, sched-out, disable, truncation).
   bool transaction_open_ = false;
+  uint64_t region_size_ = 0;
+  uint64_t stop_at_ = 0;  // stream byte where the hardware stops (the STOP region's end)
+  uint64_t intr_at_ = 0;  // stream byte of the next PMI (an INT region's end)
   bool wake_pending_ = false;
   uint64_t wakeups_ = 0;
   bool tracking_enabled_ = true;

@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
   } else if (gone_tids.count(request.tid) != 0) {
     return PerfOpenError(ESRCH, request.attr, request.tid, request.cpu);
   }
-  if (open_errno != 0) return PerfOpenError(open_errno, request.attr, request.tid, request.cpu);
+
   if (!request.filter.empty()) {
     // KernelPtRing: PERF_EVENT_IOC_SET_FILTER right after the open.
     // A cgroup's events are CPU-wide: no task context.
@@ -50,8 +50,9 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
     }
   }
   // PERF_EVENT_IOC_SET_OUTPUT of the tracking event into the PT event
-  // (perf_event_set_output): same CPU and, per task, the same task hold by construction;
-  // the clocks must match.
+  // (perf_event_set_output): same CPU and, per task, the same task hold by construction
+  // (both opened on request.tid and request.cpu), and the PT event is mapped first; the
+  // clocks must match.
   if (request.attr.use_clockid != request.tracking_attr.use_clockid ||
       (request.attr.use_clockid && request.attr.clockid != request.tracking_attr.clockid)) {
     return absl::InvalidArgumentError("PERF_EVENT_IOC_SET_OUTPUT failed: Invalid argument");
@@ -61,12 +62,18 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
     return PerfMmapError(EINVAL, "DATA ring", request.data_size, false);
   }
   const uint64_t bytes = FakePtKernel::kPage + request.data_size + request.aux_size;
+  size_t ring = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    ring = kernels_.size();
+    // perf_event_alloc (exclusive_event_init) and perf_install_in_context's check come
+    // before the mmap; a refused mmap closes the event, which gives its count back.
+    if (absl::Status st = TakePtLocked(request, request.tid, ring); !st.ok()) return st;
     if (mlock_limit_bytes != 0 && mapped_bytes_ + bytes > mlock_limit_bytes) {
       // The DATA mmap is charged first; report the one that crossed the limit.
       const bool data_fits = mapped_bytes_ + FakePtKernel::kPage + request.data_size <=
                              mlock_limit_bytes;
+      pt_events_.pop_back();
       return data_fits ? PerfMmapError(EPERM, "AUX area", request.aux_size, request.overwrite)
                        : PerfMmapError(EPERM, "DATA ring", request.data_size, false);
     }
@@ -89,9 +96,11 @@ absl::StatusOr<std::unique_ptr<PtRingSource>> FakeRingFactory::Open(const PtRing
                            AsksForSideband(request.tracking_attr);
   auto kernel = std::make_unique<FakePtKernel>(options);
   // perf_mmap_close gives the pages back to the user's locked_vm.
-  kernel->on_unmapped = [this, bytes] {
+  kernel->on_unmapped = [this, bytes, ring] {
     std::lock_guard<std::mutex> lock(mu_);
     mapped_bytes_ -= bytes;
+    // Its events are closed: exclusive_event_destroy gives their count back.
+    std::erase_if(pt_events_, [ring](const PtEvent& e) { return e.ring == ring; });
   };
   if (on_open) on_open(*kernel);
   std::unique_ptr<PtRingSource> source = kernel->MakeSource();
@@ -112,6 +121,15 @@ absl::Status FakeRingFactory::AddThread(PtRingSource& ring, int tid) {
   if (gone_tids.count(tid) != 0) {
     return PerfOpenError(ESRCH, requests_[i].attr, tid, requests_[i].cpu);
   }
+  // perf_event_set_output (6.3+ text): a per-thread ring (cpu -1) takes only its own
+  // task's events ("If its not a per-cpu rb, it must be the same task"); a per-CPU one
+  // only events of its CPU, which AddThread's are by construction.
+  if (requests_[i].cpu < 0 && tid != requests_[i].tid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PERF_EVENT_IOC_SET_OUTPUT of thread ", tid, " into thread ", requests_[i].tid,
+        "'s per-thread ring failed: Invalid argument"));
+  }
+  if (absl::Status st = TakePtLocked(requests_[i], tid, i); !st.ok()) return st;
   threads_[i].push_back(tid);
   // A running thread's events: its exec is long past, so only attr.disabled counts.
   kernels_[i]->AddEvent(tid, !requests_[i].attr.disabled);
@@ -124,6 +142,30 @@ absl::Status FakeRingFactory::Enable(PtRingSource& ring) {
   if (it == sources_.end()) return absl::InternalError("Enable on a ring of another factory");
   kernels_[static_cast<size_t>(it - sources_.begin())]->EnableAll();
   enables_++;
+  return absl::OkStatus();
+}
+
+absl::Status FakeRingFactory::TakePtLocked(const PtRingRequest& request, int tid, size_t ring) {
+  // A cgroup's events have no task: CPU-wide, as far as exclusivity goes.
+  const bool per_task = request.cgroup_fd < 0;
+  const int task = per_task ? tid : -1;
+  int exclusive_cnt = other_pt_events;
+  bool installable = !(per_task && other_traced_tids.count(tid) != 0);
+  for (const PtEvent& e : pt_events_) {
+    exclusive_cnt += e.tid >= 0 ? 1 : -1;
+    // exclusive_event_match: same PMU and overlapping CPUs, in the same task context
+    // (CPU-wide events of one CPU share that CPU's context).
+    const bool same_context = e.tid == task && (task >= 0 || e.cpu == request.cpu);
+    if (same_context && (e.cpu == request.cpu || e.cpu < 0 || request.cpu < 0)) {
+      installable = false;
+    }
+  }
+  const bool busy = per_task ? exclusive_cnt < 0 : exclusive_cnt > 0;
+  if (busy || !installable) {
+    const PerfOpenTarget on = PerfOpenTargetOf(request, tid);
+    return PerfOpenError(EBUSY, request.attr, on.pid, on.cpu, on.flags);
+  }
+  pt_events_.push_back({task, request.cpu, ring});
   return absl::OkStatus();
 }
 

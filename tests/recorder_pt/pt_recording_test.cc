@@ -294,6 +294,32 @@ TEST_F(PtRecordingTest, PerThreadDefaultSizesFitEveryThreadsRingInTheUsersBudget
   EXPECT_THAT(meta.notes, Contains(HasSubstr("rings sized for")));
 }
 
+TEST_F(PtRecordingTest, AFailedPerfClockProbeIsSaidNotTakenAsZero) {
+  // The fake's event page offers no TSC conversion (cap_user_time_zero 0), as on VMs
+  // without a stable TSC: the recorder needs the measured perf clock offset.
+  options_.measure_perf_clock_offset = []() -> absl::StatusOr<int64_t> {
+    return absl::PermissionDeniedError("perf_event_open(dummy) failed: Permission denied");
+  };
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+  EXPECT_THAT(meta.notes, Contains(AllOf(HasSubstr("perf clock"), HasSubstr("Permission denied"),
+                                         HasSubstr("CLOCK_MONOTONIC"))));
+}
+
+TEST_F(PtRecordingTest, TheMeasuredPerfClockOffsetStampsTheRecording) {
+  // A large offset makes the recording's times land near it: it is applied, not dropped.
+  constexpr int64_t kOffset = int64_t{1} << 60;
+  options_.measure_perf_clock_offset = []() -> absl::StatusOr<int64_t> { return kOffset; };
+  auto rec = Start();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  TraceMeta meta;
+  ASSERT_TRUE((*rec)->Finish("control", {}, &meta).ok());
+  EXPECT_GE(meta.start_ns, static_cast<uint64_t>(kOffset));
+  EXPECT_THAT(meta.notes, Not(Contains(HasSubstr("perf clock"))));
+}
+
 TEST_F(PtRecordingTest, CapIpcLockKeepsTheLargeDefaults) {
   WriteProc(2, "0000000000004000");  // CAP_IPC_LOCK (bit 14)
   options_.record = RecordOptions{};
@@ -330,13 +356,38 @@ TEST_F(PtRecordingTest, LockedMemoryRefusalExplainsWhatToChange) {
   EXPECT_THAT(message, HasSubstr("--snapshot-size"));
 }
 
-TEST_F(PtRecordingTest, BusyPmuSaysWhoCanHoldIt) {
-  factory_.open_errno = EBUSY;
+TEST_F(PtRecordingTest, CpuWidePtUserMakesAPerTaskRecordingBusy) {
+  factory_.other_pt_events = -1;  // perf record -a -e intel_pt runs
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  EXPECT_EQ(rec.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string message(rec.status().message());
+  EXPECT_THAT(message, HasSubstr("Device or resource busy"));
+  EXPECT_THAT(message, HasSubstr("another PT user is active: a CPU-wide Intel PT session"));
+  EXPECT_THAT(message, HasSubstr("LBR"));
+  EXPECT_EQ(factory_.mapped_bytes(), 0u);
+}
+
+TEST_F(PtRecordingTest, SecondTracerOfAThreadIsBusy) {
+  factory_.other_traced_tids = {options_.self_tids.front()};
+  auto rec = Start();
+  ASSERT_FALSE(rec.ok());
+  EXPECT_THAT(std::string(rec.status().message()),
+              HasSubstr("a second tracer of this thread holds its PT"));
+}
+
+TEST_F(PtRecordingTest, PerTaskPtUserMakesACgroupRecordingBusy) {
+  WriteProc(/*paranoid=*/0, /*cap_eff=*/"0000000000000000");  // CPU-wide events
+  ptd::testing::TempDir cgroup;
+  ASSERT_TRUE(WriteFileAtomic(cgroup.Sub("cgroup.procs"), absl::StrCat(getpid(), "\n")).ok());
+  options_.self_tids.clear();
+  options_.record.cgroup = cgroup.path();
+  factory_.other_pt_events = 1;  // perf record -e intel_pt -p PID runs
   auto rec = Start();
   ASSERT_FALSE(rec.ok());
   const std::string message(rec.status().message());
-  EXPECT_THAT(message, HasSubstr("exclusive"));
-  EXPECT_THAT(message, HasSubstr("LBR"));
+  EXPECT_THAT(message, HasSubstr("another PT user is active: per-task Intel PT events exist"));
+  EXPECT_THAT(message, HasSubstr("CPU-wide"));
 }
 
 TEST_F(PtRecordingTest, RingsAreOpenedOnOnlineCpus) {
@@ -783,7 +834,7 @@ TEST(PerfClockTest, TimeConversionIsNotReadWhileTheKernelRewritesIt) {
     page.time_zero = 1ull << 62;
     __atomic_store_n(&page.lock, 2u, __ATOMIC_RELEASE);
   });
-  const uint64_t now = EventClockNow(&page);
+  const uint64_t now = EventClockNow(&page, 0);
   kernel.join();
   EXPECT_GE(now, 1ull << 62) << "read the half-written conversion";
 }
@@ -805,9 +856,9 @@ TEST(PerfClockTest, WithoutTimeZeroTheEventClockIsTheKernelsPerfClock) {
   absl::StatusOr<PerfMmap> ring = PerfMmap::Map(*event, PageSize());
   ASSERT_TRUE(ring.ok()) << ring.status();
   ASSERT_TRUE(event->Enable().ok());
-  const uint64_t before = EventClockNow(&page);
+  const uint64_t before = EventClockNow(&page, *offset);
   ASSERT_EQ(prctl(PR_SET_NAME, "clock-probe"), 0);
-  const uint64_t after = EventClockNow(&page);
+  const uint64_t after = EventClockNow(&page, *offset);
   ASSERT_TRUE(event->Disable().ok());
   std::string bytes;
   DataRingStats stats;
