@@ -227,7 +227,12 @@ void RewriteKernelSideband(const TraceDirWriter& dir, StepperClock& clock, bool 
     SidebandRewrite rewrite;
     rewrite.drop_switches = virtual_cpus && file.origin == "kernel";
     if (retime) {
-      rewrite.retime = [&clock](int pid, int tid, uint64_t time) { return clock.ToVirtual(pid, tid, time); };
+      // What /proc showed at an attach is the state before the first instruction, whatever
+      // its stamp (the session puts it just before the first kernel record, maybe an exit).
+      const bool state_at_start = file.origin == "synthesized";
+      rewrite.retime = [&clock, state_at_start](int pid, int tid, uint64_t time) {
+        return clock.ToVirtual(pid, tid, state_at_start ? 0 : time);
+      };
     }
     absl::StatusOr<RewrittenTimes> times =
         RewriteSidebandFile(dir.FilePath(file.file), RecordFormat{file.sample_type, file.sample_id_all}, rewrite);
