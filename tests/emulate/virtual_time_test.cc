@@ -193,6 +193,34 @@ TEST_F(PtraceVirtualTimeTest, ABusyLoopLastsItsInstructionCountInNanoseconds) {
   }
 }
 
+// The stepper's own times (the ground truth, which stamps each run of instructions with
+// its first one's time): an instruction lasts 1 ns, and a system call enters the kernel
+// 1 ns after its instruction, so every call of the truth lasts its instructions plus its
+// system calls exactly.
+TEST_F(PtraceVirtualTimeTest, TheStepperAdvancesOneNanosecondPerInstruction) {
+  ASSERT_EQ(shared_->truth.size(), 1u);
+  const GroundTruthThread& thread = shared_->truth[0];
+  std::map<size_t, uint64_t> kernel_entry;  // index of the instruction after a syscall -> its entry
+  for (size_t e = 0; e < thread.events.size(); ++e) {
+    if (thread.events[e].type == GroundTruthTag::kSyscall) kernel_entry[thread.event_insn_index[e]] = thread.events[e].time;
+  }
+  size_t run = 0;  // first instruction of the current run
+  size_t checked = 0;
+  for (size_t i = 1; i < thread.ip_times.size(); ++i) {
+    if (thread.ip_times[i] == thread.ip_times[run]) continue;
+    const uint64_t after_run = thread.ip_times[run] + (i - run);  // after the run's last instruction
+    if (auto entry = kernel_entry.find(i); entry != kernel_entry.end()) {
+      EXPECT_EQ(entry->second, after_run) << "the syscall before instruction " << i;
+      EXPECT_GE(thread.ip_times[i], after_run + 1000) << "instruction " << i;
+    } else {
+      EXPECT_EQ(thread.ip_times[i], after_run) << "instruction " << i;
+    }
+    run = i;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100u);
+}
+
 // Issue 36's exactness rule: every slice lasts its instructions x 1 ns plus the measured
 // time of the system calls under it; the decoder places a slice's ends within a few ns
 // of its instructions (on the wall axis an instruction alone takes microseconds).
