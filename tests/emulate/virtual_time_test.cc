@@ -29,8 +29,8 @@ constexpr char kSyscall[] = "[syscall]";
 // comes from the timing packets, and the few instructions between a TIP.PGE and the next
 // timing packet (a wrapper's tail after its syscall, a CYC that stamps a TNT packet with
 // its oldest branch) share a packet's time. 25 of about 300 slices of this recording are
-// off, by 1-7 ns; the packets themselves are exact (the [syscall] slices are). Issue 36
-// items 3-4 (the decoder's clock) bring this to 0.
+// off, by 1-7 ns; the packets themselves are exact (the [syscall] slices are). A decoder
+// clock that follows the packets to the instruction brings this to 0.
 constexpr uint64_t kDecoderPlacementNs = 8;
 
 struct Slice {
@@ -221,7 +221,7 @@ TEST_F(PtraceVirtualTimeTest, TheStepperAdvancesOneNanosecondPerInstruction) {
   EXPECT_GT(checked, 100u);
 }
 
-// Issue 36's exactness rule: every slice lasts its instructions x 1 ns plus the measured
+// The exactness rule: every slice lasts its instructions x 1 ns plus the measured
 // time of the system calls under it; the decoder places a slice's ends within a few ns
 // of its instructions (on the wall axis an instruction alone takes microseconds).
 TEST_F(PtraceVirtualTimeTest, EverySliceLastsItsInstructionsPlusItsSystemCalls) {
