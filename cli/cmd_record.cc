@@ -86,8 +86,9 @@ void RegisterRecordCommand(CLI::App& app, CliContext& ctx) {
                                  "available. Without a PT PMU, record emulates by itself");
   emulate->expected(0, 1)->check(CLI::IsMember({"", "valgrind", "ptrace"}));
   cmd->add_option("--time", *time_axis,
-                  "Emulation time axis: virtual (one ns per retired instruction: durations are "
-                  "work; default) or wall (Valgrind only; the ptrace emulator always uses the wall clock)")
+                  "Emulation time axis: virtual (default: one ns per retired instruction, and each "
+                  "system call as long as it really took, at least 1 us: durations are work plus waits) "
+                  "or wall (CLOCK_MONOTONIC: CPU work slowed by the emulator)")
       ->check(CLI::IsMember({"virtual", "wall"}));
   cmd->add_flag("--no-follow", [opts](int64_t) { opts->follow_children = false; },
                 "Do not trace the children (fork, vfork) of the program or of the --pid processes (every "

@@ -1,15 +1,13 @@
 #include "recorder/emulate/emulated_recorder.h"
-#include "common/monotonic_clock.h"
 
 #include <errno.h>
-#include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <cstring>
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -24,6 +22,7 @@
 #include "recorder/jit_capture.h"
 #include "recorder/emulate/ground_truth_writer.h"
 #include "recorder/emulate/ptrace_stepper.h"
+#include "recorder/emulate/sideband_rewrite.h"
 #include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/proc_maps.h"
 #include "recorder/elf_symbol.h"
@@ -35,31 +34,6 @@
 
 namespace ptd {
 namespace {
-
-
-// In per-CPU emulation the kernel's real context switches describe the real CPUs, not
-// the virtual ones the PT streams were generated for: drop them so the decoder's CPU
-// schedule comes only from the synthesized records.
-absl::Status DropKernelSwitchRecords(const std::string& path) {
-  absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(path);
-  if (!bytes.ok()) return bytes.status();
-  std::vector<uint8_t> kept;
-  kept.reserve(bytes->size());
-  size_t pos = 0;
-  while (pos + 8 <= bytes->size()) {
-    uint32_t type = 0;
-    uint16_t size = 0;
-    std::memcpy(&type, bytes->data() + pos, 4);
-    std::memcpy(&size, bytes->data() + pos + 6, 2);
-    if (size < 8 || pos + size > bytes->size()) break;
-    if (type != PERF_RECORD_SWITCH && type != PERF_RECORD_SWITCH_CPU_WIDE) {
-      kept.insert(kept.end(), bytes->begin() + static_cast<long>(pos),
-                  bytes->begin() + static_cast<long>(pos + size));
-    }
-    pos += size;
-  }
-  return WriteFileAtomic(path, absl::Span<const uint8_t>(kept));
-}
 
 
 absl::Status CheckPtraceEmulationOptions(const RecordOptions& options) {
@@ -240,17 +214,45 @@ void AddRunNotes(const RecordOptions& options, int pid, const PtraceStepper& ste
   }
 }
 
-// Per-CPU emulation: see DropKernelSwitchRecords.
-void DropRealCpuSwitches(TraceDirWriter& dir, TraceMeta* meta) {
+// The kernel's sideband files (and what was synthesized from /proc at an attach) as the
+// session listed them in `meta`: their times onto the trace's axis (virtual time), and in
+// per-CPU emulation without the kernel's context switches, which describe the real CPUs,
+// not the virtual ones the PT streams were generated for (the decoder's CPU schedule then
+// comes only from the synthesized records).
+void RewriteKernelSideband(const TraceDirWriter& dir, StepperClock& clock, bool virtual_cpus, TraceMeta* meta) {
+  const bool retime = !clock.wall();
+  if (!retime && !virtual_cpus) return;
+  RewrittenTimes range;
   for (const SidebandFile& file : meta->sideband) {
-    if (file.origin != "kernel") continue;
-    if (absl::Status s = DropKernelSwitchRecords(dir.FilePath(file.file)); !s.ok()) {
-      meta->notes.push_back(absl::StrCat("could not filter ", file.file, ": ", s.message()));
+    SidebandRewrite rewrite;
+    rewrite.drop_switches = virtual_cpus && file.origin == "kernel";
+    if (retime) {
+      // What /proc showed at an attach is the state before the first instruction, whatever
+      // its stamp (the session puts it just before the first kernel record, maybe an exit).
+      const bool state_at_start = file.origin == "synthesized";
+      rewrite.retime = [&clock, state_at_start](int pid, int tid, uint64_t time) {
+        return clock.ToVirtual(pid, tid, state_at_start ? 0 : time);
+      };
     }
+    absl::StatusOr<RewrittenTimes> times =
+        RewriteSidebandFile(dir.FilePath(file.file), RecordFormat{file.sample_type, file.sample_id_all}, rewrite);
+    if (!times.ok()) {
+      meta->notes.push_back(absl::StrCat("could not rewrite ", file.file, ": ", times.status().message()));
+      continue;
+    }
+    range.first = std::min(range.first, times->first);
+    range.last = std::max(range.last, times->last);
   }
-  meta->notes.push_back(
-      "virtual CPUs: the kernel's context-switch records were dropped; sideband/vcpu*.data "
-      "hold the synthesized schedule of the virtual CPUs");
+  if (retime) {
+    // The session's span was of the real times.
+    meta->start_ns = range.first <= range.last ? range.first : clock.Newest();
+    meta->end_ns = range.first <= range.last ? range.last : 0;
+  }
+  if (virtual_cpus) {
+    meta->notes.push_back(
+        "virtual CPUs: the kernel's context-switch records were dropped; sideband/vcpu*.data "
+        "hold the synthesized schedule of the virtual CPUs");
+  }
 }
 
 EmulatedRecordSummary SummaryOf(const RecordOptions& options, int pid, const PtraceStepper& stepper,
@@ -307,6 +309,8 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   stepper_options.progress = !options.quiet && isatty(STDERR_FILENO);
   stepper_options.kill_on_exit = !options.command.empty();
   stepper_options.follow_forks = options.follow_children;
+  stepper_options.clock.wall = options.wall_clock;
+  stepper_options.clock.one_clock = options.virtual_cpus > 0;
   SetSymbolResolvers(options, pid, &stepper_options);
   // Requests are served between two steps; a stop asked for on the FIFO is answered
   // once the trace directory is committed.
@@ -321,7 +325,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
     for (const EmulationRequest& request : (*control)->Take()) {
       switch (request.kind) {
         case EmulationRequest::Kind::kSnapshot:
-          (*control)->Answer(request, streams.Snapshot(request.reason, MonotonicNs()));
+          (*control)->Answer(request, streams.Snapshot(request.reason, stepper_ptr->clock().AlignAll()));
           break;
         case EmulationRequest::Kind::kStop:
           if (request.from_fifo) stop_requests.push_back(request);
@@ -342,7 +346,7 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   TriggerPolicy trigger(*trigger_spec);
   auto fire = [&](const TriggerFiring&) {
     if (options.multi_snapshot) {
-      absl::Status s = streams.Snapshot("trigger", MonotonicNs());
+      absl::Status s = streams.Snapshot("trigger", stepper_ptr->clock().AlignAll());
       if (!s.ok()) request_notes.push_back(absl::StrCat("trigger snapshot: ", s.message()));
     } else {
       stepper_ptr->RequestStop("trigger");
@@ -367,10 +371,12 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   if (absl::Status s = AddTargetThreads(options, *session, pid, stepper); !s.ok()) return s;
 
   absl::Status run_status = stepper.Run();
-  const uint64_t end_ns = MonotonicNs();
+  // On the trace's axis: after every thread's end.
+  const uint64_t end_ns = stepper.clock().Newest() + 1;
 
   TraceMeta meta;
   absl::Status session_status = session->Finish(&meta);
+  RewriteKernelSideband(*dir, stepper.clock(), options.virtual_cpus > 0, &meta);
   streams.set_end_reason(stepper.end_reason());
   meta.trigger = TriggerPointOf(trigger);
   if (meta.trigger && trigger_spec->trim) {
@@ -380,11 +386,10 @@ absl::StatusOr<EmulatedRecordSummary> RecordEmulated(const RecordOptions& option
   absl::Status streams_status = streams.Finish(end_ns, &meta);
   DescribeEmulatedPt(options, stream_options, &meta);
   meta.emulator = "ptrace";
-  meta.time_axis = "wall";
+  meta.time_axis = options.wall_clock ? "wall" : "virtual";
   meta.end_reason = stepper.end_reason();
   if (meta.end_ns < end_ns) meta.end_ns = end_ns;
   AddRunNotes(options, pid, stepper, streams, trigger, request_notes, &meta);
-  if (options.virtual_cpus > 0) DropRealCpuSwitches(*dir, &meta);
   if (!session_status.ok()) meta.notes.push_back(std::string(session_status.message()));
   if (absl::Status s = jit_capture.Write(*dir, &meta.notes); !s.ok()) session_status.Update(s);
 

@@ -87,6 +87,7 @@ void GroundTruthWriter::FlushRun() {
   buffer_.push_back(static_cast<char>(GroundTruthTag::kInsns));
   PutZigzag(static_cast<int64_t>(run_time_ - last_time_));
   last_time_ = run_time_;
+  last_ips_[current_last_].time = run_time_;
   PutVarint(static_cast<uint64_t>(run_size_));
   uint64_t& last = last_ips_[current_last_].ip;
   for (int i = 0; i < run_size_; ++i) {
@@ -108,8 +109,11 @@ void GroundTruthWriter::BeginRecord(GroundTruthTag tag, int pid, int tid, uint64
   SwitchThread(pid, tid);
   FlushRun();
   buffer_.push_back(static_cast<char>(tag));
-  // A record's time never precedes the run before it in the file.
-  if (time < last_time_) time = last_time_;
+  // A record's time never precedes its thread's run before it; another process's clock
+  // may be behind (dt is signed).
+  uint64_t& thread_time = last_ips_[current_last_].time;
+  if (time < thread_time) time = thread_time;
+  thread_time = time;
   PutZigzag(static_cast<int64_t>(time - last_time_));
   last_time_ = time;
 }

@@ -48,6 +48,7 @@ class GroundTruthWriter {
   struct LastIp {
     int tid = -1;
     uint64_t ip = 0;
+    uint64_t time = 0;  // of the thread's newest record (processes' clocks are their own)
   };
 
   std::FILE* file_ = nullptr;
@@ -58,7 +59,7 @@ class GroundTruthWriter {
   int pid_ = -1;
   int tid_ = -1;
   uint64_t last_time_ = 0;
-  // Last IP per thread, for the deltas (a small vector: few threads).
+  // Last IP and time per thread, for the deltas (a small vector: few threads).
   std::vector<LastIp> last_ips_;
   size_t current_last_ = 0;
   uint64_t run_ips_[255];

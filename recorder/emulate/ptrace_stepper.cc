@@ -97,7 +97,7 @@ struct PtraceStepper::Thread {
 
 PtraceStepper::PtraceStepper(const PtraceStepperOptions& options, PtStreamSet* streams,
                              GroundTruthWriter* truth)
-    : options_(options), streams_(streams), truth_(truth) {
+    : options_(options), clock_(options.clock), streams_(streams), truth_(truth) {
   start_address_ = options_.start_address;
   awaiting_start_symbol_ = start_address_ == 0 && options_.resolve_start != nullptr;
   tracing_ = start_address_ == 0 && !awaiting_start_symbol_;
@@ -127,6 +127,7 @@ PtraceStepper::Thread* PtraceStepper::NewThread(int pid, int tid) {
   thread->space = SpaceFor(pid);
   Thread* raw = thread.get();
   threads_[tid] = std::move(thread);
+  clock_.AddThread(pid, tid);
   ++stats_.threads;
   if (options_.on_new_thread) options_.on_new_thread(tid);
   return raw;
@@ -248,7 +249,7 @@ void PtraceStepper::LoadInstruction(Thread* thread) {
     thread->insn = classifier.Decode(thread->ip, absl::Span<const uint8_t>(bytes, static_cast<size_t>(got)));
     if (thread->insn.size > 0 && thread->insn.size <= got) {
       options_.jit_capture->Code(thread->pid, thread->tid, thread->ip, absl::MakeConstSpan(bytes, thread->insn.size),
-                                 Now());
+                                 clock_.Now(thread->tid));
     }
     return;
   }
@@ -260,7 +261,6 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
   if (ptrace(PTRACE_GETREGS, thread->tid, nullptr, &regs) != 0) {
     return ErrnoError("ptrace(PTRACE_GETREGS)", absl::StrFormat("thread %d", thread->tid), errno);
   }
-  const uint64_t now = Now();
   if (!thread->have_insn) {
     thread->ip = regs.rip;
     thread->rsp = regs.rsp;
@@ -281,6 +281,7 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
     return absl::OkStatus();
   }
   if (handler_entry) {
+    const uint64_t now = clock_.Now(thread->tid);
     const bool traced = streams_->AsyncDisable(thread->pid, thread->tid, thread->ip, now);
     // Lost to an overflow, the frame still counts for the depths of what follows.
     thread->frames.OnSignalHandler(thread->ip, regs.rip, regs.rsp, signo, now, traced ? truth_ : nullptr);
@@ -293,7 +294,9 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
     insn.size = thread->insn.size;
     insn.kind = thread->insn.kind;
     bool traced = thread->syscall_traced;
-    if (!thread->syscall_entered) traced = RetireInsn(thread, insn, now);
+    // A syscall retired at its entry (EnterSyscall); its frames move now, at its end.
+    const uint64_t now = thread->syscall_entered ? clock_.Now(thread->tid) : clock_.Retire(thread->tid);
+    if (!thread->syscall_entered) traced = RetireInsn(thread, insn, now, now);
     thread->syscall_entered = false;
     // Lost to an overflow, the frames still follow RSP so later depths stay right.
     thread->frames.OnRetire(insn, thread->rsp, regs.rsp, now, traced ? truth_ : nullptr);
@@ -311,15 +314,19 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
   thread->ip = regs.rip;
   thread->rsp = regs.rsp;
   LoadInstruction(thread);
-  if (tracing_ && options_.on_step) options_.on_step(thread->pid, thread->tid, regs.rsp, now);
-  if (tracing_ && trigger_address_ != 0 && regs.rip == trigger_address_ && options_.on_trigger) {
-    options_.on_trigger(thread->pid, thread->tid, regs.rsp, now);
+  if (tracing_ && (options_.on_step || (trigger_address_ != 0 && regs.rip == trigger_address_ && options_.on_trigger))) {
+    // The time of the thread's next instruction: a call's return is seen after its `ret`.
+    const uint64_t next = clock_.Now(thread->tid);
+    if (options_.on_step) options_.on_step(thread->pid, thread->tid, regs.rsp, next);
+    if (trigger_address_ != 0 && regs.rip == trigger_address_ && options_.on_trigger) {
+      options_.on_trigger(thread->pid, thread->tid, regs.rsp, next);
+    }
   }
   return absl::OkStatus();
 }
 
-bool PtraceStepper::RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time) {
-  const bool traced = streams_->Retire(thread->pid, thread->tid, insn, time);
+bool PtraceStepper::RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry) {
+  const bool traced = streams_->Retire(thread->pid, thread->tid, insn, time, kernel_entry - time);
   if (insn.kind == BranchKind::kUnknown) ++stats_.undecodable;
   if (insn.kind == BranchKind::kFarTransfer) ++stats_.syscalls;
   if (!traced) {
@@ -332,7 +339,7 @@ bool PtraceStepper::RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_
   WriteLost(thread, time);
   if (truth_ != nullptr) {
     truth_->Instruction(thread->pid, thread->tid, insn.ip, time);
-    if (insn.kind == BranchKind::kFarTransfer) truth_->Syscall(thread->pid, thread->tid, time, insn.ip);
+    if (insn.kind == BranchKind::kFarTransfer) truth_->Syscall(thread->pid, thread->tid, kernel_entry, insn.ip);
   }
   return true;
 }
@@ -351,7 +358,8 @@ void PtraceStepper::EnterSyscall(Thread* thread) {
   insn.size = thread->insn.size;
   insn.kind = thread->insn.kind;
   thread->syscall_entered = true;
-  thread->syscall_traced = RetireInsn(thread, insn, Now());
+  const uint64_t time = clock_.Retire(thread->tid);
+  thread->syscall_traced = RetireInsn(thread, insn, time, clock_.EnterKernel(thread->tid, time));
 }
 
 void PtraceStepper::Resume(Thread* thread, int signal) {
@@ -372,6 +380,7 @@ void PtraceStepper::Resume(Thread* thread, int signal) {
   thread->injected_signo = signal;
   // With a signal injected a handler may run before the instruction.
   if (tracing_ && signal == 0) EnterSyscall(thread);
+  clock_.Resumed(thread->tid);
   if (ptrace(request, thread->tid, nullptr, reinterpret_cast<void*>(static_cast<long>(signal))) == 0) {
     thread->running = true;
     ++stats_.steps;
@@ -396,7 +405,7 @@ void PtraceStepper::EndThread(Thread* thread, uint64_t next_ip, uint64_t time) {
 absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
   thread->running = false;
   if (WIFEXITED(status) || WIFSIGNALED(status)) {
-    EndThread(thread, thread->ip, Now());
+    EndThread(thread, thread->ip, clock_.ThreadEnded(thread->tid));
     if (thread->tid == thread->pid) exit_statuses_[thread->pid] = status;
     threads_.erase(thread->tid);
     return absl::OkStatus();
@@ -421,8 +430,10 @@ absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
     if (ptrace(PTRACE_GET_SYSCALL_INFO, thread->tid, reinterpret_cast<void*>(sizeof(info)), info) > 0 &&
         info[0] == kSyscallInfoEntry) {
       thread->in_syscall = true;
+      clock_.SyscallEntryStop(thread->tid);
     } else {
       thread->in_syscall = false;
+      clock_.SyscallExitStop(thread->tid);
       if (absl::Status s = OnRegisters(thread, false, 0); !s.ok()) return s;
     }
     Resume(thread, 0);
@@ -455,6 +466,7 @@ absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
         ptrace(PTRACE_GETEVENTMSG, thread->tid, nullptr, &new_tid);
         const int tid = static_cast<int>(new_tid);
         const int pid = event == PTRACE_EVENT_CLONE ? ReadTgid(tid) : tid;
+        clock_.TaskCreated(thread->tid, pid, pid != thread->pid);
         Thread* child = NewThread(pid, tid);
         if (pid != thread->pid) {
           // A forked child continues on a copy of its parent's stack.
@@ -483,7 +495,7 @@ absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
         break;
       }
       case PTRACE_EVENT_EXIT: {
-        EndThread(thread, thread->ip, Now());
+        EndThread(thread, thread->ip, clock_.ThreadEnded(thread->tid));
         if (ptrace(PTRACE_CONT, thread->tid, nullptr, nullptr) == 0) thread->running = true;
         return absl::OkStatus();
       }
@@ -494,6 +506,7 @@ absl::Status PtraceStepper::HandleStop(Thread* thread, int status) {
     return absl::OkStatus();
   }
   if (sig == SIGTRAP) {
+    if (!thread->injected) clock_.StepEnded(thread->tid);
     if (breakpoint_armed_) {
       user_regs_struct regs;
       if (ptrace(PTRACE_GETREGS, thread->tid, nullptr, &regs) == 0 &&
@@ -546,7 +559,6 @@ void PtraceStepper::ReportProgress(bool final) {
 }
 
 void PtraceStepper::DetachAll() {
-  const uint64_t now = Now();
   // Stopped threads detach at once; running ones once their step has ended.
   while (!threads_.empty()) {
     bool any_running = false;
@@ -568,7 +580,7 @@ void PtraceStepper::DetachAll() {
                reinterpret_cast<void*>(start_word_));
         breakpoint_armed_ = false;
       }
-      EndThread(thread, thread->ip, now);
+      EndThread(thread, thread->ip, clock_.ThreadEnded(thread->tid));
       ptrace(PTRACE_DETACH, thread->tid, nullptr, nullptr);
       threads_.erase(it++);
     }
@@ -581,7 +593,7 @@ void PtraceStepper::DetachAll() {
     if (it == threads_.end()) continue;
     it->second->running = false;
     if (WIFEXITED(status) || WIFSIGNALED(status)) {
-      EndThread(it->second.get(), it->second->ip, now);
+      EndThread(it->second.get(), it->second->ip, clock_.ThreadEnded(tid));
       if (it->second->tid == it->second->pid) exit_statuses_[tid] = status;
       threads_.erase(it);
     } else if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP && SigtrapPending(tid)) {
@@ -593,7 +605,7 @@ void PtraceStepper::DetachAll() {
                (status >> 16) == 0) {
       // A signal meant for the program (not a step's or a system call's stop): hand it over
       // on detach.
-      EndThread(it->second.get(), it->second->ip, now);
+      EndThread(it->second.get(), it->second->ip, clock_.ThreadEnded(tid));
       ptrace(PTRACE_DETACH, tid, nullptr, reinterpret_cast<void*>(static_cast<long>(WSTOPSIG(status))));
       threads_.erase(it);
     }

@@ -23,6 +23,7 @@
 #include "image/insn_classifier.h"
 #include "recorder/ptgen/pt_stream_set.h"
 #include "recorder/emulate/stack_frame_tracker.h"
+#include "recorder/emulate/stepper_clock.h"
 
 namespace ptd {
 
@@ -61,6 +62,8 @@ struct PtraceStepperOptions {
   // periodic_every_s (--cgroup: processes that joined are attached here).
   std::function<void()> periodic;
   double periodic_every_s = 0.1;
+  // The trace's time axis (wall or virtual); every time the stepper hands on is on it.
+  StepperClockOptions clock;
 };
 
 struct PtraceStepperStats {
@@ -108,6 +111,8 @@ class PtraceStepper {
   const char* end_reason() const { return end_reason_; }
   // The trigger address once resolved (0: not yet / none).
   uint64_t trigger_address() const { return trigger_address_; }
+  // The trace's clock: snapshots take their time from it, the sideband is mapped onto it.
+  StepperClock& clock() { return clock_; }
 
  private:
   struct AddressSpace;
@@ -123,7 +128,8 @@ class PtraceStepper {
   bool InStableCode(Thread* thread);
   void Resume(Thread* thread, int signal);
   // PT packets, stats and truth of one retired instruction; false: lost to an overflow.
-  bool RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time);
+  // A syscall enters the kernel at `kernel_entry` (>= time).
+  bool RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry);
   // Before a plain step of a syscall: retires it at its entry into the kernel.
   void EnterSyscall(Thread* thread);
   void EndThread(Thread* thread, uint64_t next_ip, uint64_t time);
@@ -135,9 +141,11 @@ class PtraceStepper {
   void TryResolveTrigger();
   void ServeRequests();
   void ReportProgress(bool final);
+  // Real time (--duration, progress, periodic work), never the trace's.
   static uint64_t Now();
 
   PtraceStepperOptions options_;
+  StepperClock clock_;
   PtStreamSet* streams_;
   GroundTruthWriter* truth_;
   std::unordered_map<int, std::unique_ptr<Thread>> threads_;

@@ -146,7 +146,7 @@ uint64_t PtStreamSet::SwitchTo(Stream* stream, int pid, int tid, uint64_t time) 
   return in_time;
 }
 
-bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time) {
+bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry_delay) {
   ThreadSlot& slot = Slot(pid, tid, time);
   Stream* stream = slot.stream;
   if (stream->silent > 0) {
@@ -163,7 +163,7 @@ bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t ti
   const uint64_t anchors_before = before.psbs + before.enables;
   const uint64_t psbs_before = before.psbs;
   const uint64_t bytes_before = before.bytes;
-  stream->generator->Retire(insn, time);
+  stream->generator->Retire(insn, time, kernel_entry_delay);
   NotePsb(stream, psbs_before, bytes_before, time);
   if (stream->next_overflow != 0) MaybeInjectOverflow(stream, insn, time, anchors_before);
   return true;

@@ -183,8 +183,9 @@ TEST_F(GroundTruthThreadsPerCpu, MatchesAndEveryInstructionIsCounted) {
 
 // Injected overflows (OVF, then FUP where the trace resumes): each becomes an instant
 // that closes every slice, and a new segment starts where the thread resumes, exactly
-// where the truth's LOST records say. ~400 KB of trace (ld.so included): ~40 overflows.
-PTD_RECORDED_SUITE(GroundTruthCallsOverflow, "ptd_prog_calls", "--emulate-overflow-every", "6144");
+// where the truth's LOST records say. ~400 KB of trace (ld.so included, on the wall axis,
+// whose timing packets the size counts): ~40 overflows.
+PTD_RECORDED_SUITE(GroundTruthCallsOverflow, "ptd_prog_calls", "--emulate-overflow-every", "6144", "--time=wall");
 TEST_F(GroundTruthCallsOverflow, Matches) {
   ASSERT_TRUE(rec_->error.empty()) << rec_->error;
   EXPECT_GE(LostRecords(*rec_), 3u);
@@ -194,8 +195,8 @@ TEST_F(GroundTruthCallsOverflow, Matches) {
 
 // Three threads, each with its own stream and its own overflows. Every 2 KiB: a worker's
 // stream is only 4.6 KB on some machines (an Intel Xeon VM; glibc picks its string
-// functions by CPU), where 8 KiB left both workers without one.
-PTD_RECORDED_SUITE(GroundTruthThreadsOverflow, "ptd_prog_threads", "--emulate-overflow-every", "2048");
+// functions by CPU), where 8 KiB left both workers without one (wall axis, as above).
+PTD_RECORDED_SUITE(GroundTruthThreadsOverflow, "ptd_prog_threads", "--emulate-overflow-every", "2048", "--time=wall");
 TEST_F(GroundTruthThreadsOverflow, Matches) {
   ASSERT_TRUE(rec_->error.empty()) << rec_->error;
   size_t threads_with_loss = 0;

@@ -282,6 +282,9 @@ TEST(EmulatedRecorderTest, SnapshotKeepsTheNewestBytesAndDecodesFromTheFirstPsb)
     o.snapshot = true;
     o.snapshot_size = 4096;
     o.psb_period = 256;
+    // The wall clock's timing packets (a single step is microseconds) make the stream about
+    // twice the smallest ring; on the virtual axis it would fit whole.
+    o.wall_clock = true;
   });
   ASSERT_EQ(rec.meta.streams.size(), 1u);
   const PtStream& stream = rec.meta.streams[0];

@@ -38,12 +38,12 @@ struct Recording {
   std::string error;
 };
 
-// One recording per backend and program arguments, shared by the tests (the ptrace
-// emulator takes seconds per run).
-const Recording& Record(const std::string& backend, const std::vector<std::string>& args) {
+// One recording per backend, program arguments and time axis, shared by the tests (the
+// ptrace emulator takes seconds per run).
+const Recording& Record(const std::string& backend, const std::vector<std::string>& args, bool wall_clock = false) {
   static TempDir* tmp = new TempDir();
   static std::map<std::string, Recording>* cache = new std::map<std::string, Recording>();
-  std::string key = backend;
+  std::string key = backend + (wall_clock ? " wall" : "");
   for (const std::string& a : args) key += a;
   auto found = cache->find(key);
   if (found != cache->end()) return found->second;
@@ -55,6 +55,7 @@ const Recording& Record(const std::string& backend, const std::vector<std::strin
   options.emulate = true;
   options.emulator = backend;
   options.quiet = true;
+  options.wall_clock = wall_clock;
   absl::StatusOr<EmulatedRecordSummary> summary =
       backend == "valgrind" ? RecordValgrind(options) : RecordEmulated(options);
   if (!summary.ok()) {
@@ -194,13 +195,14 @@ TEST(JitValgrindTest, JitdumpDeletedByTheRuntimeIsStillCopied) {
   ExpectExactJitCalls(Decode(rec.dir));
 }
 
-// The ptrace emulator's clock is CLOCK_MONOTONIC, as the jitdump's stamps: without the
-// capture, the jitdump alone places the rewritten code at its time.
+// On the ptrace emulator's wall axis the clock is CLOCK_MONOTONIC, as the jitdump's
+// stamps: without the capture, the jitdump alone places the rewritten code at its time.
+// (The virtual axis cannot place the runtime's stamps; the capture places the code.)
 class JitdumpTest : public ::testing::Test {
  protected:
-  // A copy of the ptrace recording without the emulator's capture.
+  // A copy of the ptrace recording (wall axis) without the emulator's capture.
   std::string JitdumpOnlyCopy() {
-    const Recording& rec = Record("ptrace", {});
+    const Recording& rec = Record("ptrace", {}, /*wall_clock=*/true);
     EXPECT_TRUE(rec.error.empty()) << rec.error;
     pid_ = rec.pid;
     const std::string copy = CopyOf(rec, tmp_);

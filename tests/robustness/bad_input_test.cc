@@ -36,7 +36,10 @@ const char kSpin[] = "ptd_core_spin_target";
 // missing and changed binaries; an archived trace does not need them: trace_archive_test).
 std::string RecordSmall(const TempDir& tmp, const std::string& program, bool archive = true) {
   const std::string dir = tmp.Sub("trace.dir");
-  std::vector<std::string> args = {"record", "--emulate=ptrace", "-q", "-o", dir};
+  // --time=wall: the wall clock's timing packets (a single step takes microseconds) give
+  // the PT a few KB for the tests to cut and overwrite; on the virtual axis the spin loop's
+  // is a few hundred bytes.
+  std::vector<std::string> args = {"record", "--emulate=ptrace", "--time=wall", "-q", "-o", dir};
   if (!archive) args.push_back("--no-archive");
   args.insert(args.end(), {"--", program, tmp.Sub("target.pid"), "200"});
   CommandResult r = RunCli(args);

@@ -163,9 +163,9 @@ TEST(FaultTest, DiskFullKeepsWhatWasWrittenMarkedPartial) {
   TempDir tmp;
   const std::string dir = tmp.Sub("trace.dir");
   // Past the 8 KiB vDSO dump and meta.json; the PT of 2000 rounds (~40 000 instructions)
-  // is larger.
+  // is larger on the wall axis (its timing packets: a single step takes microseconds).
   constexpr uint64_t kLimit = 8192;
-  ChildResult record = RunChild({CliPath(), "record", "--emulate=ptrace", "-q", "-o", dir, "--",
+  ChildResult record = RunChild({CliPath(), "record", "--emulate=ptrace", "--time=wall", "-q", "-o", dir, "--",
                                  CoreProgram(kSpin), tmp.Sub("target.pid"), "2000"},
                                 FileSizeLimit(kLimit));
   EXPECT_EQ(record.exit_code, 125) << record.err;
