@@ -349,6 +349,17 @@ ThreadState* Decoding::Thread(int pid, int tid, bool has_cycles) {
   return raw;
 }
 
+// A chunk that takes up the stream where the previous one stopped (the next bytes of the
+// same AUX stream, next in the file, nothing lost between: a drain or a snapshot of a
+// full-trace ring) is the same byte stream: decoded as one, so a packet or PSB interval
+// cut at the border is not lost to a resync.
+bool ContinuesChunk(const std::vector<PtChunk>& chunks, const PtChunk& chunk) {
+  if (chunks.empty()) return false;
+  const PtChunk& last = chunks.back();
+  return !chunk.lost_before && !last.truncated && !last.overwrite && !chunk.overwrite &&
+         chunk.file_offset == last.file_offset + last.size && chunk.aux_offset == last.aux_offset + last.size;
+}
+
 absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(const PtStream& stream,
                                                                                 size_t index) {
   std::string path = ResolveTracePath(dir_, stream.file);
@@ -476,6 +487,11 @@ absl::StatusOr<std::unique_ptr<Decoding::StreamState>> Decoding::PrepareStream(c
           stream.file, c, chunk.file_offset, chunk.size, bytes.size(), bytes.size() - chunk.file_offset));
       chunk.size = bytes.size() - chunk.file_offset;
       chunk.truncated = true;
+    }
+    if (ContinuesChunk(state->job.chunks, chunk)) {
+      state->job.chunks.back().size += chunk.size;
+      state->job.chunks.back().truncated = chunk.truncated;
+      continue;
     }
     state->job.chunks.push_back(chunk);
   }
