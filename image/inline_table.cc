@@ -235,6 +235,17 @@ const SourceFrame* InlineTable::InnermostAt(uint64_t address, uint64_t* end) con
   return answer;
 }
 
+bool InlineTable::HasInlinedIn(uint64_t start, uint64_t end) const {
+  for (uint64_t a = start; a < end;) {
+    uint64_t next = end;
+    const SourceFrame* f = InnermostAt(a, &next);
+    if (f != nullptr && f->inlined) return true;
+    if (next <= a) break;
+    a = next;
+  }
+  return false;
+}
+
 std::vector<const SourceFrame*> InlineTable::ChainAt(uint64_t address) const {
   std::vector<const SourceFrame*> chain;
   for (const SourceFrame* f = InnermostAt(address); f != nullptr; f = f->parent) chain.push_back(f);

@@ -49,6 +49,8 @@ class InlineTable {
   // same innermost frame has the same chain. With `end`: the end (exclusive) of the
   // interval around `address` where the answer stays the same.
   const SourceFrame* InnermostAt(uint64_t address, uint64_t* end = nullptr) const;
+  // Some inlined call's code lies in [start, end) (ELF addresses).
+  bool HasInlinedIn(uint64_t start, uint64_t end) const;
   // The chain at `address`, outermost (the subprogram) first; empty when none.
   std::vector<const SourceFrame*> ChainAt(uint64_t address) const;
 
