@@ -35,6 +35,7 @@ CallStackModel::Frame CallStackModel::MakeFrame(uint64_t address, bool target_kn
     frame.fn_start = info.start;
     frame.fn_end = info.end;
     frame.name = info.name;
+    frame.source = info.source;
     frame.plt_pending = info.plt;
     frame.symbol = info.symbol;
     frame.inlines = info.inlines;
@@ -62,12 +63,21 @@ CallStackModel::GoRole CallStackModel::GoRoleOf(absl::string_view name) {
 }
 
 // EmitBegin, EmitEnd, Begin and MaterializeTop run for nearly every event: inline.
-[[gnu::always_inline]] inline void CallStackModel::EmitBegin(uint64_t time, absl::string_view name) {
+[[gnu::always_inline]] inline void CallStackModel::EmitBegin(uint64_t time, absl::string_view name,
+                                                             const image::SourceFrame* source) {
   if (!holding_) {
-    sink_->Begin(time, name);
+    if (source != nullptr) {
+      sink_->BeginWithSource(time, name, *source);
+    } else {
+      sink_->Begin(time, name);
+    }
     return;
   }
-  held_.push_back(HeldEvent::MakeBegin(time, name));
+  HeldEvent& e = held_.emplace_back(HeldEvent::MakeBegin(time, name));
+  if (source != nullptr) {
+    held_sources_.push_back(source);
+    e.source = static_cast<uint32_t>(held_sources_.size());
+  }
   if (held_.size() >= kMaxHeldEvents) Release();
 }
 
@@ -86,13 +96,16 @@ CallStackModel::GoRole CallStackModel::GoRoleOf(absl::string_view name) {
 
 void CallStackModel::Release() {
   for (const HeldEvent& e : held_) {
-    if (e.begin) {
+    if (e.begin && e.source != 0) {
+      sink_->BeginWithSource(e.time, absl::string_view(e.name.data, e.name.size), *held_sources_[e.source - 1]);
+    } else if (e.begin) {
       sink_->Begin(e.time, absl::string_view(e.name.data, e.name.size));
     } else {
       sink_->End(e.time, SliceCounts{e.counts.instructions, e.counts.cycles, has_cycles_});
     }
   }
   held_.clear();
+  held_sources_.clear();
   holding_ = false;
   pending_.active = false;  // its Begins are written: the choice stands
 }
@@ -100,7 +113,9 @@ void CallStackModel::Release() {
 [[gnu::always_inline]] inline void CallStackModel::Begin(Frame& frame) {
   if (frame.begun) return;
   frame.begun = true;
-  if (frame.emitted) EmitBegin(frame.begin_time, frame.fold_marker ? kFoldName : frame.name);
+  if (frame.emitted) {
+    EmitBegin(frame.begin_time, frame.fold_marker ? kFoldName : frame.name, frame.fold_marker ? nullptr : frame.source);
+  }
 }
 
 [[gnu::always_inline]] inline void CallStackModel::MaterializeTop() {
@@ -309,7 +324,7 @@ void CallStackModel::SetInlineChain(const image::SourceFrame* innermost, uint64_
   for (size_t i = same; i < chain_.size(); ++i) {
     open_inlines_.push_back(OpenInline{chain_[i], time, instructions, cycles, emitted});
     ++top.inline_open;
-    if (emitted) EmitBegin(time, chain_[i]->name.empty() ? absl::string_view("[inlined]") : chain_[i]->name);
+    if (emitted) EmitBegin(time, chain_[i]->name.empty() ? absl::string_view("[inlined]") : chain_[i]->name, chain_[i]);
   }
 }
 
@@ -613,6 +628,7 @@ void CallStackModel::OnJump(const FlowEvent& event) {
     top.fn_start = info.start;
     top.fn_end = info.end;
     top.name = info.name;
+    top.source = info.source;
     top.symbol = info.symbol;
     top.inlines = info.inlines;
     top.home = HomeOf(info);

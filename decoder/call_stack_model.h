@@ -99,6 +99,7 @@ class CallStackModel {
     uint64_t fn_start = 0;
     uint64_t fn_end = 0;
     absl::string_view name;
+    const image::SourceFrame* source = nullptr;  // its DWARF subprogram, if known
     uint64_t return_address = 0;  // 0: unknown (inferred or re-entered)
     uint64_t begin_time = 0;
     uint64_t begin_instructions = 0;
@@ -139,16 +140,18 @@ class CallStackModel {
       Counts counts;  // an End's
     };
     bool begin;
+    uint32_t source;  // a Begin's: 1 + its index in held_sources_; 0: none
     static HeldEvent MakeBegin(uint64_t time, absl::string_view name) {
       HeldEvent e;
       e.time = time;
       e.name = {name.data(), name.size()};
       e.begin = true;
+      e.source = 0;
       return e;
     }
   };
   static_assert(sizeof(HeldEvent) == 32);
-  void EmitBegin(uint64_t time, absl::string_view name);
+  void EmitBegin(uint64_t time, absl::string_view name, const image::SourceFrame* source = nullptr);
   void EmitEnd(uint64_t time, uint64_t instructions, uint64_t cycles);
   void Release();
   // A frame stack starts at `event` (a segment, or a goroutine's after a switch).
@@ -264,6 +267,7 @@ class CallStackModel {
   uint64_t segment_start_cycles_ = 0;
   uint64_t inferred_in_segment_ = 0;
   std::vector<HeldEvent> held_;
+  std::vector<const image::SourceFrame*> held_sources_;  // of held Begins (HeldEvent::source)
   bool holding_ = false;
   uint64_t last_time_ = 0;
   // The exec of the program the last enable ran in (0: none), and whether there was one.

@@ -281,7 +281,12 @@ FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
     return info;
   }
   if (range.symbol) {
-    info.name = region->module->symbols.name(*region->module->symbols.Find(address - region->bias));
+    const Symbol* symbol = region->module->symbols.Find(address - region->bias);
+    info.name = region->module->symbols.name(*symbol);
+    if (region->module->inlines != nullptr) {
+      info.source = region->module->inlines->InnermostAt(symbol->start);
+      while (info.source != nullptr && info.source->parent != nullptr) info.source = info.source->parent;
+    }
     return info;
   }
   absl::string_view base = region->name;

@@ -61,6 +61,7 @@ struct FunctionRange {
 // The function with its name.
 struct FunctionInfo : FunctionRange {
   absl::string_view name;     // stays valid as long as the ProcessImage
+  const SourceFrame* source = nullptr;  // its DWARF subprogram (declaration file:line)
 };
 
 class ProcessImage {

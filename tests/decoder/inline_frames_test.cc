@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -33,12 +34,10 @@ struct Counts {
 };
 void PrintTo(const Counts& c, std::ostream* os) { *os << c.calls << " calls, " << c.instructions << " instructions"; }
 
-// Per inlined function name: calls and instructions (callees included) from the ground
-// truth. Each frame of the thread's stack (calls and returns from the stack pointer)
-// has its chain of inlined calls; an instruction of the program changes its frame's
-// chain to eu-addr2line's, and counts for every inlined call open on the stack.
-std::map<std::string, Counts> ExpectedInlined(const GroundTruthThread& thread, uint64_t bias, uint64_t text_start,
-                                              uint64_t text_end, std::string* error) {
+// eu-addr2line's chain of every instruction of the program (ELF addresses) that ran.
+std::map<uint64_t, std::vector<Addr2lineFrame>> ProgramChains(const GroundTruthThread& thread, uint64_t bias,
+                                                              uint64_t text_start, uint64_t text_end,
+                                                              std::string* error) {
   std::set<uint64_t> distinct;
   for (uint64_t ip : thread.ips) {
     if (ip - bias >= text_start && ip - bias < text_end) distinct.insert(ip - bias);
@@ -46,7 +45,15 @@ std::map<std::string, Counts> ExpectedInlined(const GroundTruthThread& thread, u
   std::map<uint64_t, std::vector<Addr2lineFrame>> chains =
       Addr2lineChains(kProgram, std::vector<uint64_t>(distinct.begin(), distinct.end()), error);
   if (chains.size() != distinct.size()) return {};
+  return chains;
+}
 
+// Per inlined function name: calls and instructions (callees included) from the ground
+// truth. Each frame of the thread's stack (calls and returns from the stack pointer)
+// has its chain of inlined calls; an instruction of the program changes its frame's
+// chain to eu-addr2line's, and counts for every inlined call open on the stack.
+std::map<std::string, Counts> ExpectedInlined(const GroundTruthThread& thread, uint64_t bias,
+                                              const std::map<uint64_t, std::vector<Addr2lineFrame>>& chains) {
   std::map<std::string, Counts> counts;
   std::vector<std::vector<Addr2lineFrame>> stack(1);  // per frame: its open inlined calls
   size_t next_event = 0;
@@ -78,6 +85,31 @@ std::map<std::string, Counts> ExpectedInlined(const GroundTruthThread& thread, u
     }
   }
   return counts;
+}
+
+// Per inlined function name: the call sites ("file:line") of its calls that ran.
+std::map<std::string, std::set<std::string>> ExpectedCallSites(
+    const std::map<uint64_t, std::vector<Addr2lineFrame>>& chains) {
+  std::map<std::string, std::set<std::string>> sites;
+  for (const auto& [address, chain] : chains) {
+    for (size_t i = 1; i < chain.size(); ++i) {
+      sites[chain[i].name].insert(absl::StrCat(chain[i].call_file, ":", chain[i].call_line));
+    }
+  }
+  return sites;
+}
+
+// The line of prog_inline.cc where each `{name, text}`'s text first appears.
+std::map<std::string, int> DefinitionLines(const std::vector<std::pair<std::string, std::string>>& texts) {
+  std::map<std::string, int> lines;
+  std::ifstream in(absl::StrCat(PTD_SOURCE_DIR, "/tests/programs/prog_inline.cc"));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    for (const auto& [name, text] : texts) {
+      if (!lines.count(name) && line.find(text) != std::string::npos) lines[name] = n;
+    }
+  }
+  return lines;
 }
 
 class InlineFramesTest : public ::testing::Test {
@@ -140,8 +172,9 @@ TEST_F(InlineFramesTest, CallsAndInstructionsOfEveryInlinedFunctionEqualGroundTr
   ProgramLayout(thread, &bias, &text_start, &text_end);
   if (HasFatalFailure()) return;
   std::string error;
-  std::map<std::string, Counts> expected = ExpectedInlined(thread, bias, text_start, text_end, &error);
-  ASSERT_FALSE(expected.empty()) << error;
+  std::map<uint64_t, std::vector<Addr2lineFrame>> chains = ProgramChains(thread, bias, text_start, text_end, &error);
+  ASSERT_FALSE(chains.empty()) << error;
+  std::map<std::string, Counts> expected = ExpectedInlined(thread, bias, chains);
   // The program's inlined calls all ran: always_inline two deep, flatten, ordinary -O2
   // inlining, and the one that throws.
   for (const char* name : {"square(int)", "sum_of_squares(int, int)", "add_one", "check_positive(int)"}) {
@@ -149,6 +182,13 @@ TEST_F(InlineFramesTest, CallsAndInstructionsOfEveryInlinedFunctionEqualGroundTr
   }
   std::set<std::string> names;
   for (const auto& [name, c] : expected) names.insert(name);
+  std::map<std::string, std::set<std::string>> expected_call_sites = ExpectedCallSites(chains);
+  // Where the source defines them (the line with the name's first occurrence followed
+  // by '(' after a type).
+  std::map<std::string, int> declared_lines = DefinitionLines(
+      {{"square(int)", "int square("}, {"sum_of_squares(int, int)", "int sum_of_squares("},
+       {"add_one", "int add_one("}, {"check_positive(int)", "void check_positive("},
+       {"work(int)", "int work("}, {"flat(int)", "int flat("}, {"guarded(int)", "int guarded("}});
 
   // One recording, decoded four ways (ctest runs each TEST in a process of its own,
   // which would record again).
@@ -184,6 +224,18 @@ TEST_F(InlineFramesTest, CallsAndInstructionsOfEveryInlinedFunctionEqualGroundTr
       continue;
     }
     EXPECT_EQ(DecodedInlined(sink, names), expected);
+    // Source locations: each inlined call's call sites are eu-addr2line's; each
+    // function's declaration is the line of the source that defines it.
+    std::map<std::string, std::set<std::string>> call_sites;  // of the program's inlined functions
+    for (const auto& [name, sites] : sink.call_sites()) {
+      if (names.count(name)) call_sites[name] = sites;
+    }
+    EXPECT_EQ(call_sites, expected_call_sites);
+    for (const auto& [name, line] : declared_lines) {
+      ASSERT_TRUE(sink.declared().count(name)) << name;
+      EXPECT_TRUE(absl::EndsWith(sink.declared().at(name), absl::StrCat("prog_inline.cc:", line)))
+          << name << " declared at " << sink.declared().at(name);
+    }
     if (way.jobs == 1 && way.kind == DecoderKind::kFast) single_lines = sink.lines();
     if (way.jobs > 1) {
       EXPECT_EQ(sink.lines(), single_lines) << "--jobs 4 differs from --jobs 1";
