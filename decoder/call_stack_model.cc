@@ -129,9 +129,11 @@ void CallStackModel::Push(const Frame& pushed) {
   MaterializeTop();
   Frame& frame = frames_.emplace_back(pushed);
   frame.serial = ++last_serial_;
-  if (emitted_on_stack_ < kFoldDepth) {
+  // Inlined slices take depth too (Perfetto's limit is on all nesting).
+  const size_t depth = emitted_on_stack_ + emitted_inlines_;
+  if (depth < kFoldDepth) {
     frame.emitted = true;
-  } else if (emitted_on_stack_ == kFoldDepth) {
+  } else if (depth == kFoldDepth) {
     frame.emitted = true;
     frame.fold_marker = true;
   } else {
@@ -182,7 +184,7 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
   ++inferred_in_segment_;
   stats_.Add(Stat::kInferredFrames);
   frame.begun = true;
-  frame.emitted = emitted_on_stack_ < kFoldDepth;
+  frame.emitted = emitted_on_stack_ + emitted_inlines_ < kFoldDepth;
   if (frame.emitted) {
     ++emitted_on_stack_;
     if (holding_) {
@@ -320,17 +322,22 @@ void CallStackModel::SetInlineChain(const image::SourceFrame* innermost, uint64_
   const uint64_t cycles = interpolate(run_cycles_, event.cycles);
   while (top.inline_open > same) CloseInline(time, instructions, cycles);
   MaterializeTop();
-  const bool emitted = top.emitted && !top.fold_marker;
   for (size_t i = same; i < chain_.size(); ++i) {
+    // Below the fold depth only, so a frame pushed above still finds room for the marker.
+    const bool emitted = top.emitted && !top.fold_marker && emitted_on_stack_ + emitted_inlines_ < kFoldDepth;
     open_inlines_.push_back(OpenInline{chain_[i], time, instructions, cycles, emitted});
     ++top.inline_open;
+    if (emitted) ++emitted_inlines_;
     if (emitted) EmitBegin(time, chain_[i]->name.empty() ? absl::string_view("[inlined]") : chain_[i]->name, chain_[i]);
   }
 }
 
 void CallStackModel::CloseInline(uint64_t time, uint64_t instructions, uint64_t cycles) {
   const OpenInline& open = open_inlines_.back();
-  if (open.emitted) EmitEnd(time, instructions - open.begin_instructions, cycles - open.begin_cycles);
+  if (open.emitted) {
+    EmitEnd(time, instructions - open.begin_instructions, cycles - open.begin_cycles);
+    --emitted_inlines_;
+  }
   open_inlines_.pop_back();
   --frames_.back().inline_open;
 }

@@ -247,6 +247,7 @@ class CallStackModel {
     bool emitted = false;
   };
   std::vector<OpenInline> open_inlines_;
+  size_t emitted_inlines_ = 0;  // of open_inlines_, those with a slice
   std::vector<const image::SourceFrame*> chain_;  // scratch
   // The run since the last event: where it starts (known: run_known_) and the counts
   // before its first instruction.
