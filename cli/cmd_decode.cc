@@ -34,6 +34,7 @@ struct DecodeArgs {
   std::string stats_json;
   bool quiet = false;
   bool no_debuginfod = false;
+  bool no_inline = false;
   bool progress = false;
   bool verbose = false;
   int jobs = 0;                 // 0: one per core
@@ -175,6 +176,7 @@ absl::Status RunDecode(const DecodeArgs& args) {
   }
   options.progress = args.progress || (!args.quiet && ProgressBar::StderrIsTerminal());
   options.debuginfod = !args.no_debuginfod;
+  options.inlined_frames = !args.no_inline;
   if (args.jobs < 0) return absl::InvalidArgumentError("--jobs must be 1 or more (0: one per core)");
   options.jobs = args.jobs;
   options.piece_bytes = args.piece_bytes;
@@ -288,6 +290,9 @@ void RegisterDecodeCommand(CLI::App& app, CliContext& ctx) {
                   "chosen to fit (decodes twice)");
   cmd->add_flag("--no-debuginfod", args->no_debuginfod,
                 "Do not fetch missing debug files from the debuginfod servers in DEBUGINFOD_URLS");
+  cmd->add_flag("--no-inline", args->no_inline,
+                "No slices for inlined calls: a function's inlined code counts as its own (default: from DWARF, "
+                "where the code file or its debug file has it)");
   cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
   cmd->add_flag("--progress", args->progress, "Progress on stderr even when it is not a terminal");
 }

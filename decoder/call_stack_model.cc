@@ -35,8 +35,10 @@ CallStackModel::Frame CallStackModel::MakeFrame(uint64_t address, bool target_kn
     frame.fn_start = info.start;
     frame.fn_end = info.end;
     frame.name = info.name;
+    frame.source = info.source;
     frame.plt_pending = info.plt;
     frame.symbol = info.symbol;
+    frame.inlines = info.inlines;
     frame.home = HomeOf(info);
     frame.go_role = GoRoleOf(info.name);
   } else {
@@ -61,12 +63,21 @@ CallStackModel::GoRole CallStackModel::GoRoleOf(absl::string_view name) {
 }
 
 // EmitBegin, EmitEnd, Begin and MaterializeTop run for nearly every event: inline.
-[[gnu::always_inline]] inline void CallStackModel::EmitBegin(uint64_t time, absl::string_view name) {
+[[gnu::always_inline]] inline void CallStackModel::EmitBegin(uint64_t time, absl::string_view name,
+                                                             const image::SourceFrame* source) {
   if (!holding_) {
-    sink_->Begin(time, name);
+    if (source != nullptr) {
+      sink_->BeginWithSource(time, name, *source);
+    } else {
+      sink_->Begin(time, name);
+    }
     return;
   }
-  held_.push_back(HeldEvent::MakeBegin(time, name));
+  HeldEvent& e = held_.emplace_back(HeldEvent::MakeBegin(time, name));
+  if (source != nullptr) {
+    held_sources_.push_back(source);
+    e.source = static_cast<uint32_t>(held_sources_.size());
+  }
   if (held_.size() >= kMaxHeldEvents) Release();
 }
 
@@ -85,13 +96,16 @@ CallStackModel::GoRole CallStackModel::GoRoleOf(absl::string_view name) {
 
 void CallStackModel::Release() {
   for (const HeldEvent& e : held_) {
-    if (e.begin) {
+    if (e.begin && e.source != 0) {
+      sink_->BeginWithSource(e.time, absl::string_view(e.name.data, e.name.size), *held_sources_[e.source - 1]);
+    } else if (e.begin) {
       sink_->Begin(e.time, absl::string_view(e.name.data, e.name.size));
     } else {
       sink_->End(e.time, SliceCounts{e.counts.instructions, e.counts.cycles, has_cycles_});
     }
   }
   held_.clear();
+  held_sources_.clear();
   holding_ = false;
   pending_.active = false;  // its Begins are written: the choice stands
 }
@@ -99,7 +113,9 @@ void CallStackModel::Release() {
 [[gnu::always_inline]] inline void CallStackModel::Begin(Frame& frame) {
   if (frame.begun) return;
   frame.begun = true;
-  if (frame.emitted) EmitBegin(frame.begin_time, frame.fold_marker ? kFoldName : frame.name);
+  if (frame.emitted) {
+    EmitBegin(frame.begin_time, frame.fold_marker ? kFoldName : frame.name, frame.fold_marker ? nullptr : frame.source);
+  }
 }
 
 [[gnu::always_inline]] inline void CallStackModel::MaterializeTop() {
@@ -113,9 +129,11 @@ void CallStackModel::Push(const Frame& pushed) {
   MaterializeTop();
   Frame& frame = frames_.emplace_back(pushed);
   frame.serial = ++last_serial_;
-  if (emitted_on_stack_ < kFoldDepth) {
+  // Inlined slices take depth too (Perfetto's limit is on all nesting).
+  const size_t depth = emitted_on_stack_ + emitted_inlines_;
+  if (depth < kFoldDepth) {
     frame.emitted = true;
-  } else if (emitted_on_stack_ == kFoldDepth) {
+  } else if (depth == kFoldDepth) {
     frame.emitted = true;
     frame.fold_marker = true;
   } else {
@@ -145,6 +163,7 @@ void CallStackModel::PopTop(const FlowEvent& event) {
   if (pending_.active && frames_.size() - 1 < pending_.unchecked) pending_.active = false;
   Frame& frame = frames_.back();
   if (!frame.begun) Begin(frame);
+  while (frame.inline_open > 0) CloseInline(event.time, event.instructions, event.cycles);
   if (frame.emitted) {
     EmitEnd(event.time, event.instructions - frame.begin_instructions, event.cycles - frame.begin_cycles);
     --emitted_on_stack_;
@@ -165,7 +184,7 @@ void CallStackModel::InferParent(uint64_t address, const FlowEvent& event) {
   ++inferred_in_segment_;
   stats_.Add(Stat::kInferredFrames);
   frame.begun = true;
-  frame.emitted = emitted_on_stack_ < kFoldDepth;
+  frame.emitted = emitted_on_stack_ + emitted_inlines_ < kFoldDepth;
   if (frame.emitted) {
     ++emitted_on_stack_;
     if (holding_) {
@@ -230,6 +249,100 @@ void CallStackModel::EndSegment(const FlowEvent& event, const char* what) {
 void CallStackModel::OnEvent(const FlowEvent& event) {
   const uint64_t previous_time = last_time_;
   last_time_ = event.time;
+  if (run_known_) FollowInlines(event);
+  OnEventAfterRun(event, previous_time);
+  StartRun(event);
+}
+
+void CallStackModel::StartRun(const FlowEvent& event) {
+  switch (event.kind) {
+    case FlowKind::kCall:
+    case FlowKind::kReturn:
+    case FlowKind::kJump:
+    case FlowKind::kEnable:
+      run_known_ = event.target_known;
+      break;
+    case FlowKind::kTrapPush:
+    case FlowKind::kTrapPop:
+    case FlowKind::kRaise:
+      return;  // mid-run: the run goes on
+    default:
+      run_known_ = false;
+      return;
+  }
+  run_ip_ = event.target;
+  run_time_ = event.time;
+  run_instructions_ = event.instructions;
+  run_cycles_ = event.cycles;
+}
+
+void CallStackModel::FollowInlines(const FlowEvent& event) {
+  switch (event.kind) {
+    case FlowKind::kCall:
+    case FlowKind::kReturn:
+    case FlowKind::kJump:
+    case FlowKind::kSyscall:
+      break;
+    default:
+      return;
+  }
+  // A resumed goroutine's frames are still being told apart by their held Begins.
+  if (frames_.empty() || pending_.active || event.instructions <= run_instructions_) return;
+  const Frame& top = frames_.back();
+  if (top.kind != FrameKind::kFunction || !top.inlines || top.plt_pending || !top.contains(run_ip_)) return;
+  const std::vector<image::ProcessImage::SourceFrameChange>* changes = nullptr;
+  // A run not walked through to the event (not straight after all) takes only the
+  // changes found on the way.
+  resolver_->SourceFramesAlong(run_ip_, event.ip, &changes);
+  if (changes == nullptr) return;
+  const uint64_t count = event.instructions - run_instructions_;
+  for (const image::ProcessImage::SourceFrameChange& change : *changes) {
+    if (change.index >= count) break;
+    SetInlineChain(change.frame, change.index, count, event);
+  }
+}
+
+void CallStackModel::SetInlineChain(const image::SourceFrame* innermost, uint64_t index, uint64_t count,
+                                    const FlowEvent& event) {
+  chain_.clear();
+  for (const image::SourceFrame* f = innermost; f != nullptr && f->inlined; f = f->parent) chain_.push_back(f);
+  std::reverse(chain_.begin(), chain_.end());
+  Frame& top = frames_.back();
+  const size_t first = open_inlines_.size() - top.inline_open;
+  size_t same = 0;
+  while (same < top.inline_open && same < chain_.size() && open_inlines_[first + same].frame == chain_[same]) ++same;
+  if (same == top.inline_open && same == chain_.size()) return;
+  // Instruction `index` begins at the run's counts plus `index`; time by instruction.
+  auto interpolate = [&](uint64_t from, uint64_t to) {
+    if (to <= from) return from;
+    return from + static_cast<uint64_t>(static_cast<unsigned __int128>(to - from) * index / count);
+  };
+  const uint64_t time = interpolate(run_time_, event.time);
+  const uint64_t instructions = run_instructions_ + index;
+  const uint64_t cycles = interpolate(run_cycles_, event.cycles);
+  while (top.inline_open > same) CloseInline(time, instructions, cycles);
+  MaterializeTop();
+  for (size_t i = same; i < chain_.size(); ++i) {
+    // Below the fold depth only, so a frame pushed above still finds room for the marker.
+    const bool emitted = top.emitted && !top.fold_marker && emitted_on_stack_ + emitted_inlines_ < kFoldDepth;
+    open_inlines_.push_back(OpenInline{chain_[i], time, instructions, cycles, emitted});
+    ++top.inline_open;
+    if (emitted) ++emitted_inlines_;
+    if (emitted) EmitBegin(time, chain_[i]->name.empty() ? absl::string_view("[inlined]") : chain_[i]->name, chain_[i]);
+  }
+}
+
+void CallStackModel::CloseInline(uint64_t time, uint64_t instructions, uint64_t cycles) {
+  const OpenInline& open = open_inlines_.back();
+  if (open.emitted) {
+    EmitEnd(time, instructions - open.begin_instructions, cycles - open.begin_cycles);
+    --emitted_inlines_;
+  }
+  open_inlines_.pop_back();
+  --frames_.back().inline_open;
+}
+
+void CallStackModel::OnEventAfterRun(const FlowEvent& event, uint64_t previous_time) {
   switch (event.kind) {
     case FlowKind::kError:
       stats_.Add(Stat::kErrors);
@@ -357,6 +470,7 @@ bool CallStackModel::MoveWithinFunction(Frame& frame, const FunctionInfo& info) 
   }
   frame.fn_start = info.start;
   frame.fn_end = info.end;
+  frame.inlines = info.inlines;
   frame.serial = ++last_serial_;
   return true;
 }
@@ -521,7 +635,9 @@ void CallStackModel::OnJump(const FlowEvent& event) {
     top.fn_start = info.start;
     top.fn_end = info.end;
     top.name = info.name;
+    top.source = info.source;
     top.symbol = info.symbol;
+    top.inlines = info.inlines;
     top.home = HomeOf(info);
     top.serial = ++last_serial_;
     if (!info.plt) MaterializeTop();
@@ -642,6 +758,7 @@ void CallStackModel::Restore(const std::vector<Frame>& frames, size_t count, con
     frame.begin_instructions = event.instructions;
     frame.begin_cycles = event.cycles;
     frame.emitted = frame.fold_marker = frame.begun = frame.plt_pending = false;
+    frame.inline_open = 0;  // its inlined slices ended when it was parked
     Push(frame);
   }
 }
@@ -758,6 +875,7 @@ bool CallStackModel::SwapResumedStack(size_t i, const FlowEvent& event) {
       f.begin_cycles = resumed.begin_cycles;
       f.emitted = f.begun = true;
       f.fold_marker = f.plt_pending = false;
+      f.inline_open = 0;
       begins.push_back(HeldEvent::MakeBegin(f.begin_time, f.name));
     }
     frames_.erase(frames_.begin(), frames_.begin() + i + 1);

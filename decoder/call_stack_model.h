@@ -20,6 +20,12 @@
 //   and its stack starts empty at its entry.
 // - decode error, overflow, lost data: instant event naming the cause, every frame closed,
 //   a new segment at the next enable.
+// - inlined calls (DWARF): every jump in a function with inlined code makes an event, so
+//   the run between two events is straight; along it the innermost inlined frame is
+//   looked up per instruction (cached per run by the image), and the top frame's
+//   inlined slices are closed and opened where it changes, with exact instruction
+//   counts and times interpolated by instruction between the events. A frame's inlined
+//   slices stay open while it calls out and end with it (return, unwind, exception).
 // - frames deeper than kFoldDepth are folded into one marked slice (Perfetto drops slices
 //   nested deeper than 512).
 // - Go goroutine switches (runtime.mcall; runtime.morestack when newstack switches) park
@@ -93,6 +99,7 @@ class CallStackModel {
     uint64_t fn_start = 0;
     uint64_t fn_end = 0;
     absl::string_view name;
+    const image::SourceFrame* source = nullptr;  // its DWARF subprogram, if known
     uint64_t return_address = 0;  // 0: unknown (inferred or re-entered)
     uint64_t begin_time = 0;
     uint64_t begin_instructions = 0;
@@ -104,6 +111,8 @@ class CallStackModel {
     bool begun = false;         // Begin written
     bool plt_pending = false;   // named once the PLT stub jumps on
     bool symbol = false;        // [fn_start, fn_end) is a real symbol's range
+    bool inlines = false;       // the function has inlined calls (FunctionRange::inlines)
+    uint32_t inline_open = 0;   // its inlined slices open now (the last of open_inlines_)
     // The start of the function's main part: [fn_start, fn_end) may be a part split off
     // it (foo.cold), which is the same function and the same call.
     uint64_t home = 0;
@@ -131,16 +140,18 @@ class CallStackModel {
       Counts counts;  // an End's
     };
     bool begin;
+    uint32_t source;  // a Begin's: 1 + its index in held_sources_; 0: none
     static HeldEvent MakeBegin(uint64_t time, absl::string_view name) {
       HeldEvent e;
       e.time = time;
       e.name = {name.data(), name.size()};
       e.begin = true;
+      e.source = 0;
       return e;
     }
   };
   static_assert(sizeof(HeldEvent) == 32);
-  void EmitBegin(uint64_t time, absl::string_view name);
+  void EmitBegin(uint64_t time, absl::string_view name, const image::SourceFrame* source = nullptr);
   void EmitEnd(uint64_t time, uint64_t instructions, uint64_t cycles);
   void Release();
   // A frame stack starts at `event` (a segment, or a goroutine's after a switch).
@@ -155,6 +166,14 @@ class CallStackModel {
   // A "[syscall]" (returns to the syscall's fallthrough) or "[untraced]" frame.
   void PushMarker(FrameKind kind, const FlowEvent& event);
   void Begin(Frame& frame);
+  // Inlined frames along the run from the last event to `event` (before it is handled).
+  void FollowInlines(const FlowEvent& event);
+  // The top frame's inlined slices become those of `innermost`'s chain, at instruction
+  // `index` of the run of `count` instructions that `event` ends.
+  void SetInlineChain(const image::SourceFrame* innermost, uint64_t index, uint64_t count, const FlowEvent& event);
+  void CloseInline(uint64_t time, uint64_t instructions, uint64_t cycles);
+  // Where the run after `event` starts.
+  void StartRun(const FlowEvent& event);
   void PopTop(const FlowEvent& event);
   void PopMarkers(const FlowEvent& event);
   void InferParent(uint64_t address, const FlowEvent& event);
@@ -176,6 +195,8 @@ class CallStackModel {
   // at the bottom): every frame gets a new serial.
   void RenumberFrames();
 
+  // OnEvent's dispatch, between the inlined frames of the run it ends and the next run.
+  void OnEventAfterRun(const FlowEvent& event, uint64_t previous_time);
   // OnEvent only dispatches (every case a call in tail position, so it needs no stack
   // frame of its own): the work of each kind is in these.
   [[gnu::noinline]] void OnSyscall(const FlowEvent& event);
@@ -217,6 +238,24 @@ class CallStackModel {
 
   FunctionResolver* resolver_;
   SliceSink* sink_;
+  // Inlined slices open, of every frame, in frame order (Frame::inline_open each).
+  struct OpenInline {
+    const image::SourceFrame* frame = nullptr;
+    uint64_t begin_time = 0;
+    uint64_t begin_instructions = 0;
+    uint64_t begin_cycles = 0;
+    bool emitted = false;
+  };
+  std::vector<OpenInline> open_inlines_;
+  size_t emitted_inlines_ = 0;  // of open_inlines_, those with a slice
+  std::vector<const image::SourceFrame*> chain_;  // scratch
+  // The run since the last event: where it starts (known: run_known_) and the counts
+  // before its first instruction.
+  bool run_known_ = false;
+  uint64_t run_ip_ = 0;
+  uint64_t run_time_ = 0;
+  uint64_t run_instructions_ = 0;
+  uint64_t run_cycles_ = 0;
   bool has_cycles_;
   std::vector<Frame> frames_;
   std::vector<size_t> trap_depths_;
@@ -229,6 +268,7 @@ class CallStackModel {
   uint64_t segment_start_cycles_ = 0;
   uint64_t inferred_in_segment_ = 0;
   std::vector<HeldEvent> held_;
+  std::vector<const image::SourceFrame*> held_sources_;  // of held Begins (HeldEvent::source)
   bool holding_ = false;
   uint64_t last_time_ = 0;
   // The exec of the program the last enable ran in (0: none), and whether there was one.

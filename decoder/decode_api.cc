@@ -36,6 +36,7 @@ absl::StatusOr<decoder::DecodeOptions> InternalOptions(const DecodeOptions& opti
   internal.window_begin = options.window_begin;
   internal.window_end = options.window_end;
   internal.debug_root = options.debug_root;
+  internal.inlined_frames = options.inlined_frames;
   internal.jobs = options.jobs;
   return internal;
 }

@@ -8,16 +8,27 @@ void DetailFilterSink::WriteHeld(uint64_t now, bool all) {
     if (frame.too_deep) return;  // and so is everything above it
     const bool long_enough = now >= frame.begin && now - frame.begin >= options_.min_duration;
     if (!all && !long_enough && frame.begin < options_.full_detail_from) return;
-    next_->Begin(frame.begin, frame.name);
+    if (frame.source != nullptr) {
+      next_->BeginWithSource(frame.begin, frame.name, *frame.source);
+    } else {
+      next_->Begin(frame.begin, frame.name);
+    }
     ++written_;
   }
 }
 
-void DetailFilterSink::Begin(uint64_t time, absl::string_view name) {
+void DetailFilterSink::Begin(uint64_t time, absl::string_view name) { BeginFrame(time, name, nullptr); }
+
+void DetailFilterSink::BeginWithSource(uint64_t time, absl::string_view name, const image::SourceFrame& source) {
+  BeginFrame(time, name, &source);
+}
+
+void DetailFilterSink::BeginFrame(uint64_t time, absl::string_view name, const image::SourceFrame* source) {
   WriteHeld(time, false);
   if (open_ == stack_.size()) stack_.emplace_back();
   Open& frame = stack_[open_++];
   frame.begin = time;
+  frame.source = source;
   frame.too_deep = options_.max_depth > 0 && open_ > options_.max_depth;
   if (frame.too_deep) {
     stats_.Add(Stat::kDroppedDeep);

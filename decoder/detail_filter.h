@@ -32,6 +32,7 @@ class DetailFilterSink : public SliceSink {
   DetailFilterSink(SliceSink* next, const DetailOptions& options) : next_(next), options_(options) {}
 
   void Begin(uint64_t time, absl::string_view name) override;
+  void BeginWithSource(uint64_t time, absl::string_view name, const image::SourceFrame& source) override;
   void End(uint64_t time, const SliceCounts& counts) override;
   // Instants are kept with every slice open around them.
   void Instant(uint64_t time, absl::string_view name, absl::string_view detail) override;
@@ -43,8 +44,10 @@ class DetailFilterSink : public SliceSink {
   struct Open {
     uint64_t begin = 0;
     std::string name;  // held Begins only; reused between frames (no allocation per event)
+    const image::SourceFrame* source = nullptr;
     bool too_deep = false;
   };
+  void BeginFrame(uint64_t time, absl::string_view name, const image::SourceFrame* source);
   // Writes held Begins from the bottom up while `keep(frame)` holds.
   void WriteHeld(uint64_t now, bool all);
 

@@ -858,11 +858,11 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
                                             crossed};
     }
     if (crossed) {
-      // The jumps from here on stay in the function entered. In a PLT stub (or code of
-      // no known function) none is dropped: each is crossed, and the replay's
-      // FlushPending makes its event as Next's would.
+      // The jumps from here on stay in the function entered. In a PLT stub, code of no
+      // known function or one with inlined calls (StaysInFunction) none is dropped: each
+      // is crossed, and the replay's FlushPending makes its event as Next's would.
       const image::FunctionRange& range = run->ranges->At(*image_, ip);
-      const bool drops = range.mapped && !range.plt;
+      const bool drops = range.mapped && !range.plt && !range.inlines;
       lo = drops ? range.start : 0;
       hi = drops ? range.end : 0;
       span = hi > lo ? hi - lo : 0;

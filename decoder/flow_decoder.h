@@ -284,7 +284,8 @@ inline bool PendingEvent(const PendingBranch& pending, uint64_t target, bool kno
 // since the last branch, changes no call stack, so it makes no event: most branches
 // are such jumps, and an event each would cost more than libipt's own work. (Code that
 // falls through into the next function keeps its jumps: the model names the function
-// from them.) A pure function of the branch, its target and the image, so every
+// from them; so does a function with inlined calls, whose runs between events the model
+// walks for inlined frames.) A pure function of the branch, its target and the image, so every
 // decoder of a stream (whole or piece) and the stitcher drop the same ones.
 bool StaysInFunction(const image::ProcessImage& image, const PendingBranch& pending, uint64_t target, bool known);
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace ptd::decoder {
 
 FtfSliceSink::FtfSliceSink(ftf::FtfWriter* writer, uint64_t pid, uint64_t tid, uint64_t window_begin,
@@ -18,6 +20,26 @@ void FtfSliceSink::Begin(uint64_t time, absl::string_view name) {
   if (!write) return;
   ++slices_;
   writer_->DurationBegin(pid_, tid_, time, category_, name);
+}
+
+void FtfSliceSink::BeginWithSource(uint64_t time, absl::string_view name, const image::SourceFrame& source) {
+  bool write = InWindow(time);
+  written_.push_back(write);
+  if (!write) return;
+  ++slices_;
+  auto [it, inserted] = source_args_.try_emplace(&source);
+  if (inserted) {
+    if (!source.decl_file.empty()) it->second.source = absl::StrCat(source.decl_file, ":", source.decl_line);
+    if (source.inlined) it->second.call_site = absl::StrCat(source.call_file, ":", source.call_line);
+  }
+  ftf::Arg args[3];
+  size_t n = 0;
+  if (!it->second.source.empty()) args[n++] = ftf::Arg::String("source", it->second.source);
+  if (source.inlined) {
+    args[n++] = ftf::Arg::Bool("inlined", true);
+    args[n++] = ftf::Arg::String("call_site", it->second.call_site);
+  }
+  writer_->DurationBegin(pid_, tid_, time, category_.text(), name, absl::MakeConstSpan(args, n));
 }
 
 void FtfSliceSink::End(uint64_t time, const SliceCounts& counts) {

@@ -4,8 +4,10 @@
 // instants for errors. Optionally keeps only slices that begin inside a time window.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "absl/container/node_hash_map.h"
 #include "decoder/slice_sink.h"
 #include "ftf/ftf_writer.h"
 #include "ftf/string_handle.h"
@@ -21,6 +23,9 @@ class FtfSliceSink : public SliceSink {
   FtfSliceSink& operator=(const FtfSliceSink&) = delete;
 
   void Begin(uint64_t time, absl::string_view name) override;
+  // Args: "source" (decl file:line), and for an inlined call "inlined" (true) and
+  // "call_site" (file:line), made once per function.
+  void BeginWithSource(uint64_t time, absl::string_view name, const image::SourceFrame& source) override;
   void End(uint64_t time, const SliceCounts& counts) override;
   void Instant(uint64_t time, absl::string_view name, absl::string_view detail) override;
 
@@ -40,6 +45,11 @@ class FtfSliceSink : public SliceSink {
   uint64_t tid_;
   uint64_t window_begin_;
   uint64_t window_end_;
+  struct SourceArgs {
+    std::string source;
+    std::string call_site;
+  };
+  absl::node_hash_map<const image::SourceFrame*, SourceArgs> source_args_;
   std::vector<uint8_t> written_;  // per open slice: was its Begin written (not vector<bool>: per event)
   uint64_t slices_ = 0;
 };

@@ -18,6 +18,10 @@ class FunctionStatsSink : public SliceSink {
     stats_->Begin(pid_, tid_, time, name);
     next_->Begin(time, name);
   }
+  void BeginWithSource(uint64_t time, absl::string_view name, const image::SourceFrame& source) override {
+    stats_->Begin(pid_, tid_, time, name);
+    next_->BeginWithSource(time, name, source);
+  }
   void End(uint64_t time, const SliceCounts& counts) override {
     stats_->End(pid_, tid_, time, counts.instructions);
     next_->End(time, counts);

@@ -16,9 +16,15 @@ void SliceSample::Add(uint64_t begin, uint64_t duration) {
   if (slot < capacity_) slices_[slot] = {begin, duration};
 }
 
-void SamplingSliceSink::Begin(uint64_t time, absl::string_view name) {
+void SamplingSliceSink::Begin(uint64_t time, absl::string_view name) { Begin(time, name, nullptr); }
+
+void SamplingSliceSink::Begin(uint64_t time, absl::string_view name, const image::SourceFrame* source) {
   begins_.push_back(time);
-  next_->Begin(time, name);
+  if (source != nullptr) {
+    next_->BeginWithSource(time, name, *source);
+  } else {
+    next_->Begin(time, name);
+  }
 }
 
 void SamplingSliceSink::End(uint64_t time, const SliceCounts& counts) {

@@ -46,12 +46,16 @@ class SamplingSliceSink : public SliceSink {
  public:
   SamplingSliceSink(SliceSample* sample, SliceSink* next) : sample_(sample), next_(next) {}
   void Begin(uint64_t time, absl::string_view name) override;
+  void BeginWithSource(uint64_t time, absl::string_view name, const image::SourceFrame& source) override {
+    Begin(time, name, &source);
+  }
   void End(uint64_t time, const SliceCounts& counts) override;
   void Instant(uint64_t time, absl::string_view name, absl::string_view detail) override {
     next_->Instant(time, name, detail);
   }
 
  private:
+  void Begin(uint64_t time, absl::string_view name, const image::SourceFrame* source);
   SliceSample* sample_;
   SliceSink* next_;
   std::vector<uint64_t> begins_;

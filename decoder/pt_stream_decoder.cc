@@ -223,10 +223,12 @@ bool MayStayInFunction(const PendingBranch& pending, bool known) {
          (pending.klass == InsnClass::kJump || pending.klass == InsnClass::kCondJump);
 }
 
-// `range` is the function of pending.ip.
+// `range` is the function of pending.ip. In a function with inlined calls every jump
+// makes an event: the runs between events are then straight, and the call-stack model
+// finds where inlined frames begin and end along them.
 bool RunAndTargetInside(const image::FunctionRange& range, const PendingBranch& pending, uint64_t target) {
   auto inside = [&](uint64_t a) { return a >= range.start && a < range.end; };
-  return range.mapped && !range.plt && inside(target) && inside(pending.run_start);
+  return range.mapped && !range.plt && !range.inlines && inside(target) && inside(pending.run_start);
 }
 
 }  // namespace

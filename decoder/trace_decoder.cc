@@ -221,6 +221,7 @@ class Decoding {
  public:
   Decoding(std::string dir, const DecodeOptions& options, ThreadSinkFactory* sinks)
       : dir_(std::move(dir)), options_(options), sinks_(sinks), modules_(options.debug_root) {
+    modules_.SetInlinedFrames(options.inlined_frames);
     if (options.debuginfod) modules_.SetDebuginfod(image::DebuginfodFetcher::FromEnvironment(options.progress));
   }
 

@@ -46,6 +46,9 @@ struct DecodeOptions {
   // Fetch the debug files of stripped code files with no local debug info from the
   // servers in DEBUGINFOD_URLS (image/debuginfod_fetcher.h); off when it is unset.
   bool debuginfod = true;
+  // Inlined calls as slices nested in their callers' (DWARF, where the code file or its
+  // debug file has it); off: a function's inlined code is its own.
+  bool inlined_frames = true;
   BlockObserver* block_observer = nullptr;  // tests: sees every instruction run (forces jobs 1)
   // Tests: sees every flow event of every stream before the call-stack model does, in
   // stream order (forces jobs 1). The differential test compares decoders with it.

@@ -104,6 +104,17 @@ absl::StatusOr<std::shared_ptr<const Module>> ModuleCache::Load(const std::strin
         module->fde_ranges = ReadFdeRanges(module->file->bytes(), path);
       }
       NameEntryPoint(info->entry, module->fde_ranges, &module->symbols);
+      if (inlined_frames_) {
+        // The file's own DWARF, else the debug file its symbols came from.
+        for (const std::string& debug : {path, module->symbols_from}) {
+          absl::StatusOr<std::unique_ptr<InlineTable>> table = InlineTable::Open(debug);
+          if (table.ok()) {
+            module->inlines = std::move(*table);
+            break;
+          }
+          if (module->symbols_from == path) break;
+        }
+      }
     }
   }
   module->symbols.Finish();

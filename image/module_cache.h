@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "image/debuginfod_fetcher.h"
 #include "image/elf_reader.h"
+#include "image/inline_table.h"
 #include "image/mapped_file.h"
 #include "image/symbol_table.h"
 
@@ -29,6 +30,9 @@ struct Module {
   // No full symbol table: its functions' ranges from the unwind table (ELF addresses,
   // sorted), which split the code between symbols into one unnamed function each.
   std::vector<FdeRange> fde_ranges;
+  // The functions and inlined calls of its DWARF (its own, else its separate debug
+  // file's); nullptr without DWARF or with inlined frames off.
+  std::shared_ptr<const InlineTable> inlines;
 };
 
 class ModuleCache {
@@ -44,6 +48,9 @@ class ModuleCache {
   // Debug files of stripped files with no local debug info (neither a separate debug file
   // nor MiniDebugInfo) are fetched by build-id through `fetcher`. Call before the first Get.
   void SetDebuginfod(std::unique_ptr<DebuginfodFetcher> fetcher) { debuginfod_ = std::move(fetcher); }
+  // Inlined frames and source locations from DWARF (Module::inlines); on unless turned
+  // off before the first Get.
+  void SetInlinedFrames(bool on) { inlined_frames_ = on; }
   // nullptr when debuginfod is off. Its warnings and summary are read after the decode.
   const DebuginfodFetcher* debuginfod() const { return debuginfod_.get(); }
 
@@ -59,6 +66,7 @@ class ModuleCache {
 
   std::string debug_root_;
   std::unique_ptr<DebuginfodFetcher> debuginfod_;
+  bool inlined_frames_ = true;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const Module>> modules_;
 };

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
+#include "image/insn_classifier.h"
 
 namespace ptd::image {
 
@@ -191,6 +192,7 @@ absl::string_view ProcessImage::Intern(std::string name) {
 
 void ProcessImage::ForgetResolved() {
   resolved_.clear();
+  source_runs_.clear();
   recent_resolved_.Clear();
 }
 
@@ -217,6 +219,8 @@ FunctionRange ProcessImage::RangeOf(uint64_t address) const {
       range.plt = sym->plt;
       if (sym->parent_start != 0) range.parent_start = sym->parent_start + region->bias;
       range.symbol = true;
+      range.inlines = region->module->inlines != nullptr &&
+                      region->module->inlines->HasInlinedIn(sym->start, sym->end);
       return range;
     }
     // Between symbols: the gap is one unnamed function as far as we can tell.
@@ -277,7 +281,12 @@ FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
     return info;
   }
   if (range.symbol) {
-    info.name = region->module->symbols.name(*region->module->symbols.Find(address - region->bias));
+    const Symbol* symbol = region->module->symbols.Find(address - region->bias);
+    info.name = region->module->symbols.name(*symbol);
+    if (region->module->inlines != nullptr) {
+      info.source = region->module->inlines->InnermostAt(symbol->start);
+      while (info.source != nullptr && info.source->parent != nullptr) info.source = info.source->parent;
+    }
     return info;
   }
   absl::string_view base = region->name;
@@ -295,6 +304,46 @@ FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
   }
   info.name = Intern(absl::StrFormat("%s+0x%x", std::string(base), offset));
   return info;
+}
+
+const SourceFrame* ProcessImage::SourceFrameAt(uint64_t address, uint64_t* end) const {
+  const Region* region = FindRegion(address);
+  if (region == nullptr || !region->has_bias || region->module->inlines == nullptr) {
+    *end = region == nullptr ? address + 1 : region->end;
+    return nullptr;
+  }
+  uint64_t elf_end = 0;
+  const SourceFrame* frame = region->module->inlines->InnermostAt(address - region->bias, &elf_end);
+  *end = elf_end == ~uint64_t{0} ? region->end : std::min(region->end, elf_end + region->bias);
+  if (*end <= address) *end = address + 1;
+  return frame;
+}
+
+bool ProcessImage::SourceFramesAlong(uint64_t start, uint64_t last, const std::vector<SourceFrameChange>** changes) {
+  auto [it, inserted] = source_runs_.try_emplace(std::make_pair(start, last));
+  RunChanges& run = it->second;
+  *changes = &run.changes;
+  if (!inserted) return run.ok;
+  const SourceFrame* current = nullptr;
+  uint64_t frame_end = 0;
+  uint32_t index = 0;
+  for (uint64_t ip = start; ip <= last; ++index) {
+    if (ip == start || ip >= frame_end) {
+      const SourceFrame* frame = SourceFrameAt(ip, &frame_end);
+      if (ip == start || frame != current) run.changes.push_back(SourceFrameChange{index, frame});
+      current = frame;
+    }
+    if (ip == last) {
+      run.ok = true;
+      break;
+    }
+    uint8_t bytes[15];
+    const size_t n = ReadCode(ip, bytes, sizeof bytes);
+    const InsnInfo insn = InsnClassifier::Decode(ip, absl::MakeConstSpan(bytes, n));
+    if (insn.size == 0) break;
+    ip += insn.size;
+  }
+  return run.ok;
 }
 
 size_t ProcessImage::ReadCode(uint64_t address, uint8_t* out, size_t size) const {

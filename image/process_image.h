@@ -55,11 +55,13 @@ struct FunctionRange {
   bool symbol = false;        // [start, end) is a symbol's (ELF, JIT), not a guessed range
   uint64_t parent_start = 0;  // a part split off a function (foo.cold): that function's
                               // start; 0 for whole functions
+  bool inlines = false;       // inlined calls' code lies in [start, end) (DWARF)
 };
 
 // The function with its name.
 struct FunctionInfo : FunctionRange {
   absl::string_view name;     // stays valid as long as the ProcessImage
+  const SourceFrame* source = nullptr;  // its DWARF subprogram (declaration file:line)
 };
 
 class ProcessImage {
@@ -93,6 +95,18 @@ class ProcessImage {
   // Resolve's [start, end) without naming or caching: const, so decoder threads may call
   // it at once while nothing changes the image.
   FunctionRange RangeOf(uint64_t address) const;
+  // The innermost source frame (image/inline_table.h) at `address`, or nullptr when no
+  // DWARF names one; `end`: where the answer may change (a runtime address).
+  const SourceFrame* SourceFrameAt(uint64_t address, uint64_t* end) const;
+  // Where the innermost source frame changes along the straight run of instructions
+  // from `start` to `last` (the run's last instruction): the first instruction's, then
+  // one per change, by instruction index in the run. Cached by run until the image
+  // changes. False when `last` is not reached from `start` instruction by instruction.
+  struct SourceFrameChange {
+    uint32_t index = 0;  // of the instruction in the run
+    const SourceFrame* frame = nullptr;
+  };
+  bool SourceFramesAlong(uint64_t start, uint64_t last, const std::vector<SourceFrameChange>** changes);
   // Copies up to `size` code bytes at `address`; returns how many were available.
   size_t ReadCode(uint64_t address, uint8_t* out, size_t size) const;
   // The mapping (one libipt section) that holds `address`, with the file bytes it maps;
@@ -155,6 +169,11 @@ class ProcessImage {
   SymbolTable jit_symbols_;  // perf map: untimed, below the named JIT code
   std::map<uint64_t, JitFunction> jit_functions_;  // by start, non-overlapping
   absl::flat_hash_map<uint64_t, FunctionInfo> resolved_;
+  struct RunChanges {
+    bool ok = false;
+    std::vector<SourceFrameChange> changes;
+  };
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, RunChanges> source_runs_;
   // The last ones resolved, direct-mapped in front of resolved_ (a call-heavy trace
   // resolves each call's target: ~4 % of a Python recording's decode went to the probe).
   RecentByAddress<FunctionInfo, 1024> recent_resolved_;

@@ -131,6 +131,8 @@ TEST(FastBlockDecoderTest, TraceletsTakeMostBlocksIdentically) {
   ASSERT_TRUE(rec.error.empty()) << rec.error;
   DecodeOptions options;
   options.decoder = DecoderKind::kFast;
+  // Functions with inlined calls make an event of every jump, so no tracelet runs in them.
+  options.inlined_frames = false;
   absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(rec.trace, "", options);
   ASSERT_TRUE(result.ok()) << result.status();
   std::printf("blocks %llu, through tracelets %llu\n",
@@ -150,6 +152,7 @@ TEST(FastBlockDecoderTest, TraceletsUnderCycAreIdentical) {
   for (TimeAxisChoice axis : {TimeAxisChoice::kTime, TimeAxisChoice::kCycles, TimeAxisChoice::kInstructions}) {
     DecodeOptions options = OnAxis(axis);
     options.decoder = DecoderKind::kFast;
+    options.inlined_frames = false;  // as above
     absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(rec.trace, "", options);
     ASSERT_TRUE(result.ok()) << result.status();
     std::printf("axis %d: blocks %llu, through tracelets %llu, cycles %llu\n", static_cast<int>(axis),

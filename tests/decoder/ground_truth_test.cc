@@ -48,6 +48,9 @@ void ExpectMatchesGroundTruth(const Recording& rec, DecoderKind kind = DecoderKi
   ASSERT_TRUE(rec.error.empty()) << rec.error;
   DecodeOptions options;
   options.decoder = kind;
+  // Function slices only (the expectation knows no DWARF): inline_frames_test.cc checks
+  // inlined ones.
+  options.inlined_frames = false;
   SinksByThread sinks;
   absl::StatusOr<DecodeResult> result = DecodeTrace(rec.trace, options, &sinks);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -61,6 +64,7 @@ void ExpectMatchesGroundTruth(const Recording& rec, DecoderKind kind = DecoderKi
   ASSERT_TRUE(sideband.ok()) << sideband.status();
   image::SectionCache sections;
   image::ModuleCache modules;
+  modules.SetInlinedFrames(false);
   uint64_t expected_instructions = 0;
   for (const GroundTruthThread& thread : rec.truth) {
     SCOPED_TRACE(absl::StrCat("thread ", thread.tid));

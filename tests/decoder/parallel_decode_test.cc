@@ -289,11 +289,14 @@ TEST(JumpFilterTest, OnlyJumpsThatStayInsideTheirFunctionAreDropped) {
   libc.path = kLibc;
   libc.vaddr = 0x7f0000000000;
   ASSERT_TRUE(image.AddMapping(libc).ok());
-  // Some function of libc's text of at least 64 bytes.
+  // Some function of libc's text of at least 64 bytes, without inlined calls (where the
+  // debug file is installed, many have some), and one with them if there is one.
   image::FunctionRange fn;
+  image::FunctionRange with_inlines;
   for (uint64_t a = libc.vaddr + 0x30000; a < libc.vaddr + 0x100000 && fn.end - fn.start < 64; a += 0x40) {
     fn = image.RangeOf(a);
-    if (!fn.symbol || fn.plt) fn = image::FunctionRange();
+    if (fn.inlines && fn.end - fn.start >= 64) with_inlines = fn;
+    if (!fn.symbol || fn.plt || fn.inlines) fn = image::FunctionRange();
   }
   ASSERT_GE(fn.end - fn.start, 64u);
 
@@ -318,6 +321,13 @@ TEST(JumpFilterTest, OnlyJumpsThatStayInsideTheirFunctionAreDropped) {
   PendingBranch unmapped = jump;  // no code known: nothing to compare with
   unmapped.ip = unmapped.run_start = 0x1000;
   EXPECT_FALSE(StaysInFunction(image, unmapped, 0x1000, true));
+  if (with_inlines.end > with_inlines.start) {
+    // In a function with inlined calls every jump is an event (the model walks the runs).
+    PendingBranch inlined = jump;
+    inlined.run_start = with_inlines.start;
+    inlined.ip = with_inlines.start + 20;
+    EXPECT_FALSE(StaysInFunction(image, inlined, with_inlines.start + 40, true));
+  }
 }
 
 }  // namespace

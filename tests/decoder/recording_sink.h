@@ -2,6 +2,8 @@
 // A SliceSink that keeps what arrives as text lines, plus checks of slice nesting.
 
 #include <cstdint>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,15 @@ class RecordingSink : public SliceSink {
     lines_.push_back(absl::StrCat("B ", name));
     begin_times_.push_back(time);
   }
+  // Source locations kept per slice name ("file:line", call site "file:line" or "").
+  void BeginWithSource(uint64_t time, absl::string_view name, const image::SourceFrame& source) override {
+    Begin(time, name);
+    std::string& decl = declared_[std::string(name)];
+    decl = absl::StrCat(source.decl_file, ":", source.decl_line);
+    if (source.inlined) call_sites_[std::string(name)].insert(absl::StrCat(source.call_file, ":", source.call_line));
+  }
+  const std::map<std::string, std::string>& declared() const { return declared_; }
+  const std::map<std::string, std::set<std::string>>& call_sites() const { return call_sites_; }
   void End(uint64_t time, const SliceCounts& counts) override {
     if (open_.empty()) {
       unbalanced_ = true;
@@ -50,6 +61,8 @@ class RecordingSink : public SliceSink {
 
  private:
   std::vector<std::string> lines_;
+  std::map<std::string, std::string> declared_;
+  std::map<std::string, std::set<std::string>> call_sites_;
   std::vector<std::string> open_;
   std::vector<uint64_t> begin_times_;
   uint64_t last_time_ = 0;

@@ -216,6 +216,7 @@ void ExpectSameInParallel(const Recording& rec, const SinksByThread& one) {
   DecodeOptions options;
   options.jobs = 2;
   options.piece_bytes = 4096;
+  options.inlined_frames = false;  // as the decode it is compared with
   absl::StatusOr<DecodeResult> result = DecodeTrace(rec.trace, options, &parallel);
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_EQ(one.sinks.size(), parallel.sinks.size());
@@ -251,6 +252,7 @@ class TimedImageDlopenSwap : public ::ptd::testing::SuiteSharedTest<TimedImageDl
     DecodeOptions options;
     options.axis = axis;
     options.jobs = jobs;
+    options.inlined_frames = false;  // function slices only, as the ground truth
     options.piece_bytes = 4096;  // many pieces, so pieces straddle the swap
     return DecodeTrace(shared_->trace, options, sinks);
   }
@@ -347,7 +349,9 @@ void DecodeForkExec(const Recording& rec, ForkExecTrace* out) {
   absl::StatusOr<Sideband> sideband = LoadSideband(rec.trace, out->meta);
   ASSERT_TRUE(sideband.ok()) << sideband.status();
   out->sideband = *std::move(sideband);
-  absl::StatusOr<DecodeResult> result = DecodeTrace(rec.trace, DecodeOptions(), &out->sinks);
+  DecodeOptions options;
+  options.inlined_frames = false;  // function slices only, as the ground truth
+  absl::StatusOr<DecodeResult> result = DecodeTrace(rec.trace, options, &out->sinks);
   ASSERT_TRUE(result.ok()) << result.status();
   out->result = *std::move(result);
   EXPECT_EQ(out->result.stats[Stat::kErrors], 0u);

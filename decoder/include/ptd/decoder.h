@@ -39,6 +39,9 @@ struct DecodeOptions {
   uint64_t window_begin = 0;
   uint64_t window_end = UINT64_MAX;
   std::string debug_root = "/usr/lib/debug";  // where separate debug files are looked up
+  // Inlined calls as slices nested in their caller's, from the DWARF of the code file or
+  // its debug file; false: a function's inlined code counts as its own.
+  bool inlined_frames = true;
 };
 
 // One function (or marker slice: "[syscall]", "[untraced]", "[deeper frames folded]").

@@ -1,0 +1,256 @@
+#include "image/inline_table.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "image/demangle.h"
+
+namespace ptd::image {
+
+struct InlineTable::Dwarf {
+  int fd = -1;
+  ::Dwarf* dwarf = nullptr;
+  ~Dwarf() {
+    if (dwarf != nullptr) dwarf_end(dwarf);
+    if (fd >= 0) close(fd);
+  }
+};
+
+struct InlineTable::Unit {
+  Dwarf_Die die;
+  bool read = false;
+  std::vector<Interval> intervals;  // sorted, non-overlapping
+};
+
+namespace {
+
+// A DIE's address ranges ([start, end) pairs); none for declarations and abstract
+// instances.
+template <typename F>
+void ForEachRange(Dwarf_Die* die, F&& f) {
+  Dwarf_Addr base = 0;
+  Dwarf_Addr start = 0;
+  Dwarf_Addr end = 0;
+  for (ptrdiff_t offset = 0; (offset = dwarf_ranges(die, offset, &base, &start, &end)) > 0;) {
+    if (end > start) f(uint64_t{start}, uint64_t{end});
+  }
+}
+
+const char* StringAttribute(Dwarf_Die* die, unsigned int name) {
+  Dwarf_Attribute attr;
+  if (dwarf_attr_integrate(die, name, &attr) == nullptr) return nullptr;
+  return dwarf_formstring(&attr);
+}
+
+}  // namespace
+
+InlineTable::InlineTable() = default;
+InlineTable::~InlineTable() = default;
+
+absl::StatusOr<std::unique_ptr<InlineTable>> InlineTable::Open(const std::string& debug_path) {
+  std::unique_ptr<InlineTable> table(new InlineTable());
+  table->path_ = debug_path;
+  table->dwarf_ = std::make_unique<Dwarf>();
+  table->dwarf_->fd = open(debug_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (table->dwarf_->fd < 0) {
+    return absl::NotFoundError(absl::StrCat(debug_path, ": cannot open: ", strerror(errno)));
+  }
+  table->dwarf_->dwarf = dwarf_begin(table->dwarf_->fd, DWARF_C_READ);
+  if (table->dwarf_->dwarf == nullptr) {
+    return absl::NotFoundError(absl::StrCat(debug_path, ": no DWARF: ", dwarf_errmsg(-1)));
+  }
+  Dwarf_CU* cu = nullptr;
+  Dwarf_Die cu_die;
+  uint8_t unit_type = 0;
+  while (dwarf_get_units(table->dwarf_->dwarf, cu, &cu, nullptr, &unit_type, &cu_die, nullptr) == 0) {
+    if (unit_type != DW_UT_compile && unit_type != DW_UT_partial) continue;
+    auto unit = std::make_unique<Unit>();
+    unit->die = cu_die;
+    ForEachRange(&cu_die, [&](uint64_t start, uint64_t end) {
+      table->unit_ranges_.push_back(UnitRange{start, end, unit.get()});
+    });
+    table->units_.push_back(std::move(unit));
+  }
+  std::sort(table->unit_ranges_.begin(), table->unit_ranges_.end(),
+            [](const UnitRange& a, const UnitRange& b) { return a.start < b.start; });
+  return table;
+}
+
+absl::string_view InlineTable::Intern(absl::string_view text) const {
+  if (text.empty()) return {};
+  return *strings_.emplace(text).first;
+}
+
+void InlineTable::ReadUnit(Unit& unit) const {
+  unit.read = true;
+  Dwarf_Files* files = nullptr;
+  size_t file_count = 0;
+  if (dwarf_getsrcfiles(&unit.die, &files, &file_count) != 0) files = nullptr;
+  // Relative names (the unit's own file, in DWARF 4) are relative to its directory.
+  const char* comp_dir = StringAttribute(&unit.die, DW_AT_comp_dir);
+  auto absolute_fn = [&](const char* name) -> absl::string_view {
+    if (name == nullptr) return {};
+    if (name[0] == '/' || comp_dir == nullptr) return Intern(name);
+    return Intern(absl::StrCat(comp_dir, "/", name));
+  };
+  auto file_name_at = [&](Dwarf_Word index) -> absl::string_view {
+    if (files == nullptr || index >= file_count) return {};
+    return absolute_fn(dwarf_filesrc(files, index, nullptr, nullptr));
+  };
+
+  struct Range {
+    uint64_t start;
+    uint64_t end;
+    const SourceFrame* frame;
+  };
+  std::vector<Range> ranges;
+
+  // Depth-first over the unit's DIEs; `parent`: the innermost function around them.
+  struct Walk {
+    const InlineTable* table;
+    decltype(file_name_at)& file_name;
+    decltype(absolute_fn)& absolute;
+    std::vector<Range>& ranges;
+
+    void Children(Dwarf_Die* die, const SourceFrame* parent) {
+      Dwarf_Die child;
+      if (dwarf_child(die, &child) != 0) return;
+      do {
+        Visit(&child, parent);
+      } while (dwarf_siblingof(&child, &child) == 0);
+    }
+
+    void Visit(Dwarf_Die* die, const SourceFrame* parent) {
+      const int tag = dwarf_tag(die);
+      const bool inlined = tag == DW_TAG_inlined_subroutine;
+      if (tag != DW_TAG_subprogram && !inlined) {
+        // Lexical blocks, namespaces and classes hold functions too; types and
+        // variables hold none.
+        if (tag == DW_TAG_lexical_block || tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+            tag == DW_TAG_structure_type || tag == DW_TAG_union_type || tag == DW_TAG_module) {
+          Children(die, parent);
+        }
+        return;
+      }
+      SourceFrame frame;
+      frame.inlined = inlined;
+      // Out-of-line subprograms nested in another (GCC nested functions) start their own
+      // chain: they are called, not inlined.
+      frame.parent = inlined ? parent : nullptr;
+      frame.depth = frame.parent == nullptr ? 0 : frame.parent->depth + 1;
+      const char* linkage = StringAttribute(die, DW_AT_linkage_name);
+      if (linkage == nullptr) linkage = StringAttribute(die, DW_AT_MIPS_linkage_name);
+      if (linkage != nullptr) {
+        frame.name = table->Intern(Demangle(linkage));
+      } else if (const char* name = StringAttribute(die, DW_AT_name); name != nullptr) {
+        frame.name = table->Intern(name);
+      }
+      frame.decl_file = absolute(dwarf_decl_file(die));
+      int line = 0;
+      if (dwarf_decl_line(die, &line) == 0 && line > 0) frame.decl_line = static_cast<uint32_t>(line);
+      if (inlined) {
+        Dwarf_Attribute attr;
+        Dwarf_Word value = 0;
+        if (dwarf_attr(die, DW_AT_call_file, &attr) != nullptr && dwarf_formudata(&attr, &value) == 0) {
+          frame.call_file = file_name(value);
+        }
+        if (dwarf_attr(die, DW_AT_call_line, &attr) != nullptr && dwarf_formudata(&attr, &value) == 0) {
+          frame.call_line = static_cast<uint32_t>(value);
+        }
+      }
+      bool has_code = false;
+      ForEachRange(die, [&](uint64_t, uint64_t) { has_code = true; });
+      if (!has_code) {
+        // A declaration or an abstract instance: neither it nor anything below it is
+        // code (concrete instances of its inlined calls are under the concrete callers).
+        return;
+      }
+      table->frames_.push_back(frame);
+      const SourceFrame* stored = &table->frames_.back();
+      ForEachRange(die, [&](uint64_t start, uint64_t end) { ranges.push_back(Range{start, end, stored}); });
+      Children(die, stored);
+    }
+  };
+  Walk walk{this, file_name_at, absolute_fn, ranges};
+  walk.Children(&unit.die, nullptr);
+
+  // Each elementary interval between range bounds belongs to the deepest range over it:
+  // ranges painted outermost first, inner ones over them.
+  std::vector<uint64_t> bounds;
+  bounds.reserve(ranges.size() * 2);
+  for (const Range& r : ranges) {
+    bounds.push_back(r.start);
+    bounds.push_back(r.end);
+  }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  std::stable_sort(ranges.begin(), ranges.end(),
+                   [](const Range& a, const Range& b) { return a.frame->depth < b.frame->depth; });
+  std::vector<const SourceFrame*> painted(bounds.empty() ? 0 : bounds.size() - 1, nullptr);
+  for (const Range& r : ranges) {
+    size_t first = std::lower_bound(bounds.begin(), bounds.end(), r.start) - bounds.begin();
+    size_t last = std::lower_bound(bounds.begin(), bounds.end(), r.end) - bounds.begin();
+    for (size_t i = first; i < last; ++i) painted[i] = r.frame;
+  }
+  for (size_t i = 0; i < painted.size(); ++i) {
+    if (painted[i] == nullptr) continue;
+    if (!unit.intervals.empty() && unit.intervals.back().end == bounds[i] &&
+        unit.intervals.back().frame == painted[i]) {
+      unit.intervals.back().end = bounds[i + 1];
+    } else {
+      unit.intervals.push_back(Interval{bounds[i], bounds[i + 1], painted[i]});
+    }
+  }
+}
+
+const SourceFrame* InlineTable::InnermostAt(uint64_t address, uint64_t* end) const {
+  uint64_t answer_end = ~uint64_t{0};
+  const SourceFrame* answer = nullptr;
+  auto unit_it = std::upper_bound(unit_ranges_.begin(), unit_ranges_.end(), address,
+                                  [](uint64_t a, const UnitRange& r) { return a < r.start; });
+  if (unit_it != unit_ranges_.end()) answer_end = unit_it->start;
+  if (unit_it != unit_ranges_.begin() && address < std::prev(unit_it)->end) {
+    const UnitRange& range = *std::prev(unit_it);
+    answer_end = std::min(answer_end, range.end);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!range.unit->read) ReadUnit(*range.unit);
+    const std::vector<Interval>& intervals = range.unit->intervals;
+    auto it = std::upper_bound(intervals.begin(), intervals.end(), address,
+                               [](uint64_t a, const Interval& i) { return a < i.start; });
+    if (it != intervals.end()) answer_end = std::min(answer_end, it->start);
+    if (it != intervals.begin() && address < std::prev(it)->end) {
+      answer = std::prev(it)->frame;
+      answer_end = std::prev(it)->end;
+    }
+  }
+  if (end != nullptr) *end = answer_end;
+  return answer;
+}
+
+bool InlineTable::HasInlinedIn(uint64_t start, uint64_t end) const {
+  for (uint64_t a = start; a < end;) {
+    uint64_t next = end;
+    const SourceFrame* f = InnermostAt(a, &next);
+    if (f != nullptr && f->inlined) return true;
+    if (next <= a) break;
+    a = next;
+  }
+  return false;
+}
+
+std::vector<const SourceFrame*> InlineTable::ChainAt(uint64_t address) const {
+  std::vector<const SourceFrame*> chain;
+  for (const SourceFrame* f = InnermostAt(address); f != nullptr; f = f->parent) chain.push_back(f);
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+}  // namespace ptd::image
