@@ -1,0 +1,13 @@
+#pragma once
+// `coverage --format text`: per module and per function, the blocks and instructions
+// executed and how often (hits: runs through the function's blocks).
+
+#include <string>
+
+#include "decoder/coverage_collector.h"
+
+namespace ptd::decoder {
+
+std::string CoverageText(const CoverageCollector& coverage);
+
+}  // namespace ptd::decoder
