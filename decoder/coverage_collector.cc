@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/recent_by_address.h"
 #include "image/insn_classifier.h"
 #include "image/process_image.h"
 
@@ -100,14 +101,25 @@ class CoverageCollector::StreamObserver : public BlockObserver {
     if (image != last_image_ || version != last_version_) {
       // Other code may be at the same addresses now (exec, dlopen, another process).
       runs_.clear();
+      run_blocks_.clear();
+      recent_.Clear();
       last_image_ = image;
       last_version_ = version;
     }
     if (image == nullptr) return;
-    auto [it, inserted] = runs_.try_emplace(std::make_tuple(ip, end_ip, count));
-    if (inserted) it->second = collector_->Resolve(*image, ip, end_ip, count);
-    if (it->second.empty()) ++collector_->unresolved_runs_;
-    for (uint32_t block : it->second) ++collector_->blocks_[block].hits;
+    uint32_t run = 0;
+    const RecentRun* recent = recent_.Find(ip);
+    if (recent != nullptr && recent->end_ip == end_ip && recent->count == count) {
+      run = recent->run;
+    } else {
+      auto [it, inserted] = runs_.try_emplace(std::make_tuple(ip, end_ip, count), run_blocks_.size());
+      if (inserted) run_blocks_.push_back(collector_->Resolve(*image, ip, end_ip, count));
+      run = it->second;
+      recent_.Put(ip, RecentRun{end_ip, count, run});
+    }
+    const std::vector<uint32_t>& blocks = run_blocks_[run];
+    if (blocks.empty()) ++collector_->unresolved_runs_;
+    for (uint32_t block : blocks) ++collector_->blocks_[block].hits;
   }
 
  private:
@@ -116,7 +128,16 @@ class CoverageCollector::StreamObserver : public BlockObserver {
   image::ProcessImage* image_;
   image::ProcessImage* last_image_ = nullptr;
   uint64_t last_version_ = 0;
-  absl::flat_hash_map<std::tuple<uint64_t, uint64_t, uint32_t>, std::vector<uint32_t>> runs_;
+  // Each distinct run (ip, end_ip, count) once: its blocks, with the last runs looked
+  // up by address in front (a hot loop's runs come back again and again).
+  struct RecentRun {
+    uint64_t end_ip = 0;
+    uint32_t count = 0;
+    uint32_t run = 0;
+  };
+  absl::flat_hash_map<std::tuple<uint64_t, uint64_t, uint32_t>, uint32_t> runs_;
+  std::vector<std::vector<uint32_t>> run_blocks_;
+  RecentByAddress<RecentRun, 1024> recent_;
 };
 
 CoverageCollector::CoverageCollector() = default;
