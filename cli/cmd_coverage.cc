@@ -10,6 +10,7 @@
 #include "common/file_util.h"
 #include "decoder/coverage_collector.h"
 #include "decoder/coverage_drcov.h"
+#include "decoder/coverage_lcov.h"
 #include "decoder/coverage_text.h"
 #include "decoder/trace_decoder.h"
 #include "perfdata/perf_data_input.h"
@@ -27,8 +28,8 @@ struct CoverageArgs {
 };
 
 absl::Status RunCoverage(const CoverageArgs& args) {
-  if (args.format != "drcov" && args.format != "text") {
-    return absl::InvalidArgumentError(absl::StrCat("--format '", args.format, "': drcov or text"));
+  if (args.format != "drcov" && args.format != "lcov" && args.format != "text") {
+    return absl::InvalidArgumentError(absl::StrCat("--format '", args.format, "': drcov, lcov or text"));
   }
   absl::StatusOr<perfdata::DecodeInput> input = perfdata::DecodeInput::Open(args.input, args.buildid_dirs);
   if (!input.ok()) return input.status();
@@ -46,7 +47,13 @@ absl::Status RunCoverage(const CoverageArgs& args) {
   const decoder::Stats& s = result->stats;
   WarnMissingBinaries(missing, static_cast<int64_t>(s[decoder::Stat::kErrors]), args.verbose,
                       perf_import != nullptr ? perf_import->buildid_dirs() : std::vector<std::string>{});
-  const std::string text = args.format == "drcov" ? decoder::CoverageDrcov(coverage) : decoder::CoverageText(coverage);
+  std::vector<std::string> notes;
+  const std::string text = args.format == "drcov"  ? decoder::CoverageDrcov(coverage)
+                           : args.format == "lcov" ? decoder::CoverageLcov(coverage, &notes)
+                                                   : decoder::CoverageText(coverage);
+  if (args.verbose) {
+    for (const std::string& n : notes) std::fprintf(stderr, "ptrace-direct: %s\n", n.c_str());
+  }
   if (absl::Status written = WriteFileAtomic(args.output, text); !written.ok()) return written;
   if (!args.quiet) {
     std::fprintf(stderr, "%zu blocks in %zu modules executed (%llu instructions, %llu decode errors) → %s\n",
@@ -65,11 +72,11 @@ absl::Status RunCoverage(const CoverageArgs& args) {
 
 void RegisterCoverageCommand(CLI::App& app, CliContext& ctx) {
   auto [cmd, args] = AddSubcommand<CoverageArgs>(
-      app, ctx, "coverage", "The code a trace executed, per module and function: drcov (lighthouse) or text",
+      app, ctx, "coverage", "The code a trace executed: drcov (lighthouse), lcov (genhtml; DWARF lines) or text",
       RunCoverage);
   cmd->add_option("trace", args->input, "Trace directory or perf.data")->required();
   cmd->add_option("-o,--output", args->output, "File to write")->required();
-  cmd->add_option("--format", args->format, "drcov (default: module table and basic blocks) or text");
+  cmd->add_option("--format", args->format, "drcov (default: module table and basic blocks), lcov (source lines) or text");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress bar or summary line");
   AddMissingBinaryOptions(cmd, &args->buildid_dirs, &args->verbose);
 }

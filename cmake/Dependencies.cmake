@@ -36,6 +36,8 @@ find_package(zydis 4 REQUIRED CONFIG)
 
 # Debug files fetched by build-id from debuginfod servers (elfutils' client library).
 pkg_check_modules(LIBDEBUGINFOD REQUIRED IMPORTED_TARGET libdebuginfod)
+# DWARF line tables (image/line_table.h).
+pkg_check_modules(LIBDW REQUIRED IMPORTED_TARGET libdw)
 # Demangling (C++, Rust legacy and v0, D): libiberty's cplus_demangle, as binutils and gdb.
 # libiberty-dev ships a static, position-independent archive and no pkg-config file.
 find_path(LIBIBERTY_INCLUDE_DIR libiberty/demangle.h REQUIRED)

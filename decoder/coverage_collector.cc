@@ -167,6 +167,7 @@ uint32_t CoverageCollector::BlockOf(image::ProcessImage& image, uint64_t start, 
     module.name = name;
     module.file = section.module != nullptr && *section.module != nullptr ? (*section.module)->path : name;
     module.base = base;
+    if (section.module != nullptr) module.module = *section.module;
     modules_.push_back(std::move(module));
   }
   CoverageModule& module = modules_[module_it->second];

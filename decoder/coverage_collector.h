@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "decoder/flow_decoder.h"
+#include "image/module_cache.h"
 
 namespace ptd::image {
 class ProcessImage;
@@ -26,6 +27,7 @@ struct CoverageModule {
   std::string file;   // the file the decoder read (the trace's archived copy, when there is one)
   uint64_t base = 0;  // the address of the file's offset 0
   uint64_t end = 0;   // the end of the highest mapping of it seen (exclusive)
+  std::shared_ptr<const image::Module> module;  // null for a memory dump without a file
 };
 
 // Straight-line code executed `hits` times (by every thread together).

@@ -1,10 +1,11 @@
-// `ptrace-direct coverage` against the ptrace emulator's ground truth
+// `ptrace-direct coverage` against the ptrace emulator's ground truth and gcov
 // (tests/programs/prog_coverage.c: branches never taken, a function never called): the
 // drcov file, read here by a reader written from the format's description, holds exactly
 // the instructions the program executed, in every module; the text summary names the
 // functions that ran and not the one that never did.
 #include <cstdint>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -21,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "image/insn_classifier.h"
+#include "nlohmann/json.hpp"
 #include "recorder/emulate/ground_truth.h"
 #include "tests/testing/test_util.h"
 
@@ -195,6 +197,79 @@ TEST_F(CoverageTest, BlocksHoldExactlyTheExecutedInstructionsAndTextNamesTheFunc
   EXPECT_THAT(*text, HasSubstr("  main\n"));
   EXPECT_THAT(*text, Not(HasSubstr("never_called")));
   EXPECT_THAT(*text, HasSubstr("libc.so.6"));
+}
+
+// The lcov output's line counts against gcov's for one run of the program built with
+// --coverage (its counters are written by the very run that is traced), and genhtml
+// reading the file.
+TEST(CoverageLcovTest, LineCountsMatchGcovOnTheSameRunAndGenhtmlReadsThem) {
+#ifndef PTD_COVERAGE_GCOV_OBJECT
+  GTEST_SKIP() << "built with a compiler other than GCC: no gcov build of the program to compare with";
+#else
+  TempDir tmp;
+  // gcov's data: the .gcno the compiler wrote, the .gcda the traced run writes here.
+  const std::string object = PTD_COVERAGE_GCOV_OBJECT;  // .../prog_coverage.c.o
+  const std::string stem = object.substr(0, object.size() - 2);
+  const std::string local_stem = tmp.Sub("prog_coverage.c");
+  absl::StatusOr<std::string> gcno = ReadFileToString(stem + ".gcno");
+  ASSERT_TRUE(gcno.ok()) << gcno.status();
+  ASSERT_TRUE(WriteFileAtomic(local_stem + ".gcno", *gcno).ok());
+  ::setenv("GCOV_PREFIX", tmp.path().c_str(), 1);
+  ::setenv("GCOV_PREFIX_STRIP", "99", 1);  // every directory: the .gcda lands in tmp
+  const std::string trace = tmp.Sub("cov.dir");
+  const CommandResult record =
+      RunCli({"record", "-q", "--emulate=ptrace", "-o", trace, "--", Program("ptd_prog_coverage_gcov")});
+  ::unsetenv("GCOV_PREFIX");
+  ::unsetenv("GCOV_PREFIX_STRIP");
+  ASSERT_EQ(record.exit_code, 0) << record.err;
+  const CommandResult gcov = RunCommand({"gcov", "--json-format", "--stdout", "-o", local_stem + ".o", local_stem});
+  ASSERT_EQ(gcov.exit_code, 0) << gcov.err;
+  std::map<int, uint64_t> expected;  // line -> count
+  const nlohmann::json report = nlohmann::json::parse(gcov.out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << gcov.out.substr(0, 300);
+  for (const auto& file : report["files"]) {
+    for (const auto& line : file["lines"]) expected[line["line_number"].get<int>()] = line["count"].get<uint64_t>();
+  }
+  ASSERT_GE(expected.size(), 8u) << gcov.out.substr(0, 300);
+
+  const std::string info = tmp.Sub("cov.info");
+  const CommandResult lcov = RunCli({"coverage", "-q", trace, "-o", info, "--format", "lcov"});
+  ASSERT_EQ(lcov.exit_code, 0) << lcov.err;
+  absl::StatusOr<std::string> text = ReadFileToString(info);
+  ASSERT_TRUE(text.ok()) << text.status();
+  // The program's source file record: its DA lines.
+  std::map<int, uint64_t> measured;
+  bool in_program = false;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    if (absl::ConsumePrefix(&line, "SF:")) in_program = absl::EndsWith(line, "/prog_coverage.c");
+    if (!in_program || !absl::ConsumePrefix(&line, "DA:")) continue;
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ',');
+    int number = 0;
+    uint64_t count = 0;
+    ASSERT_TRUE(fields.size() == 2 && absl::SimpleAtoi(fields[0], &number) && absl::SimpleAtoi(fields[1], &count))
+        << line;
+    measured[number] = count;
+  }
+  size_t both = 0;
+  for (const auto& [number, count] : expected) {
+    auto it = measured.find(number);
+    if (it == measured.end()) continue;
+    ++both;
+    EXPECT_EQ(it->second, count) << "line " << number;
+  }
+  EXPECT_GE(both, 8u) << "lines both gcov and the lcov output have";
+  EXPECT_EQ(measured[5], 0u) << "never_called ran";
+  EXPECT_THAT(*text, HasSubstr("FNDA:9,classify\n"));
+
+  // genhtml (Debian's lcov) renders it; libraries whose sources are not installed are
+  // listed without their source (--ignore-errors source).
+  if (RunCommand({"genhtml", "--version"}).exit_code != 0) {
+    GTEST_SKIP() << "genhtml is not installed (Debian package lcov: scripts/setup): the lcov file is not rendered";
+  }
+  const CommandResult html = RunCommand({"genhtml", "-q", "--ignore-errors", "source", "-o", tmp.Sub("html"), info});
+  EXPECT_EQ(html.exit_code, 0) << html.err;
+  EXPECT_TRUE(PathExists(tmp.Sub("html/index.html")));
+#endif
 }
 
 TEST(CoverageCommandTest, BadInputIsAnErrorNamingIt) {
