@@ -4,7 +4,9 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "decoder/coverage_lines.h"
 
 namespace ptd::decoder {
 
@@ -26,15 +28,26 @@ std::string CoverageText(const CoverageCollector& coverage) {
       f->hits += b.hits;
     }
   }
+  const std::vector<ModuleLines> lines = CoverageLines(coverage);
   std::string out;
   absl::StrAppendFormat(&out, "%d modules, %d blocks executed\n", by_module.size(), blocks.size());
   for (const auto& [id, m] : by_module) {
     const CoverageModule& module = coverage.modules()[id];
-    absl::StrAppendFormat(&out, "\n%s (base 0x%x): %d blocks, %d instructions, %d bytes of code executed\n",
-                          module.name, module.base, m.blocks, m.instructions, m.bytes);
-    absl::StrAppendFormat(&out, "  %8s %12s %14s  %s\n", "blocks", "instructions", "block runs", "function");
+    const ModuleLines& module_lines = lines[id];
+    absl::StrAppendFormat(&out, "\n%s (base 0x%x): %d blocks, %d instructions, %d bytes of code executed", module.name,
+                          module.base, m.blocks, m.instructions, m.bytes);
+    if (module_lines.missing.empty()) {
+      absl::StrAppendFormat(&out, "; %d source lines executed\n", module_lines.hits.size());
+    } else {
+      absl::StrAppendFormat(&out, "; no source lines (%s)\n", module_lines.missing);
+    }
+    absl::StrAppendFormat(&out, "  %8s %12s %14s %8s  %s\n", "blocks", "instructions", "block runs", "lines", "function");
     for (const auto& [name, f] : by_function[id]) {
-      absl::StrAppendFormat(&out, "  %8d %12d %14d  %s\n", f.blocks, f.instructions, f.hits, name);
+      auto function_lines = module_lines.functions.find(name);
+      const std::string executed_lines = function_lines == module_lines.functions.end()
+                                             ? "-"
+                                             : absl::StrCat(function_lines->second.lines_executed);
+      absl::StrAppendFormat(&out, "  %8d %12d %14d %8s  %s\n", f.blocks, f.instructions, f.hits, executed_lines, name);
     }
   }
   return out;

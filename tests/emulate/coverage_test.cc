@@ -194,6 +194,9 @@ TEST_F(CoverageTest, BlocksHoldExactlyTheExecutedInstructionsAndTextNamesTheFunc
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_THAT(*text, HasSubstr("ptd_prog_coverage (base 0x"));
   EXPECT_THAT(*text, HasSubstr("  classify\n"));
+  // The program has DWARF: its lines are counted, classify's among them.
+  EXPECT_THAT(*text, ::testing::ContainsRegex("ptd_prog_coverage \\(base 0x[0-9a-f]+\\): .* [1-9][0-9]* source lines executed"));
+  EXPECT_THAT(*text, ::testing::ContainsRegex(" [1-9][0-9]*  classify\n"));
   EXPECT_THAT(*text, HasSubstr("  main\n"));
   EXPECT_THAT(*text, Not(HasSubstr("never_called")));
   EXPECT_THAT(*text, HasSubstr("libc.so.6"));
