@@ -183,14 +183,10 @@ absl::Status RunDecode(const DecodeArgs& args) {
   CatchInterrupts();
   options.cancel = &g_decode_interrupted;
   // A perf.data is imported into a temporary trace directory, removed on return.
-  std::optional<perfdata::TemporaryPerfImport> perf_import;
-  if (perfdata::IsPerfDataFile(args.input)) {
-    absl::StatusOr<perfdata::TemporaryPerfImport> imported =
-        perfdata::TemporaryPerfImport::Create(args.input, args.buildid_dirs);
-    if (!imported.ok()) return imported.status();
-    perf_import.emplace(*std::move(imported));
-  }
-  const std::string& trace_dir = perf_import ? perf_import->trace_dir() : args.input;
+  absl::StatusOr<perfdata::DecodeInput> input = perfdata::DecodeInput::Open(args.input, args.buildid_dirs);
+  if (!input.ok()) return input.status();
+  const perfdata::TemporaryPerfImport* perf_import = input->perf_import();
+  const std::string& trace_dir = input->trace_dir();
   std::optional<ftf::FunctionStatsBuilder> function_stats;
   if (args.summary) {
     ftf::FunctionStatsOptions stats_options;

@@ -56,16 +56,11 @@ absl::StatusOr<ftf::FunctionStatsSummary> SummarizeRun(const std::string& input,
   } else if (args.time_axis != "time") {
     return absl::InvalidArgumentError("--time-axis must be time, cycles or instructions");
   }
-  std::optional<perfdata::TemporaryPerfImport> perf_import;
-  if (perfdata::IsPerfDataFile(input)) {
-    absl::StatusOr<perfdata::TemporaryPerfImport> imported = perfdata::TemporaryPerfImport::Create(input, args.buildid_dirs);
-    if (!imported.ok()) return imported.status();
-    perf_import.emplace(*std::move(imported));
-  }
+  absl::StatusOr<perfdata::DecodeInput> decode_input = perfdata::DecodeInput::Open(input, args.buildid_dirs);
+  if (!decode_input.ok()) return decode_input.status();
   ftf::FunctionStatsBuilder stats;
   options.function_stats = &stats;
-  absl::StatusOr<decoder::DecodeResult> result =
-      decoder::DecodeTraceToFtf(perf_import ? perf_import->trace_dir() : input, "", options);
+  absl::StatusOr<decoder::DecodeResult> result = decoder::DecodeTraceToFtf(decode_input->trace_dir(), "", options);
   if (!result.ok()) return result.status();
   for (const std::string& w : result->warnings) std::fprintf(stderr, "ptrace-direct: warning: %s: %s\n", input.c_str(), w.c_str());
   if (result->stats[decoder::Stat::kErrors] > 0) {

@@ -66,5 +66,6 @@ void RegisterImportPerfCommand(CLI::App& import_cmd, CliContext& ctx);
 void RegisterExportCommand(CLI::App& app, CliContext& ctx);
 void RegisterFtfDumpCommand(CLI::App& app, CliContext& ctx);
 void RegisterDiffCommand(CLI::App& app, CliContext& ctx);
+void RegisterCoverageCommand(CLI::App& app, CliContext& ctx);
 
 }  // namespace ptd::cli

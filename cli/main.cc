@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   RegisterExportCommand(app, ctx);
   RegisterFtfDumpCommand(app, ctx);
   RegisterDiffCommand(app, ctx);
+  RegisterCoverageCommand(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -36,7 +36,8 @@ find_package(zydis 4 REQUIRED CONFIG)
 
 # Debug files fetched by build-id from debuginfod servers (elfutils' client library).
 pkg_check_modules(LIBDEBUGINFOD REQUIRED IMPORTED_TARGET libdebuginfod)
-# DWARF (inlined frames, source locations: image/inline_table.h): elfutils' libdw.
+# DWARF (inlined frames, source locations: image/inline_table.h; line tables:
+# image/line_table.h): elfutils' libdw.
 pkg_check_modules(LIBDW REQUIRED IMPORTED_TARGET libdw)
 # Demangling (C++, Rust legacy and v0, D): libiberty's cplus_demangle, as binutils and gdb.
 # libiberty-dev ships a static, position-independent archive and no pkg-config file.

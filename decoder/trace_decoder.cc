@@ -27,6 +27,7 @@
 #include "decoder/call_stack_model.h"
 #include "decoder/cycle_index.h"
 #include "decoder/ftf_slice_sink.h"
+#include "decoder/coverage_collector.h"
 #include "decoder/function_stats_sink.h"
 #include "decoder/output_size_plan.h"
 #include "decoder/parallel_decode.h"
@@ -659,7 +660,9 @@ absl::Status Decoding::DecodeStream(StreamState* state) {
       MakeFlowDecoder(job.config, job.image, options_.flow_observer != nullptr ? &tee : job.consumer);
   FlowDecoder& decoder = *owned;
   if (job.clock != nullptr) decoder.set_image_clock(job.clock);
-  decoder.set_block_observer(options_.block_observer);
+  std::unique_ptr<BlockObserver> coverage;
+  if (options_.coverage != nullptr) coverage = options_.coverage->ForStream(job.clock, job.image);
+  decoder.set_block_observer(coverage != nullptr ? coverage.get() : options_.block_observer);
   decoder.set_cancel_flag(options_.cancel);
   if (progress_ != nullptr) decoder.set_progress([this](uint64_t offset) { Progress(done_bytes_ + offset); });
   bool previous_truncated = false;
@@ -766,7 +769,8 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   }
   size_t finished = 0;  // streams whose routers are finished
   const int jobs = DecodeJobs(options_.jobs, total_bytes_, std::thread::hardware_concurrency());
-  const bool in_pieces = jobs > 1 && options_.block_observer == nullptr && options_.flow_observer == nullptr;
+  const bool in_pieces = jobs > 1 && options_.block_observer == nullptr && options_.flow_observer == nullptr &&
+                         options_.coverage == nullptr;
   result_.stats.Set(Stat::kJobs, in_pieces ? static_cast<uint64_t>(jobs) : 1);
   if (!in_pieces) {
     for (; finished < streams.size() && !Cancelled(); ++finished) {

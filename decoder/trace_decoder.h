@@ -21,6 +21,8 @@
 
 namespace ptd::decoder {
 
+class CoverageCollector;
+
 enum class TimeAxisChoice { kTime, kCycles, kInstructions };
 
 // `decode --window` / `--window-offset`: decode only the PSB intervals that cover a time
@@ -70,6 +72,9 @@ struct DecodeOptions {
   uint64_t max_output_bytes = 0;
   // When set, sees every slice at full detail (before `detail`): --summary.
   ftf::FunctionStatsBuilder* function_stats = nullptr;
+  // When set, counts every instruction run of every stream, in the image it ran in
+  // (`coverage`; forces jobs 1, as block_observer does, which it replaces).
+  CoverageCollector* coverage = nullptr;
 };
 
 struct DecodeResult {

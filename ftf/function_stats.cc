@@ -149,6 +149,7 @@ FunctionStatsSummary FunctionStatsBuilder::Finish() {
   for (Accumulator& acc : functions_) {
     FunctionStats& f = acc.stats;
     f.has_instructions = f.calls > 0 && !acc.missing_instructions;
+    f.has_latency = f.calls > 0;
     if (!f.has_instructions) f.total_instructions = f.self_instructions = 0;
     f.p50_ns = Percentile(acc.buckets, f.calls, 0.50, f.min_ns, f.max_ns);
     f.p90_ns = Percentile(acc.buckets, f.calls, 0.90, f.min_ns, f.max_ns);
@@ -241,12 +242,14 @@ nlohmann::ordered_json FunctionStatsObject(const FunctionStats& f) {
     j["total_instructions"] = f.total_instructions;
     j["self_instructions"] = f.self_instructions;
   }
-  j["min_ns"] = f.min_ns;
-  j["p50_ns"] = f.p50_ns;
-  j["p90_ns"] = f.p90_ns;
-  j["p99_ns"] = f.p99_ns;
-  j["max_ns"] = f.max_ns;
-  j["histogram"] = f.histogram;
+  if (f.has_latency) {
+    j["min_ns"] = f.min_ns;
+    j["p50_ns"] = f.p50_ns;
+    j["p90_ns"] = f.p90_ns;
+    j["p99_ns"] = f.p99_ns;
+    j["max_ns"] = f.max_ns;
+    j["histogram"] = f.histogram;
+  }
   return j;
 }
 
@@ -294,7 +297,7 @@ absl::StatusOr<FunctionStatsSummary> FunctionStatsFromJson(absl::string_view jso
     s.has_instructions = number("total_instructions", &s.total_instructions);
     number("self_instructions", &s.self_instructions);
     number("min_ns", &s.min_ns);
-    number("p50_ns", &s.p50_ns);
+    s.has_latency = number("p50_ns", &s.p50_ns);
     number("p90_ns", &s.p90_ns);
     number("p99_ns", &s.p99_ns);
     number("max_ns", &s.max_ns);

@@ -44,6 +44,9 @@ struct FunctionStats {
   uint64_t p99_ns = 0;
   uint64_t max_ns = 0;
   std::array<uint64_t, kLatencyDecades> histogram = {};  // calls per decade
+  // min..max, the percentiles and the histogram are known (not for a summary without
+  // per-call latency: the library's ptd::TraceSummary, the diff's totals).
+  bool has_latency = false;
 };
 
 struct SlowCall {

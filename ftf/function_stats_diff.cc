@@ -18,17 +18,18 @@ namespace {
 struct FieldInfo {
   DiffField field;
   const char* name;
-  bool time;  // ns: limits take units, values print as durations
+  bool time;     // ns: limits take units, values print as durations
+  bool latency;  // per call: FunctionStats::has_latency
 };
 
 constexpr FieldInfo kFields[] = {
-    {DiffField::kCalls, "calls", false},
-    {DiffField::kInstructions, "instructions", false},
-    {DiffField::kSelfInstructions, "self_instructions", false},
-    {DiffField::kTime, "time", true},
-    {DiffField::kSelfTime, "self_time", true},
-    {DiffField::kP50, "p50", true},
-    {DiffField::kP99, "p99", true},
+    {DiffField::kCalls, "calls", false, false},
+    {DiffField::kInstructions, "instructions", false, false},
+    {DiffField::kSelfInstructions, "self_instructions", false, false},
+    {DiffField::kTime, "time", true, false},
+    {DiffField::kSelfTime, "self_time", true, false},
+    {DiffField::kP50, "p50", true, true},
+    {DiffField::kP99, "p99", true, true},
 };
 
 const FieldInfo& InfoOf(DiffField field) {
@@ -121,7 +122,7 @@ absl::StatusOr<DiffGate> ParseDiffGate(absl::string_view text) {
   absl::string_view rest = text;
   const auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--fail-on '", text, "': ", why,
+        "regression gate '", text, "': ", why,
         " (form: [FUNCTION:|total:]FIELD>+LIMIT, FIELD one of calls, instructions, self_instructions, time, "
         "self_time, p50, p99; LIMIT like +2% or +1000 or +1ms)"));
   };
@@ -167,6 +168,11 @@ std::vector<std::string> CheckDiffGates(const FunctionStatsDiff& diff, const std
                            const std::optional<FunctionStats>& b) {
       if (!b) return;                  // vanished: no regression
       if (!a && gate.relative) return;  // new: no base to grow from
+      if (InfoOf(gate.field).latency && !(b->has_latency && (!a || a->has_latency))) {
+        broken.push_back(absl::StrCat(name, ": ", InfoOf(gate.field).name, " unknown in run ", b->has_latency ? "A" : "B",
+                                      " (a summary without per-call latency), gate '", gate.text, "'"));
+        return;
+      }
       const uint64_t before = a ? ValueOf(*a, gate.field) : 0;
       const uint64_t after = ValueOf(*b, gate.field);
       if (after <= before) return;

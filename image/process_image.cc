@@ -370,6 +370,7 @@ bool ProcessImage::SectionBytesAt(uint64_t address, SectionBytes* out) const {
   out->end = region->end;
   out->module = &region->module;
   out->file_offset = region->file_offset;
+  out->name = region->name;
   return true;
 }
 

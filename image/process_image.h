@@ -119,6 +119,7 @@ class ProcessImage {
     uint64_t end = 0;  // exclusive
     const std::shared_ptr<const Module>* module = nullptr;  // valid until the image changes
     uint64_t file_offset = 0;  // of `start`
+    absl::string_view name;    // the mapping's name as the process saw it (Mapping::name)
   };
   bool SectionBytesAt(uint64_t address, SectionBytes* out) const;
   // SectionBytesAt's [start, end) alone.

@@ -77,4 +77,15 @@ TemporaryPerfImport::~TemporaryPerfImport() {
   if (!temp_root_.empty()) (void)RemoveTree(temp_root_);
 }
 
+absl::StatusOr<DecodeInput> DecodeInput::Open(const std::string& path, std::vector<std::string> buildid_dirs) {
+  DecodeInput input;
+  input.path_ = path;
+  if (IsPerfDataFile(path)) {
+    absl::StatusOr<TemporaryPerfImport> imported = TemporaryPerfImport::Create(path, std::move(buildid_dirs));
+    if (!imported.ok()) return imported.status();
+    input.import_.emplace(*std::move(imported));
+  }
+  return input;
+}
+
 }  // namespace ptd::perfdata

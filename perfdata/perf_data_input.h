@@ -3,6 +3,7 @@
 // by its magic, imported into a private temporary trace directory that lives as long as
 // this object, so the ordinary pipeline reads it unchanged.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,20 @@ class TemporaryPerfImport {
   std::string trace_dir_;
   MissingBinaries missing_binaries_;
   std::vector<std::string> buildid_dirs_;
+};
+
+// What the decoding commands (decode, diff, coverage) take: a trace directory as it is,
+// or a perf.data imported into a temporary one (removed with this object).
+class DecodeInput {
+ public:
+  static absl::StatusOr<DecodeInput> Open(const std::string& path, std::vector<std::string> buildid_dirs);
+  const std::string& trace_dir() const { return import_ ? import_->trace_dir() : path_; }
+  // The import of a perf.data input; null for a trace directory.
+  const TemporaryPerfImport* perf_import() const { return import_ ? &*import_ : nullptr; }
+
+ private:
+  std::string path_;
+  std::optional<TemporaryPerfImport> import_;
 };
 
 }  // namespace ptd::perfdata

@@ -8,6 +8,7 @@
 
 #include "ptd/decoder.h"
 #include "ptd/recorder.h"
+#include "ptd/summary_diff.h"
 
 namespace {
 
@@ -46,6 +47,16 @@ TEST(HarnessTest, RecordsTheProgramAndCountsItsCalls) {
   // The same per thread: the program has one.
   ASSERT_EQ(summary->threads.size(), 1u);
   EXPECT_EQ(summary->threads.begin()->second.functions.at("cell").calls, 40u);
+
+  // A regression gate against the baseline kept next to this file (calls only: they are
+  // the same on every machine; instruction counts depend on the compiler and libc, so a
+  // project stores those from its own CI machine, with ptd::SaveSummary).
+  const std::string source = __FILE__;
+  const std::string baseline_path = source.substr(0, source.rfind('/') + 1) + "counted_calls.baseline.json";
+  absl::StatusOr<ptd::TraceSummary> baseline = ptd::LoadSummary(baseline_path);
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  absl::Status gate = ptd::CheckNoRegression(*baseline, *summary, {"checksum:calls>+0", "row:calls>+0", "cell:calls>+0"});
+  EXPECT_TRUE(gate.ok()) << gate << "\n" << ptd::Diff(*baseline, *summary).Table(10);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ FunctionStats Function(const std::string& name, uint64_t calls, uint64_t instruc
   f.self_ns = total_ns / 2;
   f.p50_ns = p99_ns / 2;
   f.p99_ns = p99_ns;
+  f.has_latency = true;
   return f;
 }
 
@@ -102,6 +103,20 @@ TEST(FunctionStatsDiffTest, AbsoluteScopedAndTotalGates) {
   EXPECT_THAT(Broken(diff, {"total:instructions>+0%"}), IsEmpty());  // the run shrank
   EXPECT_THAT(Broken(diff, {"total:calls>+0"}), ElementsAre(HasSubstr("total: calls +1")));
   EXPECT_THAT(Broken(diff, {"nosuch:calls>+0"}), ElementsAre(HasSubstr("nosuch: in neither run")));
+}
+
+TEST(FunctionStatsDiffTest, LatencyGatesFailWhereARunHasNoLatency) {
+  // A baseline stored without per-call latency (the library's summary): its p99 is not 0.
+  FunctionStatsSummary a = RunA();
+  for (FunctionStats& f : a.functions) f.has_latency = false;
+  absl::StatusOr<FunctionStatsSummary> stored = FunctionStatsFromJson(FunctionStatsJson(a, 0));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_FALSE(stored->functions[0].has_latency);
+  const FunctionStatsDiff diff = DiffFunctionStats(*stored, RunB());
+  EXPECT_THAT(Broken(diff, {"parse:p99>+50%"}), ElementsAre(HasSubstr("parse: p99 unknown in run A")));
+  EXPECT_THAT(Broken(diff, {"parse:instructions>+50%"}), IsEmpty());
+  // The totals have no latency either: a gate on them cannot pass unseen.
+  EXPECT_THAT(Broken(DiffFunctionStats(RunA(), RunB()), {"total:p99>+50%"}), ElementsAre(HasSubstr("unknown")));
 }
 
 TEST(FunctionStatsDiffTest, BadGatesSayWhatIsWrong) {

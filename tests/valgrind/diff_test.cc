@@ -1,8 +1,10 @@
-// `ptrace-direct diff` on two builds of one program recorded under Valgrind
-// (tests/programs/prog_diff_work.c: step() called 100 or 150 times): the change is
-// exactly the one made, no other function's own work moves, a gate on it fails naming
-// only it; and one program recorded twice gives the same counts (exact under Valgrind).
+// Comparing runs on two builds of one program recorded under Valgrind
+// (tests/programs/prog_diff_work.c: step() called 100 or 150 times), through the CLI
+// (`ptrace-direct diff`) and the library (ptd/summary_diff.h): the change is exactly the
+// one made, no other function's own work moves, a gate on it fails naming only it; and
+// one program recorded twice gives the same exact figures (a determinism check).
 #include <map>
+#include <vector>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "ptd/decoder.h"
+#include "ptd/summary_diff.h"
 #include "tests/testing/test_util.h"
 #include "tests/valgrind/valgrind_ground_truth.h"
 
@@ -25,13 +29,20 @@ struct Counts {
   uint64_t self_instructions = 0;
 };
 
+// Each test runs in a process of its own (ctest): it records what it needs once and
+// checks the CLI and the library on the same recordings.
 class DiffTest : public ::testing::Test {
  protected:
   void SetUp() override { SkipUnlessValgrindRecords(); }
-  std::string Record(const std::string& program, const std::string& dir) {
-    const CommandResult r = RunCli({"record", "-q", "--emulate=valgrind", "-o", tmp_.Sub(dir), "--", Program(program)});
+  // `program` recorded under Valgrind into DIR, and the library's summary of it.
+  std::string Record(const std::string& program, const std::string& dir, TraceSummary* summary) {
+    const std::string trace = tmp_.Sub(dir);
+    const CommandResult r = RunCli({"record", "-q", "--emulate=valgrind", "-o", trace, "--", Program(program)});
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return tmp_.Sub(dir);
+    absl::StatusOr<TraceSummary> s = DecodeSummary(trace);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (s.ok()) *summary = *std::move(s);
+    return trace;
   }
   // diff's JSON: per function, run A's and B's counts (absent: not in that run).
   static std::map<std::string, std::pair<Counts, Counts>> Parse(const std::string& json) {
@@ -56,8 +67,9 @@ class DiffTest : public ::testing::Test {
 };
 
 TEST_F(DiffTest, TwoBuildsDifferInExactlyTheChangedFunction) {
-  const std::string a = Record("ptd_prog_diff_a", "a.dir");
-  const std::string b = Record("ptd_prog_diff_b", "b.dir");
+  TraceSummary summary_a, summary_b;
+  const std::string a = Record("ptd_prog_diff_a", "a.dir", &summary_a);
+  const std::string b = Record("ptd_prog_diff_b", "b.dir", &summary_b);
   const CommandResult json = RunCli({"diff", a, b, "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const auto functions = Parse(json.out);
@@ -80,26 +92,94 @@ TEST_F(DiffTest, TwoBuildsDifferInExactlyTheChangedFunction) {
   EXPECT_EQ(RunCli({"diff", a, b, "--fail-on", "step:instructions>+51%"}).exit_code, 0);
   EXPECT_EQ(RunCli({"diff", a, b, "--fail-on", "step:instructions>+49%"}).exit_code, 1);
   // The baseline may be a stored summary (decode --summary --json).
-  const CommandResult baseline = RunCli({"decode", "-q", a, "--summary", "--json"});
-  ASSERT_EQ(baseline.exit_code, 0) << baseline.err;
+  const CommandResult cli_baseline = RunCli({"decode", "-q", a, "--summary", "--json"});
+  ASSERT_EQ(cli_baseline.exit_code, 0) << cli_baseline.err;
   const std::string stored = tmp_.Sub("baseline.json");
-  ASSERT_TRUE(WriteFileAtomic(stored, baseline.out).ok());
+  ASSERT_TRUE(WriteFileAtomic(stored, cli_baseline.out).ok());
   const CommandResult from_stored = RunCli({"diff", stored, b, "--fail-on", "calls>+10%"});
   EXPECT_EQ(from_stored.exit_code, 1);
   EXPECT_THAT(from_stored.err, HasSubstr("step: calls +50.0%"));
+
+  // The library (ptd/summary_diff.h) on the same two runs: the same diff and gates.
+  const SummaryDiff diff = Diff(summary_a, summary_b);
+  ASSERT_GE(diff.functions.size(), 2u);
+  // The largest changes of own work first: step's calls and parse's loop.
+  EXPECT_THAT((std::vector<std::string>{diff.functions[0].name, diff.functions[1].name}),
+              ::testing::UnorderedElementsAre("step", "parse"));
+  for (const FunctionDiff& f : diff.functions) {
+    ASSERT_TRUE(f.a && f.b) << f.name << " in one run only";
+    if (f.name == "step") {
+      EXPECT_EQ(f.a->calls, 100u);
+      EXPECT_EQ(f.b->calls, 150u);
+      EXPECT_EQ(f.b->inclusive_instructions * 2, f.a->inclusive_instructions * 3);
+    } else if (f.name != "parse") {
+      EXPECT_EQ(f.a->calls, f.b->calls) << f.name;
+      EXPECT_EQ(f.a->self_instructions, f.b->self_instructions) << f.name;
+    }
+  }
+  EXPECT_EQ(diff.total_b.calls - diff.total_a.calls, 50u);
+  EXPECT_THAT(diff.Table(), HasSubstr("step"));
+  const absl::Status calls = CheckNoRegression(summary_a, summary_b, "calls>+10%");
+  EXPECT_EQ(calls.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(calls.message()), HasSubstr("step: calls +50.0% (100 -> 150)"));
+  EXPECT_THAT(std::string(calls.message()), Not(HasSubstr("parse")));
+  EXPECT_TRUE(CheckNoRegression(summary_a, summary_b, "step:instructions>+51%").ok());
+  EXPECT_FALSE(CheckNoRegression(summary_a, summary_b, "step:instructions>+49%").ok());
+  EXPECT_TRUE(CheckNoRegression(summary_b, summary_a, "instructions>+0").ok());  // B -> A shrinks
+  EXPECT_EQ(CheckNoRegression(summary_a, summary_b, "speed>+1%").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckNoRegression(summary_a, summary_b, "p99>+1%").code(),
+            absl::StatusCode::kInvalidArgument);
+  // DecodeSummary -> file -> baseline, as a repository keeps it.
+  const std::string path = tmp_.Sub("library-baseline.json");
+  ASSERT_TRUE(SaveSummary(summary_a, path).ok());
+  absl::StatusOr<TraceSummary> baseline = LoadSummary(path);
+  ASSERT_TRUE(baseline.ok()) << baseline.status();
+  ASSERT_EQ(baseline->functions.size(), summary_a.functions.size());
+  for (const auto& [name, f] : summary_a.functions) {
+    const FunctionSummary& back = baseline->functions.at(name);
+    EXPECT_EQ(back.calls, f.calls) << name;
+    EXPECT_EQ(back.inclusive_instructions, f.inclusive_instructions) << name;
+    EXPECT_EQ(back.self_instructions, f.self_instructions) << name;
+    EXPECT_EQ(back.inclusive_time, f.inclusive_time) << name;
+    EXPECT_EQ(back.self_time, f.self_time) << name;
+  }
+  EXPECT_THAT(std::string(CheckNoRegression(*baseline, summary_b, "calls>+10%").message()),
+              HasSubstr("step: calls"));
+  // The CLI reads the library's baseline, and a p99 gate on it cannot pass unseen.
+  EXPECT_EQ(RunCli({"diff", path, b, "--fail-on", "step:calls>+49%"}).exit_code, 1);
+  const CommandResult p99 = RunCli({"diff", path, b, "--fail-on", "step:p99>+1000%"});
+  EXPECT_EQ(p99.exit_code, 1);
+  EXPECT_THAT(p99.err, HasSubstr("step: p99 unknown in run A"));
+  // A damaged baseline is an error naming the file.
+  const std::string bad = tmp_.Sub("bad.json");
+  ASSERT_TRUE(WriteFileAtomic(bad, std::string_view("{\"functions\": 3}")).ok());
+  EXPECT_THAT(std::string(LoadSummary(bad).status().message()), HasSubstr(bad));
+  EXPECT_FALSE(LoadSummary(tmp_.Sub("missing.json")).ok());
 }
 
-TEST_F(DiffTest, OneProgramRecordedTwiceHasTheSameCounts) {
-  const std::string first = Record("ptd_prog_diff_a", "first.dir");
-  const std::string second = Record("ptd_prog_diff_a", "second.dir");
-  const CommandResult diff = RunCli({"diff", first, second, "--json", "--fail-on", "instructions>+0", "--fail-on",
+// Under Valgrind every count is exact: a second run of the same program has every call
+// and instruction count equal (times are not exact: they come from the timing packets and
+// include the system calls' real length).
+TEST_F(DiffTest, OneProgramRecordedTwiceHasEveryExactFigureEqual) {
+  TraceSummary first, second;
+  const std::string first_dir = Record("ptd_prog_diff_a", "first.dir", &first);
+  const std::string second_dir = Record("ptd_prog_diff_a", "second.dir", &second);
+  ASSERT_EQ(first.functions.size(), second.functions.size());
+  for (const auto& [name, f] : first.functions) {
+    ASSERT_TRUE(second.functions.count(name)) << name;
+    const FunctionSummary& g = second.functions.at(name);
+    EXPECT_EQ(f.calls, g.calls) << name;
+    EXPECT_EQ(f.inclusive_instructions, g.inclusive_instructions) << name;
+    EXPECT_EQ(f.self_instructions, g.self_instructions) << name;
+  }
+  EXPECT_EQ(first.totals.instructions, second.totals.instructions);
+  EXPECT_EQ(first.totals.calls, second.totals.calls);
+  EXPECT_TRUE(CheckNoRegression(first, second, {"instructions>+0", "self_instructions>+0", "calls>+0"}).ok());
+  // The CLI agrees.
+  const CommandResult diff = RunCli({"diff", first_dir, second_dir, "--fail-on", "instructions>+0", "--fail-on",
                                      "calls>+0", "--fail-on", "self_instructions>+0"});
   EXPECT_EQ(diff.exit_code, 0) << diff.err;
-  for (const auto& [name, runs] : Parse(diff.out)) {
-    EXPECT_EQ(runs.first.calls, runs.second.calls) << name;
-    EXPECT_EQ(runs.first.instructions, runs.second.instructions) << name;
-    EXPECT_EQ(runs.first.self_instructions, runs.second.self_instructions) << name;
-  }
 }
 
 }  // namespace
