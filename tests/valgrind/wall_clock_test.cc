@@ -41,6 +41,9 @@ TEST(WallClockTest, CpuWorkLastsAsLongAsItRanUnderTheEmulator) {
   // The converter's measure of CPU work between the stamps, and a native loop's.
   ASSERT_GT(meta->emulated_ps_per_instruction, 0u);
   ASSERT_GT(meta->native_ps_per_instruction, 0u);
+  r = RunCommand({PTD_CLI_PATH, "info", trace});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(CPU work slowed by the emulator about "), std::string::npos) << r.out;
 
   r = RunCommand({PTD_CLI_PATH, "decode", trace, "--summary", "--json", "-q"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
