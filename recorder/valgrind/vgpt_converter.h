@@ -13,7 +13,8 @@
 // lasts as long as the tool measured it (VGPT_SYSCALL_TIME); a forked child's clock starts
 // at its parent's fork, an exec'd program continues its process's clock. With wall_clock,
 // a process's clock is CLOCK_MONOTONIC at each system call's start and end and at each of
-// the tool's buffer flushes (VGPT_TIME), and advances one ns per instruction in between.
+// the tool's stamps (VGPT_TIME, at least every 51,200 instructions), and stands in
+// between: the decoder spreads the time between two over the instructions between them.
 
 #include <cstdint>
 #include <functional>
