@@ -43,6 +43,18 @@ const char* EndReasonText(const std::string& reason) {
 
 std::string Str(const Json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
 
+// How much the emulator slowed CPU work (meta.json's measured rates), or nothing.
+std::string SlowdownText(const Json& j) {
+  const uint64_t emulated = j.value("emulated_ps_per_instruction", uint64_t{0});
+  const uint64_t native = j.value("native_ps_per_instruction", uint64_t{0});
+  if (emulated == 0 || native == 0) return "";
+  return absl::StrFormat(
+      " about %.0fx: %.1f M instructions/s between system calls (translating new code included), against %.0f M/s "
+      "of a simple loop run natively when recording",
+      static_cast<double>(emulated) / static_cast<double>(native), 1e6 / static_cast<double>(emulated),
+      1e6 / static_cast<double>(native));
+}
+
 // The time axis `decode` uses by default, its resolution and its clock, from the PT
 // fields and the mode (docs/decoder.md, "Time").
 std::string ClockText(const Json& j) {
@@ -57,7 +69,8 @@ std::string ClockText(const Json& j) {
   if (!emulator.empty()) {
     source = j.value("time_axis", "") == "virtual"
                  ? absl::StrCat("virtual (", emulator, "): 1 ns per retired instruction plus the time charged per system call")
-                 : absl::StrCat("CLOCK_MONOTONIC as ", emulator, " read it (CPU work slowed by the emulator)");
+                 : absl::StrCat("CLOCK_MONOTONIC as ", emulator, " read it (CPU work slowed by the emulator",
+                                SlowdownText(j), ")");
   }
   return absl::StrCat("axis ns, resolution ", resolution, ", interpolated by instructions between; clock ", source);
 }

@@ -365,6 +365,8 @@ absl::StatusOr<TraceMeta> ParseTraceMeta(const std::string& json_text, const std
   m.end_reason = r.Str("end_reason");
   m.emulator = r.Str("emulator");
   m.time_axis = r.Str("time_axis");
+  m.emulated_ps_per_instruction = r.U64("emulated_ps_per_instruction");
+  m.native_ps_per_instruction = r.U64("native_ps_per_instruction");
   r.Array("notes", [&](const FieldReader& e) {
     if (e.json().is_string()) m.notes.push_back(e.json().get<std::string>());
     else e.Fail("", "expected a string");
@@ -494,6 +496,8 @@ Json TraceMetaToJson(const TraceMeta& m) {
   root["end_reason"] = m.end_reason;
   if (!m.emulator.empty()) root["emulator"] = m.emulator;
   if (!m.time_axis.empty()) root["time_axis"] = m.time_axis;
+  if (m.emulated_ps_per_instruction != 0) root["emulated_ps_per_instruction"] = m.emulated_ps_per_instruction;
+  if (m.native_ps_per_instruction != 0) root["native_ps_per_instruction"] = m.native_ps_per_instruction;
   root["notes"] = m.notes;
   root["partial"] = m.partial;
   root["partial_reason"] = m.partial_reason;

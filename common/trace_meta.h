@@ -162,6 +162,11 @@ struct TraceMeta {
   // What TSC packets count: "tsc" (hardware), "wall" (CLOCK_MONOTONIC ns) or "virtual"
   // (retired instructions, one per ns); empty in traces written before 1.2.
   std::string time_axis;
+  // Emulated traces: picoseconds per instruction of the target's CPU work (between system
+  // calls) under the emulator, and of a simple loop run natively when recording: how much
+  // the emulator slows CPU work on the wall clock (0: not measured).
+  uint64_t emulated_ps_per_instruction = 0;
+  uint64_t native_ps_per_instruction = 0;
   PtSettings pt;
   TimeConversion time;
   std::vector<std::string> command;

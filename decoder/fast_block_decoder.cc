@@ -109,6 +109,11 @@ int FastBlockDecoder::SyncSet(uint64_t offset) {
   return Start(query_.SyncSet(&ip_, offset));
 }
 
+int FastBlockDecoder::SyncContinue(uint64_t offset) {
+  Reset();
+  return Start(query_.SyncContinue(&ip_, offset));
+}
+
 // Inline: it runs before and after every event (most of a syscall's cost is per event).
 [[gnu::always_inline]] inline int FastBlockDecoder::FetchEvent() {
   if (process_event_) return 1;

@@ -187,6 +187,9 @@ class FastBlockDecoder {
   // pt_blk_time, pt_blk_event and pt_blk_next.
   int SyncForward();
   int SyncSet(uint64_t offset);
+  // SyncSet at a PSB the decoder from the buffer's first PSB passes in flight: its time
+  // calibration carried in (PacketQuery::SyncContinue).
+  int SyncContinue(uint64_t offset);
   int GetOffset(uint64_t* offset) const { return query_.GetOffset(offset); }
   int GetSyncOffset(uint64_t* offset) const { return query_.GetSyncOffset(offset); }
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {

@@ -82,17 +82,7 @@ size_t PacketIndex::bytes() const {
 
 std::vector<IndexedPacket> PacketIndex::Unpack() const {
   std::vector<IndexedPacket> packets;
-  for (const Chunk& chunk : chunks_) {
-    uint64_t offset = chunk.first;
-    for (uint32_t i = 0; i < chunk.count; ++i) {
-      const Record& r = chunk.records[i];
-      if ((r.kind & kKindMask) != kPadKind) {
-        packets.push_back(IndexedPacket{(r.kind & kWide) ? chunk.wide[r.value] : r.value, static_cast<uint32_t>(offset),
-                                        static_cast<uint8_t>(r.kind & kKindMask), r.size, r.aux, r.bits});
-      }
-      offset += r.size;
-    }
-  }
+  ForEachPacket([&packets](const IndexedPacket& p) { packets.push_back(p); });
   return packets;
 }
 

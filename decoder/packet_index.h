@@ -132,6 +132,21 @@ class PacketIndex {
   size_t bytes() const;  // records and wide values
   // Every packet (PAD records left out), in order.
   std::vector<IndexedPacket> Unpack() const;
+  // Calls `visit(const IndexedPacket&)` for each of them, in order, without keeping them.
+  template <class Visit>
+  void ForEachPacket(Visit visit) const {
+    for (const Chunk& chunk : chunks_) {
+      uint64_t offset = chunk.first;
+      for (uint32_t i = 0; i < chunk.count; ++i) {
+        const Record& r = chunk.records[i];
+        if ((r.kind & kKindMask) != kPadKind) {
+          visit(IndexedPacket{(r.kind & kWide) ? chunk.wide[r.value] : r.value, static_cast<uint32_t>(offset),
+                              static_cast<uint8_t>(r.kind & kKindMask), r.size, r.aux, r.bits});
+        }
+        offset += r.size;
+      }
+    }
+  }
 
  private:
   std::vector<Chunk> chunks_;

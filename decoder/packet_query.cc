@@ -285,6 +285,7 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads, u
   if (ok) scan.cycles = std::move(cycles);
   if (ok && indexed) {
     scan.packets = std::move(packets);
+    scan.calibrations = std::make_shared<PsbCalibrations>();
   }
   return scan;
 }
@@ -394,6 +395,7 @@ PacketQuery::PacketQuery(const pt_config& config, const Scan* scan) : config_(co
   if (scan != nullptr && scan->packets != nullptr && !scan->packets->empty()) {
     index_ = scan->packets;
     indexed_ = PacketIndex::Reader(index_.get());
+    calibrations_ = scan->calibrations;
   }
   packets_ = NewPacketDecoder(config_);
   scan_ = NewPacketDecoder(config_);
@@ -481,8 +483,12 @@ int PacketQuery::FetchLive() {
   return 0;
 }
 
-int PacketQuery::Start(uint64_t sync, uint64_t* ip) {
+int PacketQuery::Start(uint64_t sync, uint64_t* ip, bool in_flight) {
   Reset();
+  if (in_flight && calibrations_ != nullptr) {
+    const PacketTime::Calibration* carried = calibrations_->At(sync, config_, *index_);
+    if (carried != nullptr) time_.set_calibration(*carried);
+  }
   synced_ = true;
   sync_ = sync;
   pos_ = sync;
@@ -527,7 +533,60 @@ int PacketQuery::SyncForward(uint64_t* ip) {
   return Start(found, ip);
 }
 
-int PacketQuery::SyncSet(uint64_t* ip, uint64_t offset) {
+int PacketQuery::SyncSet(uint64_t* ip, uint64_t offset) { return SyncAt(ip, offset, /*in_flight=*/false); }
+int PacketQuery::SyncContinue(uint64_t* ip, uint64_t offset) { return SyncAt(ip, offset, /*in_flight=*/true); }
+
+const PacketTime::Calibration* PacketQuery::PsbCalibrations::At(uint64_t psb, const pt_config& config,
+                                                                const PacketIndex& packets) {
+  std::call_once(once_, [&] { Fold(config, packets); });
+  auto at = std::lower_bound(at_psbs_.begin(), at_psbs_.end(), psb,
+                             [](const auto& entry, uint64_t offset) { return entry.first < offset; });
+  return at != at_psbs_.end() && at->first == psb ? &at->second : nullptr;
+}
+
+// The calibration's part of what the query does with each packet, in stream order: the
+// header's TSC and CBR between a PSB and its PSBEND (or an OVF), the others as anywhere.
+void PacketQuery::PsbCalibrations::Fold(const pt_config& config, const PacketIndex& packets) {
+  PacketTime time(config);
+  bool in_header = false;
+  packets.ForEachPacket([&](const IndexedPacket& p) {
+    switch (static_cast<Kind>(p.kind)) {
+      case Kind::kPsb:
+        at_psbs_.emplace_back(p.offset, time.calibration());
+        time.OnPsb();
+        in_header = true;
+        break;
+      case Kind::kPsbend: in_header = false; break;
+      case Kind::kOvf: {
+        in_header = false;
+        const PacketTime::State state = time.state();
+        time.Reset();
+        time.set_state(state);
+        break;
+      }
+      case Kind::kTsc:
+        if (in_header) {
+          time.OnHeaderTsc(p.value);
+        } else {
+          time.OnTsc(p.value);
+        }
+        break;
+      case Kind::kCbr:
+        if (in_header) {
+          time.OnHeaderCbr(p.aux);
+        } else {
+          time.OnCbr(p.aux);
+        }
+        break;
+      case Kind::kTma: time.OnTma(static_cast<uint32_t>(p.value & 0xffff), p.value >> 16); break;
+      case Kind::kMtc: time.OnMtc(p.aux); break;
+      case Kind::kCyc: time.OnCyc(p.value); break;
+      default: break;
+    }
+  });
+}
+
+int PacketQuery::SyncAt(uint64_t* ip, uint64_t offset, bool in_flight) {
   // pt_sync_set: a PSB must start at `offset`.
   if (offset > size_) return -pte_eos;
   if (size_ < offset + 2) return -pte_eos;
@@ -538,7 +597,7 @@ int PacketQuery::SyncSet(uint64_t* ip, uint64_t offset) {
   pt_packet packet;
   status = pt_pkt_next(scan_, &packet, sizeof packet);
   if (status < 0) return status;
-  return Start(offset, ip);
+  return Start(offset, ip, in_flight);
 }
 
 // --- Read-ahead and status ---------------------------------------------------------

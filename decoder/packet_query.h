@@ -29,6 +29,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "decoder/cycle_index.h"
@@ -48,6 +50,7 @@ class PacketQuery {
   // state, PWRX last. `bits`: MODE exec csl | csd << 1, tsx intx | abrt << 1; PWRE
   // sub-state, PWRX deepest, PTW plc.
   using Packed = IndexedPacket;
+  class PsbCalibrations;
   // The index's chunks hold at most this many records each (a packet, or up to 255 bytes
   // of PADs between two).
   static constexpr uint64_t kIndexChunkPackets = uint64_t{1} << 16;
@@ -63,6 +66,23 @@ class PacketQuery {
     // unless `supported` (then the index's own pass, which resyncs past bad bytes, gives
     // them). Callers move it out.
     std::shared_ptr<CycleIndex> cycles;
+    // The calibration at each PSB (SyncContinue), shared by the copies of this scan.
+    std::shared_ptr<PsbCalibrations> calibrations;
+  };
+  // The CYC calibration one query reading a buffer from its first PSB holds at each of the
+  // buffer's PSBs (OVFs reset it, as they reset the query): a query started at a PSB the
+  // one query passes in flight (a piece of a parallel decode) takes it, so its CYC times
+  // are the one query's. Worked out once per buffer, from the index, by the first query
+  // that asks (the pieces of a buffer share the config).
+  class PsbCalibrations {
+   public:
+    // At the PSB at `psb`, before the PSB+ is read; null if the index has no PSB there.
+    const PacketTime::Calibration* At(uint64_t psb, const pt_config& config, const PacketIndex& packets);
+
+   private:
+    void Fold(const pt_config& config, const PacketIndex& packets);
+    std::once_flag once_;
+    std::vector<std::pair<uint64_t, PacketTime::Calibration>> at_psbs_;  // by offset
   };
   // `threads`: the chain from the first PSB is read in that many stretches at once
   // (buffers of kMinParallelScanBytes and more; the result is the same).
@@ -88,6 +108,9 @@ class PacketQuery {
   // pt_qry_cond_branch, pt_qry_indirect_branch, pt_qry_event and pt_qry_time.
   int SyncForward(uint64_t* ip);
   int SyncSet(uint64_t* ip, uint64_t offset);
+  // SyncSet at a PSB that one query from the buffer's first PSB would pass in flight: the
+  // CYC calibration is that query's there (PsbCalibrations), not started afresh.
+  int SyncContinue(uint64_t* ip, uint64_t offset);
   int GetOffset(uint64_t* offset) const {
     if (!synced_) return -pte_nosync;
     *offset = pos_;
@@ -187,7 +210,9 @@ class PacketQuery {
 
   static Packed Pack(const pt_packet& packet, uint64_t offset);
   void Reset();
-  int Start(uint64_t sync, uint64_t* ip);
+  // `in_flight`: SyncContinue's start (the calibration carried in).
+  int SyncAt(uint64_t* ip, uint64_t offset, bool in_flight);
+  int Start(uint64_t sync, uint64_t* ip, bool in_flight = false);
   int Fetch();
   int FetchLive();
   int ReadAhead();
@@ -257,6 +282,7 @@ class PacketQuery {
   pt_packet_decoder* packets_ = nullptr;  // positioned at packets_pos_
   pt_packet_decoder* scan_ = nullptr;     // the look-ahead scans (OVF, BDM70)
   std::shared_ptr<const PacketIndex> index_;  // Scan::packets
+  std::shared_ptr<PsbCalibrations> calibrations_;  // Scan::calibrations
   PacketIndex::Reader indexed_{nullptr};       // of index_
   uint64_t packets_pos_ = UINT64_MAX;
 

@@ -50,6 +50,26 @@ class PacketTime {
     }
   };
 
+  // libipt's struct pt_time_cal: the fast-counter:cycles ratio (fcr, shifted left by 8)
+  // that CYC needs, from CYCs counted between two MTCs or two PSB+ TSCs, or a CBR.
+  struct Calibration {
+    uint64_t fcr = 0;
+    uint64_t min_fcr = UINT64_MAX;
+    uint64_t max_fcr = 0;
+    uint64_t tsc = 0;
+    uint64_t cyc_tsc = 0;
+    uint64_t cyc_mtc = 0;
+    uint32_t ctc = 0;
+    bool have_mtc = false;
+    bool check_skl168 = false;
+    bool HaveFcr() const { return min_fcr <= max_fcr; }
+    void SetFcr(uint64_t value) {
+      fcr = value;
+      min_fcr = std::min(min_fcr, value);
+      max_fcr = std::max(max_fcr, value);
+    }
+  };
+
   // Takes what the time needs of `config`: mtc_freq, nom_freq, CPUID 0x15, SKL168.
   explicit PacketTime(const pt_config& config)
       : cpuid_0x15_eax_(config.cpuid_0x15_eax),
@@ -61,6 +81,10 @@ class PacketTime {
   const State& state() const { return state_; }
   // pt_qry_decode_ovf keeps the time across the reset of everything else.
   void set_state(const State& state) { state_ = state; }
+  // The calibration alone: a query that starts at a PSB the single one passes in flight
+  // takes the calibration that one has there (PacketQuery::CalibrationsAtPsbs).
+  const Calibration& calibration() const { return cal_; }
+  void set_calibration(const Calibration& calibration) { cal_ = calibration; }
   // pt_time_init and pt_tcal_init.
   void Reset() {
     state_ = State();
@@ -119,26 +143,6 @@ class PacketTime {
   static constexpr uint32_t kTmaCtcBits = 16;  // pt_pl_tma_ctc_bit_size
   static constexpr uint32_t kTmaCtcMask = (1u << kTmaCtcBits) - 1;
   static constexpr uint32_t kFcrShift = 8;  // pt_tcal_fcr_shr
-
-  // libipt's struct pt_time_cal: the fast-counter:cycles ratio (fcr, shifted left by 8)
-  // that CYC needs, from CYCs counted between two MTCs or two PSB+ TSCs, or a CBR.
-  struct Calibration {
-    uint64_t fcr = 0;
-    uint64_t min_fcr = UINT64_MAX;
-    uint64_t max_fcr = 0;
-    uint64_t tsc = 0;
-    uint64_t cyc_tsc = 0;
-    uint64_t cyc_mtc = 0;
-    uint32_t ctc = 0;
-    bool have_mtc = false;
-    bool check_skl168 = false;
-    bool HaveFcr() const { return min_fcr <= max_fcr; }
-    void SetFcr(uint64_t value) {
-      fcr = value;
-      min_fcr = std::min(min_fcr, value);
-      max_fcr = std::max(max_fcr, value);
-    }
-  };
 
   void SetTsc(uint64_t tsc) {
     state_.have_tsc = true;

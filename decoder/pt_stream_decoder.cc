@@ -428,6 +428,7 @@ concept FlowDecoderApi = requires(typename Api::Decoder* d, const typename Api::
   { Api::SetImage(d, image) } -> std::same_as<int>;
   { Api::SyncForward(d) } -> std::same_as<int>;
   { Api::SyncSet(d, uint64_t{0}) } -> std::same_as<int>;
+  { Api::SyncContinue(d, uint64_t{0}) } -> std::same_as<int>;
   { Api::GetOffset(cd, u64) } -> std::same_as<int>;
   { Api::GetSyncOffset(cd, u64) } -> std::same_as<int>;
   { Api::Time(d, u64, u32, u32) } -> std::same_as<int>;
@@ -447,6 +448,8 @@ struct LibiptApi {
   static int SetImage(Decoder* d, pt_image* image) { return kSetImage(d, image); }
   static int SyncForward(Decoder* d) { return kSyncForward(d); }
   static int SyncSet(Decoder* d, uint64_t offset) { return kSyncSet(d, offset); }
+  // libipt's decoders cannot take a calibration: they start it afresh.
+  static int SyncContinue(Decoder* d, uint64_t offset) { return kSyncSet(d, offset); }
   static int GetOffset(const Decoder* d, uint64_t* offset) { return kGetOffset(d, offset); }
   static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return kGetSyncOffset(d, offset); }
   static int Time(Decoder* d, uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
@@ -486,6 +489,7 @@ struct FastApi {
   static int SetImage(Decoder*, pt_image*) { return 0; }
   static int SyncForward(Decoder* d) { return d->SyncForward(); }
   static int SyncSet(Decoder* d, uint64_t offset) { return d->SyncSet(offset); }
+  static int SyncContinue(Decoder* d, uint64_t offset) { return d->SyncContinue(offset); }
   static int GetOffset(const Decoder* d, uint64_t* offset) { return d->GetOffset(offset); }
   static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return d->GetSyncOffset(offset); }
   static int Time(Decoder* d, uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
@@ -662,7 +666,10 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
 
   const bool watching = watcher != nullptr && watcher->watches_psbs();
   SyncState sync = start.sync;
+  // A piece that starts where the single decoder passes in flight keeps its time
+  // calibration (CYC times as that decoder's).
   int status = start.kind == DecodeStart::Kind::kSyncForward ? Api::SyncForward(decoder)
+               : start.kind == DecodeStart::Kind::kContinue  ? Api::SyncContinue(decoder, start.psb)
                                                              : Api::SyncSet(decoder, start.psb);
   bool continuing = start.kind == DecodeStart::Kind::kContinue;
   bool sync_carried = continuing;  // the remedy's state is still the one carried in

@@ -37,6 +37,10 @@ class QuerySource {
   int SyncSet(uint64_t* ip, uint64_t offset) {
     return packet_ ? packet_->SyncSet(ip, offset) : pt_qry_sync_set(libipt_, ip, offset);
   }
+  // PacketQuery::SyncContinue (libipt's query decoder starts its calibration afresh).
+  int SyncContinue(uint64_t* ip, uint64_t offset) {
+    return packet_ ? packet_->SyncContinue(ip, offset) : pt_qry_sync_set(libipt_, ip, offset);
+  }
   int GetOffset(uint64_t* offset) const {
     return packet_ ? packet_->GetOffset(offset) : pt_qry_get_offset(libipt_, offset);
   }

@@ -177,6 +177,10 @@ Json InfoJson(const std::string& input, const std::string& input_kind, const std
     j[key] = meta_json.contains(key) ? meta_json[key] : Json("");
   }
   if (meta.trigger) j["trigger"] = meta_json["trigger"];
+  // Emulated traces: how fast CPU work ran under the emulator and natively (when measured).
+  for (const char* key : {"emulated_ps_per_instruction", "native_ps_per_instruction"}) {
+    if (meta_json.contains(key)) j[key] = meta_json[key];
+  }
   j["threads"] = ThreadsJson(sb);
   j["mmaps"] = MmapsJson(sb);
   j["vdso"] = VdsoJson(dir, meta, sb);

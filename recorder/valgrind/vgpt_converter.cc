@@ -122,6 +122,11 @@ struct VgptConverter::Process {
   int pid = 0;
   int ppid = 0;
   uint64_t clock = 0;
+  // Instructions executed (Valgrind's own code too), the last wall stamp (the tool's
+  // VGPT_TIME, a system call's return) and the count then.
+  uint64_t instructions = 0;
+  uint64_t stamp_ns = 0;
+  uint64_t stamp_instructions = 0;
   // A fork is named by the instance (file number) of the program that made it and its
   // seq in that program: each exec'd program counts its forks from 1 again.
   using ForkKey = std::pair<uint32_t, uint32_t>;  // instance, fork_seq
@@ -145,6 +150,7 @@ struct VgptConverter::Thread {
   // says how long it took.
   bool in_syscall = false;
   uint64_t syscall_clock = 0;
+  uint64_t syscall_instructions = 0;  // the process's count at the call
   uint64_t StackKey() const { return kStackKeyBase - 8 * static_cast<uint64_t>(depth); }
 };
 
@@ -187,6 +193,27 @@ bool VgptConverter::Exited(int instance) const {
   return instances_[instance]->exited || instances_[instance]->untraced_exec.has_value();
 }
 int VgptConverter::PidOf(int instance) const { return instances_[instance]->pid; }
+
+// On the virtual clock one ns an instruction. The wall clock stands between the tool's
+// stamps (one at least every 51,200 instructions, and at every system call): no timing
+// packet comes between two, so the decoder spreads the time between them over the
+// instructions between them (CPU work lasts about as long as it ran under the emulator),
+// instead of 1 ns an instruction with the rest of the time landing on the block after
+// the next stamp.
+uint64_t VgptConverter::Work(Process& process, uint32_t instructions) {
+  process.instructions += instructions;
+  return options_.wall_clock ? 0 : instructions;
+}
+
+// The rate of CPU work between stamps, for `info` (how much the emulator slows it).
+void VgptConverter::Stamp(Process& process, uint64_t now, uint64_t instructions) {
+  if (process.stamp_ns != 0 && now > process.stamp_ns && instructions > process.stamp_instructions) {
+    stats_.work_ns += now - process.stamp_ns;
+    stats_.work_instructions += instructions - process.stamp_instructions;
+  }
+  process.stamp_ns = now;
+  process.stamp_instructions = instructions;
+}
 
 uint64_t VgptConverter::Tick(Process& process) {
   const uint64_t t = process.clock++;
@@ -275,7 +302,7 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
     // Valgrind's own code: the branch into it leaves the traced region; the next block of
     // the program's code re-enters it.
     if (thread.pending_id != kNoBlock) LeaveForValgrindsCode(in, thread, block.start);
-    process.clock += block.n;
+    process.clock += Work(process, block.n);
     ++stats_.hidden_blocks;
     return;
   }
@@ -284,11 +311,12 @@ void VgptConverter::RunBlock(Instance& in, uint32_t id) {
   thread.pending_id = id;
   thread.pending_time = process.clock;
   if (block.jit) jit_capture_.Ran(in.pid, block.start, process.clock);
-  process.clock += block.n;
+  process.clock += Work(process, block.n);
   if (block.kind == VGPT_KIND_SYSCALL) {
     // Its SYSCALL_TIME record (after what the call did) makes it as long as it took.
     thread.in_syscall = true;
     thread.syscall_clock = process.clock;
+    thread.syscall_instructions = process.instructions;
   }
   // At least this long: the records of what a call did (an mmap's mapping, an exec's new
   // image) come after it by more than the decoder's read-ahead.
@@ -618,6 +646,9 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
       Thread& thread = *it->second;
       thread.in_syscall = false;
       Process& process = *in.process;
+      // CPU work ran up to the call, none in it.
+      Stamp(process, entry, thread.syscall_instructions);
+      process.stamp_ns = exit;
       if (options_.wall_clock) {
         // The call's instruction retires when it was made, the next one when it returned.
         if (thread.pending_id != kNoBlock) {
@@ -643,7 +674,9 @@ size_t VgptConverter::FeedControl(Instance& in, uint32_t kind, absl::Span<const 
         ++stats_.bad_records;
         return 0;
       }
-      if (options_.wall_clock && in.process != nullptr) in.process->clock = std::max(in.process->clock, now);
+      if (in.process == nullptr) return 0;
+      Stamp(*in.process, now, in.process->instructions);
+      if (options_.wall_clock) in.process->clock = std::max(in.process->clock, now);
       return 0;
     }
     case VGPT_THREAD_EXIT: {

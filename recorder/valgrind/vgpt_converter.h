@@ -13,7 +13,8 @@
 // lasts as long as the tool measured it (VGPT_SYSCALL_TIME); a forked child's clock starts
 // at its parent's fork, an exec'd program continues its process's clock. With wall_clock,
 // a process's clock is CLOCK_MONOTONIC at each system call's start and end and at each of
-// the tool's buffer flushes (VGPT_TIME), and advances one ns per instruction in between.
+// the tool's stamps (VGPT_TIME, at least every 51,200 instructions), and stands in
+// between: the decoder spreads the time between two over the instructions between them.
 
 #include <cstdint>
 #include <functional>
@@ -69,6 +70,10 @@ struct VgptConverterStats {
   uint64_t bad_records = 0;     // control records that made no sense (skipped)
   uint64_t exits = 0;           // instances that ended with an exit record
   uint64_t cut_short = 0;       // instances whose stream ended with the program still in it
+  // CPU work between the tool's wall stamps with no system call in between: how fast the
+  // target ran under the emulator.
+  uint64_t work_ns = 0;
+  uint64_t work_instructions = 0;
 };
 
 // A program a traced process exec'd that ran untraced.
@@ -145,6 +150,11 @@ class VgptConverter {
   static uint64_t InstructionsBefore(const Instance& in, const Block& block, uint64_t ip);
   Thread& ThreadOf(Instance& in, int tid);
   uint64_t Tick(Process& process);  // a time for a sideband record, strictly increasing
+  // The time `instructions` of CPU work take on the process clock (and counts them).
+  uint64_t Work(Process& process, uint32_t instructions);
+  // A wall stamp: CPU work ran from the last one to `now`, `instructions` (the process's
+  // count at `now`) since.
+  void Stamp(Process& process, uint64_t now, uint64_t instructions);
   void AddRecord(PerfRecordBody body, int pid, int tid, uint64_t time);
 
   VgptConverterOptions options_;

@@ -24,6 +24,8 @@ TraceMeta FullMeta() {
   m.host.kernel_release = "6.1.0-test";
   m.host.hostname = "box";
   m.mode = TraceMode::kEmulated;
+  m.emulated_ps_per_instruction = 20'500;
+  m.native_ps_per_instruction = 310;
   m.pt.pmu_type = 8;
   m.pt.config = 0x300e601;
   m.pt.fields = {{"tsc", 1}, {"mtc_period", 3}, {"branch", 1}};
@@ -118,6 +120,8 @@ TEST(TraceMetaTest, RoundTripKeepsEveryField) {
   ASSERT_TRUE(back->trigger.has_value());
   EXPECT_EQ(back->trigger->tid, 101);
   EXPECT_EQ(back->trigger->return_ns, 7'000'000u);
+  EXPECT_EQ(back->emulated_ps_per_instruction, 20'500u);
+  EXPECT_EQ(back->native_ps_per_instruction, 310u);
 }
 
 TEST(TraceMetaTest, NoTriggerMeansNoTriggerField) {

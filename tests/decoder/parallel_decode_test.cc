@@ -27,6 +27,7 @@
 #include "tests/decoder/flow_log.h"
 #include "image/timed_image.h"
 #include "recorder/emulate/code_walker.h"
+#include "recorder/valgrind/valgrind_recorder.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::decoder {
@@ -227,6 +228,24 @@ TEST(ParallelDecodeTest, EmulatedThreadsDecodeIdenticallyInPieces) {
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_GE(meta->streams.size(), 3u);  // one per thread
   ExpectSameWithJobs(trace, tmp, 1024);
+}
+
+// Valgrind's trace of a program that sleeps 200 times between stretches of work, with
+// MTC and CYC (the default timing) and a PSB+ every 256 bytes: pieces start right after
+// system calls, where the CYC calibration (cycles per MTC period) is the one the single
+// decoder worked out before the call; a piece that started it afresh timed its first
+// CYCs differently (getppid's total time differed by 1 %).
+TEST(ParallelDecodeTest, CycTimesAfterSystemCallsDecodeIdenticallyInPieces) {
+  std::string why;
+  if (!ValgrindAvailable(&why)) GTEST_SKIP() << why;
+  TempDir tmp;
+  std::string trace = tmp.Sub("trace");
+  std::string program = absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_naps");
+  auto r = RunCommand({PTD_CLI_PATH, "record", "--emulate=valgrind", "--time=wall", "--psb-period", "256", "-q", "-o",
+                       trace, "--", program, "200"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_GE(PsbCount(trace), 100u);
+  ExpectSameWithJobs(trace, tmp, 700);
 }
 
 // Runs `decode` with progress on, sends SIGINT once it reports progress, and returns

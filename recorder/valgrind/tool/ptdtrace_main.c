@@ -8,11 +8,13 @@
    1 MiB buffer that is written to this instance's file in the output directory when
    full, before a fork or exec, at syscalls once it holds 64 KiB, and at exit; the
    recorder reads the files while they grow and does all the packet work on its own
-   thread. The tool keeps no state per instruction: the per-block work is five IR
-   statements and a guarded call that runs once per 256 Ki blocks.
+   thread. The tool keeps no state per instruction: the per-block work is six IR
+   statements and a guarded call that runs once per --ptd-stamp-blocks blocks (a clock read:
+   the wall clock's stamps) and writes the buffer once per 256 Ki blocks.
 
    Options: --ptd-out=DIR (required): where the stream files go, one per instance,
-   named <pid>-<n>.vgpt; --ptd-follow-forks=no: forked children run untraced. */
+   named <pid>-<n>.vgpt; --ptd-follow-forks=no: forked children run untraced;
+   --ptd-stamp-blocks=N: a wall time stamp every N blocks (1024; 0: at flushes only). */
 
 #include "pub_tool_basics.h"
 #include "pub_tool_tooliface.h"
@@ -49,11 +51,24 @@ extern Int VG_(check_executable)(/*OUT*/ Bool* is_setuid, const HChar* f, Bool a
 
 #define BUF_WORDS (256 * 1024)
 #define FLUSH_AT_SYSCALL_WORDS (16 * 1024)
+/* Blocks between two VGPT_TIME stamps at most (--ptd-stamp-blocks; 0: stamps only at
+   flushes, for measuring what they cost): a superblock holds at most 50 guest
+   instructions (VEX's default --vex-guest-max-insns), so with 1024 a stamp comes at least
+   every 51,200 instructions (the wall clock of --time=wall places CPU work by them). */
+static Long clo_stamp_blocks = 1024;
 
 static UInt buf[BUF_WORDS + 64];
 /* The instrumented code stores a block id at *buf_pos and advances it; the guarded
-   helper flushes once buf_pos reaches buf + BUF_WORDS. */
+   helper runs once buf_pos reaches stamp_limit: it stamps the time, and flushes at
+   buf + BUF_WORDS. */
 static UInt* buf_pos = buf;
+static UInt* stamp_limit = buf + 1024;
+
+/* Where the next stamp is due, with the buffer at `pos`. */
+static UInt* next_stamp_limit(UInt* pos) {
+  if (clo_stamp_blocks <= 0 || pos + clo_stamp_blocks >= buf + BUF_WORDS) return buf + BUF_WORDS;
+  return pos + clo_stamp_blocks;
+}
 
 static const HChar* clo_out_dir = NULL;
 static Bool clo_follow_forks = True;
@@ -152,27 +167,44 @@ static void stop_if_abandoned(void) {
   write_failed = True;
 }
 
-static void flush(void) {
-  if (write_failed) {
-    buf_pos = buf; /* untraced: drop what the instrumented code stored */
-    return;
-  }
-  if (out_fd < 0) return; /* before post_clo_init: keep buffering */
+/* What ran up to here ran by now (a VGPT_TIME record; the buffer's slack past
+   BUF_WORDS holds it). */
+static void stamp(void) {
   if (buf_pos > buf && buf_pos + 4 <= buf + BUF_WORDS + 64) {
-    /* What ran up to here ran by now (the buffer's slack past BUF_WORDS holds this). */
     const ULong now = monotonic_ns();
     *buf_pos++ = VGPT_TAG_BASE | VGPT_TIME;
     *buf_pos++ = 2;
     *buf_pos++ = (UInt)now;
     *buf_pos++ = (UInt)(now >> 32);
   }
+  stamp_limit = next_stamp_limit(buf_pos);
+}
+
+static void flush(void) {
+  if (write_failed) {
+    buf_pos = buf; /* untraced: drop what the instrumented code stored */
+    stamp_limit = next_stamp_limit(buf);
+    return;
+  }
+  if (out_fd < 0) return; /* before post_clo_init: keep buffering */
+  stamp();
   SizeT words = buf_pos - buf;
   if (words > 0) write_all(buf, words * sizeof(UInt));
   buf_pos = buf;
+  stamp_limit = next_stamp_limit(buf);
   if (!write_failed) stop_if_abandoned();
 }
 
-static VG_REGPARM(0) void flush_full(void) { flush(); }
+/* One clock read per --ptd-stamp-blocks blocks; the write once the buffer is full. */
+static VG_REGPARM(0) void at_stamp_limit(void) {
+  if (buf_pos >= buf + BUF_WORDS) {
+    flush();
+  } else if (out_fd >= 0 && !write_failed) {
+    stamp();
+  } else {
+    stamp_limit = buf + BUF_WORDS;
+  }
+}
 
 /* Room for a control record of `words` words. */
 static void reserve(SizeT words) {
@@ -488,11 +520,13 @@ static void child_fork(ThreadId tid) {
     out_fd = -1;
     write_failed = True;
     buf_pos = buf;
+    stamp_limit = next_stamp_limit(buf);
     return;
   }
   /* A new process: its own file. Its translations were made (and described) in the
      parent's stream, so they are dropped and made again, described in this one. */
   buf_pos = buf;
+  stamp_limit = next_stamp_limit(buf);
   out_fd = -1;
   write_failed = False;
   is_fork_child = True;
@@ -691,11 +725,13 @@ static IRSB* instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayo
                                                              IRExpr_Const(IRConst_U64(4)))));
       addStmtToIRSB(out, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&buf_pos),
                                       IRExpr_RdTmp(next_pos)));
-      addStmtToIRSB(out, IRStmt_WrTmp(full, IRExpr_Binop(Iop_CmpLE64U,
-                                                         mkIRExpr_HWord((HWord)(buf + BUF_WORDS)),
+      IRTemp limit = newIRTemp(out->tyenv, Ity_I64);
+      addStmtToIRSB(out, IRStmt_WrTmp(limit, IRExpr_Load(Iend_LE, Ity_I64,
+                                                         mkIRExpr_HWord((HWord)&stamp_limit))));
+      addStmtToIRSB(out, IRStmt_WrTmp(full, IRExpr_Binop(Iop_CmpLE64U, IRExpr_RdTmp(limit),
                                                          IRExpr_RdTmp(next_pos))));
-      IRDirty* di = unsafeIRDirty_0_N(0, "ptdtrace_flush_full",
-                                      VG_(fnptr_to_fnentry)(&flush_full), mkIRExprVec_0());
+      IRDirty* di = unsafeIRDirty_0_N(0, "ptdtrace_at_stamp_limit",
+                                      VG_(fnptr_to_fnentry)(&at_stamp_limit), mkIRExprVec_0());
       di->guard = IRExpr_RdTmp(full);
       addStmtToIRSB(out, IRStmt_Dirty(di));
       continue;
@@ -711,6 +747,7 @@ static Bool process_cmd_line_option(const HChar* arg) {
   if (VG_STR_CLO(arg, "--ptd-out", clo_out_dir)) {
   } else if (VG_BOOL_CLO(arg, "--ptd-follow-forks", clo_follow_forks)) {
   } else if (VG_INT_CLO(arg, "--ptd-recorder-pid", clo_recorder_pid)) {
+  } else if (VG_INT_CLO(arg, "--ptd-stamp-blocks", clo_stamp_blocks)) {
   } else {
     return False;
   }
@@ -721,6 +758,7 @@ static void print_usage(void) {
   VG_(printf)("    --ptd-out=DIR             where to write the stream files (required)\n");
   VG_(printf)("    --ptd-follow-forks=no|yes trace forked children too [yes]\n");
   VG_(printf)("    --ptd-recorder-pid=PID    stop tracing (and drop the stream) once PID is gone\n");
+  VG_(printf)("    --ptd-stamp-blocks=N      stamp the wall time every N blocks [1024] (0: at flushes only)\n");
 }
 
 static void print_debug_usage(void) { VG_(printf)("    (none)\n"); }
@@ -742,6 +780,7 @@ static void post_clo_init(void) {
   VG_(memcpy)(buf_pos, early, saved * sizeof(UInt));
   buf_pos += saved;
   dump_vdso();
+  stamp_limit = next_stamp_limit(buf_pos);
 }
 
 static void fini(Int exitcode) {

@@ -76,8 +76,9 @@ enum {
      symbols, is CPU time). A thread blocked in a call lets others run, so this comes when
      the thread has the lock again, maybe before its SWITCH. */
   VGPT_SYSCALL_TIME = 16,
-  /* u64 CLOCK_MONOTONIC ns when the blocks before this record had run: written at every
-     flush of the tool's buffer (the wall clock of --time=wall between system calls). */
+  /* u64 CLOCK_MONOTONIC ns when the blocks before this record had run: written every
+     1024 blocks (at most 51,200 instructions) and at every flush of the tool's buffer
+     (the wall clock of --time=wall between system calls). */
   VGPT_TIME = 17,
 };
 
