@@ -310,7 +310,7 @@ TEST_F(PtRecordingTest, AFailedPerfClockProbeIsSaidNotTakenAsZero) {
 
 TEST_F(PtRecordingTest, TheMeasuredPerfClockOffsetStampsTheRecording) {
   // A large offset makes the recording's times land near it: it is applied, not dropped.
-  constexpr int64_t kOffset = int64_t{1} << 60;
+  static constexpr int64_t kOffset = int64_t{1} << 60;
   options_.measure_perf_clock_offset = []() -> absl::StatusOr<int64_t> { return kOffset; };
   auto rec = Start();
   ASSERT_TRUE(rec.ok()) << rec.status();
