@@ -1,5 +1,5 @@
 // Inlined frames decoded from an emulated recording against ground truth: the emulator's
-// executed instructions, each looked up by eu-addr2line -i (an independent reader of the
+// executed instructions, each looked up by addr2line -i (an independent reader of the
 // same DWARF), its calls and returns from the stack pointer.
 
 #include <gtest/gtest.h>
@@ -34,7 +34,7 @@ struct Counts {
 };
 void PrintTo(const Counts& c, std::ostream* os) { *os << c.calls << " calls, " << c.instructions << " instructions"; }
 
-// eu-addr2line's chain of every instruction of the program (ELF addresses) that ran.
+// addr2line's chain of every instruction of the program (ELF addresses) that ran.
 std::map<uint64_t, std::vector<Addr2lineFrame>> ProgramChains(const GroundTruthThread& thread, uint64_t bias,
                                                               uint64_t text_start, uint64_t text_end,
                                                               std::string* error) {
@@ -51,7 +51,7 @@ std::map<uint64_t, std::vector<Addr2lineFrame>> ProgramChains(const GroundTruthT
 // Per inlined function name: calls and instructions (callees included) from the ground
 // truth. Each frame of the thread's stack (calls and returns from the stack pointer)
 // has its chain of inlined calls; an instruction of the program changes its frame's
-// chain to eu-addr2line's, and counts for every inlined call open on the stack.
+// chain to addr2line's, and counts for every inlined call open on the stack.
 std::map<std::string, Counts> ExpectedInlined(const GroundTruthThread& thread, uint64_t bias,
                                               const std::map<uint64_t, std::vector<Addr2lineFrame>>& chains) {
   std::map<std::string, Counts> counts;
@@ -224,7 +224,7 @@ TEST_F(InlineFramesTest, CallsAndInstructionsOfEveryInlinedFunctionEqualGroundTr
       continue;
     }
     EXPECT_EQ(DecodedInlined(sink, names), expected);
-    // Source locations: each inlined call's call sites are eu-addr2line's; each
+    // Source locations: each inlined call's call sites are addr2line's; each
     // function's declaration is the line of the source that defines it.
     std::map<std::string, std::set<std::string>> call_sites;  // of the program's inlined functions
     for (const auto& [name, sites] : sink.call_sites()) {
