@@ -99,6 +99,7 @@ function(ptd_test name)
       # Defined (callers add dependencies to it) but neither built by default nor run.
       set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
       target_link_libraries(${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+      ptd_test_definitions(${name})
       return()
     endif()
   endforeach()
