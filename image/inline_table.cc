@@ -2,27 +2,14 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "image/demangle.h"
+#include "image/dwarf_file.h"
 
 namespace ptd::image {
-
-struct InlineTable::Dwarf {
-  int fd = -1;
-  ::Dwarf* dwarf = nullptr;
-  ~Dwarf() {
-    if (dwarf != nullptr) dwarf_end(dwarf);
-    if (fd >= 0) close(fd);
-  }
-};
 
 struct InlineTable::Unit {
   Dwarf_Die die;
@@ -58,19 +45,13 @@ InlineTable::~InlineTable() = default;
 absl::StatusOr<std::unique_ptr<InlineTable>> InlineTable::Open(const std::string& debug_path) {
   std::unique_ptr<InlineTable> table(new InlineTable());
   table->path_ = debug_path;
-  table->dwarf_ = std::make_unique<Dwarf>();
-  table->dwarf_->fd = open(debug_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (table->dwarf_->fd < 0) {
-    return absl::NotFoundError(absl::StrCat(debug_path, ": cannot open: ", strerror(errno)));
-  }
-  table->dwarf_->dwarf = dwarf_begin(table->dwarf_->fd, DWARF_C_READ);
-  if (table->dwarf_->dwarf == nullptr) {
-    return absl::NotFoundError(absl::StrCat(debug_path, ": no DWARF: ", dwarf_errmsg(-1)));
-  }
+  absl::StatusOr<std::unique_ptr<DwarfFile>> file = DwarfFile::Open(debug_path);
+  if (!file.ok()) return file.status();
+  table->dwarf_ = *std::move(file);
   Dwarf_CU* cu = nullptr;
   Dwarf_Die cu_die;
   uint8_t unit_type = 0;
-  while (dwarf_get_units(table->dwarf_->dwarf, cu, &cu, nullptr, &unit_type, &cu_die, nullptr) == 0) {
+  while (dwarf_get_units(table->dwarf_->dwarf(), cu, &cu, nullptr, &unit_type, &cu_die, nullptr) == 0) {
     if (unit_type != DW_UT_compile && unit_type != DW_UT_partial) continue;
     auto unit = std::make_unique<Unit>();
     unit->die = cu_die;
@@ -94,12 +75,8 @@ void InlineTable::ReadUnit(Unit& unit) const {
   Dwarf_Files* files = nullptr;
   size_t file_count = 0;
   if (dwarf_getsrcfiles(&unit.die, &files, &file_count) != 0) files = nullptr;
-  // Relative names (the unit's own file, in DWARF 4) are relative to its directory.
-  const char* comp_dir = StringAttribute(&unit.die, DW_AT_comp_dir);
   auto absolute_fn = [&](const char* name) -> absl::string_view {
-    if (name == nullptr) return {};
-    if (name[0] == '/' || comp_dir == nullptr) return Intern(name);
-    return Intern(absl::StrCat(comp_dir, "/", name));
+    return Intern(AbsoluteSourcePath(&unit.die, name));
   };
   auto file_name_at = [&](Dwarf_Word index) -> absl::string_view {
     if (files == nullptr || index >= file_count) return {};

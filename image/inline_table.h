@@ -21,6 +21,8 @@
 
 namespace ptd::image {
 
+class DwarfFile;
+
 // A function in the source: a subprogram, or one inlined call of one. Nodes form trees:
 // an inlined call's parent is the frame its call site is in.
 struct SourceFrame {
@@ -74,8 +76,7 @@ class InlineTable {
   absl::string_view Intern(absl::string_view text) const;
 
   std::string path_;
-  struct Dwarf;  // the libdw handles
-  std::unique_ptr<Dwarf> dwarf_;
+  std::unique_ptr<DwarfFile> dwarf_;
   std::vector<std::unique_ptr<Unit>> units_;
   std::vector<UnitRange> unit_ranges_;  // sorted by start, non-overlapping
 

@@ -1,30 +1,20 @@
 #include "image/line_table.h"
 
-#include <dwarf.h>
-#include <elfutils/libdw.h>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <map>
 #include <set>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "image/dwarf_file.h"
 
 namespace ptd::image {
 
 absl::StatusOr<LineTable> LineTable::Load(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
-  Dwarf* dwarf = dwarf_begin(fd, DWARF_C_READ);
-  if (dwarf == nullptr) {
-    ::close(fd);
-    return absl::NotFoundError(absl::StrCat(path, ": no DWARF (", dwarf_errmsg(-1), ")"));
-  }
+  absl::StatusOr<std::unique_ptr<DwarfFile>> file = DwarfFile::Open(path);
+  if (!file.ok()) return file.status();
+  ::Dwarf* dwarf = (*file)->dwarf();
   LineTable table;
   absl::flat_hash_map<std::string, uint32_t> file_index;
   Dwarf_Off offset = 0;
@@ -35,9 +25,6 @@ absl::StatusOr<LineTable> LineTable::Load(const std::string& path) {
     Dwarf_Lines* lines = nullptr;
     size_t count = 0;
     if (dwarf_offdie(dwarf, offset + header_size, &cu) != nullptr && dwarf_getsrclines(&cu, &lines, &count) == 0) {
-      // Relative names are relative to the compilation directory.
-      Dwarf_Attribute attribute;
-      const char* comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &attribute));
       for (size_t i = 0; i < count; ++i) {
         Dwarf_Line* line = dwarf_onesrcline(lines, i);
         Dwarf_Addr address = 0;
@@ -47,9 +34,7 @@ absl::StatusOr<LineTable> LineTable::Load(const std::string& path) {
             dwarf_lineendsequence(line, &end) != 0) {
           continue;
         }
-        const char* source = dwarf_linesrc(line, nullptr, nullptr);
-        std::string name = source != nullptr ? source : "";
-        if (!name.empty() && name[0] != '/' && comp_dir != nullptr) name = absl::StrCat(comp_dir, "/", name);
+        const std::string name = AbsoluteSourcePath(&cu, dwarf_linesrc(line, nullptr, nullptr));
         auto [it, inserted] = file_index.try_emplace(name, table.files_.size());
         if (inserted) table.files_.push_back(name);
         table.rows_.push_back(Row{address, it->second, static_cast<uint32_t>(std::max(number, 0)), end});
@@ -57,8 +42,6 @@ absl::StatusOr<LineTable> LineTable::Load(const std::string& path) {
     }
     offset = next;
   }
-  dwarf_end(dwarf);
-  ::close(fd);
   if (table.rows_.empty()) return absl::NotFoundError(absl::StrCat(path, ": no DWARF line table"));
   // By address; at one address the sequence's end before a new sequence's start.
   std::stable_sort(table.rows_.begin(), table.rows_.end(), [](const Row& a, const Row& b) {
