@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "common/pt_psb.h"
-#include "decoder/pt_stream_decoder.h"
 
 namespace ptd::decoder {
 namespace {
