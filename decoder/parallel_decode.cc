@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "common/cpu_clock.h"
 #include "common/pt_psb.h"
 #include "decoder/piece_decoder.h"
 #include "decoder/pt_stream_decoder.h"
@@ -65,6 +66,9 @@ struct Piece {
   uint64_t bytes = 0;
   // Result.
   bool done = false;
+  uint64_t cpu_ns = 0;         // its decode's thread CPU time (the first decode, not a redo)
+  uint64_t load_cpu_ns = 0;    // ... loading its buffer, when it was the piece that did
+  uint64_t serial_cpu_ns = 0;  // the stitching thread's time taking it in (a redo included)
   PieceSpec ran;  // the spec its events came from (`spec`, or a redo's)
   absl::Status status;
   PieceEvents events;
@@ -243,8 +247,8 @@ class PieceStitcher {
 
 class Engine {
  public:
-  Engine(const std::vector<StreamJob*>& streams, const ParallelOptions& options)
-      : streams_(streams), options_(options) {}
+  Engine(const std::vector<StreamJob*>& streams, const ParallelOptions& options, ParallelCosts* costs)
+      : streams_(streams), options_(options), costs_(costs) {}
 
   absl::Status Run();
 
@@ -258,6 +262,7 @@ class Engine {
 
   const std::vector<StreamJob*>& streams_;
   ParallelOptions options_;
+  ParallelCosts* costs_;
   std::vector<std::unique_ptr<Piece>> pieces_;
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -356,7 +361,9 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   const size_t room = static_cast<size_t>(std::min<uint64_t>(largest_piece_bytes_, uint64_t{4} << 20));
   piece->events.reserve(room);
   piece->steps.reserve(room);
+  const uint64_t before_load = ThreadCpuNs();
   const uint8_t* padded = piece->buffer->Load();
+  piece->load_cpu_ns += ThreadCpuNs() - before_load;
   const PtBuffer buffer{padded, piece->buffer->size, piece->buffer->file_offset, &piece->buffer->psbs,
                         piece->buffer->packet_scan};
   absl::StatusOr<PieceOutcome> outcome =
@@ -370,7 +377,9 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
 }
 
 void Engine::DecodeTaken(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece) {
+  const uint64_t started = ThreadCpuNs();
   Decode(decoders, piece, piece->spec);
+  piece->cpu_ns = ThreadCpuNs() - started - piece->load_cpu_ns;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     piece->done = true;
@@ -393,6 +402,9 @@ void Engine::Work() {
 }
 
 absl::Status Engine::Run() {
+  // The serial phase: this thread's CPU time but for the pieces it decodes as a worker.
+  const uint64_t run_started = ThreadCpuNs();
+  uint64_t own_pieces_ns = 0;
   Plan();
   // The stitching thread is one of the jobs: it decodes pieces too while the one it
   // needs next is not ready (a third thread on two cores shared one with a worker).
@@ -439,6 +451,7 @@ absl::Status Engine::Run() {
               Piece* ahead = pieces_[next_++].get();
               lock.unlock();
               DecodeTaken(&redo_decoders, ahead);
+              own_pieces_ns += ahead->cpu_ns + ahead->load_cpu_ns;
               lock.lock();
               continue;
             }
@@ -447,6 +460,7 @@ absl::Status Engine::Run() {
           if (!piece.done) break;
         }
         if (Cancelled()) break;
+        const uint64_t taking_started = ThreadCpuNs();
         const bool first = i == 0 || pieces_[i - 1]->chunk != c || pieces_[i - 1]->stream != s;
         if (first) {
           expected = piece.spec;
@@ -461,6 +475,7 @@ absl::Status Engine::Run() {
           ++head.events;
         }
         if (use && !first && !SeamHolds(expected, previous_tail, piece.spec, piece.outcome, head)) {
+          if (costs_ != nullptr) ++costs_->redos;
           bool rest_of_buffer = false;
           Decode(&redo_decoders, &piece, RedoSpec(expected, pieces_[i - 1]->ran, piece.spec, &rest_of_buffer));
           continuous = rest_of_buffer;
@@ -509,6 +524,7 @@ absl::Status Engine::Run() {
         }
         changed_.notify_all();
         if (options_.progress) options_.progress(bytes_done);
+        piece.serial_cpu_ns = ThreadCpuNs() - taking_started;
       }
       stitcher.EndChunk();
       if (Cancelled()) break;
@@ -521,13 +537,21 @@ absl::Status Engine::Run() {
     if (options_.stream_done) options_.stream_done(s);
   }
   finish();
+  if (costs_ != nullptr) {
+    for (const std::unique_ptr<Piece>& piece : pieces_) {
+      if (piece->done) costs_->pieces.push_back({piece->bytes, piece->cpu_ns, piece->serial_cpu_ns});
+      costs_->load_cpu_ns += piece->load_cpu_ns;
+    }
+    costs_->serial_cpu_ns = ThreadCpuNs() - run_started - own_pieces_ns;
+  }
   return result;
 }
 
 }  // namespace
 
-absl::Status DecodeStreamsInParallel(const std::vector<StreamJob*>& streams, const ParallelOptions& options) {
-  Engine engine(streams, options);
+absl::Status DecodeStreamsInParallel(const std::vector<StreamJob*>& streams, const ParallelOptions& options,
+                                     ParallelCosts* costs) {
+  Engine engine(streams, options, costs);
   return engine.Run();
 }
 
