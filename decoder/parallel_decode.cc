@@ -68,6 +68,7 @@ struct Piece {
   bool done = false;
   uint64_t cpu_ns = 0;         // its decode's thread CPU time (the first decode, not a redo)
   uint64_t load_cpu_ns = 0;    // ... loading its buffer, when it was the piece that did
+  uint64_t start_cpu_ns = 0;   // of cpu_ns: its thread's decoder and images, made for it
   uint64_t serial_cpu_ns = 0;  // the stitching thread's time taking it in (a redo included)
   PieceSpec ran;  // the spec its events came from (`spec`, or a redo's)
   absl::Status status;
@@ -255,7 +256,8 @@ class Engine {
  private:
   void Plan();
   void Work();
-  void Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec);
+  // Returns the CPU time it took to make this thread's decoder for the stream (0: it had one).
+  uint64_t Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec);
   // Decodes a piece taken from the queue (next_) and tells the stitcher it is done.
   void DecodeTaken(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece);
   bool Cancelled() const { return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed); }
@@ -334,12 +336,16 @@ void Engine::Plan() {
   window_ = static_cast<size_t>(options_.jobs) * 2 + 2;
 }
 
-void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec) {
+uint64_t Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece,
+                        const PieceSpec& spec) {
+  uint64_t start_cpu_ns = 0;
   const StreamJob& job = *streams_[piece->stream];
   std::unique_ptr<ThreadStream>& ts = (*decoders)[piece->stream];
   if (ts == nullptr) {
+    const uint64_t before_start = ThreadCpuNs();
     ts = std::make_unique<ThreadStream>(job.config, job.make_clock());
     ts->decoder->set_cancel_flag(options_.cancel);
+    start_cpu_ns = ThreadCpuNs() - before_start;
   }
   {
     // Reuse the lists of consumed pieces: their pages are already touched.
@@ -374,11 +380,12 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   if (outcome.ok()) piece->outcome = *outcome;
   // Only the errata warning comes from here: once per stream is enough.
   piece->warnings = ts->decoder->warnings();
+  return start_cpu_ns;
 }
 
 void Engine::DecodeTaken(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece) {
   const uint64_t started = ThreadCpuNs();
-  Decode(decoders, piece, piece->spec);
+  piece->start_cpu_ns = Decode(decoders, piece, piece->spec);
   piece->cpu_ns = ThreadCpuNs() - started - piece->load_cpu_ns;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -541,6 +548,7 @@ absl::Status Engine::Run() {
     for (const std::unique_ptr<Piece>& piece : pieces_) {
       if (piece->done) costs_->pieces.push_back({piece->bytes, piece->cpu_ns, piece->serial_cpu_ns});
       costs_->load_cpu_ns += piece->load_cpu_ns;
+      if (piece->done) costs_->start_cpu_ns += piece->start_cpu_ns;
     }
     costs_->serial_cpu_ns = ThreadCpuNs() - run_started - own_pieces_ns;
   }

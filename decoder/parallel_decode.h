@@ -68,6 +68,9 @@ struct ParallelCosts {
   // Loading the buffers (mapping, packet scan, cycle index) on the thread of the piece that
   // needed one first, not in that piece's cost (the buffer's other pieces wait for it).
   uint64_t load_cpu_ns = 0;
+  // Of the pieces' CPU time: each thread's decoder and images, made for its first piece of
+  // a stream (the per-thread start-up).
+  uint64_t start_cpu_ns = 0;
 };
 
 // Decodes `streams` in order; returns early (OK) when `cancel` turns true. `costs`

@@ -49,6 +49,7 @@ namespace ptd::decoder {
   X(kPieces, "pieces", kSum, "pieces decoded in parallel (0: one decoder per stream, --jobs 1)")     \
   X(kPieceRedos, "piece_redos", kSum, "pieces the stitcher decoded again (a wrong guess at a seam)") \
   X(kPieceCpuNs, "piece_cpu_ns", kSum, "thread CPU time of decoding the pieces: the parallel work") \
+  X(kPieceStartCpuNs, "piece_start_cpu_ns", kSum, "of piece_cpu_ns: each thread's decoder and images, made for its first piece") \
   X(kSerialCpuNs, "serial_cpu_ns", kSum,                                                             \
     "CPU time of the calling thread's decode, the pieces it decoded itself left out: the serial work") \
   X(kLoadCpuNs, "load_cpu_ns", kSum, "CPU time of loading the pieces' buffers (map, packet scan, cycle index)") \

@@ -803,6 +803,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     result_.stats.Set(Stat::kPieceRedos, costs.redos);
     result_.stats.Set(Stat::kSerialCpuNs, costs.serial_cpu_ns);
     result_.stats.Set(Stat::kLoadCpuNs, costs.load_cpu_ns);
+    result_.stats.Set(Stat::kPieceStartCpuNs, costs.start_cpu_ns);
     uint64_t piece_cpu_ns = 0;
     for (const PieceCost& piece : costs.pieces) piece_cpu_ns += piece.cpu_ns;
     result_.stats.Set(Stat::kPieceCpuNs, piece_cpu_ns);

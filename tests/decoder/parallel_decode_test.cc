@@ -330,6 +330,8 @@ TEST(ParallelDecodeTest, StatsJsonReportsEachPieceAndTheSerialPhase) {
     serial += two["piece_serial_cpu_ns_each"][i].get<uint64_t>();
   }
   EXPECT_EQ(cpu, two["piece_cpu_ns"].get<uint64_t>());
+  EXPECT_GT(two["piece_start_cpu_ns"].get<uint64_t>(), 0u) << "each thread made a decoder for its first piece";
+  EXPECT_LT(two["piece_start_cpu_ns"].get<uint64_t>(), cpu);
   EXPECT_EQ(bytes, two["bytes"].get<uint64_t>()) << "the pieces cover the trace";
   EXPECT_GT(serial, 0u);
   EXPECT_GE(two["serial_cpu_ns"].get<uint64_t>(), serial) << "taking the pieces in is part of the serial phase";
