@@ -65,6 +65,13 @@ enum class Stat : uint8_t {
 
 inline constexpr size_t kStatCount = static_cast<size_t>(Stat::kCount);
 
+// The CPU-time counters: measured, so they differ from run to run (comparisons of two
+// decodes' counters leave them out).
+inline constexpr bool IsCpuTime(Stat stat) {
+  return stat == Stat::kPieceCpuNs || stat == Stat::kPieceStartCpuNs || stat == Stat::kSerialCpuNs ||
+         stat == Stat::kLoadCpuNs || stat == Stat::kSetupCpuNs || stat == Stat::kProcessCpuNs;
+}
+
 // What one piece of a parallel decode cost, for the makespan model (bench/parallel).
 struct PieceCost {
   uint64_t bytes = 0;          // of PT
