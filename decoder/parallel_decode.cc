@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "common/cpu_clock.h"
 #include "common/pt_psb.h"
 #include "decoder/piece_decoder.h"
 #include "decoder/pt_stream_decoder.h"
@@ -65,6 +66,10 @@ struct Piece {
   uint64_t bytes = 0;
   // Result.
   bool done = false;
+  uint64_t cpu_ns = 0;         // its decode's thread CPU time (the first decode, not a redo)
+  uint64_t load_cpu_ns = 0;    // ... loading its buffer, when it was the piece that did
+  uint64_t start_cpu_ns = 0;   // of cpu_ns: its thread's decoder and images, made for it
+  uint64_t serial_cpu_ns = 0;  // the stitching thread's time taking it in (a redo included)
   PieceSpec ran;  // the spec its events came from (`spec`, or a redo's)
   absl::Status status;
   PieceEvents events;
@@ -243,21 +248,23 @@ class PieceStitcher {
 
 class Engine {
  public:
-  Engine(const std::vector<StreamJob*>& streams, const ParallelOptions& options)
-      : streams_(streams), options_(options) {}
+  Engine(const std::vector<StreamJob*>& streams, const ParallelOptions& options, ParallelCosts* costs)
+      : streams_(streams), options_(options), costs_(costs) {}
 
   absl::Status Run();
 
  private:
   void Plan();
   void Work();
-  void Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec);
+  // Returns the CPU time it took to make this thread's decoder for the stream (0: it had one).
+  uint64_t Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec);
   // Decodes a piece taken from the queue (next_) and tells the stitcher it is done.
   void DecodeTaken(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece);
   bool Cancelled() const { return options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed); }
 
   const std::vector<StreamJob*>& streams_;
   ParallelOptions options_;
+  ParallelCosts* costs_;
   std::vector<std::unique_ptr<Piece>> pieces_;
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -329,12 +336,16 @@ void Engine::Plan() {
   window_ = static_cast<size_t>(options_.jobs) * 2 + 2;
 }
 
-void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece, const PieceSpec& spec) {
+uint64_t Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece,
+                        const PieceSpec& spec) {
+  uint64_t start_cpu_ns = 0;
   const StreamJob& job = *streams_[piece->stream];
   std::unique_ptr<ThreadStream>& ts = (*decoders)[piece->stream];
   if (ts == nullptr) {
+    const uint64_t before_start = ThreadCpuNs();
     ts = std::make_unique<ThreadStream>(job.config, job.make_clock());
     ts->decoder->set_cancel_flag(options_.cancel);
+    start_cpu_ns = ThreadCpuNs() - before_start;
   }
   {
     // Reuse the lists of consumed pieces: their pages are already touched.
@@ -356,7 +367,9 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   const size_t room = static_cast<size_t>(std::min<uint64_t>(largest_piece_bytes_, uint64_t{4} << 20));
   piece->events.reserve(room);
   piece->steps.reserve(room);
+  const uint64_t before_load = ThreadCpuNs();
   const uint8_t* padded = piece->buffer->Load();
+  piece->load_cpu_ns += ThreadCpuNs() - before_load;
   const PtBuffer buffer{padded, piece->buffer->size, piece->buffer->file_offset, &piece->buffer->psbs,
                         piece->buffer->packet_scan};
   absl::StatusOr<PieceOutcome> outcome =
@@ -367,10 +380,13 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   if (outcome.ok()) piece->outcome = *outcome;
   // Only the errata warning comes from here: once per stream is enough.
   piece->warnings = ts->decoder->warnings();
+  return start_cpu_ns;
 }
 
 void Engine::DecodeTaken(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, Piece* piece) {
-  Decode(decoders, piece, piece->spec);
+  const uint64_t started = ThreadCpuNs();
+  piece->start_cpu_ns = Decode(decoders, piece, piece->spec);
+  piece->cpu_ns = ThreadCpuNs() - started - piece->load_cpu_ns;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     piece->done = true;
@@ -393,6 +409,9 @@ void Engine::Work() {
 }
 
 absl::Status Engine::Run() {
+  // The serial phase: this thread's CPU time but for the pieces it decodes as a worker.
+  const uint64_t run_started = ThreadCpuNs();
+  uint64_t own_pieces_ns = 0;
   Plan();
   // The stitching thread is one of the jobs: it decodes pieces too while the one it
   // needs next is not ready (a third thread on two cores shared one with a worker).
@@ -439,6 +458,7 @@ absl::Status Engine::Run() {
               Piece* ahead = pieces_[next_++].get();
               lock.unlock();
               DecodeTaken(&redo_decoders, ahead);
+              own_pieces_ns += ahead->cpu_ns + ahead->load_cpu_ns;
               lock.lock();
               continue;
             }
@@ -447,6 +467,7 @@ absl::Status Engine::Run() {
           if (!piece.done) break;
         }
         if (Cancelled()) break;
+        const uint64_t taking_started = ThreadCpuNs();
         const bool first = i == 0 || pieces_[i - 1]->chunk != c || pieces_[i - 1]->stream != s;
         if (first) {
           expected = piece.spec;
@@ -461,6 +482,7 @@ absl::Status Engine::Run() {
           ++head.events;
         }
         if (use && !first && !SeamHolds(expected, previous_tail, piece.spec, piece.outcome, head)) {
+          if (costs_ != nullptr) ++costs_->redos;
           bool rest_of_buffer = false;
           Decode(&redo_decoders, &piece, RedoSpec(expected, pieces_[i - 1]->ran, piece.spec, &rest_of_buffer));
           continuous = rest_of_buffer;
@@ -509,6 +531,7 @@ absl::Status Engine::Run() {
         }
         changed_.notify_all();
         if (options_.progress) options_.progress(bytes_done);
+        piece.serial_cpu_ns = ThreadCpuNs() - taking_started;
       }
       stitcher.EndChunk();
       if (Cancelled()) break;
@@ -521,13 +544,22 @@ absl::Status Engine::Run() {
     if (options_.stream_done) options_.stream_done(s);
   }
   finish();
+  if (costs_ != nullptr) {
+    for (const std::unique_ptr<Piece>& piece : pieces_) {
+      if (piece->done) costs_->pieces.push_back({piece->bytes, piece->cpu_ns, piece->serial_cpu_ns});
+      costs_->load_cpu_ns += piece->load_cpu_ns;
+      if (piece->done) costs_->start_cpu_ns += piece->start_cpu_ns;
+    }
+    costs_->serial_cpu_ns = ThreadCpuNs() - run_started - own_pieces_ns;
+  }
   return result;
 }
 
 }  // namespace
 
-absl::Status DecodeStreamsInParallel(const std::vector<StreamJob*>& streams, const ParallelOptions& options) {
-  Engine engine(streams, options);
+absl::Status DecodeStreamsInParallel(const std::vector<StreamJob*>& streams, const ParallelOptions& options,
+                                     ParallelCosts* costs) {
+  Engine engine(streams, options, costs);
   return engine.Run();
 }
 

@@ -59,7 +59,23 @@ struct ParallelOptions {
   std::function<void(size_t stream)> stream_done;
 };
 
-// Decodes `streams` in order; returns early (OK) when `cancel` turns true.
-absl::Status DecodeStreamsInParallel(const std::vector<StreamJob*>& streams, const ParallelOptions& options);
+// What the decode cost, split into the phases a makespan model needs (CPU times).
+struct ParallelCosts {
+  std::vector<PieceCost> pieces;  // the pieces decoded, in the order they were handed out
+  uint64_t serial_cpu_ns = 0;     // the calling thread's, its own pieces left out: planning,
+                                  // stitching, redone pieces, the consumers (models, FTF)
+  uint64_t redos = 0;             // pieces decoded again by the calling thread
+  // Loading the buffers (mapping, packet scan, cycle index) on the thread of the piece that
+  // needed one first, not in that piece's cost (the buffer's other pieces wait for it).
+  uint64_t load_cpu_ns = 0;
+  // Of the pieces' CPU time: each thread's decoder and images, made for its first piece of
+  // a stream (the per-thread start-up).
+  uint64_t start_cpu_ns = 0;
+};
+
+// Decodes `streams` in order; returns early (OK) when `cancel` turns true. `costs`
+// (optional) receives what the pieces and the serial phase cost.
+absl::Status DecodeStreamsInParallel(const std::vector<StreamJob*>& streams, const ParallelOptions& options,
+                                     ParallelCosts* costs = nullptr);
 
 }  // namespace ptd::decoder

@@ -45,7 +45,16 @@ namespace ptd::decoder {
   X(kGoroutinesUnknown, "goroutines_unknown", kSum, "Go: gogo to a PC with no parked stack (inferred)")    \
   X(kGoroutineSwaps, "goroutine_swaps", kSum, "Go: a resume's FIFO choice corrected by a return")          \
   X(kGoroutineStacksDropped, "goroutine_stacks_dropped", kSum, "Go: parked stacks dropped at the bound")  \
-  X(kCycles, "cycles", kSum, "CYC payloads of the streams that have CYC packets")
+  X(kCycles, "cycles", kSum, "CYC payloads of the streams that have CYC packets")                  \
+  X(kPieces, "pieces", kSum, "pieces decoded in parallel (0: one decoder per stream, --jobs 1)")     \
+  X(kPieceRedos, "piece_redos", kSum, "pieces the stitcher decoded again (a wrong guess at a seam)") \
+  X(kPieceCpuNs, "piece_cpu_ns", kSum, "thread CPU time of decoding the pieces: the parallel work") \
+  X(kPieceStartCpuNs, "piece_start_cpu_ns", kSum, "of piece_cpu_ns: each thread's decoder and images, made for its first piece") \
+  X(kSerialCpuNs, "serial_cpu_ns", kSum,                                                             \
+    "CPU time of the calling thread's decode, the pieces it decoded itself left out: the serial work") \
+  X(kLoadCpuNs, "load_cpu_ns", kSum, "CPU time of loading the pieces' buffers (map, packet scan, cycle index)") \
+  X(kSetupCpuNs, "setup_cpu_ns", kSum, "CPU time of reading the trace, sideband and images before decoding") \
+  X(kProcessCpuNs, "process_cpu_ns", kMax, "CPU time of the whole process (every thread) when the decode ended")
 
 enum class Stat : uint8_t {
 #define PTD_STAT_ENUM(name, key, merge, meaning) name,
@@ -55,6 +64,20 @@ enum class Stat : uint8_t {
 };
 
 inline constexpr size_t kStatCount = static_cast<size_t>(Stat::kCount);
+
+// The CPU-time counters: measured, so they differ from run to run (comparisons of two
+// decodes' counters leave them out).
+inline constexpr bool IsCpuTime(Stat stat) {
+  return stat == Stat::kPieceCpuNs || stat == Stat::kPieceStartCpuNs || stat == Stat::kSerialCpuNs ||
+         stat == Stat::kLoadCpuNs || stat == Stat::kSetupCpuNs || stat == Stat::kProcessCpuNs;
+}
+
+// What one piece of a parallel decode cost, for the makespan model (bench/parallel).
+struct PieceCost {
+  uint64_t bytes = 0;          // of PT
+  uint64_t cpu_ns = 0;         // thread CPU time of its decode (parallel work)
+  uint64_t serial_cpu_ns = 0;  // the calling thread's CPU time to take it in (serial work)
+};
 
 class Stats {
  public:

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/cpu_clock.h"
 #include "common/file_util.h"
 #include "common/progress_bar.h"
 #include "common/trace_dir.h"
@@ -702,6 +703,7 @@ void Decoding::FinishStream(StreamState* state) {
 
 absl::StatusOr<DecodeResult> Decoding::Run() {
   auto start = std::chrono::steady_clock::now();
+  const uint64_t setup_started = ThreadCpuNs();
   absl::StatusOr<TraceMeta> meta = ReadTraceMeta(dir_);
   if (!meta.ok()) return meta.status();
   meta_ = *std::move(meta);
@@ -772,6 +774,8 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   const bool in_pieces = jobs > 1 && options_.block_observer == nullptr && options_.flow_observer == nullptr &&
                          options_.coverage == nullptr;
   result_.stats.Set(Stat::kJobs, in_pieces ? static_cast<uint64_t>(jobs) : 1);
+  const uint64_t decode_started = ThreadCpuNs();
+  result_.stats.Set(Stat::kSetupCpuNs, decode_started - setup_started);
   if (!in_pieces) {
     for (; finished < streams.size() && !Cancelled(); ++finished) {
       absl::Status s = DecodeStream(streams[finished].get());
@@ -779,6 +783,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
       if (Cancelled()) break;
       FinishStream(streams[finished].get());
     }
+    result_.stats.Set(Stat::kSerialCpuNs, ThreadCpuNs() - decode_started);
   } else {
     std::vector<StreamJob*> stream_jobs;
     for (auto& state : streams) stream_jobs.push_back(&state->job);
@@ -791,8 +796,18 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
       FinishStream(streams[index].get());
       finished = index + 1;
     };
-    absl::Status s = DecodeStreamsInParallel(stream_jobs, parallel);
+    ParallelCosts costs;
+    absl::Status s = DecodeStreamsInParallel(stream_jobs, parallel, &costs);
     if (!s.ok()) return s;
+    result_.stats.Set(Stat::kPieces, costs.pieces.size());
+    result_.stats.Set(Stat::kPieceRedos, costs.redos);
+    result_.stats.Set(Stat::kSerialCpuNs, costs.serial_cpu_ns);
+    result_.stats.Set(Stat::kLoadCpuNs, costs.load_cpu_ns);
+    result_.stats.Set(Stat::kPieceStartCpuNs, costs.start_cpu_ns);
+    uint64_t piece_cpu_ns = 0;
+    for (const PieceCost& piece : costs.pieces) piece_cpu_ns += piece.cpu_ns;
+    result_.stats.Set(Stat::kPieceCpuNs, piece_cpu_ns);
+    result_.pieces = std::move(costs.pieces);
   }
   if (Cancelled()) {
     // Ctrl-C: close what the stream being decoded left open, then say so on every thread
@@ -824,6 +839,7 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     if (std::string summary = debuginfod->Summary(); !summary.empty()) result_.notes.push_back(std::move(summary));
   }
   result_.stats.Set(Stat::kThreads, threads_.size());
+  result_.stats.Set(Stat::kProcessCpuNs, ProcessCpuNs());
   result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result_;
 }
@@ -1003,6 +1019,17 @@ std::string DecodeStatsJson(const DecodeResult& result) {
     // Where it always was (scripts read the keys, but people read the file).
     if (stat == Stat::kSegments) absl::StrAppend(&json, absl::StrFormat(", \"seconds\": %.6f", result.seconds));
   }
+  // Each piece's cost, in the order the pieces were handed out (the makespan model's input).
+  auto list = [&](absl::string_view key, uint64_t PieceCost::*field) {
+    absl::StrAppend(&json, ", \"", key, "\": [");
+    for (size_t i = 0; i < result.pieces.size(); ++i) {
+      absl::StrAppend(&json, i == 0 ? "" : ", ", result.pieces[i].*field);
+    }
+    json += "]";
+  };
+  list("piece_bytes_each", &PieceCost::bytes);
+  list("piece_cpu_ns_each", &PieceCost::cpu_ns);
+  list("piece_serial_cpu_ns_each", &PieceCost::serial_cpu_ns);
   json += "}\n";
   return json;
 }

@@ -81,6 +81,9 @@ struct DecodeResult {
   // Every decoder's, call-stack model's and level-of-detail filter's counters, merged.
   Stats stats;
   double seconds = 0;
+  // A parallel decode's pieces, in the order they were handed out (empty with one decoder
+  // per stream); their totals are in `stats` (pieces, piece_cpu_ns).
+  std::vector<PieceCost> pieces;
   bool has_cycles = false;  // some stream had CYC packets
   std::vector<std::string> warnings;
   MissingBinaries missing_binaries;  // mapped, not on this machine: their code is not decoded
@@ -113,7 +116,8 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
                                               const DecodeOptions& options);
 
 // `decode --stats-json`: every counter of `result.stats` by its key (decoder/stats.h),
-// and "seconds"; "cycles" only when the trace has CYC.
+// "seconds", and each piece's cost ("piece_bytes_each", "piece_cpu_ns_each",
+// "piece_serial_cpu_ns_each"); "cycles" only when the trace has CYC.
 std::string DecodeStatsJson(const DecodeResult& result);
 
 // The decoding threads for DecodeOptions::jobs = `asked` (0: one per core of `cores`,

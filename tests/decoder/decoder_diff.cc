@@ -103,15 +103,16 @@ std::string CompareFastWithLibiptBlock(const std::string& trace, DecodeOptions o
   }
   const std::vector<FlowEvent>& a = block.log.events;
   if (std::string difference = FirstFlowDifference(a, fast.log.events); !difference.empty()) return difference;
-  // Every counter but `blocks` (libipt splits a few first-visit blocks), `undecodable` and
+  // Every counter but `blocks` (libipt splits a few first-visit blocks), `undecodable`,
   // the fast decoder's own (`tracelet_blocks`, `quick_run_crossed_branches`,
-  // `fast_block_summaries_*`).
+  // `fast_block_summaries_*`) and the CPU times.
   const Stats& x = block.result.stats;
   const Stats& y = fast.result.stats;
   for (size_t i = 0; i < kStatCount; ++i) {
     const Stat stat = static_cast<Stat>(i);
     if (stat == Stat::kBlocks || stat == Stat::kUndecodable || stat == Stat::kTraceletBlocks ||
-        stat == Stat::kCrossedBranches || stat == Stat::kFastRunsShared || stat == Stat::kFastRunsDecoded || x[stat] == y[stat]) {
+        stat == Stat::kCrossedBranches || stat == Stat::kFastRunsShared || stat == Stat::kFastRunsDecoded || IsCpuTime(stat) ||
+        x[stat] == y[stat]) {
       continue;
     }
     return absl::StrFormat("stats differ: %s %d (libipt-block) / %d (fast)", Stats::Key(stat), x[stat], y[stat]);

@@ -21,6 +21,7 @@
 #include "decoder/trace_decoder.h"
 #include "ftf/ftf_check.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "image/module_cache.h"
 #include "image/process_image.h"
 #include "image/section_cache.h"
@@ -295,6 +296,59 @@ TEST(ParallelDecodeTest, InterruptedDecodeFinishesAValidMarkedFile) {
   absl::StatusOr<std::string> bytes = ReadFileToString(out);
   ASSERT_TRUE(bytes.ok());
   EXPECT_NE(bytes->find("decode interrupted"), std::string::npos);
+}
+
+// --stats-json carries what the makespan model (bench/parallel) is computed from: with
+// --jobs 2, each piece decoded (its bytes, the thread CPU time of its decode, the serial
+// time of taking it in), their totals, the buffer's loading and the serial phase; with
+// --jobs 1 no pieces, and the whole decode is the serial phase.
+TEST(ParallelDecodeTest, StatsJsonReportsEachPieceAndTheSerialPhase) {
+  if (!PathExists(kLibc)) GTEST_SKIP() << kLibc << " not present";
+  TempDir tmp;
+  std::string trace = WriteWalk(tmp, 200000, 0);
+  auto stats = [&](const std::vector<std::string>& jobs, const std::string& name) -> nlohmann::json {
+    std::vector<std::string> argv = {PTD_CLI_PATH, "decode", trace, "-o", tmp.Sub(name + ".ftf"), "-q",
+                                     "--stats-json", tmp.Sub(name + ".json")};
+    argv.insert(argv.end(), jobs.begin(), jobs.end());
+    auto d = RunCommand(argv);
+    EXPECT_EQ(d.exit_code, 0) << d.err;
+    return nlohmann::json::parse(ReadFileToString(tmp.Sub(name + ".json")).value_or("{}"), nullptr, false);
+  };
+  const nlohmann::json two = stats({"--jobs", "2", "--piece-bytes", "4096"}, "two");
+  ASSERT_TRUE(two.is_object()) << "no stats JSON";
+  const uint64_t pieces = two.value("pieces", uint64_t{0});
+  ASSERT_GE(pieces, 2u) << two.dump();
+  ASSERT_EQ(two["piece_cpu_ns_each"].size(), pieces);
+  ASSERT_EQ(two["piece_bytes_each"].size(), pieces);
+  ASSERT_EQ(two["piece_serial_cpu_ns_each"].size(), pieces);
+  uint64_t cpu = 0, bytes = 0, serial = 0;
+  for (size_t i = 0; i < pieces; ++i) {
+    EXPECT_GT(two["piece_cpu_ns_each"][i].get<uint64_t>(), 0u) << "piece " << i;
+    EXPECT_GT(two["piece_bytes_each"][i].get<uint64_t>(), 0u) << "piece " << i;
+    cpu += two["piece_cpu_ns_each"][i].get<uint64_t>();
+    bytes += two["piece_bytes_each"][i].get<uint64_t>();
+    serial += two["piece_serial_cpu_ns_each"][i].get<uint64_t>();
+  }
+  EXPECT_EQ(cpu, two["piece_cpu_ns"].get<uint64_t>());
+  EXPECT_GT(two["piece_start_cpu_ns"].get<uint64_t>(), 0u) << "each thread made a decoder for its first piece";
+  EXPECT_LT(two["piece_start_cpu_ns"].get<uint64_t>(), cpu);
+  EXPECT_EQ(bytes, two["bytes"].get<uint64_t>()) << "the pieces cover the trace";
+  EXPECT_GT(serial, 0u);
+  EXPECT_GE(two["serial_cpu_ns"].get<uint64_t>(), serial) << "taking the pieces in is part of the serial phase";
+  EXPECT_GT(two["setup_cpu_ns"].get<uint64_t>(), 0u);
+  EXPECT_GT(two["load_cpu_ns"].get<uint64_t>(), 0u) << "the pieces' buffer was mapped and scanned";
+  EXPECT_GE(two["process_cpu_ns"].get<uint64_t>(), cpu + two["serial_cpu_ns"].get<uint64_t>() +
+                                                       two["setup_cpu_ns"].get<uint64_t>() +
+                                                       two["load_cpu_ns"].get<uint64_t>());
+
+  const nlohmann::json one = stats({"--jobs", "1"}, "one");
+  ASSERT_TRUE(one.is_object()) << "no stats JSON";
+  EXPECT_EQ(one["pieces"].get<uint64_t>(), 0u);
+  EXPECT_EQ(one["piece_cpu_ns"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(one["piece_cpu_ns_each"].empty());
+  EXPECT_GT(one["serial_cpu_ns"].get<uint64_t>(), 0u);
+  EXPECT_GE(one["process_cpu_ns"].get<uint64_t>(),
+            one["serial_cpu_ns"].get<uint64_t>() + one["setup_cpu_ns"].get<uint64_t>());
 }
 
 // Every decoder of a stream, whole or in pieces, and the stitcher must drop the same

@@ -64,6 +64,17 @@ TEST(StatsTest, KeysAreDistinctAndEveryOneIsInTheJson) {
   EXPECT_EQ(json.substr(json.size() - 2), "}\n");
 }
 
+TEST(StatsTest, EachPiecesCostIsListedInOrder) {
+  DecodeResult result;
+  EXPECT_THAT(DecodeStatsJson(result), HasSubstr("\"piece_cpu_ns_each\": []"));
+  result.pieces = {{4096, 700, 30}, {8192, 900, 50}};
+  const std::string json = DecodeStatsJson(result);
+  EXPECT_THAT(json, HasSubstr("\"piece_bytes_each\": [4096, 8192]"));
+  EXPECT_THAT(json, HasSubstr("\"piece_cpu_ns_each\": [700, 900]"));
+  EXPECT_THAT(json, HasSubstr("\"piece_serial_cpu_ns_each\": [30, 50]"));
+  EXPECT_EQ(json.substr(json.size() - 2), "}\n");
+}
+
 TEST(StatsTest, CyclesOnlyWhenSomeStreamHadCyc) {
   DecodeResult result;
   result.stats.Add(Stat::kCycles, 0);

@@ -32,9 +32,11 @@ std::string ReadText(const std::string& path) {
   return text.ok() ? *text : "";
 }
 
-// Decode counts without the wall time, which differs from run to run.
+// Decode counts without the times, which differ from run to run: the wall time and the
+// CPU times (`..._cpu_ns`, and a parallel decode's per-piece lists of them).
 std::string StatsWithoutTime(const std::string& json) {
-  return std::regex_replace(json, std::regex(R"("seconds": [0-9.eE+-]+,? ?)"), "");
+  return std::regex_replace(
+      json, std::regex(R"re("(seconds|[a-z_]*cpu_ns|[a-z_]*cpu_ns_each)": (\[[0-9, ]*\]|[0-9.eE+-]+),? ?)re"), "");
 }
 
 uint64_t StatsValue(const std::string& json, const std::string& key) {
