@@ -984,6 +984,13 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
   return result;
 }
 
+absl::StatusOr<DecoderKind> ParseDecoderKind(absl::string_view name) {
+  if (name == "fast") return DecoderKind::kFast;
+  if (name == "libipt-block" || name == "block") return DecoderKind::kBlock;
+  if (name == "libipt-insn" || name == "insn") return DecoderKind::kInsn;
+  return absl::InvalidArgumentError("--decoder must be fast, libipt-block or libipt-insn");
+}
+
 int DecodeJobs(int asked, uint64_t pt_bytes, unsigned cores) {
   if (asked > 0) return asked;
   // One per core, unless the trace is too small to gain: each worker has a decoder,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/missing_binaries.h"
 #include "ftf/function_stats.h"
 #include "decoder/detail_filter.h"
@@ -115,6 +116,10 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
 // `decode --stats-json`: every counter of `result.stats` by its key (decoder/stats.h),
 // and "seconds"; "cycles" only when the trace has CYC.
 std::string DecodeStatsJson(const DecodeResult& result);
+
+// `--decoder`: fast, libipt-block or libipt-insn ("block" and "insn", the names before
+// the fast decoder came, too).
+absl::StatusOr<DecoderKind> ParseDecoderKind(absl::string_view name);
 
 // The decoding threads for DecodeOptions::jobs = `asked` (0: one per core of `cores`,
 // but one for traces under kMinParallelBytes of PT).
