@@ -22,6 +22,7 @@ struct CoverageArgs {
   std::string input;
   std::string output;
   std::string format = "drcov";
+  std::string decoder = "fast";
   std::vector<std::string> buildid_dirs;
   bool verbose = false;
   bool quiet = false;
@@ -35,6 +36,9 @@ absl::Status RunCoverage(const CoverageArgs& args) {
   if (!input.ok()) return input.status();
   decoder::CoverageCollector coverage;
   decoder::DecodeOptions options;
+  absl::StatusOr<decoder::DecoderKind> kind = decoder::ParseDecoderKind(args.decoder);
+  if (!kind.ok()) return kind.status();
+  options.decoder = *kind;
   options.coverage = &coverage;
   options.progress = !args.quiet;
   options.progress_label = "coverage";
@@ -77,6 +81,7 @@ void RegisterCoverageCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("trace", args->input, "Trace directory or perf.data")->required();
   cmd->add_option("-o,--output", args->output, "File to write")->required();
   cmd->add_option("--format", args->format, "drcov (default: module table and basic blocks), lcov (source lines) or text");
+  cmd->add_option("--decoder", args->decoder, "fast (default), libipt-block or libipt-insn: as decode's");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress bar or summary line");
   AddMissingBinaryOptions(cmd, &args->buildid_dirs, &args->verbose);
 }

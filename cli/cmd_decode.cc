@@ -147,16 +147,9 @@ void CatchInterrupts() {
 absl::Status RunDecode(const DecodeArgs& args) {
   decoder::DecodeOptions options;
   if (absl::Status s = ParseDetail(args, &options); !s.ok()) return s;
-  // "block" and "insn" are the names before the fast decoder came.
-  if (args.decoder == "fast") {
-    options.decoder = decoder::DecoderKind::kFast;
-  } else if (args.decoder == "libipt-block" || args.decoder == "block") {
-    options.decoder = decoder::DecoderKind::kBlock;
-  } else if (args.decoder == "libipt-insn" || args.decoder == "insn") {
-    options.decoder = decoder::DecoderKind::kInsn;
-  } else {
-    return absl::InvalidArgumentError("--decoder must be fast, libipt-block or libipt-insn");
-  }
+  absl::StatusOr<decoder::DecoderKind> kind = decoder::ParseDecoderKind(args.decoder);
+  if (!kind.ok()) return kind.status();
+  options.decoder = *kind;
   if (args.time_axis == "time") {
     options.axis = decoder::TimeAxisChoice::kTime;
   } else if (args.time_axis == "instructions") {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/recent_by_address.h"
+#include "decoder/fast_block_decoder.h"
 #include "image/insn_classifier.h"
 #include "image/process_image.h"
 
@@ -25,6 +26,10 @@ constexpr uint64_t kMaxBlockBytes = 0xffff;  // drcov's u16 size
 // Walks `left` instructions from `ip` to end at `end_ip`, following direct jumps and
 // calls (libipt's runs continue through them) and trying both directions of a
 // conditional branch; appends the pieces passed through. False: no path fits.
+// A piece is what the fast decoder's block cache holds as one run
+// (FastBlockCache::Entry), so the runs it counts and the runs walked here are the same
+// blocks: it starts where execution entered it and ends at its first branch of any
+// kind, at the end of its mapping, or after FastBlockCache::kMaxRunInstructions.
 bool Walk(const image::ProcessImage& image, uint64_t ip, uint64_t end_ip, uint32_t left, int guesses,
           std::vector<Piece>* pieces) {
   Piece piece{ip, ip, 0};
@@ -53,35 +58,24 @@ bool Walk(const image::ProcessImage& image, uint64_t ip, uint64_t end_ip, uint32
       pieces->push_back(piece);
       return true;
     }
-    const bool direct_transfer =
-        info.kind == image::BranchKind::kDirectJump || info.kind == image::BranchKind::kDirectCall;
-    if (direct_transfer && info.direct_target != next) {
-      pieces->push_back(piece);
+    const bool branch = info.kind != image::BranchKind::kNone && info.kind != image::BranchKind::kUnknown;
+    if (!branch && piece.instructions < FastBlockCache::kMaxRunInstructions) {
+      at = next;
+      continue;
+    }
+    pieces->push_back(piece);
+    piece = Piece{};
+    if (info.kind == image::BranchKind::kDirectJump || info.kind == image::BranchKind::kDirectCall) {
       at = info.direct_target;
-      piece = Piece{at, at, 0};
-      section_end = 0;
       continue;
     }
     if (info.kind == image::BranchKind::kCondJump && info.direct_target != next) {
       if (guesses >= kMaxGuessedBranches) return false;
       // Not taken first (the common case in a run), then taken.
       const size_t mark = pieces->size();
-      pieces->push_back(piece);
-      if (Walk(image, next, end_ip, left, guesses + 1, pieces)) {
-        // The two pieces are contiguous: one block.
-        Piece& joined = (*pieces)[mark];
-        if (mark + 1 < pieces->size() && (*pieces)[mark + 1].start == joined.end &&
-            (*pieces)[mark + 1].end - joined.start <= kMaxBlockBytes) {
-          joined.end = (*pieces)[mark + 1].end;
-          joined.instructions += (*pieces)[mark + 1].instructions;
-          pieces->erase(pieces->begin() + static_cast<std::ptrdiff_t>(mark) + 1);
-        }
-        return true;
-      }
-      pieces->resize(mark + 1);
-      if (Walk(image, info.direct_target, end_ip, left, guesses + 1, pieces)) return true;
+      if (Walk(image, next, end_ip, left, guesses + 1, pieces)) return true;
       pieces->resize(mark);
-      return false;
+      return Walk(image, info.direct_target, end_ip, left, guesses + 1, pieces);
     }
     at = next;
   }
@@ -95,7 +89,10 @@ class CoverageCollector::StreamObserver : public BlockObserver {
   StreamObserver(CoverageCollector* collector, ImageClock* clock, image::ProcessImage* image)
       : collector_(collector), clock_(clock), image_(image) {}
 
-  void OnBlock(uint64_t ip, uint64_t end_ip, uint32_t count) override {
+  void OnBlock(uint64_t ip, uint64_t end_ip, uint32_t count) override { OnBlocks(ip, end_ip, count, 1); }
+  bool counts_runs() const override { return collector_->counted_runs_; }
+
+  void OnBlocks(uint64_t ip, uint64_t end_ip, uint32_t count, uint64_t times) override {
     image::ProcessImage* image = clock_ != nullptr ? clock_->image() : image_;
     const uint64_t version = clock_ != nullptr ? clock_->version() : 0;
     if (image != last_image_ || version != last_version_) {
@@ -118,8 +115,8 @@ class CoverageCollector::StreamObserver : public BlockObserver {
       recent_.Put(ip, RecentRun{end_ip, count, run});
     }
     const std::vector<uint32_t>& blocks = run_blocks_[run];
-    if (blocks.empty()) ++collector_->unresolved_runs_;
-    for (uint32_t block : blocks) ++collector_->blocks_[block].hits;
+    if (blocks.empty()) collector_->unresolved_runs_ += times;
+    for (uint32_t block : blocks) collector_->blocks_[block].hits += times;
   }
 
  private:
@@ -140,7 +137,7 @@ class CoverageCollector::StreamObserver : public BlockObserver {
   RecentByAddress<RecentRun, 1024> recent_;
 };
 
-CoverageCollector::CoverageCollector() = default;
+CoverageCollector::CoverageCollector(bool counted_runs) : counted_runs_(counted_runs) {}
 CoverageCollector::~CoverageCollector() = default;
 
 std::unique_ptr<BlockObserver> CoverageCollector::ForStream(ImageClock* clock, image::ProcessImage* image) {

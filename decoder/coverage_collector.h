@@ -2,8 +2,11 @@
 // Which code ran, and how often (`ptrace-direct coverage`): every instruction run the
 // decoder reports (BlockObserver) is resolved once into the straight-line pieces of code
 // it executed (libipt's runs follow direct jumps and calls, so one run may be several
-// pieces), each a block keyed by its module and offset there. Memory grows with the code
-// executed, not with the trace: a run seen again is one hash lookup.
+// pieces), each a block keyed by its module and offset there, ending at its first
+// branch. The fast decoder counts the runs of its multi-block path in its block cache
+// and reports each distinct run with its count (FastBlockCache::CountRuns), so coverage
+// decodes at nearly decode's speed. Memory grows with the code executed, not with the
+// trace: one entry per distinct run and per block, whatever the number of executions.
 
 #include <cstdint>
 #include <memory>
@@ -42,7 +45,11 @@ struct CoveredBlock {
 
 class CoverageCollector {
  public:
-  CoverageCollector();
+  // `counted_runs` (the default): the fast decoder counts the runs its multi-block path
+  // takes and hands over the counts (BlockObserver::counts_runs), at its own speed. False:
+  // every run is reported as it is decoded, one block per step (the reference the
+  // tests compare the counted path with). The blocks and counts are the same.
+  explicit CoverageCollector(bool counted_runs = true);
   ~CoverageCollector();
 
   // The observer of one stream's decoder. `clock` (may be null) supplies the image the
@@ -70,6 +77,7 @@ class CoverageCollector {
   std::vector<CoveredBlock> blocks_;
   absl::flat_hash_map<std::tuple<uint32_t, uint64_t, uint32_t>, uint32_t> block_index_;  // (module, offset, size)
   uint64_t unresolved_runs_ = 0;
+  bool counted_runs_ = true;
 };
 
 }  // namespace ptd::decoder

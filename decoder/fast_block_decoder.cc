@@ -2,14 +2,13 @@
 
 #include <cstring>
 
+#include "decoder/flow_decoder.h"
 #include "decoder/libipt_insn_oracle.h"
 
 namespace ptd::decoder {
 namespace {
 
-// Straight-line runs longer than this are cached in parts that continue one another
-// (libipt's trampolines), so an entry's count always fits a block's 16 bits.
-constexpr uint32_t kMaxEntryInsns = 0x400;
+constexpr uint32_t kMaxEntryInsns = FastBlockCache::kMaxRunInstructions;
 
 // The instruction at `ip` in libipt's classes (the project's one x86 decoder, Zydis 4:
 // it decodes what libipt's own decoder does and capstone 4 did not, CET shadow-stack
@@ -63,6 +62,16 @@ pt_config QueryConfig(const pt_config& config) {
   return c;
 }
 }  // namespace
+
+void FastBlockCache::FlushRuns() {
+  if (run_sink_ == nullptr) return;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    Entry& entry = blocks_.data()[i];
+    if (entry.hits == 0) continue;
+    run_sink_->OnBlocks(entry.ip, entry.last.ip, entry.ninsn, entry.hits);
+    entry.hits = 0;
+  }
+}
 
 FastBlockDecoder::FastBlockDecoder(const pt_config& config, FastBlockCache* cache, image::ProcessImage* image,
                                    const PacketQuery::Scan* packet_scan, SectionBlockCache* section_blocks)
@@ -704,7 +713,8 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
   // The tracelet being made: from the block whose entry and bits make `making_key`, at
   // the counts `blocks` and `instructions` had there, until `making_bits` quiet TNT bits
   // are taken.
-  const bool tracelets = query_.uses_packet_query() && max_blocks > 1;
+  const bool tracelets = query_.uses_packet_query() && max_blocks > 1 && !cache_->counts_runs();
+  const bool counting = cache_->counts_runs();
   std::vector<FastBlockCache::Tracelet>& made = cache_->tracelets_;
   if (tracelets && made.empty()) made.resize(size_t{1} << cache_->tracelet_slot_bits_);
   bool making = false;
@@ -771,6 +781,7 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
       }
     }
     ++blocks;
+    if (counting) ++entry->hits;
     instructions += entry->ninsn;
     last_index = static_cast<uint32_t>(entry - blocks_data);
     last_ip = ip;

@@ -32,6 +32,8 @@
 
 namespace ptd::decoder {
 
+class BlockObserver;
+
 // Straight-line runs of code by start IP: `ninsn` instructions, the last (`last`) a
 // branch, the last one of its section, or followed by an instruction that cannot be
 // read or decoded (`error`). Owned by the stream decoder, cleared whenever its image
@@ -57,7 +59,11 @@ class FastBlockCache {
     // a direct branch or the last indirect transfer, [1] after a taken conditional branch.
     // A hot loop's next block is then one load and one compare away, without a hash.
     uint32_t next[2] = {0, 0};
+    uint64_t hits = 0;  // times RunQuick took it, since the last FlushRuns (CountRuns)
   };
+  // Straight-line runs longer than this are cached in parts that continue one another
+  // (libipt's trampolines), so an entry's count always fits a block's 16 bits.
+  static constexpr uint32_t kMaxRunInstructions = 0x400;
   // What RunQuick did with the quiet bits of one TNT packet (PacketQuery::PeekQuietTntBits:
   // taking them reads no packet and sets no status bit), from one block on: a hot loop
   // costs one lookup per TNT packet instead of a step per block. Keyed by the block's
@@ -87,6 +93,7 @@ class FastBlockCache {
   size_t TraceletSlot(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> (64 - tracelet_slot_bits_); }
 
   void Clear() {
+    FlushRuns();
     blocks_.clear();
     index_.clear();
     for (Tracelet& t : tracelets_) t.key = 0;
@@ -102,6 +109,13 @@ class FastBlockCache {
   // Entries made so far (never reset): from the shared SectionBlockCache, and decoded here.
   uint64_t runs_shared() const { return runs_shared_; }
   uint64_t runs_decoded() const { return runs_decoded_; }
+  // Coverage at RunQuick's speed: each entry counts the times RunQuick takes it (without
+  // tracelets, which skip the blocks they hold), and FlushRuns hands the counts to
+  // `sink` (OnBlocks) and zeroes them. The owner flushes before its image changes and
+  // at the end; Clear flushes too. Null: nothing counted.
+  void CountRuns(BlockObserver* sink) { run_sink_ = sink; }
+  bool counts_runs() const { return run_sink_ != nullptr; }
+  void FlushRuns();
 
  private:
   friend class FastBlockDecoder;
@@ -116,6 +130,7 @@ class FastBlockCache {
   pt_exec_mode mode_ = ptem_64bit;
   uint64_t runs_shared_ = 0;
   uint64_t runs_decoded_ = 0;
+  BlockObserver* run_sink_ = nullptr;
 };
 
 // Blocks RunQuick took: `blocks` blocks, `instructions` instructions in all, each

@@ -46,6 +46,16 @@ class BlockObserver {
   virtual ~BlockObserver() = default;
   // `count` instructions executed from `ip` to `end_ip` (the last one), in order.
   virtual void OnBlock(uint64_t ip, uint64_t end_ip, uint32_t count) = 0;
+  // The same run, `times` times. Only an observer that counts_runs() gets these: the fast
+  // decoder's multi-block path counts the straight-line runs it takes (each ends at its
+  // first branch) and reports them later, out of order, but before the decoder's image
+  // changes (the image that ran them is still the current one).
+  virtual void OnBlocks(uint64_t ip, uint64_t end_ip, uint32_t count, uint64_t times) {
+    for (uint64_t i = 0; i < times; ++i) OnBlock(ip, end_ip, count);
+  }
+  // False: every run, in order (what the tests compare). True: order does not matter
+  // (coverage), and the fast decoder keeps its multi-block path.
+  virtual bool counts_runs() const { return false; }
 };
 
 // Keeps a decoder's code image in step with the trace's time (every time axis, when the

@@ -119,6 +119,7 @@ void PtStreamDecoder::AdvanceImage(uint64_t tsc) {
   image_tsc_ = std::max(image_tsc_, tsc);
   uint64_t ns = config_.conversion.TscToNs(tsc);
   if (ns >= next_image_change_) {
+    fast_cache_.FlushRuns();  // counted in the image as it was
     image::ProcessImage* image = image_clock_->AdvanceTo(ns);
     next_image_change_ = std::max(image_clock_->next_change(), ns + 1);
     if (image != image_ || image_clock_->version() != image_version_) {
@@ -610,7 +611,7 @@ int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
   stats_.Add(Stat::kBlocks, run.blocks);
   stats_.Add(Stat::kTraceletBlocks, run.tracelet_blocks);
   stats_.Add(Stat::kCrossedBranches, crossed);
-  if (observer_ != nullptr) observer_->OnBlock(run.last_ip, run.last_end_ip, run.last_ninsn);
+  if (observer_ != nullptr && !fast_cache_.counts_runs()) observer_->OnBlock(run.last_ip, run.last_end_ip, run.last_ninsn);
   if (run.ends_crossed) return;
   uint64_t offset = 0;
   if (cycles_.active() && decoder.GetOffset(&offset) >= 0) [[unlikely]] cycles_.At(offset);
@@ -764,10 +765,11 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
           QuickRun run;
           run.lo = pending_range_.start;
           run.hi = pending_range_.end;
-          // One block at a time where each is looked at (observer). Cycles need no look
+          // One block at a time where each is looked at in order (an observer that does
+          // not count runs: FastBlockCache::CountRuns). Cycles need no look
           // inside a run: no event comes from it, and the cursor's value at the run's end
           // (HandleQuickRun) is the last block's (it never decreases with the offset).
-          run.max_blocks = observer_ != nullptr ? 1 : UINT32_MAX;
+          run.max_blocks = observer_ != nullptr && !fast_cache_.counts_runs() ? 1 : UINT32_MAX;
           run.ranges = &ranges_;
           run.watch_time = config_.axis == TimeAxis::kTime;
           run.tsc = last_update_tsc_;
@@ -804,6 +806,7 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
   } else {
     SettleBranchSample();  // the clock's last time includes the last branch's
   }
+  fast_cache_.FlushRuns();
   set_libipt_image_ = nullptr;
   fast_ = nullptr;
   Api::Free(decoder);

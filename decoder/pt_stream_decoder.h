@@ -53,7 +53,10 @@ class PtStreamDecoder : public FlowDecoder {
   uint64_t last_time() const override { return clock_.last(); }
   uint64_t cycles_total() const override { return cycles_total_; }
 
-  void set_block_observer(BlockObserver* observer) override { observer_ = observer; }
+  void set_block_observer(BlockObserver* observer) override {
+    observer_ = observer;
+    fast_cache_.CountRuns(observer != nullptr && observer->counts_runs() ? observer : nullptr);
+  }
   void set_image_clock(ImageClock* clock) override { image_clock_ = clock; }
   void set_cancel_flag(const std::atomic<bool>* cancel) override { cancel_ = cancel; }
   void set_progress(std::function<void(uint64_t offset)> progress) override { progress_ = std::move(progress); }

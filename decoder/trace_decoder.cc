@@ -8,11 +8,11 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
-#include <set>
 #include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -158,21 +158,36 @@ class ThreadRouter : public FlowConsumer {
   std::vector<ThreadState*> routed_;  // threads this per-CPU stream fed, to finish at its end
 };
 
+// Every thread of one trace as one process of a file that holds other traces too
+// (DecodeTracesToOneFtf): its koid, its name, and what is added to each tid.
+struct OneProcess {
+  uint64_t koid = 0;
+  std::string name;
+  uint64_t tid_base = 0;
+};
+
 class FtfSinks : public ThreadSinkFactory {
  public:
-  FtfSinks(ftf::FtfWriter* writer, const DecodeOptions& options) : writer_(writer), options_(options) {}
+  FtfSinks(ftf::FtfWriter* writer, const DecodeOptions& options, const OneProcess* as_one_process = nullptr)
+      : writer_(writer), options_(options), one_(as_one_process) {}
   SliceSink* ForThread(int pid, int tid, const std::string& thread_name,
                        const std::string& process_name) override {
-    if (written_processes_.insert({pid, true}).second) writer_->WriteProcess(pid, process_name);
-    writer_->WriteThread(pid, tid, absl::StrCat(thread_name, " ", tid));
-    sinks_.push_back(std::make_unique<FtfSliceSink>(writer_, pid, tid, options_.window_begin, options_.window_end));
+    const uint64_t pid_koid = one_ != nullptr ? one_->koid : static_cast<uint64_t>(pid);
+    const uint64_t tid_koid = one_ != nullptr ? one_->tid_base + static_cast<uint64_t>(tid) : static_cast<uint64_t>(tid);
+    if (written_processes_.insert(pid_koid).second) {
+      writer_->WriteProcess(pid_koid, one_ != nullptr ? one_->name : process_name);
+    }
+    writer_->WriteThread(pid_koid, tid_koid, absl::StrCat(thread_name, " ", tid));
+    sinks_.push_back(
+        std::make_unique<FtfSliceSink>(writer_, pid_koid, tid_koid, options_.window_begin, options_.window_end));
     return sinks_.back().get();
   }
 
  private:
   ftf::FtfWriter* writer_;
   DecodeOptions options_;
-  std::map<int, bool> written_processes_;
+  const OneProcess* one_;
+  std::set<uint64_t> written_processes_;
   std::vector<std::unique_ptr<FtfSliceSink>> sinks_;
 };
 
@@ -962,6 +977,36 @@ static absl::StatusOr<DecodeResult> DecodeTraceToFtfWithinSize(const std::string
   }
 }
 
+// Writes the FTF file `output` with what `fill` writes. A regular file is written beside
+// its final name and renamed into place, so a decode rejected before it wrote any event
+// (a window outside the trace, an unknown --tid) leaves no file and an earlier output
+// untouched. A device or FIFO is written directly. The file is finished either way, so a
+// decode that stopped early still opens.
+static absl::Status WriteFtfFile(const std::string& output,
+                                 const std::function<absl::Status(ftf::FtfWriter* writer)>& fill) {
+  struct stat st;
+  const bool special = ::stat(output.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const std::string written_path =
+      special ? output
+              : absl::StrCat(output, ".", ::getpid(), ".partial", absl::EndsWith(output, ".gz") ? ".gz" : "");
+  absl::StatusOr<std::unique_ptr<ftf::FtfWriter>> writer = ftf::FtfWriter::Open(written_path);
+  if (!writer.ok()) return writer.status();
+  const absl::Status filled = fill(writer->get());
+  absl::Status closed = (*writer)->Close();
+  const bool wrote_events = (*writer)->stats().events > 0;
+  if (!special) {
+    if (!closed.ok() || (!filled.ok() && !wrote_events)) {
+      ::unlink(written_path.c_str());
+    } else if (::rename(written_path.c_str(), output.c_str()) != 0) {
+      const int error = errno;
+      ::unlink(written_path.c_str());
+      return ErrnoError("rename to " + output, written_path, error);
+    }
+  }
+  if (!filled.ok()) return filled;
+  return closed;
+}
+
 absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
                                               const DecodeOptions& options) {
   if (options.max_output_bytes > 0 && !output.empty()) return DecodeTraceToFtfWithinSize(trace_dir, output, options);
@@ -971,33 +1016,43 @@ absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, cons
   }
   // An unreadable trace directory (no or corrupt meta.json) makes no output file.
   if (absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace_dir); !meta.ok()) return meta.status();
-  // A regular file is written beside its final name and renamed into place, so a decode
-  // rejected before it wrote any event (a window outside the trace, an unknown --tid)
-  // leaves no file and an earlier output untouched. A device or FIFO is written directly.
-  struct stat st;
-  const bool special = ::stat(output.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-  const std::string written_path =
-      special ? output
-              : absl::StrCat(output, ".", ::getpid(), ".partial", absl::EndsWith(output, ".gz") ? ".gz" : "");
-  absl::StatusOr<std::unique_ptr<ftf::FtfWriter>> writer = ftf::FtfWriter::Open(written_path);
-  if (!writer.ok()) return writer.status();
-  FtfSinks sinks(writer->get(), options);
-  absl::StatusOr<DecodeResult> result = DecodeTrace(trace_dir, options, &sinks);
-  // The file is finished either way, so a decode that stopped early still opens.
-  absl::Status closed = (*writer)->Close();
-  const bool wrote_events = (*writer)->stats().events > 0;
-  if (!special) {
-    if (!closed.ok() || (!result.ok() && !wrote_events)) {
-      ::unlink(written_path.c_str());
-    } else if (::rename(written_path.c_str(), output.c_str()) != 0) {
-      const int error = errno;
-      ::unlink(written_path.c_str());
-      return ErrnoError("rename to " + output, written_path, error);
-    }
-  }
-  if (!result.ok()) return result.status();
-  if (!closed.ok()) return closed;
+  absl::StatusOr<DecodeResult> result;
+  absl::Status written = WriteFtfFile(output, [&](ftf::FtfWriter* writer) {
+    FtfSinks sinks(writer, options);
+    result = DecodeTrace(trace_dir, options, &sinks);
+    return result.status();
+  });
+  if (!written.ok()) return written;
   return result;
+}
+
+absl::StatusOr<std::vector<DecodeResult>> DecodeTracesToOneFtf(const std::vector<FtfRun>& runs,
+                                                               const std::string& output) {
+  for (const FtfRun& run : runs) {
+    if (absl::StatusOr<TraceMeta> meta = ReadTraceMeta(run.trace_dir); !meta.ok()) return meta.status();
+  }
+  std::vector<DecodeResult> results;
+  absl::Status written = WriteFtfFile(output, [&](ftf::FtfWriter* writer) -> absl::Status {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      // Linux's tids stay below 2^22 (its largest pid_max): each run's koids are its own.
+      const uint64_t base = static_cast<uint64_t>(i + 1) << 22;
+      const OneProcess process{base, runs[i].name, base};
+      FtfSinks sinks(writer, runs[i].options, &process);
+      absl::StatusOr<DecodeResult> result = DecodeTrace(runs[i].trace_dir, runs[i].options, &sinks);
+      if (!result.ok()) return result.status();
+      results.push_back(*std::move(result));
+    }
+    return absl::OkStatus();
+  });
+  if (!written.ok()) return written;
+  return results;
+}
+
+absl::StatusOr<DecoderKind> ParseDecoderKind(absl::string_view name) {
+  if (name == "fast") return DecoderKind::kFast;
+  if (name == "libipt-block" || name == "block") return DecoderKind::kBlock;
+  if (name == "libipt-insn" || name == "insn") return DecoderKind::kInsn;
+  return absl::InvalidArgumentError("--decoder must be fast, libipt-block or libipt-insn");
 }
 
 int DecodeJobs(int asked, uint64_t pt_bytes, unsigned cores) {

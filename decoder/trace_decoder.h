@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/missing_binaries.h"
 #include "ftf/function_stats.h"
 #include "decoder/detail_filter.h"
@@ -115,10 +116,27 @@ absl::StatusOr<DecodeResult> DecodeTrace(const std::string& trace_dir, const Dec
 absl::StatusOr<DecodeResult> DecodeTraceToFtf(const std::string& trace_dir, const std::string& output,
                                               const DecodeOptions& options);
 
+// `diff -o`: traces decoded into one FTF file side by side, each with its own options
+// (its function_stats, say): every thread of a trace under one process named `name`
+// (koid (i + 1) << 22 for the i-th run, its threads' koids that plus their tids; each
+// thread's name ends in its tid), its slices as DecodeTraceToFtf writes them. One
+// result per run, in order.
+struct FtfRun {
+  std::string trace_dir;
+  std::string name;
+  DecodeOptions options;
+};
+absl::StatusOr<std::vector<DecodeResult>> DecodeTracesToOneFtf(const std::vector<FtfRun>& runs,
+                                                               const std::string& output);
+
 // `decode --stats-json`: every counter of `result.stats` by its key (decoder/stats.h),
 // "seconds", and each piece's cost ("piece_bytes_each", "piece_cpu_ns_each",
 // "piece_serial_cpu_ns_each"); "cycles" only when the trace has CYC.
 std::string DecodeStatsJson(const DecodeResult& result);
+
+// `--decoder`: fast, libipt-block or libipt-insn ("block" and "insn", the names before
+// the fast decoder came, too).
+absl::StatusOr<DecoderKind> ParseDecoderKind(absl::string_view name);
 
 // The decoding threads for DecodeOptions::jobs = `asked` (0: one per core of `cores`,
 // but one for traces under kMinParallelBytes of PT).

@@ -4,8 +4,10 @@
 // one made, no other function's own work moves, a gate on it fails naming only it; and
 // one program recorded twice gives the same exact figures (a determinism check).
 #include <map>
-#include <vector>
+#include <regex>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -63,6 +65,26 @@ class DiffTest : public ::testing::Test {
     }
     return out;
   }
+  // ftf-dump of an FTF file: each process's (by name) begin, end and instant events in
+  // order, without their pid and tid (koids differ between files).
+  static std::map<std::string, std::vector<std::string>> SlicesByProcess(const std::string& ftf) {
+    std::map<std::string, std::vector<std::string>> out;
+    const CommandResult dump = RunCli({"ftf-dump", ftf});
+    EXPECT_EQ(dump.exit_code, 0) << dump.err;
+    std::map<std::string, std::string> process_names;  // koid -> name
+    static const std::regex process(R"re(kernel_object process koid=(\d+) name="(.*)")re");
+    static const std::regex event(R"(^@\S+ ((begin|end|instant) ts=\S+) pid=(\d+) tid=\d+ (.*)$)");
+    std::istringstream lines(dump.out);
+    for (std::string line; std::getline(lines, line);) {
+      std::smatch m;
+      if (std::regex_search(line, m, process)) {
+        process_names[m[1]] = m[2];
+      } else if (std::regex_match(line, m, event)) {
+        out[process_names[m[3]]].push_back(absl::StrCat(m[1].str(), " ", m[4].str()));
+      }
+    }
+    return out;
+  }
   TempDir tmp_;
 };
 
@@ -91,11 +113,34 @@ TEST_F(DiffTest, TwoBuildsDifferInExactlyTheChangedFunction) {
   EXPECT_THAT(gated.out, HasSubstr("step"));
   EXPECT_EQ(RunCli({"diff", a, b, "--fail-on", "step:instructions>+51%"}).exit_code, 0);
   EXPECT_EQ(RunCli({"diff", a, b, "--fail-on", "step:instructions>+49%"}).exit_code, 1);
+  // Both runs side by side in one FTF file: one process per run, named for it, holding
+  // the slices its own decode writes; the comparison is the same.
+  const std::string side_by_side = tmp_.Sub("a_b.ftf");
+  const CommandResult with_ftf = RunCli({"diff", a, b, "--json", "-o", side_by_side});
+  ASSERT_EQ(with_ftf.exit_code, 0) << with_ftf.err;
+  EXPECT_EQ(with_ftf.out, json.out);
+  const std::map<std::string, std::vector<std::string>> runs = SlicesByProcess(side_by_side);
+  ASSERT_EQ(runs.size(), 2u) << "processes in the side-by-side file";
+  for (const std::string& run : {a, b}) {
+    const std::string own = tmp_.Sub(absl::StrCat(run == a ? "a" : "b", ".ftf"));
+    ASSERT_EQ(RunCli({"decode", "-q", run, "-o", own}).exit_code, 0);
+    const std::map<std::string, std::vector<std::string>> decoded = SlicesByProcess(own);
+    ASSERT_EQ(decoded.size(), 1u);
+    const std::string name = absl::StrCat(run == a ? "A: " : "B: ", run);
+    ASSERT_TRUE(runs.count(name)) << name;
+    EXPECT_GT(decoded.begin()->second.size(), 100u);
+    EXPECT_TRUE(runs.at(name) == decoded.begin()->second) << name << ": other slices than its own decode's";
+  }
   // The baseline may be a stored summary (decode --summary --json).
   const CommandResult cli_baseline = RunCli({"decode", "-q", a, "--summary", "--json"});
   ASSERT_EQ(cli_baseline.exit_code, 0) << cli_baseline.err;
   const std::string stored = tmp_.Sub("baseline.json");
   ASSERT_TRUE(WriteFileAtomic(stored, cli_baseline.out).ok());
+  // (A summary holds no slices to write side by side.)
+  const CommandResult no_slices = RunCli({"diff", stored, b, "-o", tmp_.Sub("none.ftf")});
+  EXPECT_EQ(no_slices.exit_code, 2);
+  EXPECT_THAT(no_slices.err, HasSubstr("--output writes the runs' slices from their traces"));
+  EXPECT_FALSE(PathExists(tmp_.Sub("none.ftf")));
   const CommandResult from_stored = RunCli({"diff", stored, b, "--fail-on", "calls>+10%"});
   EXPECT_EQ(from_stored.exit_code, 1);
   EXPECT_THAT(from_stored.err, HasSubstr("step: calls +50.0%"));
