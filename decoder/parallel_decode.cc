@@ -546,9 +546,10 @@ absl::Status Engine::Run() {
   finish();
   if (costs_ != nullptr) {
     for (const std::unique_ptr<Piece>& piece : pieces_) {
-      if (piece->done) costs_->pieces.push_back({piece->bytes, piece->cpu_ns, piece->serial_cpu_ns});
       costs_->load_cpu_ns += piece->load_cpu_ns;
-      if (piece->done) costs_->start_cpu_ns += piece->start_cpu_ns;
+      if (!piece->done) continue;
+      costs_->pieces.push_back({piece->bytes, piece->cpu_ns, piece->serial_cpu_ns});
+      costs_->start_cpu_ns += piece->start_cpu_ns;
     }
     costs_->serial_cpu_ns = ThreadCpuNs() - run_started - own_pieces_ns;
   }
