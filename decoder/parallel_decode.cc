@@ -31,6 +31,7 @@ struct Buffer {
   PacketQuery::Scan packet_scan;
   int index_threads = 1;      // ... both on this many threads at once (the other pieces wait)
   CycleIndex cycles;
+  std::shared_ptr<SharedTimeIndex> times = std::make_shared<SharedTimeIndex>();
 
   const uint8_t* bytes() const;
   const uint8_t* Load() {
@@ -358,7 +359,7 @@ void Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoders, P
   piece->steps.reserve(room);
   const uint8_t* padded = piece->buffer->Load();
   const PtBuffer buffer{padded, piece->buffer->size, piece->buffer->file_offset, &piece->buffer->psbs,
-                        piece->buffer->packet_scan};
+                        piece->buffer->packet_scan, piece->buffer->times};
   absl::StatusOr<PieceOutcome> outcome =
       DecodePiece(ts->decoder.get(), buffer, job.config.cycles ? &piece->buffer->cycles : nullptr, spec,
                   &piece->events, &piece->steps);
