@@ -854,7 +854,10 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
         // instructions are counted, and cycles are looked up at the crossed branches'
         // offsets and at the run's end.)
         uint64_t tsc = 0;
-        if (run->watch_time && query_.Time(&tsc, nullptr, nullptr) >= 0 && tsc != 0 && tsc != run_tsc) {
+        const bool timed =
+            run->watch_time && (run->times != nullptr ? (tsc = run->times->At(now), true)
+                                                      : query_.Time(&tsc, nullptr, nullptr) >= 0);
+        if (timed && tsc != 0 && (run->times != nullptr ? tsc > run_tsc : tsc != run_tsc)) {
           if (!crossing || run->crossed_count == QuickRun::kMaxCrossed) break;
           new_tsc = run_tsc = tsc;
         }

@@ -28,6 +28,7 @@
 #include "decoder/function_range_cache.h"
 #include "decoder/query_source.h"
 #include "decoder/section_block_cache.h"
+#include "decoder/time_index.h"
 #include "image/process_image.h"
 
 namespace ptd::decoder {
@@ -150,6 +151,7 @@ struct QuickRun {
   // `ranges` (it notes the new time in `crossed`).
   bool watch_time = false;
   uint64_t tsc = 0;
+  const TimeIndex* times = nullptr;  // the time at a query offset (null: the query's time)
   // Out.
   uint32_t blocks = 0;  // 0: none (nothing was consumed)
   uint32_t tracelet_blocks = 0;  // of these, taken through tracelets

@@ -23,6 +23,7 @@
 #include "common/host_info.h"
 #include "common/trace_meta.h"
 #include "decoder/cycle_index.h"
+#include "decoder/time_index.h"
 #include "decoder/flow_event.h"
 #include "decoder/insn_classifier.h"
 #include "decoder/packet_query.h"
@@ -105,6 +106,9 @@ struct PtBuffer {
   // What the fast decoder's query layer needs to know of the bytes (scanned once per
   // buffer; the default sends it to libipt's query decoder).
   PacketQuery::Scan packet_scan;
+  // The time of each packet (time axis; built by the first decoder that asks): null, the
+  // time the flow decoder reports.
+  std::shared_ptr<SharedTimeIndex> times;
 };
 
 // The resync remedy's state (where to resynchronize after an error), as it is at a point

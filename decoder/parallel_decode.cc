@@ -32,6 +32,7 @@ struct Buffer {
   PacketQuery::Scan packet_scan;
   int index_threads = 1;      // ... both on this many threads at once (the other pieces wait)
   CycleIndex cycles;
+  std::shared_ptr<SharedTimeIndex> times = std::make_shared<SharedTimeIndex>();
 
   const uint8_t* bytes() const;
   const uint8_t* Load() {
@@ -371,7 +372,7 @@ uint64_t Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoder
   const uint8_t* padded = piece->buffer->Load();
   piece->load_cpu_ns += ThreadCpuNs() - before_load;
   const PtBuffer buffer{padded, piece->buffer->size, piece->buffer->file_offset, &piece->buffer->psbs,
-                        piece->buffer->packet_scan};
+                        piece->buffer->packet_scan, piece->buffer->times};
   absl::StatusOr<PieceOutcome> outcome =
       DecodePiece(ts->decoder.get(), buffer, job.config.cycles ? &piece->buffer->cycles : nullptr, spec,
                   &piece->events, &piece->steps);

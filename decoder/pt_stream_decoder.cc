@@ -555,11 +555,17 @@ template <class Api>
 [[gnu::always_inline]] inline void PtStreamDecoder::TimeAfterStep(typename Api::Decoder* decoder, bool offset_fresh,
                                                                   uint64_t offset, uint64_t* time_offset) {
   if (config_.axis != TimeAxis::kTime || (offset_fresh && offset == *time_offset)) return;
-
   *time_offset = offset_fresh ? offset : UINT64_MAX;
   uint64_t tsc = 0;
   uint32_t lost_mtc = 0, lost_cyc = 0;
-  if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) UpdateTime(tsc);
+  if (time_index_ != nullptr && offset_fresh) {
+    // The index has no time for events (each brings its own): a branch packet before
+    // the last event's is no news.
+    const uint64_t at = time_index_->At(offset);
+    if (at > last_update_tsc_) UpdateTime(at);
+  } else if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) {
+    UpdateTime(tsc);
+  }
 }
 
 // One block. An error can come with the instructions decoded before it: they count.
@@ -661,6 +667,7 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
   typename Api::Decoder* decoder = Api::Alloc(this, &c);
   if (decoder == nullptr) return absl::InternalError(absl::StrCat(Api::kAllocName, " failed"));
   next_image_change_ = 0;  // the first timing update places the image (a redo may go back)
+  time_index_ = config_.axis == TimeAxis::kTime && buffer.times != nullptr ? &buffer.times->Get(c) : nullptr;
   libipt_image_ = image_->libipt_image();
   set_libipt_image_ = [decoder](pt_image* image) { Api::SetImage(decoder, image); };
   Api::SetImage(decoder, libipt_image_);
@@ -688,7 +695,10 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
         // The PSB+ just read carries the TSC: the segment's first events need it.
         uint64_t tsc = 0;
         uint32_t lost_mtc = 0, lost_cyc = 0;
-        if (Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) {
+        uint64_t at = 0;
+        const bool indexed = time_index_ != nullptr && Api::GetOffset(decoder, &at) >= 0;
+        if (indexed) tsc = time_index_->At(at);
+        if (indexed || Api::Time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0) {
           if (piece_ != nullptr && !piece_seeded_) {
             SeedPieceTime(tsc);
           } else {
@@ -773,6 +783,7 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
           run.ranges = &ranges_;
           run.watch_time = config_.axis == TimeAxis::kTime;
           run.tsc = last_update_tsc_;
+          run.times = time_index_;
           if (cancel_ != nullptr || progress_) {
             if (until_cancel_check == 1) break;  // the loop above checks
             run.max_blocks = std::min(run.max_blocks, until_cancel_check - 1);
@@ -809,6 +820,7 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
   fast_cache_.FlushRuns();
   set_libipt_image_ = nullptr;
   fast_ = nullptr;
+  time_index_ = nullptr;
   Api::Free(decoder);
   return absl::OkStatus();
 }
@@ -835,7 +847,9 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
   }
   need_enable_ = true;
   pending_.valid = false;
-  absl::Status status = Run(PtBuffer{padded, size, base_offset, &psbs, scan}, DecodeStart(), nullptr);
+  std::shared_ptr<SharedTimeIndex> times;
+  if (config_.axis == TimeAxis::kTime) times = std::make_shared<SharedTimeIndex>();
+  absl::Status status = Run(PtBuffer{padded, size, base_offset, &psbs, scan, times}, DecodeStart(), nullptr);
   // No later update times what is left of the chunk (the stitcher does the same).
   clock_.Finish(PendingTicket());
   return status;

@@ -158,6 +158,9 @@ class PtStreamDecoder : public FlowDecoder {
   CycleCursor cycles_;
   uint64_t cycles_total_ = 0;
   TimeInterpolator clock_;
+  // The time axis: the time of each packet of the buffer being decoded (null: the flow
+  // decoder's time).
+  const TimeIndex* time_index_ = nullptr;
   // The last TSC UpdateTime was given: repeats change nothing (the clock ignores them,
   // and so does its replay of a piece's steps).
   uint64_t last_update_tsc_ = 0;

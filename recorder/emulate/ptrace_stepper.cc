@@ -296,7 +296,7 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
     bool traced = thread->syscall_traced;
     // A syscall retired at its entry (EnterSyscall); its frames move now, at its end.
     const uint64_t now = thread->syscall_entered ? clock_.Now(thread->tid) : clock_.Retire(thread->tid);
-    if (!thread->syscall_entered) traced = RetireInsn(thread, insn, now, now);
+    if (!thread->syscall_entered) traced = RetireInsn(thread, insn, now, now + clock_.InstructionLength());
     thread->syscall_entered = false;
     // Lost to an overflow, the frames still follow RSP so later depths stay right.
     thread->frames.OnRetire(insn, thread->rsp, regs.rsp, now, traced ? truth_ : nullptr);
@@ -325,8 +325,8 @@ absl::Status PtraceStepper::OnRegisters(Thread* thread, bool handler_entry, int 
   return absl::OkStatus();
 }
 
-bool PtraceStepper::RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry) {
-  const bool traced = streams_->Retire(thread->pid, thread->tid, insn, time, kernel_entry - time);
+bool PtraceStepper::RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time, uint64_t retired) {
+  const bool traced = streams_->Retire(thread->pid, thread->tid, insn, time, retired - time);
   if (insn.kind == BranchKind::kUnknown) ++stats_.undecodable;
   if (insn.kind == BranchKind::kFarTransfer) ++stats_.syscalls;
   if (!traced) {
@@ -339,7 +339,7 @@ bool PtraceStepper::RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_
   WriteLost(thread, time);
   if (truth_ != nullptr) {
     truth_->Instruction(thread->pid, thread->tid, insn.ip, time);
-    if (insn.kind == BranchKind::kFarTransfer) truth_->Syscall(thread->pid, thread->tid, kernel_entry, insn.ip);
+    if (insn.kind == BranchKind::kFarTransfer) truth_->Syscall(thread->pid, thread->tid, retired, insn.ip);
   }
   return true;
 }

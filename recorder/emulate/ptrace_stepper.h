@@ -128,8 +128,9 @@ class PtraceStepper {
   bool InStableCode(Thread* thread);
   void Resume(Thread* thread, int signal);
   // PT packets, stats and truth of one retired instruction; false: lost to an overflow.
-  // A syscall enters the kernel at `kernel_entry` (>= time).
-  bool RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry);
+  // The instruction starts at `time` and retires at `retired` (a syscall enters the
+  // kernel then).
+  bool RetireInsn(Thread* thread, const ExecutedInsn& insn, uint64_t time, uint64_t retired);
   // Before a plain step of a syscall: retires it at its entry into the kernel.
   void EnterSyscall(Thread* thread);
   void EndThread(Thread* thread, uint64_t next_ip, uint64_t time);

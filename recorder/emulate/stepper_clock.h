@@ -58,6 +58,9 @@ class StepperClock {
 
   // The time of an instruction `tid` retired (its process's clock advances 1 ns).
   uint64_t Retire(int tid);
+  // How long an instruction takes: 1 ns on the virtual axis (it retires then); unknown,
+  // 0, on the wall axis.
+  uint64_t InstructionLength() const { return options_.wall ? 0 : 1; }
   // The time of `tid`'s next instruction (nothing advances).
   uint64_t Now(int tid);
   // The syscall instruction `tid` just retired at `insn_time` (Retire) enters the kernel:

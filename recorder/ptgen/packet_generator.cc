@@ -247,8 +247,8 @@ void PacketGenerator::Enable(uint64_t ip, uint64_t time) {
   ++stats_.enables;
 }
 
-void PacketGenerator::AddTntBit(bool taken) {
-  if (tnt_bits_ == 0) tnt_first_time_ = last_time_;
+void PacketGenerator::AddTntBit(bool taken, uint64_t time) {
+  if (tnt_bits_ == 0) tnt_first_time_ = time;
   tnt_payload_ = (tnt_payload_ << 1) | (taken ? 1 : 0);
   ++tnt_bits_;
   ++stats_.tnt_bits;
@@ -336,8 +336,9 @@ void PacketGenerator::RetireLeaving(const ExecutedInsn& insn, uint64_t time) {
   ++stats_.disables;
 }
 
-void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry_delay) {
+void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time, uint64_t length) {
   BeginInsn(insn.ip, time);
+  const uint64_t retired = time + length;
   const uint64_t fall_through = insn.ip + insn.size;
   switch (insn.kind) {
     case BranchKind::kNone:
@@ -347,7 +348,7 @@ void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time, uint64_t k
       ++stats_.unknown_insns;
       break;
     case BranchKind::kCondJump:
-      AddTntBit(insn.next_ip != fall_through);
+      AddTntBit(insn.next_ip != fall_through, retired);
       break;
     case BranchKind::kDirectCall:
       // A call to the next instruction reads the IP (PIC code); neither the CPU nor
@@ -356,24 +357,24 @@ void PacketGenerator::Retire(const ExecutedInsn& insn, uint64_t time, uint64_t k
       break;
     case BranchKind::kIndirectCall:
       PushReturn(fall_through);
-      EmitTip(insn.next_ip, time);
+      EmitTip(insn.next_ip, retired);
       break;
     case BranchKind::kIndirectJump:
-      EmitTip(insn.next_ip, time);
+      EmitTip(insn.next_ip, retired);
       break;
     case BranchKind::kReturn:
       if (PopReturn(insn.next_ip)) {
         ++stats_.compressed_returns;
-        AddTntBit(true);
+        AddTntBit(true, retired);
       } else {
-        EmitTip(insn.next_ip, time);
+        EmitTip(insn.next_ip, retired);
       }
       break;
     case BranchKind::kFarTransfer:
       // User-only tracing: the CPU enters the kernel, PacketEn drops, and the target
       // (a kernel address) is suppressed.
       FlushTnt();
-      Timing(time + kernel_entry_delay);
+      Timing(retired);
       EmitSuppressedIp(ppt_tip_pgd);
       enabled_ = false;
       ++stats_.disables;

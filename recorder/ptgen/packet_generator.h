@@ -74,10 +74,12 @@ class PacketGenerator {
 
   // An instruction retired at `time`. If tracing is disabled (start, after a syscall or
   // an asynchronous disable) it is first re-enabled at insn.ip (TIP.PGE).
-  // A far transfer (syscall) enters the kernel `kernel_entry_delay` after it retired: its
-  // TIP.PGD is timed there (a front end whose time is an instruction's start passes its
-  // length, one unit on the emulators' virtual clock).
-  void Retire(const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry_delay = 0);
+  // A front end whose time is an instruction's start passes its `length` (one unit on the
+  // emulators' virtual clock): the instruction retires at time + length, and its packets
+  // are timed there — a branch's CYC (its TNT bit or TIP) and a far transfer's (syscall's)
+  // TIP.PGD, the kernel entry. A decoder counts an instruction's time up to its
+  // retirement, so every timing packet then says the time after the same instructions.
+  void Retire(const ExecutedInsn& insn, uint64_t time, uint64_t length = 0);
 
   // `count` instructions that fall through one to the next, the first at `ip`, retired
   // at `time`, time + 1, ...: no packet of their own (block-level front ends retire a
@@ -122,7 +124,7 @@ class PacketGenerator {
   // Before an instruction retires: enable, or the PSB+ / post-overflow FUP that is due.
   void BeginInsn(uint64_t ip, uint64_t time);
   void EmitPsbPlus(uint64_t ip, uint64_t time, bool with_fup);
-  void AddTntBit(bool taken);
+  void AddTntBit(bool taken, uint64_t time);  // `time`: the branch retired
   void FlushTnt();
   // Timing packets due before a packet that happens at `time`: MTCs for the ART edges
   // passed, then CYC (cycle-accurate mode), or a TSC every tsc_interval.

@@ -146,7 +146,7 @@ uint64_t PtStreamSet::SwitchTo(Stream* stream, int pid, int tid, uint64_t time) 
   return in_time;
 }
 
-bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry_delay) {
+bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time, uint64_t length) {
   ThreadSlot& slot = Slot(pid, tid, time);
   Stream* stream = slot.stream;
   if (stream->silent > 0) {
@@ -163,7 +163,7 @@ bool PtStreamSet::Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t ti
   const uint64_t anchors_before = before.psbs + before.enables;
   const uint64_t psbs_before = before.psbs;
   const uint64_t bytes_before = before.bytes;
-  stream->generator->Retire(insn, time, kernel_entry_delay);
+  stream->generator->Retire(insn, time, length);
   NotePsb(stream, psbs_before, bytes_before, time);
   if (stream->next_overflow != 0) MaybeInjectOverflow(stream, insn, time, anchors_before);
   return true;
@@ -190,7 +190,7 @@ void PtStreamSet::RetireBlock(int pid, int tid, uint64_t first_ip, uint64_t stra
   if (leaving) {
     generator->RetireLeaving(last, time + straight);
   } else {
-    generator->Retire(last, time + straight, /*kernel_entry_delay=*/1);
+    generator->Retire(last, time + straight, /*length=*/1);
   }
   NotePsb(slot.stream, before.psbs, before.bytes, time);
   slot.resume_ip = last.next_ip;

@@ -59,9 +59,9 @@ class PtStreamSet {
   PtStreamSet(const PtStreamSet&) = delete;
   PtStreamSet& operator=(const PtStreamSet&) = delete;
 
-  // False: the instruction was lost to an injected overflow (not in the stream). A far
-  // transfer enters the kernel `kernel_entry_delay` after `time` (PacketGenerator::Retire).
-  bool Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time, uint64_t kernel_entry_delay = 0);
+  // False: the instruction was lost to an injected overflow (not in the stream). It
+  // starts at `time` and retires `length` later (PacketGenerator::Retire).
+  bool Retire(int pid, int tid, const ExecutedInsn& insn, uint64_t time, uint64_t length = 0);
   // A basic block: `straight` fall-through instructions from `first_ip` retired at
   // time, time + 1, ..., then `last` at time + straight; a `last` that enters the kernel
   // (syscall) does so when it has run, at time + straight + 1, where the time the caller
