@@ -36,6 +36,10 @@ struct SourceFrame {
   uint32_t call_line = 0;
 };
 
+// "file:line" of where `frame`'s function is defined (its `source` slice arg and its
+// `--summary` line); empty when the debug info names no file.
+std::string DefinitionLocation(const SourceFrame& frame);
+
 class InlineTable {
  public:
   // Opens `debug_path` (an ELF with .debug_info: the code file itself or its separate
@@ -51,6 +55,11 @@ class InlineTable {
   // same innermost frame has the same chain. With `end`: the end (exclusive) of the
   // interval around `address` where the answer stays the same.
   const SourceFrame* InnermostAt(uint64_t address, uint64_t* end = nullptr) const;
+  // The innermost inlined frame at `address` (the frame itself when inlined, else none:
+  // a subprogram's own code or no function), with the interval [*start, *end) around
+  // `address` where it stays the same. What a decoder follows along the code: inlined
+  // slices begin and end only where it changes.
+  const SourceFrame* InlinedAt(uint64_t address, uint64_t* start, uint64_t* end) const;
   // Some inlined call's code lies in [start, end) (ELF addresses).
   bool HasInlinedIn(uint64_t start, uint64_t end) const;
   // The chain at `address`, outermost (the subprogram) first; empty when none.
@@ -65,6 +74,9 @@ class InlineTable {
     const SourceFrame* frame = nullptr;
   };
   struct Unit;
+  // The unit holding `address`, read on first use (with mutex_ held), or nullptr; `start`
+  // and `end` are narrowed to the unit range or the gap around `address`.
+  Unit* UnitAt(uint64_t address, uint64_t* start, uint64_t* end) const;
   struct UnitRange {
     uint64_t start = 0;
     uint64_t end = 0;  // exclusive
