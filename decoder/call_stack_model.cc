@@ -247,31 +247,63 @@ void CallStackModel::EndSegment(const FlowEvent& event, const char* what) {
 }
 
 void CallStackModel::OnEvent(const FlowEvent& event) {
-  if (event.kind == FlowKind::kInline) {
-    OnInline(event);
-    return;
-  }
   const uint64_t previous_time = last_time_;
   last_time_ = event.time;
-  Dispatch(event, previous_time);
+  if (run_known_) FollowInlines(event);
+  OnEventAfterRun(event, previous_time);
+  StartRun(event);
 }
 
-void CallStackModel::OnInline(const FlowEvent& event) {
-  const auto* innermost = reinterpret_cast<const image::SourceFrame*>(event.target);
-  // A resumed goroutine's frames are still being told apart by their held Begins.
-  if (!in_segment_ || frames_.empty() || pending_.active) return;
-  const Frame& top = frames_.back();
-  if (top.kind != FrameKind::kFunction || !top.inlines || top.plt_pending) return;
-  if (innermost != nullptr && top.source != nullptr) {
-    // Inlined into the function on top, not into code the model has no frame for.
-    const image::SourceFrame* outermost = innermost;
-    while (outermost->parent != nullptr) outermost = outermost->parent;
-    if (outermost != top.source) return;
+void CallStackModel::StartRun(const FlowEvent& event) {
+  switch (event.kind) {
+    case FlowKind::kCall:
+    case FlowKind::kReturn:
+    case FlowKind::kJump:
+    case FlowKind::kEnable:
+      run_known_ = event.target_known;
+      break;
+    case FlowKind::kTrapPush:
+    case FlowKind::kTrapPop:
+    case FlowKind::kRaise:
+      return;  // mid-run: the run goes on
+    default:
+      run_known_ = false;
+      return;
   }
-  SetInlineChain(innermost, event);
+  run_ip_ = event.target;
+  run_time_ = event.time;
+  run_instructions_ = event.instructions;
+  run_cycles_ = event.cycles;
 }
 
-void CallStackModel::SetInlineChain(const image::SourceFrame* innermost, const FlowEvent& event) {
+void CallStackModel::FollowInlines(const FlowEvent& event) {
+  switch (event.kind) {
+    case FlowKind::kCall:
+    case FlowKind::kReturn:
+    case FlowKind::kJump:
+    case FlowKind::kSyscall:
+      break;
+    default:
+      return;
+  }
+  // A resumed goroutine's frames are still being told apart by their held Begins.
+  if (frames_.empty() || pending_.active || event.instructions <= run_instructions_) return;
+  const Frame& top = frames_.back();
+  if (top.kind != FrameKind::kFunction || !top.inlines || top.plt_pending || !top.contains(run_ip_)) return;
+  const std::vector<image::ProcessImage::SourceFrameChange>* changes = nullptr;
+  // A run not walked through to the event (not straight after all) takes only the
+  // changes found on the way.
+  resolver_->SourceFramesAlong(run_ip_, event.ip, &changes);
+  if (changes == nullptr) return;
+  const uint64_t count = event.instructions - run_instructions_;
+  for (const image::ProcessImage::SourceFrameChange& change : *changes) {
+    if (change.index >= count) break;
+    SetInlineChain(change.frame, change.index, count, event);
+  }
+}
+
+void CallStackModel::SetInlineChain(const image::SourceFrame* innermost, uint64_t index, uint64_t count,
+                                    const FlowEvent& event) {
   chain_.clear();
   for (const image::SourceFrame* f = innermost; f != nullptr && f->inlined; f = f->parent) chain_.push_back(f);
   std::reverse(chain_.begin(), chain_.end());
@@ -280,17 +312,23 @@ void CallStackModel::SetInlineChain(const image::SourceFrame* innermost, const F
   size_t same = 0;
   while (same < top.inline_open && same < chain_.size() && open_inlines_[first + same].frame == chain_[same]) ++same;
   if (same == top.inline_open && same == chain_.size()) return;
-  while (top.inline_open > same) CloseInline(event.time, event.instructions, event.cycles);
+  // Instruction `index` begins at the run's counts plus `index`; time by instruction.
+  auto interpolate = [&](uint64_t from, uint64_t to) {
+    if (to <= from) return from;
+    return from + static_cast<uint64_t>(static_cast<unsigned __int128>(to - from) * index / count);
+  };
+  const uint64_t time = interpolate(run_time_, event.time);
+  const uint64_t instructions = run_instructions_ + index;
+  const uint64_t cycles = interpolate(run_cycles_, event.cycles);
+  while (top.inline_open > same) CloseInline(time, instructions, cycles);
   MaterializeTop();
   for (size_t i = same; i < chain_.size(); ++i) {
     // Below the fold depth only, so a frame pushed above still finds room for the marker.
     const bool emitted = top.emitted && !top.fold_marker && emitted_on_stack_ + emitted_inlines_ < kFoldDepth;
-    open_inlines_.push_back(OpenInline{chain_[i], event.time, event.instructions, event.cycles, emitted});
+    open_inlines_.push_back(OpenInline{chain_[i], time, instructions, cycles, emitted});
     ++top.inline_open;
     if (emitted) ++emitted_inlines_;
-    if (emitted) {
-      EmitBegin(event.time, chain_[i]->name.empty() ? absl::string_view("[inlined]") : chain_[i]->name, chain_[i]);
-    }
+    if (emitted) EmitBegin(time, chain_[i]->name.empty() ? absl::string_view("[inlined]") : chain_[i]->name, chain_[i]);
   }
 }
 
@@ -304,7 +342,7 @@ void CallStackModel::CloseInline(uint64_t time, uint64_t instructions, uint64_t 
   --frames_.back().inline_open;
 }
 
-void CallStackModel::Dispatch(const FlowEvent& event, uint64_t previous_time) {
+void CallStackModel::OnEventAfterRun(const FlowEvent& event, uint64_t previous_time) {
   switch (event.kind) {
     case FlowKind::kError:
       stats_.Add(Stat::kErrors);

@@ -20,11 +20,12 @@
 //   and its stack starts empty at its entry.
 // - decode error, overflow, lost data: instant event naming the cause, every frame closed,
 //   a new segment at the next enable.
-// - inlined calls (DWARF): the flow decoder follows the innermost inlined frame along
-//   the code and makes a kInline event where it may change (exact instruction count);
-//   the top frame's inlined slices are closed and opened to match its chain. A frame's
-//   inlined slices stay open while it calls out and end with it (return, unwind,
-//   exception).
+// - inlined calls (DWARF): every jump in a function with inlined code makes an event, so
+//   the run between two events is straight; along it the innermost inlined frame is
+//   looked up per instruction (cached per run by the image), and the top frame's
+//   inlined slices are closed and opened where it changes, with exact instruction
+//   counts and times interpolated by instruction between the events. A frame's inlined
+//   slices stay open while it calls out and end with it (return, unwind, exception).
 // - frames deeper than kFoldDepth are folded into one marked slice (Perfetto drops slices
 //   nested deeper than 512).
 // - Go goroutine switches (runtime.mcall; runtime.morestack when newstack switches) park
@@ -165,11 +166,14 @@ class CallStackModel {
   // A "[syscall]" (returns to the syscall's fallthrough) or "[untraced]" frame.
   void PushMarker(FrameKind kind, const FlowEvent& event);
   void Begin(Frame& frame);
-  // A kInline event: the top frame's inlined slices follow the code it runs.
-  void OnInline(const FlowEvent& event);
-  // The top frame's inlined slices become those of `innermost`'s chain, at `event`.
-  void SetInlineChain(const image::SourceFrame* innermost, const FlowEvent& event);
+  // Inlined frames along the run from the last event to `event` (before it is handled).
+  void FollowInlines(const FlowEvent& event);
+  // The top frame's inlined slices become those of `innermost`'s chain, at instruction
+  // `index` of the run of `count` instructions that `event` ends.
+  void SetInlineChain(const image::SourceFrame* innermost, uint64_t index, uint64_t count, const FlowEvent& event);
   void CloseInline(uint64_t time, uint64_t instructions, uint64_t cycles);
+  // Where the run after `event` starts.
+  void StartRun(const FlowEvent& event);
   void PopTop(const FlowEvent& event);
   void PopMarkers(const FlowEvent& event);
   void InferParent(uint64_t address, const FlowEvent& event);
@@ -191,8 +195,8 @@ class CallStackModel {
   // at the bottom): every frame gets a new serial.
   void RenumberFrames();
 
-  // OnEvent's dispatch of every event but kInline.
-  void Dispatch(const FlowEvent& event, uint64_t previous_time);
+  // OnEvent's dispatch, between the inlined frames of the run it ends and the next run.
+  void OnEventAfterRun(const FlowEvent& event, uint64_t previous_time);
   // OnEvent only dispatches (every case a call in tail position, so it needs no stack
   // frame of its own): the work of each kind is in these.
   [[gnu::noinline]] void OnSyscall(const FlowEvent& event);
@@ -245,6 +249,13 @@ class CallStackModel {
   std::vector<OpenInline> open_inlines_;
   size_t emitted_inlines_ = 0;  // of open_inlines_, those with a slice
   std::vector<const image::SourceFrame*> chain_;  // scratch
+  // The run since the last event: where it starts (known: run_known_) and the counts
+  // before its first instruction.
+  bool run_known_ = false;
+  uint64_t run_ip_ = 0;
+  uint64_t run_time_ = 0;
+  uint64_t run_instructions_ = 0;
+  uint64_t run_cycles_ = 0;
   bool has_cycles_;
   std::vector<Frame> frames_;
   std::vector<size_t> trap_depths_;

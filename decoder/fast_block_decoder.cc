@@ -859,19 +859,17 @@ int FastBlockDecoder::RunQuick(uint64_t offset, QuickRun* run) {
       crossed = true;
     }
     if (crossed || new_tsc != 0) {
-      run->crossed[run->crossed_count++] = {last_ip,     last.ip,   ip,        offset, instructions, entry->ninsn,
-                                            new_tsc,     last.iclass, last.size, crossed};
+      run->crossed[run->crossed_count++] = {last_ip, last.ip, ip, offset, instructions, new_tsc, last.iclass, last.size,
+                                            crossed};
     }
     if (crossed) {
-      // The jumps from here on stay in the function entered. In a PLT stub or code of no
-      // known function none is dropped: each is crossed, and the replay's FlushPending
-      // makes its event as Next's would. In a function with inlined calls a jump that
-      // leaves the stretch of one innermost inlined frame is crossed too (the replay
-      // follows the frames along its block, and drops it).
+      // The jumps from here on stay in the function entered. In a PLT stub, code of no
+      // known function or one with inlined calls (StaysInFunction) none is dropped: each
+      // is crossed, and the replay's FlushPending makes its event as Next's would.
       const image::FunctionRange& range = run->ranges->At(*image_, ip);
-      const bool drops = range.mapped && !range.plt;
-      lo = drops ? (range.inlines ? range.inline_start : range.start) : 0;
-      hi = drops ? (range.inlines ? range.inline_end : range.end) : 0;
+      const bool drops = range.mapped && !range.plt && !range.inlines;
+      lo = drops ? range.start : 0;
+      hi = drops ? range.end : 0;
       span = hi > lo ? hi - lo : 0;
     }
     if (blocks == max_blocks) break;  // a tracelet being made is dropped: it depends on the caller

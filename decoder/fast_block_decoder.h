@@ -156,7 +156,6 @@ struct QuickRun {
     uint64_t target;        // where it went
     uint64_t offset;        // the query offset after its block
     uint64_t instructions;  // of the run, up to its block's end
-    uint32_t ninsn;         // its block's
     uint64_t tsc;           // the time after it when it changed, else 0
     pt_insn_class iclass;
     uint8_t size;           // the branch's (a call's return address follows it)

@@ -21,9 +21,6 @@ enum class FlowKind : uint8_t {
   kError,     // decode error: `message`, trace byte `offset`
   kOverflow,  // the CPU dropped packets (OVF)
   kLostData,  // bytes missing between chunks (snapshot gap, truncated AUX)
-  kInline,    // from here on the innermost inlined frame (DWARF) of the code running is
-              // the image::SourceFrame `target` points to (0: none); `instructions`
-              // counts those before. Only where it may differ from the last one told.
 };
 
 struct FlowEvent {

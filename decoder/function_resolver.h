@@ -15,6 +15,13 @@ class FunctionResolver {
  public:
   virtual ~FunctionResolver() = default;
   virtual FunctionInfo Resolve(uint64_t address) = 0;
+  // Inlined frames: where the innermost source frame changes along the straight run of
+  // instructions from `start` to `last` (ProcessImage::SourceFramesAlong). False: none
+  // known.
+  virtual bool SourceFramesAlong(uint64_t /*start*/, uint64_t /*last*/,
+                                 const std::vector<image::ProcessImage::SourceFrameChange>** /*changes*/) {
+    return false;
+  }
   // The exec that started the program the image holds now (exec_ns 0: none seen).
   virtual const image::ProgramStart& program_start() {
     static const image::ProgramStart kNone;
@@ -28,6 +35,10 @@ class ImageFunctionResolver : public FunctionResolver {
   explicit ImageFunctionResolver(image::ProcessImage* image) : image_(image) {}
   FunctionInfo Resolve(uint64_t address) override { return image_->Resolve(address); }
   const image::ProgramStart& program_start() override { return image_->program_start(); }
+  bool SourceFramesAlong(uint64_t start, uint64_t last,
+                         const std::vector<image::ProcessImage::SourceFrameChange>** changes) override {
+    return image_->SourceFramesAlong(start, last, changes);
+  }
 
  private:
   image::ProcessImage* image_;

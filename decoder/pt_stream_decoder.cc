@@ -145,10 +145,6 @@ void PtStreamDecoder::UseImage(image::ProcessImage* image) {
   traps_.SetImage(image);
   pending_range_ = image::FunctionRange();
   ranges_.Clear();
-  inline_lo_ = inline_hi_ = 0;
-  inline_told_ = kInlineUntold;
-  inline_runs_.clear();
-  inline_stretches_.Clear();
   fast_cache_.Clear();
   if (fast_ != nullptr) fast_->SetImage(image);
   if (image->libipt_image() != libipt_image_) {
@@ -175,9 +171,6 @@ void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t 
 }
 
 void PtStreamDecoder::Deliver(FlowEvent& event) {
-  // A call's frame starts with no inlined frame open; after any other event the frame
-  // it leaves on top is not known here.
-  if (event.kind != FlowKind::kInline) inline_told_ = event.kind == FlowKind::kCall ? nullptr : kInlineUntold;
   if (piece_ != nullptr) {
     RecordInPiece(event);
   } else {
@@ -230,11 +223,12 @@ bool MayStayInFunction(const PendingBranch& pending, bool known) {
          (pending.klass == InsnClass::kJump || pending.klass == InsnClass::kCondJump);
 }
 
-// `range` is the function of pending.ip. (Inlined frames do not need the jumps: the
-// decoder follows them along the code and makes kInline events where they change.)
+// `range` is the function of pending.ip. In a function with inlined calls every jump
+// makes an event: the runs between events are then straight, and the call-stack model
+// finds where inlined frames begin and end along them.
 bool RunAndTargetInside(const image::FunctionRange& range, const PendingBranch& pending, uint64_t target) {
   auto inside = [&](uint64_t a) { return a >= range.start && a < range.end; };
-  return range.mapped && !range.plt && inside(target) && inside(pending.run_start);
+  return range.mapped && !range.plt && !range.inlines && inside(target) && inside(pending.run_start);
 }
 
 }  // namespace
@@ -308,55 +302,6 @@ void PtStreamDecoder::StartRun(uint64_t first_ip) {
     instructions_ -= mark.index + 1;
   }
   instructions_ += count;
-}
-
-[[gnu::always_inline]] inline void PtStreamDecoder::FollowInlines(uint64_t first, uint64_t last, uint64_t before) {
-  if (!image_->has_inline_frames()) return;
-  if (first >= inline_lo_ && last < inline_hi_ && inline_at_ == inline_told_) [[likely]] return;
-  FollowInlinesSlow(first, last, before);
-}
-
-void PtStreamDecoder::InlineStretchAt(uint64_t address) {
-  const InlineStretch* known = inline_stretches_.Find(address);
-  if (known == nullptr) {
-    InlineStretch stretch;
-    stretch.frame = image_->InlinedAt(address, &stretch.lo, &stretch.hi);
-    known = &inline_stretches_.Put(address, stretch);
-  }
-  inline_lo_ = known->lo;
-  inline_hi_ = known->hi;
-  inline_at_ = known->frame;
-}
-
-[[gnu::noinline]] void PtStreamDecoder::FollowInlinesSlow(uint64_t first, uint64_t last, uint64_t before) {
-  if (first < inline_lo_ || first >= inline_hi_) InlineStretchAt(first);
-  TellInline(inline_at_, before);
-  if (last < inline_hi_) return;
-  // The run leaves the frame's stretch: its changes by instruction, walked once per run.
-  auto [it, inserted] = inline_runs_.try_emplace(std::make_pair(first, last));
-  if (inserted) {
-    uint32_t length = 0;
-    it->second.ok = image_->InlinedAlong(first, last, &it->second.changes, &length);
-  }
-  for (const image::ProcessImage::InlinedChange& change : it->second.changes) {
-    if (change.index != 0) TellInline(change.frame, before + change.index);
-  }
-  // Where the run ends (a run not walked through keeps what its walk found).
-  const uint64_t end = it->second.ok ? last : it->second.changes.back().ip;
-  InlineStretchAt(end);
-  if (!it->second.ok) inline_told_ = kInlineUntold;
-}
-
-// A kInline event: from the instruction after `before` on, `frame` is the innermost
-// inlined frame (nullptr: none).
-void PtStreamDecoder::TellInline(const image::SourceFrame* frame, uint64_t before) {
-  if (frame == inline_told_) return;
-  inline_told_ = frame;
-  stats_.Add(Stat::kInlineEvents);
-  const uint64_t after = instructions_;
-  instructions_ = before;
-  Emit(FlowKind::kInline, reinterpret_cast<uintptr_t>(frame), true);
-  instructions_ = after;
 }
 
 // Tracing stops; the pending branch went to `ip` (unknown when not `known`).
@@ -580,7 +525,6 @@ template <class Api>
   if (block.ninsn > 0) {
     stats_.Add(Stat::kBlocks);
     OnInstructionRun(block.ip, block.ninsn);
-    FollowInlines(block.ip, block.end_ip, instructions_ - block.ninsn);
   }
   if (timed && starts_run) [[unlikely]] cycles_.At(offset);
   if (block.ninsn > 0) {
@@ -655,7 +599,6 @@ int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
     if (cycles_.active()) [[unlikely]] cycles_.At(c.offset);
     instructions_ = base + c.instructions;
     run_start_ = c.block_ip;
-    FollowInlines(c.block_ip, c.end_ip, instructions_ - c.ninsn);
     SetPending(FromLibipt(c.iclass), c.end_ip, c.iclass == ptic_call ? c.size : 0);
     if (c.tsc != 0) UpdateTime(c.tsc);  // TimeAfterStep's, after the block
     // The last block's branch stays pending (the next step flushes it).
@@ -663,7 +606,6 @@ int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
     crossed += c.crossed ? 1 : 0;
     run_start_ = c.target;
     FlushPending(c.target, true);
-    FollowInlines(c.target, c.target, instructions_);
   }
   stats_.Add(Stat::kBlocks, run.blocks);
   stats_.Add(Stat::kTraceletBlocks, run.tracelet_blocks);
@@ -674,7 +616,6 @@ int PtStreamDecoder::NextFastBlock(FastBlockDecoder* decoder) {
   if (cycles_.active() && decoder.GetOffset(&offset) >= 0) [[unlikely]] cycles_.At(offset);
   instructions_ = base + run.instructions;
   run_start_ = run.last_ip;
-  FollowInlines(run.last_ip, run.last_end_ip, instructions_ - run.last_ninsn);
   SetPending(FromLibipt(run.last_class), run.last_end_ip, run.last_class == ptic_call ? run.last_size : 0);
 }
 
@@ -689,7 +630,6 @@ int PtStreamDecoder::NextInsn(pt_insn_decoder* decoder) {
   const bool timed = cycles_.active() && pt_insn_get_offset(decoder, &offset) >= 0;
   if (timed && !starts_run) [[unlikely]] cycles_.At(offset);
   OnInstructionRun(insn.ip, 1);
-  FollowInlines(insn.ip, insn.ip, instructions_ - 1);
   if (timed && starts_run) [[unlikely]] cycles_.At(offset);
   if (observer_ != nullptr) observer_->OnBlock(insn.ip, insn.ip, 1);
   InsnClass klass = FromLibipt(insn.iclass);
@@ -824,14 +764,6 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
           QuickRun run;
           run.lo = pending_range_.start;
           run.hi = pending_range_.end;
-          if (pending_range_.inlines) {
-            // Blocks within the stretch of the innermost inlined frame where the run
-            // starts: it is told first.
-            FollowInlines(decoder->ip(), decoder->ip(), instructions_);
-            const image::FunctionRange& at = ranges_.At(*image_, decoder->ip());
-            run.lo = at.inline_start;
-            run.hi = at.inline_end;
-          }
           // One block at a time where each is looked at (observer). Cycles need no look
           // inside a run: no event comes from it, and the cursor's value at the run's end
           // (HandleQuickRun) is the last block's (it never decreases with the offset).
@@ -924,7 +856,6 @@ void PtStreamDecoder::BeginPiece(PieceRecording* recording, const CycleIndex* cy
   unsampled_ = false;
   run_start_ = 0;  // the piece's own first instruction starts its first run
   raise_emitted_ = false;
-  inline_told_ = kInlineUntold;  // the model's frames are the pieces' before
   cycles_.Clear();
   if (config_.cycles && cycle_index != nullptr) cycles_.Start(cycle_index, 0);
   if (continuing) {
@@ -945,7 +876,6 @@ void PtStreamDecoder::RestartPieceHere() {
   last_update_tsc_ = 0;
   image_tsc_ = 0;
   instructions_ = 0;
-  inline_told_ = kInlineUntold;
   // The stitcher holds the branch pending here, sampled where the piece before ended.
   if (pending_.valid) pending_.klass = InsnClass::kUnknown;
   pending_.timed = true;
@@ -966,7 +896,6 @@ void PtStreamDecoder::RestoreState(const FlowState& state) {
   stats_ = state.stats;
   need_enable_ = state.need_enable;
   pending_ = state.pending;
-  inline_told_ = kInlineUntold;
 }
 
 namespace {

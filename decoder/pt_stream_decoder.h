@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "decoder/cycle_index.h"
@@ -97,12 +96,6 @@ class PtStreamDecoder : public FlowDecoder {
   void TimeAfterStep(typename Api::Decoder* decoder, bool offset_fresh, uint64_t offset, uint64_t* time_offset);
   int NextInsn(pt_insn_decoder* decoder);
   void OnInstructionRun(uint64_t first_ip, uint64_t count);
-  // Inlined frames along the straight run [first, last] (`before`: the instructions
-  // executed before `first`): a kInline event where the innermost inlined frame is not
-  // the one the model was told last. Two compares when the run stays where the frame is.
-  void FollowInlines(uint64_t first, uint64_t last, uint64_t before);
-  void FollowInlinesSlow(uint64_t first, uint64_t last, uint64_t before);
-  void TellInline(const image::SourceFrame* frame, uint64_t before);
   void StartRun(uint64_t first_ip);
   bool ReadNeedEnable();
   void SetPending(InsnClass klass, uint64_t ip, uint64_t size);
@@ -155,32 +148,6 @@ class PtStreamDecoder : public FlowDecoder {
   // branches quick runs cross (RangeOf is two binary searches: an interpreter's
   // jumps leave their function all the time; UseImage clears it).
   FunctionRangeCache ranges_;
-  // Inlined frames (image_->has_inline_frames()): the innermost inlined frame at the code
-  // decoded last and the stretch where it holds (ProcessImage::InlinedAt); the one the
-  // model was told last (kInlineUntold: none since an event that may have changed the
-  // frame the model applies it to: a fresh callee has none).
-  static inline const image::SourceFrame* const kInlineUntold = reinterpret_cast<const image::SourceFrame*>(1);
-  uint64_t inline_lo_ = 0;
-  uint64_t inline_hi_ = 0;
-  const image::SourceFrame* inline_at_ = nullptr;
-  const image::SourceFrame* inline_told_ = kInlineUntold;
-  // The changes along runs that leave the stretch of one frame, by (first, last) (a loop
-  // whose body holds an inlined call's border walks its instructions once).
-  struct InlineRun {
-    std::vector<image::ProcessImage::InlinedChange> changes;
-    bool ok = false;
-  };
-  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, InlineRun> inline_runs_;
-  // ProcessImage::InlinedAt's answers by address (a lock and three searches each): the
-  // same block starts come back in every loop.
-  struct InlineStretch {
-    uint64_t lo = 0;
-    uint64_t hi = 0;
-    const image::SourceFrame* frame = nullptr;
-  };
-  RecentByAddress<InlineStretch, 4096> inline_stretches_;
-  // Sets inline_lo_, inline_hi_ and inline_at_ to the stretch around `address`.
-  void InlineStretchAt(uint64_t address);
   uint64_t instructions_ = 0;
   uint64_t enable_time_ = 0;  // FlowEvent::enable_time of the kEnable being emitted
   // config.cycles: the current buffer's index, looked up after each libipt step.

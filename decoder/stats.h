@@ -18,7 +18,6 @@ namespace ptd::decoder {
   X(kBlocks, "blocks", kSum, "blocks (block decoders) or branches (instruction decoder)")             \
   X(kTraceletBlocks, "tracelet_blocks", kSum, "blocks the fast decoder took through its tracelet cache") \
   X(kCrossedBranches, "quick_run_crossed_branches", kSum, "calls, returns, indirect jumps and jumps out of a function inside the fast decoder's quick runs") \
-  X(kInlineEvents, "inline_events", kSum, "kInline events: where the innermost inlined frame of the code decoded may change") \
   X(kFastRunsShared, "fast_block_summaries_shared", kSum,                                             \
     "fast decoder's runs of code another stream had decoded (section_block_cache.h)")                 \
   X(kFastRunsDecoded, "fast_block_summaries_decoded", kSum, "fast decoder's runs of code it decoded itself") \

@@ -15,8 +15,8 @@ struct InlineTable::Unit {
   Dwarf_Die die;
   bool read = false;
   std::vector<Interval> intervals;  // sorted, non-overlapping
-  // The same with each interval's innermost inlined frame (Interval::frame when it is
-  // inlined), neighbours with the same one merged; where none is, no interval.
+  // Those whose frame is inlined, neighbours with the same frame merged (HasInlinedIn:
+  // one search).
   std::vector<Interval> inlined;
 };
 
@@ -232,16 +232,6 @@ InlineTable::Unit* InlineTable::UnitAt(uint64_t address, uint64_t* start, uint64
   if (range == nullptr) return nullptr;
   if (!range->unit->read) ReadUnit(*range->unit);
   return range->unit;
-}
-
-const SourceFrame* InlineTable::InlinedAt(uint64_t address, uint64_t* start, uint64_t* end) const {
-  *start = 0;
-  *end = ~uint64_t{0};
-  std::lock_guard<std::mutex> lock(mutex_);
-  const Unit* unit = UnitAt(address, start, end);
-  if (unit == nullptr) return nullptr;
-  const Interval* interval = IntervalAt(unit->inlined, address, start, end);
-  return interval == nullptr ? nullptr : interval->frame;
 }
 
 const SourceFrame* InlineTable::InnermostAt(uint64_t address, uint64_t* end) const {

@@ -55,11 +55,6 @@ class InlineTable {
   // same innermost frame has the same chain. With `end`: the end (exclusive) of the
   // interval around `address` where the answer stays the same.
   const SourceFrame* InnermostAt(uint64_t address, uint64_t* end = nullptr) const;
-  // The innermost inlined frame at `address` (the frame itself when inlined, else none:
-  // a subprogram's own code or no function), with the interval [*start, *end) around
-  // `address` where it stays the same. What a decoder follows along the code: inlined
-  // slices begin and end only where it changes.
-  const SourceFrame* InlinedAt(uint64_t address, uint64_t* start, uint64_t* end) const;
   // Some inlined call's code lies in [start, end) (ELF addresses).
   bool HasInlinedIn(uint64_t start, uint64_t end) const;
   // The chain at `address`, outermost (the subprogram) first; empty when none.

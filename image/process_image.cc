@@ -109,11 +109,7 @@ absl::Status ProcessImage::AddMapping(const Mapping& mapping) {
   regions_ = std::move(kept);
   ForgetResolved();
   has_ocaml_ = false;
-  has_inline_frames_ = false;
-  for (const Region& r : regions_) {
-    has_ocaml_ |= r.module->ocaml;
-    has_inline_frames_ |= r.module->inlines != nullptr;
-  }
+  for (const Region& r : regions_) has_ocaml_ |= r.module->ocaml;
   return absl::OkStatus();
 }
 
@@ -123,7 +119,6 @@ void ProcessImage::Clear() {
   jit_functions_.clear();
   ForgetResolved();
   has_ocaml_ = false;
-  has_inline_frames_ = false;
   program_start_ = ProgramStart();
 }
 
@@ -197,6 +192,7 @@ absl::string_view ProcessImage::Intern(std::string name) {
 
 void ProcessImage::ForgetResolved() {
   resolved_.clear();
+  source_runs_.clear();
   recent_resolved_.Clear();
 }
 
@@ -223,15 +219,8 @@ FunctionRange ProcessImage::RangeOf(uint64_t address) const {
       range.plt = sym->plt;
       if (sym->parent_start != 0) range.parent_start = sym->parent_start + region->bias;
       range.symbol = true;
-      const InlineTable* inlines = region->module->inlines.get();
-      range.inlines = inlines != nullptr && inlines->HasInlinedIn(sym->start, sym->end);
-      if (range.inlines) {
-        uint64_t start = 0;
-        uint64_t end = 0;
-        inlines->InlinedAt(elf_address, &start, &end);
-        range.inline_start = std::max(range.start, start + region->bias);
-        range.inline_end = end == ~uint64_t{0} ? range.end : std::min(range.end, end + region->bias);
-      }
+      range.inlines = region->module->inlines != nullptr &&
+                      region->module->inlines->HasInlinedIn(sym->start, sym->end);
       return range;
     }
     // Between symbols: the gap is one unnamed function as far as we can tell.
@@ -317,41 +306,36 @@ FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
   return info;
 }
 
-const SourceFrame* ProcessImage::InlinedAt(uint64_t address, uint64_t* start, uint64_t* end) const {
+const SourceFrame* ProcessImage::SourceFrameAt(uint64_t address, uint64_t* end) const {
   const Region* region = FindRegion(address);
-  if (region == nullptr) {
-    *start = address;
-    *end = address + 1;
+  if (region == nullptr || !region->has_bias || region->module->inlines == nullptr) {
+    *end = region == nullptr ? address + 1 : region->end;
     return nullptr;
   }
-  *start = region->start;
-  *end = region->end;
-  if (!region->has_bias || region->module->inlines == nullptr) return nullptr;
-  uint64_t elf_start = 0;
   uint64_t elf_end = 0;
-  const SourceFrame* frame = region->module->inlines->InlinedAt(address - region->bias, &elf_start, &elf_end);
-  // ELF bounds beyond the mapping (0, ~0 at the ends) stay the mapping's.
-  if (elf_start > region->start - region->bias) *start = elf_start + region->bias;
-  if (elf_end < region->end - region->bias) *end = elf_end + region->bias;
+  const SourceFrame* frame = region->module->inlines->InnermostAt(address - region->bias, &elf_end);
+  *end = elf_end == ~uint64_t{0} ? region->end : std::min(region->end, elf_end + region->bias);
+  if (*end <= address) *end = address + 1;
   return frame;
 }
 
-bool ProcessImage::InlinedAlong(uint64_t start, uint64_t last, std::vector<InlinedChange>* changes,
-                                uint32_t* length) const {
-  changes->clear();
+bool ProcessImage::SourceFramesAlong(uint64_t start, uint64_t last, const std::vector<SourceFrameChange>** changes) {
+  auto [it, inserted] = source_runs_.try_emplace(std::make_pair(start, last));
+  RunChanges& run = it->second;
+  *changes = &run.changes;
+  if (!inserted) return run.ok;
   const SourceFrame* current = nullptr;
-  uint64_t frame_start = 0;
   uint64_t frame_end = 0;
   uint32_t index = 0;
   for (uint64_t ip = start; ip <= last; ++index) {
-    if (ip == start || ip >= frame_end || ip < frame_start) {
-      const SourceFrame* frame = InlinedAt(ip, &frame_start, &frame_end);
-      if (ip == start || frame != current) changes->push_back(InlinedChange{index, ip, frame});
+    if (ip == start || ip >= frame_end) {
+      const SourceFrame* frame = SourceFrameAt(ip, &frame_end);
+      if (ip == start || frame != current) run.changes.push_back(SourceFrameChange{index, frame});
       current = frame;
     }
     if (ip == last) {
-      *length = index + 1;
-      return true;
+      run.ok = true;
+      break;
     }
     uint8_t bytes[15];
     const size_t n = ReadCode(ip, bytes, sizeof bytes);
@@ -359,8 +343,7 @@ bool ProcessImage::InlinedAlong(uint64_t start, uint64_t last, std::vector<Inlin
     if (insn.size == 0) break;
     ip += insn.size;
   }
-  *length = index;
-  return false;
+  return run.ok;
 }
 
 size_t ProcessImage::ReadCode(uint64_t address, uint8_t* out, size_t size) const {

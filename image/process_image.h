@@ -56,10 +56,6 @@ struct FunctionRange {
   uint64_t parent_start = 0;  // a part split off a function (foo.cold): that function's
                               // start; 0 for whole functions
   bool inlines = false;       // inlined calls' code lies in [start, end) (DWARF)
-  // With `inlines`: around the address looked up, inside [start, end), where the
-  // innermost inlined frame (ProcessImage::InlinedAt) stays the same.
-  uint64_t inline_start = 0;
-  uint64_t inline_end = 0;
 };
 
 // The function with its name.
@@ -99,22 +95,18 @@ class ProcessImage {
   // Resolve's [start, end) without naming or caching: const, so decoder threads may call
   // it at once while nothing changes the image.
   FunctionRange RangeOf(uint64_t address) const;
-  // Some mapped code file has inlined frames to follow (its DWARF is read).
-  bool has_inline_frames() const { return has_inline_frames_; }
-  // The innermost inlined frame at `address` (InlineTable::InlinedAt), or nullptr; the
-  // answer holds in [*start, *end) (runtime addresses, inside the mapping).
-  const SourceFrame* InlinedAt(uint64_t address, uint64_t* start, uint64_t* end) const;
-  // Where the innermost inlined frame changes along the straight run of instructions
+  // The innermost source frame (image/inline_table.h) at `address`, or nullptr when no
+  // DWARF names one; `end`: where the answer may change (a runtime address).
+  const SourceFrame* SourceFrameAt(uint64_t address, uint64_t* end) const;
+  // Where the innermost source frame changes along the straight run of instructions
   // from `start` to `last` (the run's last instruction): the first instruction's, then
-  // one per change, by instruction index in the run. False when `last` is not reached
-  // from `start` instruction by instruction (`changes` then holds those on the way).
-  // `length`: the instructions walked.
-  struct InlinedChange {
+  // one per change, by instruction index in the run. Cached by run until the image
+  // changes. False when `last` is not reached from `start` instruction by instruction.
+  struct SourceFrameChange {
     uint32_t index = 0;  // of the instruction in the run
-    uint64_t ip = 0;
     const SourceFrame* frame = nullptr;
   };
-  bool InlinedAlong(uint64_t start, uint64_t last, std::vector<InlinedChange>* changes, uint32_t* length) const;
+  bool SourceFramesAlong(uint64_t start, uint64_t last, const std::vector<SourceFrameChange>** changes);
   // Copies up to `size` code bytes at `address`; returns how many were available.
   size_t ReadCode(uint64_t address, uint8_t* out, size_t size) const;
   // The mapping (one libipt section) that holds `address`, with the file bytes it maps;
@@ -175,10 +167,14 @@ class ProcessImage {
   std::vector<Region> regions_;  // sorted, non-overlapping
   ProgramStart program_start_;
   bool has_ocaml_ = false;
-  bool has_inline_frames_ = false;
   SymbolTable jit_symbols_;  // perf map: untimed, below the named JIT code
   std::map<uint64_t, JitFunction> jit_functions_;  // by start, non-overlapping
   absl::flat_hash_map<uint64_t, FunctionInfo> resolved_;
+  struct RunChanges {
+    bool ok = false;
+    std::vector<SourceFrameChange> changes;
+  };
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, RunChanges> source_runs_;
   // The last ones resolved, direct-mapped in front of resolved_ (a call-heavy trace
   // resolves each call's target: ~4 % of a Python recording's decode went to the probe).
   RecentByAddress<FunctionInfo, 1024> recent_resolved_;
