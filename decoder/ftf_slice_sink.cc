@@ -29,7 +29,7 @@ void FtfSliceSink::BeginWithSource(uint64_t time, absl::string_view name, const 
   ++slices_;
   auto [it, inserted] = source_args_.try_emplace(&source);
   if (inserted) {
-    if (!source.decl_file.empty()) it->second.source = absl::StrCat(source.decl_file, ":", source.decl_line);
+    it->second.source = image::DefinitionLocation(source);
     if (source.inlined) it->second.call_site = absl::StrCat(source.call_file, ":", source.call_line);
   }
   ftf::Arg args[3];

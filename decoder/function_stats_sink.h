@@ -3,6 +3,9 @@
 // latency views of `decode --summary`) and passes it on unchanged.
 
 #include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "decoder/slice_sink.h"
 #include "ftf/function_stats.h"
@@ -19,7 +22,9 @@ class FunctionStatsSink : public SliceSink {
     next_->Begin(time, name);
   }
   void BeginWithSource(uint64_t time, absl::string_view name, const image::SourceFrame& source) override {
-    stats_->Begin(pid_, tid_, time, name);
+    auto [it, inserted] = locations_.try_emplace(&source);
+    if (inserted) it->second = image::DefinitionLocation(source);
+    stats_->Begin(pid_, tid_, time, name, it->second);
     next_->BeginWithSource(time, name, source);
   }
   void End(uint64_t time, const SliceCounts& counts) override {
@@ -35,6 +40,7 @@ class FunctionStatsSink : public SliceSink {
   uint64_t pid_;
   uint64_t tid_;
   SliceSink* next_;
+  absl::flat_hash_map<const image::SourceFrame*, std::string> locations_;  // DefinitionLocation's, by frame
 };
 
 }  // namespace ptd::decoder

@@ -21,6 +21,14 @@ std::optional<uint64_t> InstructionsArg(const EventRecord& event) {
   return std::nullopt;
 }
 
+// The `source` argument of a slice's Begin (where its function is defined), or "".
+absl::string_view SourceArg(const EventRecord& event) {
+  for (const ArgValue& arg : event.args) {
+    if (arg.name == "source" && arg.type == ArgType::kString) return arg.string_value;
+  }
+  return {};
+}
+
 }  // namespace
 
 uint64_t FtfSummarizer::ToNs(uint64_t ticks) const {
@@ -64,7 +72,7 @@ void FtfSummarizer::Add(const FtfRecord& record) {
   ts.last_ts_ns = std::max(ts.last_ts_ns, now);
   switch (event.type) {
     case EventType::kDurationBegin:
-      functions_.Begin(ts.pid, ts.tid, now, event.name);
+      functions_.Begin(ts.pid, ts.tid, now, event.name, SourceArg(event));
       ++thread.depth;
       ts.max_depth = std::max(ts.max_depth, thread.depth);
       break;
@@ -81,7 +89,7 @@ void FtfSummarizer::Add(const FtfRecord& record) {
       // Counted as a leaf of whatever Begin/End slice is open.
       uint64_t end = ToNs(event.trailer);
       ts.last_ts_ns = std::max(ts.last_ts_ns, end);
-      functions_.Begin(ts.pid, ts.tid, now, event.name);
+      functions_.Begin(ts.pid, ts.tid, now, event.name, SourceArg(event));
       ts.max_depth = std::max(ts.max_depth, thread.depth + 1);
       functions_.End(ts.pid, ts.tid, end, InstructionsArg(event));
       ++ts.slices;

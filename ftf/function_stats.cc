@@ -63,7 +63,8 @@ FunctionStatsBuilder::Thread& FunctionStatsBuilder::ThreadOf(uint64_t pid, uint6
   return threads_[{pid, tid}];
 }
 
-void FunctionStatsBuilder::Begin(uint64_t pid, uint64_t tid, uint64_t time_ns, absl::string_view name) {
+void FunctionStatsBuilder::Begin(uint64_t pid, uint64_t tid, uint64_t time_ns, absl::string_view name,
+                                 absl::string_view source) {
   uint32_t function;
   auto it = function_index_.find(name);
   if (it != function_index_.end()) {
@@ -74,6 +75,9 @@ void FunctionStatsBuilder::Begin(uint64_t pid, uint64_t tid, uint64_t time_ns, a
     functions_.back().stats.name = std::string(name);
     function_index_.emplace(std::string(name), function);
     if (!options_.slowest_of.empty() && name == options_.slowest_of) slowest_index_ = function;
+  }
+  if (!source.empty() && functions_[function].stats.source.empty()) {
+    functions_[function].stats.source = std::string(source);
   }
   Thread& thread = ThreadOf(pid, tid);
   thread.stack.push_back(Frame{function, time_ns, 0, 0});
@@ -190,6 +194,11 @@ std::string Instructions(const FunctionStats& f, uint64_t value) {
   return f.has_instructions ? absl::StrCat(value) : "-";
 }
 
+// The name, then where it is defined when known: the last column, so the others stay aligned.
+std::string NameWithSource(const FunctionStats& f) {
+  return f.source.empty() ? f.name : absl::StrCat(f.name, "  (", f.source, ")");
+}
+
 }  // namespace
 
 std::string FormatFunctionStats(const FunctionStatsSummary& summary, size_t top) {
@@ -204,7 +213,7 @@ std::string FormatFunctionStats(const FunctionStatsSummary& summary, size_t top)
                           FormatDurationNs(f.total_ns), FormatDurationNs(f.self_ns),
                           Instructions(f, f.total_instructions), Instructions(f, f.self_instructions),
                           FormatDurationNs(f.p50_ns), FormatDurationNs(f.p90_ns), FormatDurationNs(f.p99_ns),
-                          FormatDurationNs(f.max_ns), Sparkline(f.histogram), f.name);
+                          FormatDurationNs(f.max_ns), Sparkline(f.histogram), NameWithSource(f));
   }
   std::vector<const FunctionStats*> by_self;
   for (const FunctionStats& f : summary.functions) by_self.push_back(&f);
@@ -221,7 +230,10 @@ std::string FormatFunctionStats(const FunctionStatsSummary& summary, size_t top)
     if (summary.slowest.empty()) {
       absl::StrAppendFormat(&out, "no calls of %s\n", summary.slowest_of);
     } else {
-      absl::StrAppendFormat(&out, "slowest calls of %s:\n", summary.slowest_of);
+      auto chosen = std::find_if(summary.functions.begin(), summary.functions.end(),
+                                 [&](const FunctionStats& f) { return f.name == summary.slowest_of; });
+      absl::StrAppendFormat(&out, "slowest calls of %s:\n",
+                            chosen != summary.functions.end() ? NameWithSource(*chosen) : summary.slowest_of);
       absl::StrAppendFormat(&out, "  %12s %20s %8s %8s %14s\n", "duration", "start (ts)", "pid", "tid", "instructions");
       for (const SlowCall& c : summary.slowest) {
         absl::StrAppendFormat(&out, "  %12s %20u %8u %8u %14u\n", FormatDurationNs(c.duration_ns), c.start_ns, c.pid,
@@ -235,6 +247,7 @@ std::string FormatFunctionStats(const FunctionStatsSummary& summary, size_t top)
 nlohmann::ordered_json FunctionStatsObject(const FunctionStats& f) {
   nlohmann::ordered_json j;
   j["name"] = f.name;
+  if (!f.source.empty()) j["source"] = f.source;
   j["calls"] = f.calls;
   j["total_ns"] = f.total_ns;
   j["self_ns"] = f.self_ns;
@@ -285,6 +298,7 @@ absl::StatusOr<FunctionStatsSummary> FunctionStatsFromJson(absl::string_view jso
     }
     FunctionStats s;
     s.name = f["name"].get<std::string>();
+    if (f.contains("source") && f["source"].is_string()) s.source = f["source"].get<std::string>();
     const auto number = [&](const char* key, uint64_t* out) -> bool {
       if (!f.contains(key)) return false;
       if (!f[key].is_number_unsigned()) return false;

@@ -27,6 +27,7 @@ inline constexpr std::array<uint64_t, kLatencyDecades - 1> kLatencyDecadeBounds 
 
 struct FunctionStats {
   std::string name;
+  std::string source;  // "file:line" of its definition (the slices' `source` arg); "" unknown
   uint64_t calls = 0;
   // Time inside the function, counted once for recursive calls (outermost call only).
   uint64_t total_ns = 0;
@@ -73,8 +74,9 @@ class FunctionStatsBuilder {
   explicit FunctionStatsBuilder(FunctionStatsOptions options = {});
 
   // Slices of a thread, nested, in time order. `instructions`: the End's count
-  // (callees included), when the slice has one.
-  void Begin(uint64_t pid, uint64_t tid, uint64_t time_ns, absl::string_view name);
+  // (callees included), when the slice has one. `source`: the function's definition
+  // ("file:line"), when the slice names it; the first one given is kept.
+  void Begin(uint64_t pid, uint64_t tid, uint64_t time_ns, absl::string_view name, absl::string_view source = {});
   void End(uint64_t pid, uint64_t tid, uint64_t time_ns, std::optional<uint64_t> instructions);
   // Closes what is still open at `time_ns` (the thread's last timestamp); returns how
   // many slices were open.

@@ -15,6 +15,9 @@ struct InlineTable::Unit {
   Dwarf_Die die;
   bool read = false;
   std::vector<Interval> intervals;  // sorted, non-overlapping
+  // Those whose frame is inlined, neighbours with the same frame merged (HasInlinedIn:
+  // one search).
+  std::vector<Interval> inlined;
 };
 
 namespace {
@@ -38,6 +41,11 @@ const char* StringAttribute(Dwarf_Die* die, unsigned int name) {
 }
 
 }  // namespace
+
+std::string DefinitionLocation(const SourceFrame& frame) {
+  if (frame.decl_file.empty()) return "";
+  return absl::StrCat(frame.decl_file, ":", frame.decl_line);
+}
 
 InlineTable::InlineTable() = default;
 InlineTable::~InlineTable() = default;
@@ -186,26 +194,55 @@ void InlineTable::ReadUnit(Unit& unit) const {
       unit.intervals.push_back(Interval{bounds[i], bounds[i + 1], painted[i]});
     }
   }
+  for (const Interval& interval : unit.intervals) {
+    if (!interval.frame->inlined) continue;
+    if (!unit.inlined.empty() && unit.inlined.back().end == interval.start &&
+        unit.inlined.back().frame == interval.frame) {
+      unit.inlined.back().end = interval.end;
+    } else {
+      unit.inlined.push_back(interval);
+    }
+  }
+}
+
+namespace {
+
+// The interval of sorted, non-overlapping `intervals` holding `address`, or nullptr;
+// narrows [*start, *end) to it or to the gap around `address`.
+template <typename Interval>
+const Interval* IntervalAt(const std::vector<Interval>& intervals, uint64_t address, uint64_t* start, uint64_t* end) {
+  auto it = std::upper_bound(intervals.begin(), intervals.end(), address,
+                             [](uint64_t a, const Interval& i) { return a < i.start; });
+  if (it != intervals.end()) *end = std::min(*end, it->start);
+  if (it == intervals.begin()) return nullptr;
+  const Interval& before = *std::prev(it);
+  if (address >= before.end) {
+    *start = std::max(*start, before.end);
+    return nullptr;
+  }
+  *start = std::max(*start, before.start);
+  *end = std::min(*end, before.end);
+  return &before;
+}
+
+}  // namespace
+
+InlineTable::Unit* InlineTable::UnitAt(uint64_t address, uint64_t* start, uint64_t* end) const {
+  const UnitRange* range = IntervalAt(unit_ranges_, address, start, end);
+  if (range == nullptr) return nullptr;
+  if (!range->unit->read) ReadUnit(*range->unit);
+  return range->unit;
 }
 
 const SourceFrame* InlineTable::InnermostAt(uint64_t address, uint64_t* end) const {
+  uint64_t start = 0;
   uint64_t answer_end = ~uint64_t{0};
   const SourceFrame* answer = nullptr;
-  auto unit_it = std::upper_bound(unit_ranges_.begin(), unit_ranges_.end(), address,
-                                  [](uint64_t a, const UnitRange& r) { return a < r.start; });
-  if (unit_it != unit_ranges_.end()) answer_end = unit_it->start;
-  if (unit_it != unit_ranges_.begin() && address < std::prev(unit_it)->end) {
-    const UnitRange& range = *std::prev(unit_it);
-    answer_end = std::min(answer_end, range.end);
+  {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!range.unit->read) ReadUnit(*range.unit);
-    const std::vector<Interval>& intervals = range.unit->intervals;
-    auto it = std::upper_bound(intervals.begin(), intervals.end(), address,
-                               [](uint64_t a, const Interval& i) { return a < i.start; });
-    if (it != intervals.end()) answer_end = std::min(answer_end, it->start);
-    if (it != intervals.begin() && address < std::prev(it)->end) {
-      answer = std::prev(it)->frame;
-      answer_end = std::prev(it)->end;
+    if (const Unit* unit = UnitAt(address, &start, &answer_end)) {
+      const Interval* interval = IntervalAt(unit->intervals, address, &start, &answer_end);
+      if (interval != nullptr) answer = interval->frame;
     }
   }
   if (end != nullptr) *end = answer_end;
@@ -213,12 +250,19 @@ const SourceFrame* InlineTable::InnermostAt(uint64_t address, uint64_t* end) con
 }
 
 bool InlineTable::HasInlinedIn(uint64_t start, uint64_t end) const {
+  // The inlined intervals of each unit the range touches: one search per unit.
   for (uint64_t a = start; a < end;) {
-    uint64_t next = end;
-    const SourceFrame* f = InnermostAt(a, &next);
-    if (f != nullptr && f->inlined) return true;
-    if (next <= a) break;
-    a = next;
+    uint64_t unit_start = 0;
+    uint64_t unit_end = ~uint64_t{0};
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Unit* unit = UnitAt(a, &unit_start, &unit_end);
+    if (unit != nullptr) {
+      auto it = std::upper_bound(unit->inlined.begin(), unit->inlined.end(), a,
+                                 [](uint64_t x, const Interval& i) { return x < i.end; });
+      if (it != unit->inlined.end() && it->start < std::min(end, unit_end)) return true;
+    }
+    if (unit_end <= a) break;
+    a = unit_end;
   }
   return false;
 }

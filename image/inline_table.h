@@ -36,6 +36,10 @@ struct SourceFrame {
   uint32_t call_line = 0;
 };
 
+// "file:line" of where `frame`'s function is defined (its `source` slice arg and its
+// `--summary` line); empty when the debug info names no file.
+std::string DefinitionLocation(const SourceFrame& frame);
+
 class InlineTable {
  public:
   // Opens `debug_path` (an ELF with .debug_info: the code file itself or its separate
@@ -65,6 +69,9 @@ class InlineTable {
     const SourceFrame* frame = nullptr;
   };
   struct Unit;
+  // The unit holding `address`, read on first use (with mutex_ held), or nullptr; `start`
+  // and `end` are narrowed to the unit range or the gap around `address`.
+  Unit* UnitAt(uint64_t address, uint64_t* start, uint64_t* end) const;
   struct UnitRange {
     uint64_t start = 0;
     uint64_t end = 0;  // exclusive

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "ftf/function_stats.h"
 #include "image/elf_reader.h"
 #include "image/mapped_file.h"
 #include "tests/decoder/recorded_program.h"
@@ -209,9 +211,12 @@ TEST_F(InlineFramesTest, CallsAndInstructionsOfEveryInlinedFunctionEqualGroundTr
     options.jobs = way.jobs;
     options.piece_bytes = 4096;
     options.inlined_frames = way.inlined_frames;
+    ftf::FunctionStatsBuilder function_stats;  // --summary
+    options.function_stats = &function_stats;
     SinksByThread sinks;
     absl::StatusOr<DecodeResult> result = DecodeTrace(rec_->trace, options, &sinks);
     ASSERT_TRUE(result.ok()) << result.status();
+    const ftf::FunctionStatsSummary summary = function_stats.Finish();
     ASSERT_EQ(sinks.sinks.count(thread.tid), 1u);
     const testing::RecordingSink& sink = *sinks.sinks[thread.tid];
     // Properly nested, in time order, all closed: the exception thrown from
@@ -235,6 +240,16 @@ TEST_F(InlineFramesTest, CallsAndInstructionsOfEveryInlinedFunctionEqualGroundTr
       ASSERT_TRUE(sink.declared().count(name)) << name;
       EXPECT_TRUE(absl::EndsWith(sink.declared().at(name), absl::StrCat("prog_inline.cc:", line)))
           << name << " declared at " << sink.declared().at(name);
+    }
+    // --summary names the same definition beside each function.
+    const std::string summary_text = ftf::FormatFunctionStats(summary, summary.functions.size());
+    for (const auto& [name, line] : declared_lines) {
+      auto f = std::find_if(summary.functions.begin(), summary.functions.end(),
+                            [&](const ftf::FunctionStats& s) { return s.name == name; });
+      ASSERT_NE(f, summary.functions.end()) << name;
+      EXPECT_TRUE(absl::EndsWith(f->source, absl::StrCat("prog_inline.cc:", line))) << name << " at " << f->source;
+      EXPECT_NE(summary_text.find(absl::StrCat(name, "  (", f->source, ")")), std::string::npos)
+          << name << " has no source in:\n" << summary_text;
     }
     if (way.jobs == 1 && way.kind == DecoderKind::kFast) single_lines = sink.lines();
     if (way.jobs > 1) {

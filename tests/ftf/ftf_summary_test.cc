@@ -110,6 +110,29 @@ TEST(FtfSummaryTest, FormatsThreadsAndFunctions) {
   EXPECT_THAT(text, ::testing::Not(HasSubstr("  b\n")));  // only the top 2 are listed
 }
 
+TEST(FtfSummaryTest, ShowsWhereEachFunctionIsDefined) {
+  std::string bytes;
+  auto w = FtfWriter::ToSink(MakeStringSink(&bytes), "memory.ftf");
+  const Arg source[] = {Arg::String("source", "/src/prog.c:12")};
+  w->DurationBegin(1, 2, 0, "c", "defined", source);
+  w->DurationBegin(1, 2, 10, "c", "unknown");
+  w->DurationEnd(1, 2, 20, "c", "unknown");
+  w->DurationEnd(1, 2, 30, "c", "defined");
+  ASSERT_TRUE(w->Close().ok());
+  FtfSummary summary = Summarize(bytes);
+  ASSERT_TRUE(Find(summary, "defined") && Find(summary, "unknown"));
+  EXPECT_EQ(Find(summary, "defined")->source, "/src/prog.c:12");
+  EXPECT_EQ(Find(summary, "unknown")->source, "");
+  std::string text = FormatFtfSummary(summary, 10);
+  EXPECT_THAT(text, HasSubstr("  defined  (/src/prog.c:12)\n"));
+  EXPECT_THAT(text, HasSubstr("  unknown\n"));
+  // --json carries it, and reads back.
+  absl::StatusOr<FunctionStatsSummary> back = FunctionStatsFromJson(FunctionStatsJson(summary.functions, 0));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->functions.size(), 2u);
+  EXPECT_EQ(back->functions[0].source, "/src/prog.c:12");
+}
+
 TEST(FtfSummaryTest, SummarizesAFile) {
   ptd::testing::TempDir dir;
   const std::string path = dir.Sub("s.ftf.gz");
