@@ -174,13 +174,14 @@ TEST_F(CoverageCollectorTest, SizeFollowsTheCodeThatRanNotHowOftenItRan) {
   EXPECT_EQ(classify_short, 9u);
   EXPECT_EQ(classify_long, 9u + kExtraArgs);
   // And every module's: the collector holds one entry per block executed, whatever the
-  // number of executions. (libc handles the longer argument list with a block or two of
-  // code more: seen 2,548 blocks against 2,547.)
+  // number of executions. (libc handles the longer argument list, and whatever else
+  // differs between two runs' environments, with a few blocks of code more: 1 to 5 of
+  // about 2,550 seen; 1 % is far below what one entry per execution would add.)
   uint64_t short_hits = 0, long_hits = 0;
   for (const auto& [key, figures] : short_.blocks) short_hits += figures.hits;
   for (const auto& [key, figures] : longer.blocks) long_hits += figures.hits;
   EXPECT_GT(long_hits, short_hits + 3 * kExtraArgs);
-  EXPECT_LE(longer.blocks.size(), short_.blocks.size() + 4);
+  EXPECT_LE(longer.blocks.size(), short_.blocks.size() + short_.blocks.size() / 100);
 }
 
 }  // namespace
