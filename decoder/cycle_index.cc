@@ -31,32 +31,14 @@ CycleIndex::Stretch CycleIndex::Scan(const uint8_t* padded, uint64_t from, uint6
   Stretch part;
   pt_packet_decoder* decoder = NewPacketDecoder(padded, static_cast<size_t>(to));
   if (decoder == nullptr) return part;
-  uint64_t failed_at = 0;
-  bool failed = false;
-  int status = from == 0 ? pt_pkt_sync_forward(decoder) : pt_pkt_sync_set(decoder, from);
-  uint64_t offset = 0;
-  while (status >= 0) {
-    pt_pkt_get_offset(decoder, &offset);
-    pt_packet packet;
-    status = pt_pkt_next(decoder, &packet, sizeof packet);
-    if (status < 0) {
-      if (status == -pte_eos) break;
-      // Undecodable bytes: on at the next PSB, as the flow decoders do.
-      if (failed && offset <= failed_at) break;
-      failed = true;
-      failed_at = offset;
-      status = pt_pkt_sync_forward(decoder);
-      continue;
-    }
-    if (packet.type == ppt_cyc) {
-      part.OnCyc(packet.payload.cyc.value);
-    } else if (packet.type == ppt_pad) {
-      SkipPadRun(decoder, padded, offset + 1, to);
-    } else if (!IsTimingPacket(packet.type)) {
-      part.OnTimed(offset);
-    }
-  }
-  part.aligned = !failed && status == -pte_eos && pt_pkt_get_offset(decoder, &offset) >= 0 && offset == to;
+  const std::optional<uint64_t> start = from == 0 ? std::nullopt : std::optional<uint64_t>(from);
+  part.aligned = WalkPackets(decoder, padded, to, start, [&part](const pt_packet& packet, uint64_t offset) {
+                   if (packet.type == ppt_cyc) {
+                     part.OnCyc(packet.payload.cyc.value);
+                   } else if (!IsTimingPacket(packet.type)) {
+                     part.OnTimed(offset);
+                   }
+                 }).aligned;
   pt_pkt_free_decoder(decoder);
   return part;
 }

@@ -15,26 +15,10 @@ TimeIndex TimeIndex::Build(const pt_config& config) {
   const uint64_t size = static_cast<uint64_t>(config.end - config.begin);
   PacketTime time(config);
   bool in_header = false;
-  uint64_t failed_at = 0;
-  bool failed = false;
-  int status = pt_pkt_sync_forward(decoder);
-  uint64_t offset = 0;
-  while (status >= 0) {
-    pt_pkt_get_offset(decoder, &offset);
-    pt_packet packet;
-    status = pt_pkt_next(decoder, &packet, sizeof packet);
-    if (status < 0) {
-      if (status == -pte_eos) break;
-      if (failed && offset <= failed_at) break;
-      failed = true;
-      failed_at = offset;
-      status = pt_pkt_sync_forward(decoder);
-      continue;
-    }
+  WalkPackets(decoder, config.begin, size, std::nullopt, [&](const pt_packet& packet, uint64_t offset) {
     // What the query does with each packet's time (PacketQuery::PsbCalibrations::Fold
     // for the calibration): the header's TSC and CBR between a PSB and its PSBEND.
     switch (packet.type) {
-      case ppt_pad: SkipPadRun(decoder, config.begin, offset + 1, size); continue;
       case ppt_psb:
         time.OnPsb();
         in_header = true;
@@ -70,12 +54,12 @@ TimeIndex TimeIndex::Build(const pt_config& config) {
     // bring their own time (pt_event::tsc), and the flow decoders read event packets
     // before the instructions they bind to have run.
     if (packet.type != ppt_tnt_8 && packet.type != ppt_tnt_64 && packet.type != ppt_tip && packet.type != ppt_psbend) {
-      continue;
+      return;
     }
     const PacketTime::State& state = time.state();
     const uint64_t tsc = state.have_tsc ? state.tsc : 0;
     if (index.entries_.empty() ? tsc != 0 : tsc != index.entries_.back().tsc) index.entries_.push_back({offset, tsc});
-  }
+  });
   pt_pkt_free_decoder(decoder);
   return index;
 }
