@@ -1,5 +1,5 @@
 // `ptrace-direct coverage TRACE -o FILE`: which code the trace executed
-// (decoder/coverage_collector.h), as drcov (lighthouse, bncov), lcov (genhtml) or a text
+// (decoder/coverage/collector.h), as drcov (lighthouse, bncov), lcov (genhtml) or a text
 // summary.
 #include <cstdio>
 #include <string>
@@ -8,10 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
 #include "common/file_util.h"
-#include "decoder/coverage_collector.h"
-#include "decoder/coverage_drcov.h"
-#include "decoder/coverage_lcov.h"
-#include "decoder/coverage_text.h"
+#include "decoder/coverage/collector.h"
+#include "decoder/coverage/drcov.h"
+#include "decoder/coverage/lcov.h"
+#include "decoder/coverage/text.h"
 #include "decoder/trace_decoder.h"
 #include "perfdata/perf_data_input.h"
 

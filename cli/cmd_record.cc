@@ -8,11 +8,11 @@
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
 #include "recorder/pt/hardware_recorder.h"
-#include "recorder/record_options.h"
+#include "recorder/session/record_options.h"
 #include "recorder/emulate/emulated_recorder.h"
-#include "recorder/record_backend.h"
-#include "recorder/recording_supervisor.h"
-#include "recorder/target_process.h"
+#include "recorder/session/record_backend.h"
+#include "recorder/session/recording_supervisor.h"
+#include "recorder/target/target_process.h"
 #include "recorder/valgrind/valgrind_recorder.h"
 
 namespace ptd::cli {

@@ -109,7 +109,7 @@ function(ptd_test name)
   target_link_libraries(${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_precompile_headers(${name} REUSE_FROM ptd_test_pch)
   ptd_test_definitions(${name})
-  # Recordings archive their binaries in a shared cache (recorder/trace_archive.h): the
+  # Recordings archive their binaries in a shared cache (recorder/images/trace_archive.h): the
   # tests' goes in the build tree, not in the home directory.
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${T_LABELS}"
                        ENVIRONMENT "PTD_CACHE_DIR=${CMAKE_BINARY_DIR}/test-archive-cache")

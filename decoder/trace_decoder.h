@@ -15,9 +15,9 @@
 #include "absl/strings/string_view.h"
 #include "common/missing_binaries.h"
 #include "ftf/function_stats.h"
-#include "decoder/detail_filter.h"
-#include "decoder/flow_decoder.h"
-#include "decoder/slice_sink.h"
+#include "decoder/output/detail_filter.h"
+#include "decoder/flow/flow_decoder.h"
+#include "decoder/output/slice_sink.h"
 #include "decoder/stats.h"
 
 namespace ptd::decoder {
@@ -27,7 +27,7 @@ class CoverageCollector;
 enum class TimeAxisChoice { kTime, kCycles, kInstructions };
 
 // `decode --window` / `--window-offset`: decode only the PSB intervals that cover a time
-// or byte range of every stream (decoder/psb_window.h), not the trace from its start.
+// or byte range of every stream (decoder/packets/psb_window.h), not the trace from its start.
 struct DecodeWindow {
   enum class Kind { kNone, kTime, kOffset };
   Kind kind = Kind::kNone;
@@ -64,11 +64,11 @@ struct DecodeOptions {
   uint64_t piece_bytes = 0;                  // parallel: PT bytes per piece (0: automatic)
   const std::atomic<bool>* cancel = nullptr;  // turns true (SIGINT): stop, close, mark
   // Level of detail of what reaches the sinks (--min-duration, --max-depth): see
-  // decoder/detail_filter.h; counts of dropped slices in DecodeResult::stats.
+  // decoder/output/detail_filter.h; counts of dropped slices in DecodeResult::stats.
   DetailOptions detail;
   DecodeWindow window;
   // DecodeTraceToFtf only: the largest FTF file wanted (0: no limit). The detail is
-  // chosen to fit (decoder/output_size_plan.h): a counting decode, then the real one
+  // chosen to fit (decoder/output/output_size_plan.h): a counting decode, then the real one
   // (again, smaller, when an estimate was off); the choice is described in `notes`.
   uint64_t max_output_bytes = 0;
   // When set, sees every slice at full detail (before `detail`): --summary.

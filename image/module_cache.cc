@@ -32,7 +32,7 @@ void NameEntryPoint(uint64_t entry, const std::vector<FdeRange>& fde_ranges, Sym
 std::vector<std::string> ModuleCache::SeparateDebugFiles(const std::string& path, const std::string& original_path,
                                                          const ElfInfo& info) const {
   std::vector<std::string> candidates;
-  // The trace archive keeps a fetched debug file next to its copy (recorder/trace_archive.h).
+  // The trace archive keeps a fetched debug file next to its copy (recorder/images/trace_archive.h).
   candidates.push_back(path + ".debug");
   if (!info.build_id.empty()) candidates.push_back(DebugFileForBuildId(info.build_id, debug_root_));
   for (const std::string* where : {&path, &original_path}) {

@@ -31,10 +31,10 @@
 #include "ptd/trace_scope.h"
 #include "ptd/version.h"
 #include "recorder/emulate/emulated_recorder.h"
-#include "recorder/emulated_run.h"
+#include "recorder/session/emulated_run.h"
 #include "recorder/pt/pt_recording.h"
-#include "recorder/record_backend.h"
-#include "recorder/target_process.h"
+#include "recorder/session/record_backend.h"
+#include "recorder/target/target_process.h"
 #include "recorder/valgrind/valgrind_recorder.h"
 
 namespace ptd {

@@ -18,8 +18,8 @@
 
 #include "absl/strings/str_format.h"
 #include "common/file_util.h"
-#include "recorder/jit_capture.h"
-#include "recorder/proc_maps.h"
+#include "recorder/images/jit_capture.h"
+#include "recorder/sideband/proc_maps.h"
 
 namespace ptd {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "recorder/data_ring.h"
+#include "recorder/sideband/data_ring.h"
 
 namespace ptd::pt {
 namespace {

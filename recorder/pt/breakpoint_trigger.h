@@ -1,6 +1,6 @@
 #pragma once
 // Hardware execute breakpoints (PERF_TYPE_BREAKPOINT, HW_BREAKPOINT_X) for the triggers
-// (recorder/trigger_policy.h decides which hit fires). The entry breakpoint on the
+// (recorder/session/trigger_policy.h decides which hit fires). The entry breakpoint on the
 // symbol's runtime address is one perf event per (thread, CPU) with inherit set, so the
 // threads and processes the target creates later are watched too (their samples go to
 // the parent event's ring, with their tid); the events of one CPU share one ring
@@ -18,9 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "recorder/perf_event.h"
-#include "recorder/elf_symbol.h"  // ResolveSymbolInProcess
-#include "recorder/perf_mmap.h"
+#include "recorder/sideband/perf_event.h"
+#include "recorder/images/elf_symbol.h"  // ResolveSymbolInProcess
+#include "recorder/sideband/perf_mmap.h"
 
 namespace ptd::pt {
 

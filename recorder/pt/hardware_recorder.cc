@@ -5,13 +5,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/trace_dir.h"
 #include "ptd/version.h"
-#include "recorder/jit_files.h"
+#include "recorder/images/jit_files.h"
 #include "recorder/pt/breakpoint_trigger.h"
 #include "recorder/pt/psb_trim.h"
 #include "recorder/pt/pt_recording.h"
 #include "recorder/pt/record_session.h"
-#include "recorder/sideband_recorder.h"  // OnlineCpus
-#include "recorder/trigger_policy.h"
+#include "recorder/sideband/sideband_recorder.h"  // OnlineCpus
+#include "recorder/session/trigger_policy.h"
 
 namespace ptd::pt {
 namespace {

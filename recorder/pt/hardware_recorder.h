@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "recorder/pt/pt_ring_factory.h"
-#include "recorder/record_options.h"
+#include "recorder/session/record_options.h"
 
 namespace ptd::pt {
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "recorder/elf_symbol.h"
+#include "recorder/images/elf_symbol.h"
 
 namespace ptd::pt {
 namespace {

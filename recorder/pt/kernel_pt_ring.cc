@@ -2,8 +2,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "recorder/perf_event.h"
-#include "recorder/perf_mmap.h"
+#include "recorder/sideband/perf_event.h"
+#include "recorder/sideband/perf_mmap.h"
 #include "recorder/pt/pt_ring_factory.h"
 
 namespace ptd::pt {

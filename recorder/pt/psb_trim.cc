@@ -6,7 +6,7 @@
 #include "common/pt_psb.h"
 #include "common/trace_dir.h"
 #include "image/mapped_file.h"
-#include "recorder/stream_cut.h"
+#include "recorder/session/stream_cut.h"
 
 namespace ptd::pt {
 namespace {

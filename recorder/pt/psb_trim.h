@@ -20,7 +20,7 @@ struct PsbTrimResult {
 };
 
 // Cuts the stream files of `meta` under `dir` at their last PSB timed at or before
-// `from_ns` (perf clock) and re-bases their chunks (recorder/stream_cut.h). A stream is
+// `from_ns` (perf clock) and re-bases their chunks (recorder/session/stream_cut.h). A stream is
 // scanned chunk by chunk and up to its first PSB timed after `from_ns`. The first error
 // stops it; streams cut before stay cut (each file and its chunks change together).
 absl::StatusOr<PsbTrimResult> TrimStreamsAtPsb(const std::string& dir, uint64_t from_ns, TraceMeta* meta);

@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "recorder/pt/pmu_format.h"
 #include "recorder/pt/pt_pmu.h"
-#include "recorder/record_options.h"
+#include "recorder/session/record_options.h"
 
 namespace ptd::pt {
 

@@ -19,8 +19,8 @@
 #include "recorder/pt/pt_ring_factory.h"
 #include "recorder/pt/pt_stream_capture.h"
 #include "recorder/pt/record_session.h"
-#include "recorder/record_options.h"
-#include "recorder/target_process.h"
+#include "recorder/session/record_options.h"
+#include "recorder/target/target_process.h"
 
 namespace ptd::pt {
 

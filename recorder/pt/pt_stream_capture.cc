@@ -1,6 +1,6 @@
 #include "recorder/pt/pt_stream_capture.h"
 
-#include "recorder/perf_mmap.h"
+#include "recorder/sideband/perf_mmap.h"
 
 #include <cerrno>
 

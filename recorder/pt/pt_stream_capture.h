@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "common/trace_meta.h"
-#include "recorder/data_ring.h"
+#include "recorder/sideband/data_ring.h"
 #include "recorder/pt/aux_ring.h"
 #include "recorder/pt/pt_ring_source.h"
 #include "sideband/perf_record.h"

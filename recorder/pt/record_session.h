@@ -12,10 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "recorder/pt/breakpoint_trigger.h"
-#include "recorder/control_fifo.h"
+#include "recorder/session/control_fifo.h"
 #include "recorder/pt/signal_watcher.h"
 #include "recorder/pt/status_line.h"
-#include "recorder/trigger_policy.h"
+#include "recorder/session/trigger_policy.h"
 
 namespace ptd::pt {
 

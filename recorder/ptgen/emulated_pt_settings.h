@@ -5,7 +5,7 @@
 
 #include "common/trace_meta.h"
 #include "recorder/ptgen/pt_stream_set.h"
-#include "recorder/record_options.h"
+#include "recorder/session/record_options.h"
 
 namespace ptd {
 

@@ -7,7 +7,7 @@
 #include "common/file_util.h"
 #include "recorder/ptgen/file_sink.h"
 #include "recorder/ptgen/snapshot_ring_sink.h"
-#include "recorder/stream_cut.h"
+#include "recorder/session/stream_cut.h"
 
 namespace ptd {
 

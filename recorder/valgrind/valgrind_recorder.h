@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "recorder/emulated_record_summary.h"
-#include "recorder/record_options.h"
+#include "recorder/session/emulated_record_summary.h"
+#include "recorder/session/record_options.h"
 
 namespace ptd {
 

@@ -28,7 +28,7 @@
 #include "absl/types/span.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "recorder/jit_capture.h"
+#include "recorder/images/jit_capture.h"
 #include "recorder/ptgen/pt_stream_set.h"
 #include "sideband/perf_record.h"
 

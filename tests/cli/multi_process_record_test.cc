@@ -24,7 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
 #include "ftf/ftf_reader.h"
-#include "recorder/target_process.h"
+#include "recorder/target/target_process.h"
 #include "tests/testing/test_util.h"
 
 extern char** environ;

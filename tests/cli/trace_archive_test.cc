@@ -1,4 +1,4 @@
-// Self-contained trace directories (recorder/trace_archive.h) through the real binary:
+// Self-contained trace directories (recorder/images/trace_archive.h) through the real binary:
 // a program recorded from a copy in a temp dir, then overwritten with another program,
 // decodes exactly as before; so does the directory moved elsewhere; damaged archive
 // entries are warned about and decode falls back to the path.

@@ -110,7 +110,7 @@ class AttachStopTest : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto recorder = std::make_unique<ChildProcess>(argv);
     const double start = NowS();
-    // The tracer is the recording process `record` supervises (recorder/recording_supervisor.h).
+    // The tracer is the recording process `record` supervises (recorder/session/recording_supervisor.h).
     while (!Traced(reader_.pid()) && NowS() - start < kHangGuardS) usleep(10000);
     EXPECT_TRUE(Traced(reader_.pid())) << "never attached";
     return recorder;

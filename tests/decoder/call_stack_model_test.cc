@@ -1,5 +1,5 @@
 // The call-stack model on hand-written event sequences, one rule per test.
-#include "decoder/call_stack_model.h"
+#include "decoder/model/call_stack_model.h"
 
 #include <map>
 #include <string>

@@ -1,8 +1,8 @@
-// The coverage collector (decoder/coverage_collector.h) on a recorded program: the runs
+// The coverage collector (decoder/coverage/collector.h) on a recorded program: the runs
 // the fast decoder counts on its multi-block path give the blocks and counts that
 // reporting every run as it is decoded gives, the executed instructions libipt's block
 // decoder gives, and the collector's size follows the code that ran, not how often.
-#include "decoder/coverage_collector.h"
+#include "decoder/coverage/collector.h"
 
 #include <gtest/gtest.h>
 

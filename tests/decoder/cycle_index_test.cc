@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "common/pt_psb.h"
-#include "decoder/cycle_index.h"
-#include "decoder/packet_query.h"
-#include "decoder/pt_stream_decoder.h"
+#include "decoder/packets/cycle_index.h"
+#include "decoder/packets/packet_query.h"
+#include "decoder/flow/pt_stream_decoder.h"
 #include "gtest/gtest.h"
 #include "tests/decoder/packet_writer.h"
 

@@ -17,7 +17,7 @@
 #include "common/pt_psb.h"
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
-#include "decoder/pt_stream_decoder.h"
+#include "decoder/flow/pt_stream_decoder.h"
 #include "decoder/trace_decoder.h"
 #include "ftf/ftf_check.h"
 #include "gtest/gtest.h"

@@ -10,7 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 
-#include "decoder/flow_decoder.h"
+#include "decoder/flow/flow_decoder.h"
 #include "decoder/stats.h"
 #include "decoder/trace_decoder.h"
 #include "image/module_cache.h"

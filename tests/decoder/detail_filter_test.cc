@@ -1,6 +1,6 @@
 // DetailFilterSink (`decode --min-duration`, `--max-depth`): which slices pass, in
 // which order, and what is counted as dropped.
-#include "decoder/detail_filter.h"
+#include "decoder/output/detail_filter.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// The fast flow decoder (decoder/fast_block_decoder.h) against libipt's block decoder on
+// The fast flow decoder (decoder/flow/fast_block_decoder.h) against libipt's block decoder on
 // programs recorded here by the emulator: the same flow events, statistics and FTF bytes
 // on every time axis, with overflows, per-CPU streams, code replaced at run time
 // (dlopen/exec: the block cache must be dropped) and signals; then on PT bytes mutated at

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "decoder/flow_decoder.h"
-#include "decoder/flow_event.h"
+#include "decoder/flow/flow_decoder.h"
+#include "decoder/flow/flow_event.h"
 
 namespace ptd::decoder::testing {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "decoder/call_stack_model.h"
+#include "decoder/model/call_stack_model.h"
 
 namespace ptd::decoder::testing {
 namespace {

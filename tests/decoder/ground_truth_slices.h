@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "decoder/function_resolver.h"
-#include "decoder/insn_classifier.h"
+#include "decoder/model/function_resolver.h"
+#include "decoder/flow/insn_classifier.h"
 #include "recorder/emulate/ground_truth.h"
 #include "sideband/cpu_schedule.h"
 

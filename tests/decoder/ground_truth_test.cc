@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/trace_meta.h"
-#include "decoder/insn_classifier.h"
+#include "decoder/flow/insn_classifier.h"
 #include "decoder/trace_decoder.h"
 #include "gtest/gtest.h"
 #include "image/module_cache.h"

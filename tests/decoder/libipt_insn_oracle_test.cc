@@ -1,12 +1,12 @@
 // Instructions Zydis 4 refuses but libipt 2.0.5's length decoder accepts (the fast
-// decoder then asks libipt: decoder/libipt_insn_oracle.h). First what libipt makes of each
+// decoder then asks libipt: decoder/flow/libipt_insn_oracle.h). First what libipt makes of each
 // (size, class, direct branch targets), then the fast decoder against libipt's block
 // decoder on a generated PT stream over code made of them, ending in bytes both refuse:
 // the same instructions, calls, returns and errors at the same offsets.
 // The byte sequences are those of an emulated `python3 -c pass` recording where a
 // decode that had lost its way walked into the middle of instructions (docs/decoder.md),
 // plus LOCK-prefixed branches for the branch classes.
-#include "decoder/libipt_insn_oracle.h"
+#include "decoder/flow/libipt_insn_oracle.h"
 
 #include <Zydis/Decoder.h>
 #include <intel-pt.h>
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "decoder/fast_block_decoder.h"
-#include "decoder/flow_decoder.h"
+#include "decoder/flow/fast_block_decoder.h"
+#include "decoder/flow/flow_decoder.h"
 #include "gtest/gtest.h"
 #include "image/process_image.h"
 #include "image/section_cache.h"

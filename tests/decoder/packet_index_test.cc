@@ -1,4 +1,4 @@
-#include "decoder/packet_index.h"
+#include "decoder/packets/packet_index.h"
 
 #include <gtest/gtest.h>
 

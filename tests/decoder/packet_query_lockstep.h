@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "decoder/packet_query.h"
+#include "decoder/packets/packet_query.h"
 
 namespace ptd::decoder::testing {
 

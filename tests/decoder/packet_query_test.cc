@@ -1,4 +1,4 @@
-// PacketQuery (decoder/packet_query.h) in lockstep with libipt's query decoder: the same
+// PacketQuery (decoder/packets/packet_query.h) in lockstep with libipt's query decoder: the same
 // bytes, the same calls, and every return code, output, offset, sync offset and time
 // compared after each call. Streams: the code walker over libc (escapes, overflows,
 // TSC, TMA/MTC/CYC timing, return compression off, TNT-64), the emulated test programs,
@@ -6,7 +6,7 @@
 // mutated copies of all of them (compared where PacketQuery::Accepts says yes); timed
 // streams under several timing configs (mtc_freq, nom_freq, CPUID 0x15, CPU errata). Then the fast flow decoder end to end: it must use
 // PacketQuery on these traces (and still equal libipt's block decoder: the other tests).
-#include "decoder/packet_query.h"
+#include "decoder/packets/packet_query.h"
 
 #include <intel-pt.h>
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "decoder/flow_decoder.h"
+#include "decoder/flow/flow_decoder.h"
 #include "gtest/gtest.h"
 
 namespace ptd::decoder::testing {

@@ -1,4 +1,4 @@
-#include "decoder/piece_events.h"
+#include "decoder/flow/piece_events.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "decoder/flow_decoder.h"
+#include "decoder/flow/flow_decoder.h"
 #include "gtest/gtest.h"
 #include "tests/decoder/decoder_diff.h"
 #include "tests/decoder/packet_writer.h"

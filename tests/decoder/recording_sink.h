@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "decoder/slice_sink.h"
+#include "decoder/output/slice_sink.h"
 
 namespace ptd::decoder::testing {
 

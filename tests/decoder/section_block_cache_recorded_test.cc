@@ -1,4 +1,4 @@
-// The decode's shared runs of code (decoder/section_block_cache.h) on a recorded program
+// The decode's shared runs of code (decoder/flow/section_block_cache.h) on a recorded program
 // with two processes: the child, before and after its exec, runs library code the parent
 // ran (after the exec at other addresses), and takes those runs from the shared cache;
 // the output stays libipt's block decoder's.

@@ -1,8 +1,8 @@
-// The fast decoder's runs of code shared by section (decoder/section_block_cache.h): two
+// The fast decoder's runs of code shared by section (decoder/flow/section_block_cache.h): two
 // processes that map the same file's bytes, at different addresses, decode them once;
 // different bytes under the same name and address (memory dumps, JIT code) share nothing.
 // Each stream's flow events must be what libipt's block decoder gives for it.
-#include "decoder/section_block_cache.h"
+#include "decoder/flow/section_block_cache.h"
 
 #include <intel-pt.h>
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/file_util.h"
-#include "decoder/flow_decoder.h"
+#include "decoder/flow/flow_decoder.h"
 #include "decoder/stats.h"
 #include "gtest/gtest.h"
 #include "image/module_cache.h"

@@ -1,4 +1,4 @@
-#include "decoder/time_interpolator.h"
+#include "decoder/flow/time_interpolator.h"
 
 #include <vector>
 

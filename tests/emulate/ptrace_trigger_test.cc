@@ -1,4 +1,4 @@
-// record --emulate=ptrace with the triggers of recorder/trigger_policy.h on a real
+// record --emulate=ptrace with the triggers of recorder/session/trigger_policy.h on a real
 // two-thread program (tests/programs/prog_slow_call.c): --trigger-slower-than catches the
 // one slow call (in the second thread) whole, --trigger-after picks the Nth entry,
 // --trim drops what came before the call. Checked by decoding with the decoder.

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/trace_meta.h"
-#include "decoder/slice_sink.h"
+#include "decoder/output/slice_sink.h"
 #include "decoder/trace_decoder.h"
 #include "recorder/emulate/emulated_recorder.h"
 #include "recorder/emulate/ground_truth.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "recorder/data_ring.h"
+#include "recorder/sideband/data_ring.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Layout of the input: u8 log2(ring size) (3..12), u64 tail, u16 head - tail, ring bytes.

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "decoder/call_stack_model.h"
-#include "decoder/flow_decoder.h"
+#include "decoder/model/call_stack_model.h"
+#include "decoder/flow/flow_decoder.h"
 #include "image/maps_spec.h"
 #include "image/module_cache.h"
 #include "image/process_image.h"

@@ -1,4 +1,4 @@
-// PacketQuery (decoder/packet_query.h) on hostile PT bytes: where it accepts the stream,
+// PacketQuery (decoder/packets/packet_query.h) on hostile PT bytes: where it accepts the stream,
 // every call gives what libipt's query decoder gives (tests/decoder/packet_query_lockstep.h);
 // the first input byte picks the call sequence and the config. Never a crash, never a difference.
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "decoder/packet_query.h"
+#include "decoder/packets/packet_query.h"
 #include "tests/decoder/packet_query_lockstep.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,7 +1,7 @@
 // DataRing over a hand-laid-out buffer (a perf_event_mmap_page followed by the DATA
 // area), so the protocol is checked without the kernel: records that wrap the buffer end,
 // LOST counting, corrupt sizes, and a producer racing the reader.
-#include "recorder/data_ring.h"
+#include "recorder/sideband/data_ring.h"
 
 #include <linux/perf_event.h>
 

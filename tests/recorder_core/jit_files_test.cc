@@ -1,7 +1,7 @@
 // ArchiveJitFiles, the end-of-recording step every backend shares: the jitdumps the
 // sideband shows mapped and the perf maps of every process it names are copied into
 // images/, and what could not be copied is a note.
-#include "recorder/jit_files.h"
+#include "recorder/images/jit_files.h"
 
 #include <unistd.h>
 

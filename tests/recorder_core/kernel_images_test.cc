@@ -1,8 +1,8 @@
-// record --kernel's capture (recorder/kernel_images.h) from fake /proc and /sys trees made
+// record --kernel's capture (recorder/images/kernel_images.h) from fake /proc and /sys trees made
 // by the test (no machine here has /proc/kcore): kallsyms, modules with build-ids, the
 // kernel's build-id, the text from a kcore-like ELF, a vmlinux found by build-id, and one
 // message naming what is missing and why when addresses are hidden.
-#include "recorder/kernel_images.h"
+#include "recorder/images/kernel_images.h"
 
 #include <elf.h>
 #include <gmock/gmock.h>

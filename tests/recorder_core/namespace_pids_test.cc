@@ -1,4 +1,4 @@
-#include "recorder/namespace_pids.h"
+#include "recorder/target/namespace_pids.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

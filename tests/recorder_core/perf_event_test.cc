@@ -1,5 +1,5 @@
 // The RAII wrappers against the real kernel (software events work on this VM).
-#include "recorder/perf_event.h"
+#include "recorder/sideband/perf_event.h"
 
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -9,9 +9,9 @@
 #include <variant>
 
 #include "gtest/gtest.h"
-#include "recorder/data_ring.h"
-#include "recorder/perf_mmap.h"
-#include "recorder/sideband_events.h"
+#include "recorder/sideband/data_ring.h"
+#include "recorder/sideband/perf_mmap.h"
+#include "recorder/sideband/sideband_events.h"
 #include "sideband/record_reader.h"
 
 namespace ptd {

@@ -1,4 +1,4 @@
-#include "recorder/proc_maps.h"
+#include "recorder/sideband/proc_maps.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // Synthesized /proc records, read back with the sideband parser and, for the first
 // record, by hand from the raw bytes (so the check does not rest on the builder alone).
-#include "recorder/proc_synth.h"
+#include "recorder/sideband/proc_synth.h"
 
 #include <linux/perf_event.h>
 #include <sys/mman.h>

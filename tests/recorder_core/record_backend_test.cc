@@ -1,6 +1,6 @@
 // The backend `record` and the library choose: hardware PT when present and not asked
 // otherwise, else Valgrind, else ptrace; attaching is ptrace's; unknown names refused.
-#include "recorder/record_backend.h"
+#include "recorder/session/record_backend.h"
 
 #include <stdlib.h>
 

@@ -16,8 +16,8 @@
 
 #include "common/file_util.h"
 #include "gtest/gtest.h"
-#include "recorder/proc_maps.h"
-#include "recorder/sideband_session.h"
+#include "recorder/sideband/proc_maps.h"
+#include "recorder/sideband/sideband_session.h"
 #include "tests/recorder_core/recorded_sideband.h"
 #include "tests/testing/test_util.h"
 

@@ -1,5 +1,5 @@
 // SidebandRecorder on this test process's own threads (real kernel, dummy events).
-#include "recorder/sideband_recorder.h"
+#include "recorder/sideband/sideband_recorder.h"
 
 #include <sys/prctl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "recorder/stream_cut.h"
+#include "recorder/session/stream_cut.h"
 
 #include <gtest/gtest.h>
 

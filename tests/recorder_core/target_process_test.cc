@@ -1,4 +1,4 @@
-#include "recorder/target_process.h"
+#include "recorder/target/target_process.h"
 
 #include <signal.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // The trigger policy every backend shares: which entry or return fires, per thread, and
 // the option checks made before any work.
-#include "recorder/trigger_policy.h"
+#include "recorder/session/trigger_policy.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

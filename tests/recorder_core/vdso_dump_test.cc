@@ -1,4 +1,4 @@
-#include "recorder/vdso_dump.h"
+#include "recorder/images/vdso_dump.h"
 
 #include <sys/auxv.h>
 #include <unistd.h>

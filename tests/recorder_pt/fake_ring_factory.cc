@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "tests/recorder_pt/fake_address_filter.h"
 
-#include "recorder/perf_event.h"
-#include "recorder/perf_mmap.h"
+#include "recorder/sideband/perf_event.h"
+#include "recorder/sideband/perf_mmap.h"
 
 namespace ptd::pt::testing {
 namespace {

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-#include "recorder/elf_symbol.h"
+#include "recorder/images/elf_symbol.h"
 #include "recorder/pt/ip_filter.h"
 #include "tests/recorder_pt/fake_address_filter.h"
 

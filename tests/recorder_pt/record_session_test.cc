@@ -14,11 +14,11 @@
 
 #include "common/file_util.h"
 #include "recorder/pt/breakpoint_trigger.h"
-#include "recorder/control_fifo.h"
+#include "recorder/session/control_fifo.h"
 #include "recorder/pt/record_session.h"
 #include "recorder/pt/status_line.h"
-#include "recorder/sideband_recorder.h"
-#include "recorder/target_process.h"
+#include "recorder/sideband/sideband_recorder.h"
+#include "recorder/target/target_process.h"
 #include "tests/testing/test_util.h"
 
 // Defined at the end: a function with external linkage in this binary's symbol table.

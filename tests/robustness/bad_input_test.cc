@@ -17,7 +17,7 @@
 #include "common/trace_meta.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "recorder/target_process.h"
+#include "recorder/target/target_process.h"
 #include "tests/robustness/child_process.h"
 #include "tests/robustness/robustness_util.h"
 #include "tests/testing/test_util.h"

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/trace_meta.h"
-#include "decoder/slice_sink.h"
+#include "decoder/output/slice_sink.h"
 #include "decoder/trace_decoder.h"
 #include "gtest/gtest.h"
 #include "recorder/emulate/emulated_recorder.h"

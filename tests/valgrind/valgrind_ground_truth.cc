@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/file_util.h"
-#include "decoder/slice_sink.h"
+#include "decoder/output/slice_sink.h"
 #include "recorder/valgrind/valgrind_recorder.h"
 #include "decoder/trace_decoder.h"
 #include "gtest/gtest.h"

@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/trace_meta.h"
-#include "recorder/emulated_record_summary.h"
-#include "recorder/record_options.h"
+#include "recorder/session/emulated_record_summary.h"
+#include "recorder/session/record_options.h"
 
 namespace ptd::testing {
 

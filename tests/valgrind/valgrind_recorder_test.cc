@@ -23,7 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_util.h"
 #include "common/trace_meta.h"
-#include "decoder/call_stack_model.h"
+#include "decoder/model/call_stack_model.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_util.h"
 #include "tests/valgrind/valgrind_ground_truth.h"
