@@ -1,0 +1,77 @@
+// CallStackModel: the slices of inlined calls (DWARF) along each run between two events.
+#include "decoder/model/call_stack_model.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "decoder/model/call_stack_emit.h"
+
+namespace ptd::decoder {
+
+void CallStackModel::FollowInlines(const FlowEvent& event) {
+  switch (event.kind) {
+    case FlowKind::kCall:
+    case FlowKind::kReturn:
+    case FlowKind::kJump:
+    case FlowKind::kSyscall:
+      break;
+    default:
+      return;
+  }
+  // A resumed goroutine's frames are still being told apart by their held Begins.
+  if (frames_.empty() || pending_.active || event.instructions <= run_instructions_) return;
+  const Frame& top = frames_.back();
+  if (top.kind != FrameKind::kFunction || !top.inlines || top.plt_pending || !top.contains(run_ip_)) return;
+  const std::vector<image::ProcessImage::SourceFrameChange>* changes = nullptr;
+  // A run not walked through to the event (not straight after all) takes only the
+  // changes found on the way.
+  resolver_->SourceFramesAlong(run_ip_, event.ip, &changes);
+  if (changes == nullptr) return;
+  const uint64_t count = event.instructions - run_instructions_;
+  for (const image::ProcessImage::SourceFrameChange& change : *changes) {
+    if (change.index >= count) break;
+    SetInlineChain(change.frame, change.index, count, event);
+  }
+}
+
+void CallStackModel::SetInlineChain(const image::SourceFrame* innermost, uint64_t index, uint64_t count,
+                                    const FlowEvent& event) {
+  chain_.clear();
+  for (const image::SourceFrame* f = innermost; f != nullptr && f->inlined; f = f->parent) chain_.push_back(f);
+  std::reverse(chain_.begin(), chain_.end());
+  Frame& top = frames_.back();
+  const size_t first = open_inlines_.size() - top.inline_open;
+  size_t same = 0;
+  while (same < top.inline_open && same < chain_.size() && open_inlines_[first + same].frame == chain_[same]) ++same;
+  if (same == top.inline_open && same == chain_.size()) return;
+  // Instruction `index` begins at the run's counts plus `index`; time by instruction.
+  auto interpolate = [&](uint64_t from, uint64_t to) {
+    if (to <= from) return from;
+    return from + static_cast<uint64_t>(static_cast<unsigned __int128>(to - from) * index / count);
+  };
+  const uint64_t time = interpolate(run_time_, event.time);
+  const uint64_t instructions = run_instructions_ + index;
+  const uint64_t cycles = interpolate(run_cycles_, event.cycles);
+  while (top.inline_open > same) CloseInline(time, instructions, cycles);
+  MaterializeTop();
+  for (size_t i = same; i < chain_.size(); ++i) {
+    // Below the fold depth only, so a frame pushed above still finds room for the marker.
+    const bool emitted = top.emitted && !top.fold_marker && emitted_on_stack_ + emitted_inlines_ < kFoldDepth;
+    open_inlines_.push_back(OpenInline{chain_[i], time, instructions, cycles, emitted});
+    ++top.inline_open;
+    if (emitted) ++emitted_inlines_;
+    if (emitted) EmitBegin(time, chain_[i]->name.empty() ? absl::string_view("[inlined]") : chain_[i]->name, chain_[i]);
+  }
+}
+
+void CallStackModel::CloseInline(uint64_t time, uint64_t instructions, uint64_t cycles) {
+  const OpenInline& open = open_inlines_.back();
+  if (open.emitted) {
+    EmitEnd(time, instructions - open.begin_instructions, cycles - open.begin_cycles);
+    --emitted_inlines_;
+  }
+  open_inlines_.pop_back();
+  --frames_.back().inline_open;
+}
+
+}  // namespace ptd::decoder
