@@ -4,26 +4,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "decoder/model/call_stack_emit.h"
 
 namespace ptd::decoder {
-
-CallStackModel::GoRole CallStackModel::GoRoleOf(absl::string_view name) {
-  // Two byte compares for a name that is not the Go runtime's.
-  if (name.size() < 12 || name[0] != 'r' || !absl::StartsWith(name, "runtime.")) return GoRole::kNone;
-  name.remove_prefix(8);
-  absl::ConsumeSuffix(&name, ".abi0");  // assembly functions' ABI0 symbols
-  if (name == "mcall") return GoRole::kMcall;
-  if (name == "morestack") return GoRole::kMorestack;
-  if (name == "gogo") return GoRole::kGogo;
-  if (name == "goexit1") return GoRole::kExit;
-  if (name == "goexit") return GoRole::kGoexit;
-  // Go 1.21+ calls mcall(recovery) from (*_panic).nextDefer.
-  if (name == "gopanic" || name == "(*_panic).nextDefer") return GoRole::kGopanic;
-  return GoRole::kNone;
-}
 
 bool CallStackModel::IsGogoHelper(uint64_t address) {
   // Go 1.17+: runtime.gogo jumps to gogo<> (ELF symbol "gogo"), whose JMP resumes.

@@ -8,32 +8,6 @@
 
 namespace ptd::decoder {
 
-void CallStackModel::FollowInlines(const FlowEvent& event) {
-  switch (event.kind) {
-    case FlowKind::kCall:
-    case FlowKind::kReturn:
-    case FlowKind::kJump:
-    case FlowKind::kSyscall:
-      break;
-    default:
-      return;
-  }
-  // A resumed goroutine's frames are still being told apart by their held Begins.
-  if (frames_.empty() || pending_.active || event.instructions <= run_instructions_) return;
-  const Frame& top = frames_.back();
-  if (top.kind != FrameKind::kFunction || !top.inlines || top.plt_pending || !top.contains(run_ip_)) return;
-  const std::vector<image::ProcessImage::SourceFrameChange>* changes = nullptr;
-  // A run not walked through to the event (not straight after all) takes only the
-  // changes found on the way.
-  resolver_->SourceFramesAlong(run_ip_, event.ip, &changes);
-  if (changes == nullptr) return;
-  const uint64_t count = event.instructions - run_instructions_;
-  for (const image::ProcessImage::SourceFrameChange& change : *changes) {
-    if (change.index >= count) break;
-    SetInlineChain(change.frame, change.index, count, event);
-  }
-}
-
 void CallStackModel::SetInlineChain(const image::SourceFrame* innermost, uint64_t index, uint64_t count,
                                     const FlowEvent& event) {
   chain_.clear();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "decoder/model/call_stack_emit.h"
 
 namespace ptd::decoder {
@@ -43,6 +45,21 @@ CallStackModel::Frame CallStackModel::MakeFrame(uint64_t address, bool target_kn
     frame.name = kUntracedName;
   }
   return frame;
+}
+
+CallStackModel::GoRole CallStackModel::GoRoleOf(absl::string_view name) {
+  // Two byte compares for a name that is not the Go runtime's.
+  if (name.size() < 12 || name[0] != 'r' || !absl::StartsWith(name, "runtime.")) return GoRole::kNone;
+  name.remove_prefix(8);
+  absl::ConsumeSuffix(&name, ".abi0");  // assembly functions' ABI0 symbols
+  if (name == "mcall") return GoRole::kMcall;
+  if (name == "morestack") return GoRole::kMorestack;
+  if (name == "gogo") return GoRole::kGogo;
+  if (name == "goexit1") return GoRole::kExit;
+  if (name == "goexit") return GoRole::kGoexit;
+  // Go 1.21+ calls mcall(recovery) from (*_panic).nextDefer.
+  if (name == "gopanic" || name == "(*_panic).nextDefer") return GoRole::kGopanic;
+  return GoRole::kNone;
 }
 
 void CallStackModel::Release() {
@@ -140,6 +157,32 @@ void CallStackModel::StartRun(const FlowEvent& event) {
   run_time_ = event.time;
   run_instructions_ = event.instructions;
   run_cycles_ = event.cycles;
+}
+
+void CallStackModel::FollowInlines(const FlowEvent& event) {
+  switch (event.kind) {
+    case FlowKind::kCall:
+    case FlowKind::kReturn:
+    case FlowKind::kJump:
+    case FlowKind::kSyscall:
+      break;
+    default:
+      return;
+  }
+  // A resumed goroutine's frames are still being told apart by their held Begins.
+  if (frames_.empty() || pending_.active || event.instructions <= run_instructions_) return;
+  const Frame& top = frames_.back();
+  if (top.kind != FrameKind::kFunction || !top.inlines || top.plt_pending || !top.contains(run_ip_)) return;
+  const std::vector<image::ProcessImage::SourceFrameChange>* changes = nullptr;
+  // A run not walked through to the event (not straight after all) takes only the
+  // changes found on the way.
+  resolver_->SourceFramesAlong(run_ip_, event.ip, &changes);
+  if (changes == nullptr) return;
+  const uint64_t count = event.instructions - run_instructions_;
+  for (const image::ProcessImage::SourceFrameChange& change : *changes) {
+    if (change.index >= count) break;
+    SetInlineChain(change.frame, change.index, count, event);
+  }
 }
 
 void CallStackModel::OnEventAfterRun(const FlowEvent& event, uint64_t previous_time) {
