@@ -21,8 +21,8 @@ PacketQuery::PacketQuery(const pt_config& config, const Scan* scan) : config_(co
   if (scan != nullptr && scan->packets != nullptr && !scan->packets->empty()) {
     index_ = scan->packets;
     indexed_ = PacketIndex::Reader(index_.get());
-    calibrations_ = scan->calibrations;
   }
+  if (scan != nullptr) times_ = scan->times;
   packets_ = NewPacketDecoder(config_);
   scan_ = NewPacketDecoder(config_);
   if (scan_ == nullptr && packets_ != nullptr) {
@@ -73,7 +73,7 @@ int PacketQuery::FetchLive() {
   packets_pos_ = pos_ + static_cast<uint64_t>(size);
   next_size_ = size;
   fetch_error_ = 0;
-  const Packed packed = Pack(packet, pos_);
+  const Packed packed = PackPacket(packet, pos_);
   live_ = PacketIndex::Record{0, packed.kind, packed.size, packed.aux, packed.bits};
   cur_ = &live_;
   cur_value_ = packed.value;
@@ -83,8 +83,8 @@ int PacketQuery::FetchLive() {
 
 int PacketQuery::Start(uint64_t sync, uint64_t* ip, bool in_flight) {
   Reset();
-  if (in_flight && calibrations_ != nullptr) {
-    const PacketTime::Calibration* carried = calibrations_->At(sync, config_, *index_);
+  if (in_flight && times_ != nullptr) {
+    const PacketTime::Calibration* carried = times_->Get(config_).CalibrationAt(sync);
     if (carried != nullptr) time_.set_calibration(*carried);
   }
   synced_ = true;

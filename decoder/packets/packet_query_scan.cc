@@ -1,6 +1,5 @@
 // PacketQuery's scan of a buffer: the packet index, the CYC groups and what Accepts
-// weighs, in one pass (in stretches cut at PSBs, on threads for large buffers); and the
-// CYC calibration at each PSB, folded once from the index.
+// weighs, in one pass (in stretches cut at PSBs, on threads for large buffers).
 
 #include <algorithm>
 #include <atomic>
@@ -50,7 +49,7 @@ PacketQuery::Chain PacketQuery::ScanChain(const pt_config& config, uint64_t star
       break;
     }
     // One switch classifies it for the index and for Accepts (kOther: not modelled).
-    const Packed packed = Pack(packet, offset);
+    const Packed packed = PackPacket(packet, offset);
     const Kind kind = static_cast<Kind>(packed.kind);
     if (kind == Kind::kOther) {
       chain.ok = false;
@@ -173,10 +172,8 @@ PacketQuery::Scan PacketQuery::ScanBytes(const pt_config& config, int threads, u
   pt_pkt_free_decoder(pkt);
   scan.supported = ok;
   if (ok) scan.cycles = std::move(cycles);
-  if (ok && indexed) {
-    scan.packets = std::move(packets);
-    scan.calibrations = std::make_shared<PsbCalibrations>();
-  }
+  if (ok && indexed) scan.packets = std::move(packets);
+  if (ok) scan.times = std::make_shared<SharedTimeIndex>(scan.packets);
   return scan;
 }
 
@@ -189,56 +186,6 @@ bool PacketQuery::Accepts(const pt_config& config, const Scan& scan) {
   if (scan.has_skd007_cyc && config.errata.skd007) return false;
   if (scan.has_timing && config.mtc_freq > PacketTime::kMaxMtcFreq) return false;
   return true;
-}
-
-const PacketTime::Calibration* PacketQuery::PsbCalibrations::At(uint64_t psb, const pt_config& config,
-                                                                const PacketIndex& packets) {
-  std::call_once(once_, [&] { Fold(config, packets); });
-  auto at = std::lower_bound(at_psbs_.begin(), at_psbs_.end(), psb,
-                             [](const auto& entry, uint64_t offset) { return entry.first < offset; });
-  return at != at_psbs_.end() && at->first == psb ? &at->second : nullptr;
-}
-
-// The calibration's part of what the query does with each packet, in stream order: the
-// header's TSC and CBR between a PSB and its PSBEND (or an OVF), the others as anywhere.
-void PacketQuery::PsbCalibrations::Fold(const pt_config& config, const PacketIndex& packets) {
-  PacketTime time(config);
-  bool in_header = false;
-  packets.ForEachPacket([&](const IndexedPacket& p) {
-    switch (static_cast<Kind>(p.kind)) {
-      case Kind::kPsb:
-        at_psbs_.emplace_back(p.offset, time.calibration());
-        time.OnPsb();
-        in_header = true;
-        break;
-      case Kind::kPsbend: in_header = false; break;
-      case Kind::kOvf: {
-        in_header = false;
-        const PacketTime::State state = time.state();
-        time.Reset();
-        time.set_state(state);
-        break;
-      }
-      case Kind::kTsc:
-        if (in_header) {
-          time.OnHeaderTsc(p.value);
-        } else {
-          time.OnTsc(p.value);
-        }
-        break;
-      case Kind::kCbr:
-        if (in_header) {
-          time.OnHeaderCbr(p.aux);
-        } else {
-          time.OnCbr(p.aux);
-        }
-        break;
-      case Kind::kTma: time.OnTma(static_cast<uint32_t>(p.value & 0xffff), p.value >> 16); break;
-      case Kind::kMtc: time.OnMtc(p.aux); break;
-      case Kind::kCyc: time.OnCyc(p.value); break;
-      default: break;
-    }
-  });
 }
 
 }  // namespace ptd::decoder
