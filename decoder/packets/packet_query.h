@@ -91,7 +91,7 @@ class PacketQuery {
   int SyncForward(uint64_t* ip);
   int SyncSet(uint64_t* ip, uint64_t offset);
   // SyncSet at a PSB that one query from the buffer's first PSB would pass in flight: the
-  // CYC calibration is that query's there (PsbCalibrations), not started afresh.
+  // CYC calibration is that query's there (TimeIndex::CalibrationAt), not started afresh.
   int SyncContinue(uint64_t* ip, uint64_t offset);
   int GetOffset(uint64_t* offset) const {
     if (!synced_) return -pte_nosync;
