@@ -1,7 +1,7 @@
 #pragma once
 // PacketQuery's hot paths that more than one of its files inlines (packet_query.cc, the
 // query core; packet_query_events.cc, the packets' events; packet_query_psb.cc, the PSB+
-// header; packet_query_scan.cc, the scan): private to PacketQuery's files.
+// header): private to PacketQuery's files.
 
 #include <intel-pt.h>
 

@@ -8,7 +8,6 @@
 
 #include "common/pt_psb.h"
 #include "decoder/packets/packet_query.h"
-#include "decoder/packets/packet_query_inline.h"
 #include "decoder/packets/packet_scan.h"
 
 namespace ptd::decoder {
