@@ -5,12 +5,18 @@ truth, CALL records). Prints the distribution of ours-perf, ours-truth and perf-
 (p50, p99, max of |difference|, in ns and in MTC periods) as a Markdown table.
 
 usage: perf_time_compare.py PTRACE_DIRECT TRACE_DIR GROUND_TRUTH WORK_DIR
+       perf_time_compare.py --check PTRACE_DIRECT PROGRAM WORK_DIR
 Exits 0 with a printed reason when perf cannot decode the export.
+--check (the ctest): records PROGRAM with the ptrace emulator and its ground truth into
+WORK_DIR, compares, and fails (exit 1) unless half the calls of ours are within 1 ns of
+the truth and every call, ours and perf's, within one MTC period of it; exits 77
+(skipped) with the reason when `perf` is absent or cannot decode the export.
 """
 import difflib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -95,8 +101,48 @@ def stats(diffs, mtc_ns):
             f'| {a[-1]} ns ({a[-1] / mtc_ns:.4f}) |')
 
 
+SKIPPED = 77  # ctest's SKIP_RETURN_CODE
+
+
+def check(ptd, program, work):
+    """Records `program` with its ground truth, compares, and checks the bounds."""
+    if shutil.which('perf') is None:
+        print('SKIP: no `perf` on PATH')
+        return SKIPPED
+    os.makedirs(work, exist_ok=True)
+    trace = os.path.join(work, 'trace')
+    truth = os.path.join(work, 'truth.bin')
+    subprocess.run([ptd, 'record', '--emulate=ptrace', '-q', '--force', '--ground-truth', truth, '-o', trace, '--',
+                    program], check=True)
+    result = compare(ptd, trace, truth, work)
+    if result is None:
+        return SKIPPED
+    mtc_ns, rows = result
+    ours_truth, perf_truth = rows['ours − truth'], rows['perf − truth']
+    failed = []
+    if not ours_truth or not perf_truth:
+        failed.append('no calls matched')
+    else:
+        median = sorted(abs(d) for d in ours_truth)[len(ours_truth) // 2]
+        if median > 1:
+            failed.append(f'the median of |ours − truth| is {median} ns (bound 1 ns)')
+        for name, d in (('ours − truth', ours_truth), ('perf − truth', perf_truth)):
+            if max(abs(x) for x in d) >= mtc_ns:
+                failed.append(f'{name} reaches {max(abs(x) for x in d)} ns (bound one MTC period, {mtc_ns:.0f} ns)')
+    for f in failed:
+        print('FAIL: ' + f)
+    return 1 if failed else 0
+
+
 def main():
+    if sys.argv[1:2] == ['--check']:
+        sys.exit(check(*sys.argv[2:5]))
     ptd, trace, truth_path, work = sys.argv[1:5]
+    compare(ptd, trace, truth_path, work)
+
+
+def compare(ptd, trace, truth_path, work):
+    """Prints the table; returns (MTC period in ns, differences by row), None when perf decoded nothing."""
     meta = json.load(open(os.path.join(trace, 'meta.json')))
     pt = meta['pt']
     mtc_ns = (1 << pt['mtc_freq']) * pt['tsc_art_ratio_num'] / pt['tsc_art_ratio_den']
@@ -107,7 +153,7 @@ def main():
     pcalls, perr = perf_calls(work, perf_data)
     if not pcalls:
         print(f'SKIP: perf decoded no calls from {perf_data}: {perr.strip()[:300]}')
-        return
+        return None
     tcalls = truth_calls(truth_path)
     ours = our_begins(ptd, trace, work)
     # perf <-> truth: the same calls by target address, in order.
@@ -135,6 +181,7 @@ def main():
     for name, d in rows:
         if d:
             print(f'{name}, signed: min {min(d)} ns, max {max(d)} ns')
+    return mtc_ns, dict(rows)
 
 
 if __name__ == '__main__':

@@ -151,7 +151,7 @@ struct QuickRun {
   // `ranges` (it notes the new time in `crossed`).
   bool watch_time = false;
   uint64_t tsc = 0;
-  const TimeIndex* times = nullptr;  // the time at a query offset (null: the query's time)
+  TimeCursor* times = nullptr;  // the time at a query offset (null: the query's time)
   // Out.
   uint32_t blocks = 0;  // 0: none (nothing was consumed)
   uint32_t tracelet_blocks = 0;  // of these, taken through tracelets

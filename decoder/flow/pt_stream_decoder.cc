@@ -667,7 +667,11 @@ absl::Status PtStreamDecoder::RunWith(const PtBuffer& buffer, const DecodeStart&
   typename Api::Decoder* decoder = Api::Alloc(this, &c);
   if (decoder == nullptr) return absl::InternalError(absl::StrCat(Api::kAllocName, " failed"));
   next_image_change_ = 0;  // the first timing update places the image (a redo may go back)
-  time_index_ = config_.axis == TimeAxis::kTime && buffer.times != nullptr ? &buffer.times->Get(c) : nullptr;
+  time_index_ = nullptr;
+  if (config_.axis == TimeAxis::kTime && buffer.times != nullptr) {
+    time_cursor_ = TimeCursor(&buffer.times->Get(c));
+    time_index_ = &time_cursor_;
+  }
   libipt_image_ = image_->libipt_image();
   set_libipt_image_ = [decoder](pt_image* image) { Api::SetImage(decoder, image); };
   Api::SetImage(decoder, libipt_image_);
@@ -848,7 +852,7 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
   need_enable_ = true;
   pending_.valid = false;
   std::shared_ptr<SharedTimeIndex> times;
-  if (config_.axis == TimeAxis::kTime) times = std::make_shared<SharedTimeIndex>();
+  if (config_.axis == TimeAxis::kTime) times = scan.times != nullptr ? scan.times : std::make_shared<SharedTimeIndex>();
   absl::Status status = Run(PtBuffer{padded, size, base_offset, &psbs, scan, times}, DecodeStart(), nullptr);
   // No later update times what is left of the chunk (the stitcher does the same).
   clock_.Finish(PendingTicket());

@@ -160,7 +160,8 @@ class PtStreamDecoder : public FlowDecoder {
   TimeInterpolator clock_;
   // The time axis: the time of each packet of the buffer being decoded (null: the flow
   // decoder's time).
-  const TimeIndex* time_index_ = nullptr;
+  TimeCursor* time_index_ = nullptr;  // &time_cursor_ on the time axis
+  TimeCursor time_cursor_;
   // The last TSC UpdateTime was given: repeats change nothing (the clock ignores them,
   // and so does its replay of a piece's steps).
   uint64_t last_update_tsc_ = 0;

@@ -114,7 +114,8 @@ bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit, in
   pt_packet_decoder* decoder = NewPacketDecoder(bytes.data(), bytes.size());
   if (decoder == nullptr) return false;
   bool found = false;
-  if (pt_pkt_sync_forward(decoder) >= 0) {
+  uint64_t first_psb = 0;
+  if (pt_pkt_sync_forward(decoder) >= 0 && pt_pkt_get_sync_offset(decoder, &first_psb) >= 0) {
     pt_packet packet;
     uint64_t offset = 0;
     while (pt_pkt_next(decoder, &packet, sizeof packet) >= 0) {
@@ -123,7 +124,9 @@ bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit, in
         break;
       }
       if (packet.type == ppt_psbend && --max_psb_groups == 0) break;
-      if (pt_pkt_get_offset(decoder, &offset) < 0 || offset > limit) break;
+      // The limit counts from the first PSB: the bytes before it (a wrapped buffer's
+      // head) hold no packets to look at.
+      if (pt_pkt_get_offset(decoder, &offset) < 0 || offset - first_psb > limit) break;
       if (packet.type == ppt_pad) SkipPadRun(decoder, bytes.data(), offset, bytes.size());
     }
   }

@@ -122,7 +122,7 @@ class CycleCursor {
   uint64_t last_ = 0;
 };
 
-// True when the first `limit` bytes of `bytes` (padded as for Build) hold a packet of
+// True when the `limit` bytes of `bytes` (padded as for Build) from its first PSB hold a packet of
 // libipt's pt_packet_type `type`.
 // With `max_psb_groups`, the look ends after that many PSB+ groups (their PSBENDs).
 bool StreamHasPacket(absl::Span<const uint8_t> bytes, int type, size_t limit, int max_psb_groups = 0);

@@ -9,6 +9,8 @@
 // full IPs). Offsets are not stored: the records cover the bytes one after another, the
 // PADs between packets as PAD records of up to 255 bytes.
 
+#include <intel-pt.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,16 +18,127 @@
 
 namespace ptd::decoder {
 
-// One packet, as the query layer needs it (PacketQuery::Kind says what the fields hold).
+// What a packet is, as the query layer reads it (kOther: a packet it does not model).
+enum class PacketKind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kStop, kMnt, kExstop, kMwait, kPwre, kPwrx, kPtw, kTma, kMtc, kCyc, kOther };
+
+// One packet libipt decoded, as the query layer and the time index need it. `value`: TNT
+// payload, IP, TSC, CR3, VMCS base, CYC, TMA ctc | fc << 16, MNT and PTW payload, MWAIT
+// hints | ext << 32, PWRE hw, PWRX interrupt | store << 1 | autonomous << 2. `aux`: TNT
+// bit size, IP compression, MODE leaf, CBR ratio, PIP nr, MTC ctc, EXSTOP and PTW ip,
+// PWRE state, PWRX last. `bits`: MODE exec csl | csd << 1, tsx intx | abrt << 1; PWRE
+// sub-state, PWRX deepest, PTW plc.
 struct IndexedPacket {
   uint64_t value = 0;
   uint32_t offset = 0;  // in the buffer
-  uint8_t kind = 0;     // PacketQuery::Kind, below 32
+  uint8_t kind = 0;     // PacketKind, below 32
   uint8_t size = 0;
   uint8_t aux = 0;
   uint8_t bits = 0;
   bool operator==(const IndexedPacket&) const = default;
 };
+
+// `packet`, at `offset`, packed (inline: the scan packs every packet of a buffer).
+[[gnu::always_inline]] inline IndexedPacket PackPacket(const pt_packet& packet, uint64_t offset) {
+  IndexedPacket p;
+  p.offset = static_cast<uint32_t>(offset);
+  p.size = packet.size;
+  switch (packet.type) {
+    case ppt_pad: p.kind = static_cast<uint8_t>(PacketKind::kPad); break;
+    case ppt_psb: p.kind = static_cast<uint8_t>(PacketKind::kPsb); break;
+    case ppt_psbend: p.kind = static_cast<uint8_t>(PacketKind::kPsbend); break;
+    case ppt_ovf: p.kind = static_cast<uint8_t>(PacketKind::kOvf); break;
+    case ppt_tnt_8:
+    case ppt_tnt_64:
+      p.kind = static_cast<uint8_t>(PacketKind::kTnt);
+      p.value = packet.payload.tnt.payload;
+      p.aux = packet.payload.tnt.bit_size;
+      break;
+    case ppt_tip:
+    case ppt_tip_pge:
+    case ppt_tip_pgd:
+    case ppt_fup:
+      p.kind = static_cast<uint8_t>(packet.type == ppt_tip       ? PacketKind::kTip
+                                    : packet.type == ppt_tip_pge ? PacketKind::kPge
+                                    : packet.type == ppt_tip_pgd ? PacketKind::kPgd
+                                                                 : PacketKind::kFup);
+      p.value = packet.payload.ip.ip;
+      p.aux = static_cast<uint8_t>(packet.payload.ip.ipc);
+      break;
+    case ppt_mode:
+      if (packet.payload.mode.leaf != pt_mol_exec && packet.payload.mode.leaf != pt_mol_tsx) {
+        p.kind = static_cast<uint8_t>(PacketKind::kOther);
+        break;
+      }
+      p.kind = static_cast<uint8_t>(PacketKind::kMode);
+      p.aux = static_cast<uint8_t>(packet.payload.mode.leaf);
+      p.bits = packet.payload.mode.leaf == pt_mol_exec
+                   ? static_cast<uint8_t>(packet.payload.mode.bits.exec.csl | packet.payload.mode.bits.exec.csd << 1)
+                   : static_cast<uint8_t>(packet.payload.mode.bits.tsx.intx | packet.payload.mode.bits.tsx.abrt << 1);
+      break;
+    case ppt_tsc:
+      p.kind = static_cast<uint8_t>(PacketKind::kTsc);
+      p.value = packet.payload.tsc.tsc;
+      break;
+    case ppt_cbr:
+      p.kind = static_cast<uint8_t>(PacketKind::kCbr);
+      p.aux = packet.payload.cbr.ratio;
+      break;
+    case ppt_pip:
+      p.kind = static_cast<uint8_t>(PacketKind::kPip);
+      p.value = packet.payload.pip.cr3;
+      p.aux = static_cast<uint8_t>(packet.payload.pip.nr);
+      break;
+    case ppt_vmcs:
+      p.kind = static_cast<uint8_t>(PacketKind::kVmcs);
+      p.value = packet.payload.vmcs.base;
+      break;
+    case ppt_stop: p.kind = static_cast<uint8_t>(PacketKind::kStop); break;
+    case ppt_exstop:
+      p.kind = static_cast<uint8_t>(PacketKind::kExstop);
+      p.aux = packet.payload.exstop.ip;
+      break;
+    case ppt_mwait:
+      p.kind = static_cast<uint8_t>(PacketKind::kMwait);
+      p.value = packet.payload.mwait.hints | uint64_t{packet.payload.mwait.ext} << 32;
+      break;
+    case ppt_pwre:
+      p.kind = static_cast<uint8_t>(PacketKind::kPwre);
+      p.aux = packet.payload.pwre.state;
+      p.bits = packet.payload.pwre.sub_state;
+      p.value = packet.payload.pwre.hw;
+      break;
+    case ppt_pwrx:
+      p.kind = static_cast<uint8_t>(PacketKind::kPwrx);
+      p.aux = packet.payload.pwrx.last;
+      p.bits = packet.payload.pwrx.deepest;
+      p.value = packet.payload.pwrx.interrupt | packet.payload.pwrx.store << 1 | packet.payload.pwrx.autonomous << 2;
+      break;
+    case ppt_ptw:
+      p.kind = static_cast<uint8_t>(PacketKind::kPtw);
+      p.value = packet.payload.ptw.payload;
+      p.aux = packet.payload.ptw.ip;
+      p.bits = packet.payload.ptw.plc;
+      break;
+    case ppt_mnt:
+      p.kind = static_cast<uint8_t>(PacketKind::kMnt);
+      p.value = packet.payload.mnt.payload;
+      break;
+    case ppt_tma:
+      p.kind = static_cast<uint8_t>(PacketKind::kTma);
+      p.value = packet.payload.tma.ctc | uint64_t{packet.payload.tma.fc} << 16;
+      break;
+    case ppt_mtc:
+      p.kind = static_cast<uint8_t>(PacketKind::kMtc);
+      p.aux = packet.payload.mtc.ctc;
+      break;
+    case ppt_cyc:
+      p.kind = static_cast<uint8_t>(PacketKind::kCyc);
+      p.value = packet.payload.cyc.value;
+      break;
+    default: p.kind = static_cast<uint8_t>(PacketKind::kOther); break;
+  }
+  return p;
+}
 
 class PacketIndex {
  public:
@@ -39,7 +152,7 @@ class PacketIndex {
   static_assert(sizeof(Record) == 8);
   static constexpr uint8_t kWide = 0x80;
   static constexpr uint8_t kKindMask = 0x1f;
-  static constexpr uint8_t kPadKind = 1;  // PacketQuery::Kind::kPad (it checks)
+  static constexpr uint8_t kPadKind = static_cast<uint8_t>(PacketKind::kPad);
 
   // Records that follow one another from `first`; the bytes between one chunk's end and
   // the next chunk's first are PADs.

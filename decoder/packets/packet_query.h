@@ -29,28 +29,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "decoder/packets/cycle_index.h"
 #include "decoder/packets/packet_index.h"
 #include "decoder/packets/packet_time.h"
+#include "decoder/packets/time_index.h"
 
 namespace ptd::decoder {
 
 class PacketQuery {
  public:
   // What a scan of a buffer's bytes found (Scan once per buffer, Accepts per config).
-  // One packet libipt decoded in the scan, as the query layer needs it (PADs are left
-  // out: the bytes between two packets of the scan are PADs). `value`: TNT payload, IP,
-  // TSC, CR3, VMCS base, CYC, TMA ctc | fc << 16, MNT and PTW payload, MWAIT hints |
-  // ext << 32, PWRE hw, PWRX interrupt | store << 1 | autonomous << 2. `aux`: TNT bit
-  // size, IP compression, MODE leaf, CBR ratio, PIP nr, MTC ctc, EXSTOP and PTW ip, PWRE
-  // state, PWRX last. `bits`: MODE exec csl | csd << 1, tsx intx | abrt << 1; PWRE
-  // sub-state, PWRX deepest, PTW plc.
+  // The packets libipt decoded in the scan, as the query layer needs them (PADs are left
+  // out: the bytes between two packets of the scan are PADs).
   using Packed = IndexedPacket;
-  class PsbCalibrations;
   // The index's chunks hold at most this many records each (a packet, or up to 255 bytes
   // of PADs between two).
   static constexpr uint64_t kIndexChunkPackets = uint64_t{1} << 16;
@@ -66,23 +60,11 @@ class PacketQuery {
     // unless `supported` (then the index's own pass, which resyncs past bad bytes, gives
     // them). Callers move it out.
     std::shared_ptr<CycleIndex> cycles;
-    // The calibration at each PSB (SyncContinue), shared by the copies of this scan.
-    std::shared_ptr<PsbCalibrations> calibrations;
-  };
-  // The CYC calibration one query reading a buffer from its first PSB holds at each of the
-  // buffer's PSBs (OVFs reset it, as they reset the query): a query started at a PSB the
-  // one query passes in flight (a piece of a parallel decode) takes it, so its CYC times
-  // are the one query's. Worked out once per buffer, from the index, by the first query
-  // that asks (the pieces of a buffer share the config).
-  class PsbCalibrations {
-   public:
-    // At the PSB at `psb`, before the PSB+ is read; null if the index has no PSB there.
-    const PacketTime::Calibration* At(uint64_t psb, const pt_config& config, const PacketIndex& packets);
-
-   private:
-    void Fold(const pt_config& config, const PacketIndex& packets);
-    std::once_flag once_;
-    std::vector<std::pair<uint64_t, PacketTime::Calibration>> at_psbs_;  // by offset
+    // The buffer's time index (TimeIndex: the time at each packet, the calibration at
+    // each PSB that SyncContinue takes), folded from `packets` (or, without them, a walk
+    // of the bytes) by the first that asks; shared by the copies of this scan. Null
+    // unless `supported`.
+    std::shared_ptr<SharedTimeIndex> times;
   };
   // `threads`: the chain from the first PSB is read in that many stretches at once
   // (buffers of kMinParallelScanBytes and more; the result is the same).
@@ -109,7 +91,7 @@ class PacketQuery {
   int SyncForward(uint64_t* ip);
   int SyncSet(uint64_t* ip, uint64_t offset);
   // SyncSet at a PSB that one query from the buffer's first PSB would pass in flight: the
-  // CYC calibration is that query's there (PsbCalibrations), not started afresh.
+  // CYC calibration is that query's there (TimeIndex::CalibrationAt), not started afresh.
   int SyncContinue(uint64_t* ip, uint64_t offset);
   int GetOffset(uint64_t* offset) const {
     if (!synced_) return -pte_nosync;
@@ -173,7 +155,7 @@ class PacketQuery {
                          const std::vector<uint64_t>* seen = nullptr);
   static void NoteFlags(const Chain& chain, Scan* scan);
   // The packet at pos_, by what pt_qry's decoder function flags say of it.
-  enum class Kind : uint8_t { kNone, kPad, kPsb, kPsbend, kTip, kTnt, kPge, kPgd, kFup, kOvf, kMode, kTsc, kCbr, kPip, kVmcs, kStop, kMnt, kExstop, kMwait, kPwre, kPwrx, kPtw, kTma, kMtc, kCyc, kOther };
+  using Kind = PacketKind;
   // libipt's event queue for one binding: 8 slots, at most 6 events.
   struct Queue {
     static constexpr uint8_t kSlots = 8;
@@ -208,7 +190,6 @@ class PacketQuery {
     int Update(uint8_t ipc, uint64_t packet_ip);
   };
 
-  static Packed Pack(const pt_packet& packet, uint64_t offset);
   void Reset();
   // `in_flight`: SyncContinue's start (the calibration carried in).
   int SyncAt(uint64_t* ip, uint64_t offset, bool in_flight);
@@ -282,7 +263,7 @@ class PacketQuery {
   pt_packet_decoder* packets_ = nullptr;  // positioned at packets_pos_
   pt_packet_decoder* scan_ = nullptr;     // the look-ahead scans (OVF, BDM70)
   std::shared_ptr<const PacketIndex> index_;  // Scan::packets
-  std::shared_ptr<PsbCalibrations> calibrations_;  // Scan::calibrations
+  std::shared_ptr<SharedTimeIndex> times_;  // Scan::times
   PacketIndex::Reader indexed_{nullptr};       // of index_
   uint64_t packets_pos_ = UINT64_MAX;
 

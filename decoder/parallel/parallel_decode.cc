@@ -48,6 +48,7 @@ struct Buffer {
         copy.resize(size + kPtPadding, 0);
       }
       if (scan_packets) packet_scan = ScanPacketsForQuery(bytes(), size, index_threads);
+      if (packet_scan.times != nullptr) times = packet_scan.times;  // one time index per buffer
       if (index_cycles) {
         cycles = packet_scan.cycles != nullptr ? std::move(*packet_scan.cycles)
                                                : CycleIndex::Build(bytes(), size, psbs, index_threads);

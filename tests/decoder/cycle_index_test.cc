@@ -73,6 +73,23 @@ TEST(CycleIndexTest, FindsCycForTheProbe) {
   EXPECT_FALSE(StreamHasCyc(absl::MakeConstSpan(w.data(), w.size()), 8));
 }
 
+// The probe's limit counts from the first PSB: the bytes before it (a wrapped buffer's
+// head, here 1 MiB of PADs) are no packets to look at.
+TEST(CycleIndexTest, TheProbeLooksFromTheFirstPsb) {
+  testing::PacketWriter w;
+  w.Psb();
+  w.PsbEnd();
+  w.Tnt(2, 0b11);
+  w.Cyc(9);
+  w.Tip(0x401000);
+  std::vector<uint8_t> bytes(size_t{1} << 20, 0);
+  bytes.insert(bytes.end(), w.data(), w.data() + w.size() + kPtPadding);
+  const auto stream = absl::MakeConstSpan(bytes.data(), bytes.size() - kPtPadding);
+  EXPECT_TRUE(StreamHasCyc(stream));
+  EXPECT_FALSE(StreamHasPacket(stream, ppt_tsc, 64 << 10, 2));  // none there to find
+  EXPECT_TRUE(StreamHasPacket(stream, ppt_tip, 64 << 10));
+}
+
 TEST(CycleIndexTest, ResyncsAtTheNextPsbAfterUndecodableBytes) {
   testing::PacketWriter w;
   w.Psb();

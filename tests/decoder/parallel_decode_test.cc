@@ -18,6 +18,7 @@
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "decoder/flow/pt_stream_decoder.h"
+#include "decoder/packets/packet_query.h"
 #include "decoder/trace_decoder.h"
 #include "ftf/ftf_check.h"
 #include "gtest/gtest.h"
@@ -231,6 +232,24 @@ TEST(ParallelDecodeTest, EmulatedThreadsDecodeIdenticallyInPieces) {
   ExpectSameWithJobs(trace, tmp, 1024);
 }
 
+// Puts `head` bytes of zeros before `trace`'s one stream, in the same buffer: PADs before
+// the first PSB, as a wrapped buffer's head holds bytes no decoder reads.
+void PrependZeros(const std::string& trace, uint64_t head) {
+  absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
+  ASSERT_TRUE(meta.ok() && meta->streams.size() == 1) << meta.status();
+  const std::string stream = ResolveTracePath(trace, meta->streams[0].file);
+  absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(stream);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  bytes->insert(bytes->begin(), head, 0);
+  ASSERT_TRUE(WriteFileAtomic(stream, absl::MakeConstSpan(*bytes)).ok());
+  std::vector<PtChunk>& chunks = meta->streams[0].chunks;
+  if (!chunks.empty()) {
+    chunks[0].size += head;
+    for (size_t k = 1; k < chunks.size(); ++k) chunks[k].file_offset += head;
+  }
+  ASSERT_TRUE(WriteTraceMeta(trace, *meta).ok());
+}
+
 // Valgrind's trace of a program that sleeps 200 times between stretches of work, with
 // MTC and CYC (the default timing) and a PSB+ every 256 bytes: pieces start right after
 // system calls, where the CYC calibration (cycles per MTC period) is the one the single
@@ -247,6 +266,17 @@ TEST(ParallelDecodeTest, CycTimesAfterSystemCallsDecodeIdenticallyInPieces) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_GE(PsbCount(trace), 100u);
   ExpectSameWithJobs(trace, tmp, 700);
+  absl::StatusOr<std::string> small = ReadFileToString(tmp.Sub("jobs1.ftf"));
+  ASSERT_TRUE(small.ok());
+  // The same in a buffer over PacketQuery::kMaxIndexedBytes, where the query keeps no
+  // packet index: the calibration at each PSB comes from a walk of the bytes. The zeros
+  // before the first PSB change nothing: --jobs 1 writes the file it wrote before (the
+  // time axis too: the look for timing packets starts at the first PSB).
+  PrependZeros(trace, PacketQuery::kMaxIndexedBytes);
+  ExpectSameWithJobs(trace, tmp, 700);
+  absl::StatusOr<std::string> big = ReadFileToString(tmp.Sub("jobs1.ftf"));
+  ASSERT_TRUE(big.ok());
+  EXPECT_TRUE(*small == *big) << "behind zeros, --jobs 1 wrote " << big->size() << " bytes, " << small->size() << " before";
 }
 
 // Runs `decode` with progress on, sends SIGINT once it reports progress, and returns
