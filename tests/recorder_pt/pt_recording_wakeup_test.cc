@@ -146,15 +146,21 @@ class IdleThread {
   std::thread thread_;
 };
 
+// `options` also trace thread `other` of this process, on linear per-CPU rings (several
+// threads' events on one ring).
+void TraceWithLinearPerCpuRings(PtRecordingOptions* options, int other) {
+  options->self_tids.push_back(other);
+  options->record.snapshot = false;
+  options->record.per_thread = false;
+}
+
 // Attached threads' events are opened disabled (nothing of theirs precedes the mappings
 // synthesized from /proc) and run once enabled; a truncation stops only the event that
 // was writing, and the recorder's read enables it again.
 TEST_F(PtRecordingTest, AttachedEventsRunOnlyOnceEnabledAndATruncationStopsOnlyItsEvent) {
   IdleThread other;
   const int self = options_.self_tids.front();
-  options_.self_tids.push_back(other.tid());
-  options_.record.snapshot = false;
-  options_.record.per_thread = false;
+  TraceWithLinearPerCpuRings(&options_, other.tid());
   size_t written_before_enable = 1;
   factory_.on_open = [&](FakePtKernel& k) {
     if (k.options().cpu == 0) written_before_enable = k.WriteTrace(testing::TraceBytes(100, 1));
@@ -181,9 +187,7 @@ TEST_F(PtRecordingTest, AttachedEventsRunOnlyOnceEnabledAndATruncationStopsOnlyI
 TEST_F(PtRecordingTest, APerCpuRingWakesTheLoopAfterItsFirstThreadExited) {
   IdleThread other;
   const int self = options_.self_tids.front();
-  options_.self_tids.push_back(other.tid());
-  options_.record.snapshot = false;
-  options_.record.per_thread = false;
+  TraceWithLinearPerCpuRings(&options_, other.tid());
   auto rec = Start();
   ASSERT_TRUE(rec.ok()) << rec.status();
   FakePtKernel& k = factory_.kernel(0);
