@@ -2,40 +2,10 @@
 // thread and per CPU, with and without --no-follow.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/prctl.h>
-#include <signal.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <sys/resource.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <filesystem>
-
-#include <cerrno>
-#include <cstring>
-#include <chrono>
-#include <thread>
-#include <condition_variable>
-#include <mutex>
-#include <random>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "recorder/sideband/data_ring.h"
-#include "recorder/sideband/perf_event.h"
-#include "recorder/sideband/perf_mmap.h"
-#include "recorder/pt/pt_recording.h"
-#include "recorder/pt/record_session.h"
-#include "recorder/sideband/sideband_events.h"
-#include "recorder/sideband/sideband_recorder.h"
-#include "sideband/record_builder.h"
-#include "sideband/record_reader.h"
-#include "tests/recorder_pt/fake_ring_factory.h"
-#include "tests/recorder_pt/fake_sysfs.h"
-#include "tests/testing/test_util.h"
 #include "tests/recorder_pt/pt_recording_fixture.h"
 
 namespace ptd::pt {

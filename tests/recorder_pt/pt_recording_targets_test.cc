@@ -2,40 +2,15 @@
 // perf_event_open target of each.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/prctl.h>
-#include <signal.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <sys/resource.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
-#include <cerrno>
-#include <cstring>
-#include <chrono>
-#include <thread>
-#include <condition_variable>
-#include <mutex>
-#include <random>
-
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
-#include "recorder/sideband/data_ring.h"
-#include "recorder/sideband/perf_event.h"
-#include "recorder/sideband/perf_mmap.h"
-#include "recorder/pt/pt_recording.h"
-#include "recorder/pt/record_session.h"
-#include "recorder/sideband/sideband_events.h"
 #include "recorder/sideband/sideband_recorder.h"
-#include "sideband/record_builder.h"
-#include "sideband/record_reader.h"
-#include "tests/recorder_pt/fake_ring_factory.h"
-#include "tests/recorder_pt/fake_sysfs.h"
-#include "tests/testing/test_util.h"
 #include "tests/recorder_pt/pt_recording_fixture.h"
 
 namespace ptd::pt {
@@ -43,7 +18,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::FakeRingFactory;
-
 
 std::vector<int> SynthesizedPids(const TraceMeta& meta) {
   std::vector<int> pids;
@@ -219,7 +193,6 @@ TEST_F(PtRecordingTest, CgroupWithAFilterIsRefusedBeforeAnyRingOpens) {
   EXPECT_EQ(factory_.size(), 0u);
 }
 
-
 TEST(PerfOpenTargetTest, ThreadEventsTakeTheTidAndCgroupEventsTheDirectoryFd) {
   PtRingRequest thread;
   thread.cpu = 3;
@@ -235,7 +208,6 @@ TEST(PerfOpenTargetTest, ThreadEventsTakeTheTidAndCgroupEventsTheDirectoryFd) {
   EXPECT_EQ(on_cgroup.cpu, 2);
   EXPECT_EQ(on_cgroup.flags, static_cast<unsigned long>(PERF_FLAG_PID_CGROUP));
 }
-
 
 }  // namespace
 }  // namespace ptd::pt

@@ -2,40 +2,15 @@
 // kernel would do to the recorder's choices, and the errors it reports.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/prctl.h>
-#include <signal.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <sys/resource.h>
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstdio>
-#include <filesystem>
-
-#include <cerrno>
-#include <cstring>
-#include <chrono>
-#include <thread>
-#include <condition_variable>
-#include <mutex>
-#include <random>
-
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "recorder/sideband/data_ring.h"
-#include "recorder/sideband/perf_event.h"
-#include "recorder/sideband/perf_mmap.h"
-#include "recorder/pt/pt_recording.h"
-#include "recorder/pt/record_session.h"
-#include "recorder/sideband/sideband_events.h"
 #include "recorder/sideband/sideband_recorder.h"
 #include "sideband/record_builder.h"
-#include "sideband/record_reader.h"
-#include "tests/recorder_pt/fake_ring_factory.h"
-#include "tests/recorder_pt/fake_sysfs.h"
-#include "tests/testing/test_util.h"
 #include "tests/recorder_pt/pt_recording_fixture.h"
 
 namespace ptd::pt {
@@ -248,7 +223,6 @@ TEST_F(PtRecordingTest, RingsAreOpenedOnOnlineCpus) {
   EXPECT_EQ(opened, *cpus);
 }
 
-
 // Per-CPU attach opens two events per thread per CPU: a default soft RLIMIT_NOFILE (1024)
 // runs out long before the hard one. perf raises the soft limit to the hard one
 // (rlimit__increase_nofile); so does the recorder, after the launched child is forked.
@@ -281,7 +255,6 @@ TEST_F(PtRecordingTest, FilterByNameReachesTheKernelAsNumbers) {
   EXPECT_THAT(filter, HasSubstr("filter 0x"));
   EXPECT_THAT(filter, ::testing::Not(HasSubstr("ptd_trigger_point")));
 }
-
 
 }  // namespace
 }  // namespace ptd::pt
