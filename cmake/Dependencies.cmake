@@ -93,6 +93,14 @@ function(ptd_module name)
   endif()
 endfunction()
 
+# A test that records under Valgrind runs the tool from the build tree: build the tool
+# first where it can be built (without Valgrind's headers the tests skip, saying why).
+function(ptd_test_uses_valgrind_tool name)
+  if(TARGET ptdtrace)
+    add_dependencies(${name} ptdtrace)
+  endif()
+endfunction()
+
 # Helper: one GoogleTest executable registered with CTest. LABELS lets scripts pick groups.
 function(ptd_test name)
   cmake_parse_arguments(T "" "" "SOURCES;DEPS;LABELS" ${ARGN})

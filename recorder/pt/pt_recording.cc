@@ -4,11 +4,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <limits.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include <x86intrin.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -27,6 +25,7 @@
 #include "recorder/sideband/proc_synth.h"
 #include "recorder/pt/ip_filter.h"
 #include "recorder/pt/perf_access.h"
+#include "recorder/pt/ring_sizes.h"
 #include "recorder/sideband/sideband_events.h"
 #include "recorder/sideband/sideband_recorder.h"
 #include "recorder/images/kernel_images.h"
@@ -35,160 +34,12 @@
 #include "sideband/record_reader.h"
 
 namespace ptd::pt {
-namespace {
-
-absl::Status CheckRingBytes(uint64_t bytes, const char* option) {
-  const uint64_t page = PageSize();
-  const uint64_t pages = bytes / page;
-  if (bytes == 0 || bytes % page != 0 || (pages & (pages - 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        option, " ", bytes, ": must be a power-of-two number of ", page, "-byte pages"));
-  }
-  return absl::OkStatus();
-}
-
-std::string StreamName(int cpu, int tid) {
-  return cpu >= 0 ? absl::StrCat("cpu", cpu) : absl::StrCat("tid", tid);
-}
-
-}  // namespace
-
-uint64_t PerfClockNs() { return MonotonicNs(); }
-
-absl::StatusOr<int64_t> MeasurePerfClockOffset() {
-  // A dummy event on this thread that reports COMM; renaming the thread (to its own
-  // name) makes the kernel write one, stamped with the perf clock, between two
-  // CLOCK_MONOTONIC reads.
-  SidebandEventOptions options;
-  options.per_cpu = false;
-  options.context_switches = false;
-  perf_event_attr attr = DummySidebandAttr(options);
-  attr.mmap = attr.mmap2 = attr.task = 0;
-  absl::StatusOr<PerfEvent> event = PerfEvent::Open(attr, 0, -1);
-  if (!event.ok()) return event.status();
-  absl::StatusOr<PerfMmap> ring = PerfMmap::Map(*event, PageSize());
-  if (!ring.ok()) return ring.status();
-  char name[32] = {};
-  if (prctl(PR_GET_NAME, name) != 0) return ErrnoError("prctl", "PR_GET_NAME", errno);
-  if (absl::Status st = event->Enable(); !st.ok()) return st;
-  const uint64_t before = PerfClockNs();
-  const int renamed = prctl(PR_SET_NAME, name);
-  const uint64_t after = PerfClockNs();
-  (void)event->Disable();
-  if (renamed != 0) return ErrnoError("prctl", "PR_SET_NAME", errno);
-  std::string bytes;
-  DataRingStats stats;
-  DataRing data(ring->header(), ring->data(), ring->data_size());
-  if (absl::Status st = data.Drain(&bytes, &stats); !st.ok()) return st;
-  RecordFormat format;
-  format.sample_type = attr.sample_type;
-  format.sample_id_all = true;
-  RecordReader reader(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                          bytes.size()),
-                      "perf clock probe", format);
-  while (true) {
-    absl::StatusOr<std::optional<PerfRecord>> record = reader.Next();
-    if (!record.ok()) return record.status();
-    if (!record->has_value()) break;
-    if (std::holds_alternative<CommRecord>((*record)->body) && (*record)->sample_id.has_time) {
-      return static_cast<int64_t>((*record)->sample_id.time - (before + (after - before) / 2));
-    }
-  }
-  return absl::NotFoundError("perf clock probe: the kernel wrote no COMM record");
-}
 
 static void RaiseOpenFileLimit() {
   rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == limit.rlim_max) return;
   limit.rlim_cur = limit.rlim_max;
   (void)setrlimit(RLIMIT_NOFILE, &limit);  // if refused, EMFILE's message says what to do
-}
-
-namespace {
-
-// The page's TSC conversion, read consistently: the kernel updates it under a sequence
-// count (perf_event_mmap_page.lock), odd while it writes (perf_event_update_userpage);
-// retry until the same even value is seen before and after, as perf_read_tsc_conversion
-// does.
-perf_event_mmap_page ReadTscConversion(const perf_event_mmap_page* header) {
-  perf_event_mmap_page out{};
-  uint32_t seq = 0;
-  do {
-    seq = __atomic_load_n(&header->lock, __ATOMIC_ACQUIRE);
-    out.cap_user_time_zero = header->cap_user_time_zero;
-    out.time_zero = header->time_zero;
-    out.time_mult = header->time_mult;
-    out.time_shift = header->time_shift;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  } while ((seq & 1) != 0 || __atomic_load_n(&header->lock, __ATOMIC_RELAXED) != seq);
-  return out;
-}
-
-}  // namespace
-
-bool HasTscConversion(const perf_event_mmap_page* header) {
-  const perf_event_mmap_page conversion = ReadTscConversion(header);
-  return conversion.cap_user_time_zero && conversion.time_mult != 0;
-}
-
-uint64_t EventClockNow(const perf_event_mmap_page* header, int64_t offset_without_tsc) {
-  const perf_event_mmap_page conversion = ReadTscConversion(header);
-  const uint64_t zero = conversion.time_zero;
-  const uint32_t mult = conversion.time_mult;
-  const uint16_t shift = conversion.time_shift;
-  if (!conversion.cap_user_time_zero || mult == 0) {
-    // No TSC conversion offered (VMs without a stable TSC): CLOCK_MONOTONIC moved onto
-    // the perf clock (local_clock) by the measured offset.
-    return PerfClockNs() + static_cast<uint64_t>(offset_without_tsc);
-  }
-  const uint64_t tsc = __rdtsc();
-  const uint64_t quot = tsc >> shift;
-  const uint64_t rem = tsc & ((1ull << shift) - 1);
-  return zero + quot * mult + ((rem * mult) >> shift);
-}
-
-RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access, size_t cpus) {
-  RecordOptions out = record;
-  if (!record.default_ring_sizes) return out;
-  if (access.mlock_unlimited()) {
-    // One full-trace ring per CPU: 16 MiB each up to 16 CPUs, then 256 MiB shared out,
-    // never below perf's 4 MiB for privileged users (intel_pt_recording_options).
-    if (!record.per_thread && !record.snapshot) {
-      uint64_t per_ring = 16ull << 20;
-      while (per_ring > (4ull << 20) && per_ring * std::max<size_t>(cpus, 1) > (256ull << 20)) per_ring /= 2;
-      out.buffer_size = per_ring;
-    }
-    return out;
-  }
-  // perf's sizes for users under the locked-memory limit (tools/perf/arch/x86/util/
-  // intel-pt.c, intel_pt_recording_options): the kernel allows perf_event_mlock_kb
-  // (516 KiB by default) per CPU beyond RLIMIT_MEMLOCK, and 16 MiB rings fail with EPERM.
-  out.snapshot_size = 128 << 10;
-  out.buffer_size = 128 << 10;
-  out.data_size = 256 << 10;
-  return out;
-}
-
-RecordOptions WithPerThreadRingSizes(const RecordOptions& record, const PerfAccess& access,
-                                     size_t threads, size_t cpus) {
-  RecordOptions out = record;
-  if (!record.per_thread || !record.default_ring_sizes || access.mlock_unlimited()) return out;
-  // perf_mmap charges every ring of the user against one budget of perf_event_mlock_kb
-  // per online CPU; per-CPU mode opens one ring per CPU, per-thread mode one per thread.
-  // Room for the threads there now and as many again created while recording.
-  const uint64_t page = PageSize();
-  const uint64_t budget = access.mlock_kb * 1024 * std::max<size_t>(cpus, 1);
-  const uint64_t per_ring = budget / (2 * std::max<size_t>(threads, 1));
-  uint64_t& aux = record.snapshot ? out.snapshot_size : out.buffer_size;
-  while (page + aux + out.data_size > per_ring && (aux > page || out.data_size > page)) {
-    // Halve the larger (the AUX area first on a tie): both stay powers of two pages.
-    if (aux >= out.data_size && aux > page) {
-      aux /= 2;
-    } else {
-      out.data_size /= 2;
-    }
-  }
-  return out;
 }
 
 uint64_t PtRecording::Now() const {
@@ -391,139 +242,6 @@ absl::StatusOr<std::unique_ptr<PtRecording>> PtRecording::Start(
   return rec;
 }
 
-absl::Status PtRecording::AddCapture(std::unique_ptr<PtRingSource> ring) {
-  const std::string name = StreamName(ring->cpu(), ring->tid());
-  if (captures_.empty()) {
-    const perf_event_mmap_page* h = ring->header();
-    time_.time_shift = h->time_shift;
-    time_.time_mult = h->time_mult;
-    time_.time_zero = h->time_zero;
-    time_.cap_user_time_zero = h->cap_user_time_zero;
-    clock_page_.cap_user_time_zero = h->cap_user_time_zero;
-    clock_page_.time_zero = h->time_zero;
-    clock_page_.time_mult = h->time_mult;
-    clock_page_.time_shift = h->time_shift;
-    clock_page_set_ = true;
-    if (!HasTscConversion(h)) {
-      // Records synthesized from /proc and chunk times must be on the kernel's
-      // local_clock() to sort among the kernel's records.
-      absl::StatusOr<int64_t> offset = options_.measure_perf_clock_offset();
-      if (offset.ok()) {
-        clock_offset_ = *offset;
-      } else {
-        notes_.push_back(absl::StrCat(
-            "perf clock: the event page offers no TSC conversion and measuring the perf "
-            "clock's offset from CLOCK_MONOTONIC failed (", offset.status().message(),
-            "); records synthesized from /proc and chunk times are CLOCK_MONOTONIC, which "
-            "the kernel's timestamps (local_clock) can differ from"));
-      }
-    }
-  }
-  auto capture = std::make_unique<PtStreamCapture>(
-      std::move(ring),
-      StreamFiles{dir_.staging_dir(), absl::StrCat(kAuxSubdir, "/", name, ".pt"),
-                  absl::StrCat(kSidebandSubdir, "/", name, ".data")},
-      kSidebandSampleType);
-  if (absl::Status st = capture->Open(); !st.ok()) return st;
-  captures_.push_back(std::move(capture));
-  return absl::OkStatus();
-}
-
-PtRingRequest PtRecording::RingRequest() const {
-  const RecordOptions& record = options_.record;
-  PtRingRequest request;
-  request.attr = attr_;
-  request.tracking_attr = tracking_attr_;
-  request.data_size = record.data_size;
-  request.aux_size = record.snapshot ? record.snapshot_size : record.buffer_size;
-  request.overwrite = record.snapshot;
-  request.filter = record.filter;
-  return request;
-}
-
-absl::Status PtRecording::OpenRings(const std::vector<int>& tids) {
-  const RecordOptions& record = options_.record;
-  const PtRingRequest base = RingRequest();
-  // A thread that exits while we open its events (ESRCH: NotFound) is not worth failing
-  // the recording for, as perf tolerates it; its trace is simply absent.
-  auto vanished = [&](int tid, const absl::Status& st) {
-    if (st.code() != absl::StatusCode::kNotFound) return false;
-    notes_.push_back(absl::StrCat("thread ", tid, " exited before it was traced"));
-    return true;
-  };
-  if (record.per_thread) {
-    for (int tid : tids) {
-      PtRingRequest request = base;
-      request.attr.inherit = 0;  // the kernel refuses to mmap inherited per-task events
-      request.tracking_attr.inherit = 0;
-      request.cpu = -1;
-      request.tid = tid;
-      absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
-      if (!ring.ok()) {
-        if (vanished(tid, ring.status())) continue;
-        return ring.status();
-      }
-      if (absl::Status st = AddCapture(*std::move(ring)); !st.ok()) return st;
-      traced_tids_.push_back(tid);
-    }
-  } else {
-    // Online CPUs, not configured ones: perf_event_open fails on an offline CPU.
-    absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
-    if (!cpus.ok()) return cpus.status();
-    for (int cpu : *cpus) {
-      std::unique_ptr<PtRingSource> ring;
-      for (int tid : tids) {
-        absl::Status st;
-        if (ring == nullptr) {
-          PtRingRequest request = base;
-          request.cpu = cpu;
-          request.tid = tid;
-          absl::StatusOr<std::unique_ptr<PtRingSource>> opened = factory_->Open(request);
-          if (opened.ok()) ring = *std::move(opened);
-          st = opened.status();
-        } else {
-          st = factory_->AddThread(*ring, tid);
-        }
-        // Each thread is noted once, on the first CPU.
-        if (!st.ok() && st.code() == absl::StatusCode::kNotFound && cpu != cpus->front()) {
-          continue;
-        }
-        if (!st.ok() && !vanished(tid, st)) return st;
-      }
-      if (ring == nullptr) continue;
-      if (absl::Status st = AddCapture(std::move(ring)); !st.ok()) return st;
-    }
-  }
-  if (captures_.empty()) return absl::NotFoundError("no thread of the target could be traced");
-  return absl::OkStatus();
-}
-
-absl::Status PtRecording::OpenCgroupRings(const std::string& cgroup) {
-  // The kernel takes the cgroup as an fd of its directory, passed as the pid, with
-  // PERF_FLAG_PID_CGROUP, and only per CPU (kernel/events/core.c, perf_event_open; perf's
-  // -G). The events are only needed open: the fd is closed once they are.
-  const int fd = ::open(cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("--cgroup: cannot open", cgroup, errno);
-  absl::StatusOr<std::vector<int>> cpus = OnlineCpus();
-  absl::Status status = cpus.status();
-  for (size_t i = 0; status.ok() && i < cpus->size(); ++i) {
-    PtRingRequest request = RingRequest();
-    // CPU-wide events have no task to inherit from.
-    request.attr.inherit = request.tracking_attr.inherit = 0;
-    request.attr.enable_on_exec = request.tracking_attr.enable_on_exec = 0;
-    request.cpu = (*cpus)[i];
-    request.cgroup_fd = fd;
-    absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
-    if (!ring.ok()) {
-      status = absl::Status(ring.status().code(), absl::StrCat("--cgroup ", cgroup, ": ", ring.status().message()));
-      break;
-    }
-    status = AddCapture(*std::move(ring));
-  }
-  ::close(fd);
-  return status;
-}
-
 absl::Status PtRecording::DescribeRunningProcess(int pid, uint64_t time_ns) {
   ProcSynthOptions synth_options;
   synth_options.format.sample_type = kSidebandSampleType;
@@ -611,115 +329,6 @@ absl::Status PtRecording::EnableAfterTruncation(PtStreamCapture& capture, uint64
     return absl::OkStatus();
   }
   return capture.ring().EnablePt();
-}
-
-bool PtRecording::IsTracedProcess(int pid) const {
-  return std::find(target_pids_.begin(), target_pids_.end(), pid) != target_pids_.end() ||
-         std::find(child_pids_.begin(), child_pids_.end(), pid) != child_pids_.end();
-}
-
-absl::Status PtRecording::FollowNewTasks() {
-  std::vector<ForkRecord> forks;
-  for (auto& capture : captures_) {
-    std::vector<ForkRecord> taken = capture->TakeNewTasks();  // taken always: none piles up
-    forks.insert(forks.end(), taken.begin(), taken.end());
-  }
-  // Inherited (per-CPU) events follow new tasks by themselves, and a cgroup's events
-  // count all of its tasks.
-  const bool inherited = !options_.record.per_thread && attr_.inherit;
-  if (inherited || !options_.record.cgroup.empty() || target_pids_.empty()) {
-    return absl::OkStatus();
-  }
-  std::vector<ForkRecord> fresh;
-  for (const ForkRecord& fork : forks) {
-    const int pid = static_cast<int>(fork.pid);
-    const int tid = static_cast<int>(fork.tid);
-    if (!IsTracedProcess(static_cast<int>(fork.ppid))) continue;
-    if (fork.pid != fork.ppid) {
-      // A child process (fork, vfork, clone without CLONE_THREAD). Only per-thread
-      // mode gets here following children: per-CPU events inherit unless --no-follow.
-      if (!options_.record.follow_children || IsTracedProcess(pid)) continue;
-      child_pids_.push_back(pid);
-    }
-    if (std::find(traced_tids_.begin(), traced_tids_.end(), tid) != traced_tids_.end()) continue;
-    if (std::none_of(fresh.begin(), fresh.end(),
-                     [tid](const ForkRecord& f) { return static_cast<int>(f.tid) == tid; })) {
-      fresh.push_back(fork);
-    }
-  }
-  for (const ForkRecord& fork : fresh) {
-    const int tid = static_cast<int>(fork.tid);
-    const bool child = fork.pid != fork.ppid;
-    const std::string what =
-        child ? absl::StrCat("process ", fork.pid, " (a child of ", fork.ppid, ")")
-              : absl::StrCat("thread ", tid);
-    absl::Status st = options_.record.per_thread ? OpenThreadRing(tid) : AddThreadToCpuRings(tid);
-    if (st.code() == absl::StatusCode::kNotFound) {
-      notes_.push_back(absl::StrCat(what, " exited before it was traced"));
-      continue;
-    }
-    if (!st.ok()) {
-      // Out of locked memory or file descriptors: that task's trace is lost, the others'
-      // are not.
-      notes_.push_back(absl::StrCat(what, " not traced: ", st.message()));
-      continue;
-    }
-    notes_.push_back(absl::StrCat(
-        what, " was created while recording: traced from when its PERF_RECORD_FORK was read"));
-    if (child) {
-      // Its mappings are its parent's (the decoder copies them at the FORK); its vDSO is
-      // dumped as the launched target's is.
-      absl::Status dumped = DumpTargetMemory(static_cast<int>(fork.pid));
-      if (!dumped.ok()) notes_.push_back(absl::StrCat("vDSO dump: ", dumped.message()));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status PtRecording::OpenThreadRing(int tid) {
-  // The thread runs already: no enable_on_exec, enabled explicitly once its ring exists.
-  PtRingRequest request = RingRequest();
-  request.attr.enable_on_exec = request.tracking_attr.enable_on_exec = 0;
-  request.attr.inherit = request.tracking_attr.inherit = 0;
-  request.cpu = -1;
-  request.tid = tid;
-  absl::StatusOr<std::unique_ptr<PtRingSource>> ring = factory_->Open(request);
-  if (!ring.ok()) return ring.status();
-  if (absl::Status st = AddCapture(*std::move(ring)); !st.ok()) return st;
-  traced_tids_.push_back(tid);
-  return factory_->Enable(captures_.back()->ring());
-}
-
-absl::Status PtRecording::AddThreadToCpuRings(int tid) {
-  for (auto& capture : captures_) {
-    if (absl::Status st = factory_->AddThread(capture->ring(), tid); !st.ok()) return st;
-  }
-  traced_tids_.push_back(tid);
-  // The rings' other events are enabled already; this enables the new thread's (opened
-  // disabled, as the ring's first were).
-  for (auto& capture : captures_) {
-    if (absl::Status st = factory_->Enable(capture->ring()); !st.ok()) return st;
-  }
-  return absl::OkStatus();
-}
-
-bool PtRecording::ThreadExited(PtStreamCapture& capture) {
-  if (capture.ring().tid() < 0) return false;  // a per-CPU ring outlives any thread
-  std::vector<pollfd> fds;
-  for (int fd : capture.ring().poll_fds()) fds.push_back(pollfd{fd, 0, 0});
-  if (fds.empty() || poll(fds.data(), fds.size(), 0) < 0) return false;
-  return std::all_of(fds.begin(), fds.end(), [](const pollfd& p) { return (p.revents & POLLHUP) != 0; });
-}
-
-absl::Status PtRecording::RetireCapture(size_t i) {
-  std::unique_ptr<PtStreamCapture> capture = std::move(captures_[i]);
-  captures_.erase(captures_.begin() + static_cast<ptrdiff_t>(i));
-  absl::Status st = capture->Close();
-  retired_streams_.push_back(capture->stream());
-  retired_sideband_.push_back(capture->sideband());
-  notes_.push_back(absl::StrCat("thread ", capture->ring().tid(),
-                                " exited while recording: its ring was read and released"));
-  return st;
 }
 
 absl::Status PtRecording::Drain() {

@@ -14,6 +14,7 @@
 #include "common/trace_dir.h"
 #include "common/trace_meta.h"
 #include "recorder/pt/perf_access.h"
+#include "recorder/pt/perf_clock.h"
 #include "recorder/pt/pt_event_config.h"
 #include "recorder/pt/pt_pmu.h"
 #include "recorder/pt/pt_ring_factory.h"
@@ -23,11 +24,6 @@
 #include "recorder/target/target_process.h"
 
 namespace ptd::pt {
-
-// perf clock - CLOCK_MONOTONIC, measured with a software event on this thread: the time
-// of the COMM record a PR_SET_NAME makes the kernel write, minus the midpoint of two
-// CLOCK_MONOTONIC reads around it.
-absl::StatusOr<int64_t> MeasurePerfClockOffset();
 
 struct PtRecordingOptions {
   RecordOptions record;
@@ -50,19 +46,6 @@ struct PtRecordingOptions {
 // ring sizes. FailedPrecondition / InvalidArgument: the CLI exits 2.
 absl::StatusOr<PtPmuInfo> CheckPtRecordable(const PtRecordingOptions& options,
                                             PtEventConfig* config_out);
-
-// `record` with the ring sizes perf would use when none was given and the kernel's
-// locked-memory limit applies (no CAP_IPC_LOCK, perf_event_paranoid >= 0). Without the
-// limit, default full-trace per-CPU rings shrink with the number of `cpus` (16 MiB each
-// up to 16 CPUs, 256 MiB in all beyond, at least 4 MiB each).
-RecordOptions WithRingSizes(const RecordOptions& record, const PerfAccess& access, size_t cpus);
-
-// Per-thread mode with default sizes under the locked-memory limit: `record`'s rings
-// shrunk (halving, powers of two pages, at least one page each) until rings for
-// 2 x `threads` fit perf_event_mlock_kb x `cpus`, the budget the kernel shares among all
-// of a user's rings. Otherwise `record` unchanged.
-RecordOptions WithPerThreadRingSizes(const RecordOptions& record, const PerfAccess& access,
-                                     size_t threads, size_t cpus);
 
 class PtRecording : public SnapshotTaker {
  public:
@@ -158,19 +141,5 @@ class PtRecording : public SnapshotTaker {
   uint64_t start_ns_ = 0;
   bool finished_ = false;
 };
-
-// CLOCK_MONOTONIC now. Not the perf clock: the kernel stamps records with local_clock()
-// (event->clock, kernel/events/core.c), which is sched_clock-based and drifts from it.
-uint64_t PerfClockNs();
-
-// Whether `header` offers the TSC-to-perf-clock conversion (cap_user_time_zero, a
-// non-zero time_mult).
-bool HasTscConversion(const perf_event_mmap_page* header);
-
-// The perf clock of the event behind `header` now: the TSC converted with the page's
-// time_zero / time_mult / time_shift when it offers that (HasTscConversion), else
-// PerfClockNs() plus `offset_without_tsc` (MeasurePerfClockOffset()'s). Stamps records
-// synthesized from /proc and chunk times.
-uint64_t EventClockNow(const perf_event_mmap_page* header, int64_t offset_without_tsc);
 
 }  // namespace ptd::pt

@@ -75,15 +75,20 @@ TEST(CliInfoTest, PipeModePerfDataReadsLikeItsImport) {
   ExpectInfoOfPerfDataEqualsInfoOfItsImport(samples + "/quipper_perfdata/perf.data.piped.intel_pt-4.14");
 }
 
-TEST(CliInfoTest, RawImportListsItsImagesAndStream) {
-  TempDir tmp;
+// A raw import of 4096 zero bytes as PT with the CLI itself mapped at 0x400000, into
+// tmp/`name`: a trace directory to list (its "trace" is never decoded).
+void ImportRawListingOnly(const TempDir& tmp, const std::string& name) {
   ASSERT_TRUE(MakeDirs(tmp.Sub("scratch")).ok());
-  // Any bytes do for a PT stream that is only listed; the "binary" is the CLI itself.
   ASSERT_TRUE(WriteFileAtomic(tmp.Sub("trace.bin"), std::string(4096, '\0')).ok());
   ASSERT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"), std::string(PTD_CLI_PATH) + " 0x400000\n").ok());
   CommandResult import = RunCli(tmp, {"import", "raw", "--pt", tmp.Sub("trace.bin"), "--maps",
-                                      tmp.Sub("maps.txt"), "-o", tmp.Sub("trace")});
+                                      tmp.Sub("maps.txt"), "-o", tmp.Sub(name)});
   ASSERT_EQ(import.exit_code, 0) << import.err;
+}
+
+TEST(CliInfoTest, RawImportListsItsImagesAndStream) {
+  TempDir tmp;
+  ASSERT_NO_FATAL_FAILURE(ImportRawListingOnly(tmp, "trace"));
   Json info = InfoJson(tmp, tmp.Sub("trace"));
   EXPECT_EQ(info["mode"], "imported");
   ASSERT_EQ(info["streams"].size(), 1u) << info.dump();
@@ -96,12 +101,7 @@ TEST(CliInfoTest, RawImportListsItsImagesAndStream) {
 // The clock line: the default time axis, its resolution and where its time comes from.
 TEST(CliInfoTest, ClockLineNamesTheAxisItsResolutionAndItsSource) {
   TempDir tmp;
-  ASSERT_TRUE(MakeDirs(tmp.Sub("scratch")).ok());
-  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("trace.bin"), std::string(4096, '\0')).ok());
-  ASSERT_TRUE(WriteFileAtomic(tmp.Sub("maps.txt"), std::string(PTD_CLI_PATH) + " 0x400000\n").ok());
-  CommandResult import = RunCli(tmp, {"import", "raw", "--pt", tmp.Sub("trace.bin"), "--maps",
-                                      tmp.Sub("maps.txt"), "-o", tmp.Sub("raw")});
-  ASSERT_EQ(import.exit_code, 0) << import.err;
+  ASSERT_NO_FATAL_FAILURE(ImportRawListingOnly(tmp, "raw"));
   CommandResult raw = RunCli(tmp, {"info", tmp.Sub("raw")});
   EXPECT_THAT(raw.out, HasSubstr("clock:   axis instructions (no timing packets)"));
 

@@ -13,9 +13,8 @@
 namespace ptd::testing {
 namespace {
 
-class ProcessShapesTest : public ::testing::Test {
+class ProcessShapesTest : public ValgrindRecordingTest<> {
  protected:
-  void SetUp() override { SkipUnlessValgrindRecords(); }
   DecodedRecording Record(const std::vector<std::string>& args) {
     std::vector<std::string> command = {PTD_PROCESS_SHAPES};
     command.insert(command.end(), args.begin(), args.end());
@@ -31,7 +30,6 @@ class ProcessShapesTest : public ::testing::Test {
     }
     return threads;
   }
-  TempDir tmp_;
   CommandResult native_;
 };
 

@@ -14,9 +14,8 @@
 namespace ptd::testing {
 namespace {
 
-class ShellUsageTest : public ::testing::Test {
+class ShellUsageTest : public ValgrindRecordingTest<> {
  protected:
-  void SetUp() override { SkipUnlessValgrindRecords(); }
   // `line` run by sh in the temp directory.
   CommandResult Shell(const std::string& line) {
     return RunCommand({"/bin/sh", "-c", absl::StrCat("cd '", tmp_.path(), "' && ", line)});
@@ -40,7 +39,6 @@ class ShellUsageTest : public ::testing::Test {
     EXPECT_EQ(traced.err, native.err);
     EXPECT_EQ(traced.exit_code, native.exit_code);
   }
-  TempDir tmp_;
 };
 
 TEST_F(ShellUsageTest, StdinFromAPipeReachesTheProgram) {

@@ -167,12 +167,8 @@ TEST_F(ValgrindRealWorldTest, DaemonThatClosesItsFdsIsRecordedUntilItExits) {
   }
   ASSERT_TRUE(expected.ok() && !expected->empty()) << "the untraced daemon wrote nothing within 10 s";
 
-  RecordOptions options;
-  options.command = {PTD_DAEMONIZING_PROGRAM, tmp_.Sub("traced.out"), "1500", absl::StrCat(kCalls)};
-  options.output_dir = tmp_.Sub("trace.dir");
-  options.emulate = true;
-  options.emulator = "valgrind";
-  options.quiet = true;
+  const RecordOptions options = EmulatedRecordOptions(
+      {PTD_DAEMONIZING_PROGRAM, tmp_.Sub("traced.out"), "1500", absl::StrCat(kCalls)}, tmp_.path(), "valgrind");
   const DecodedRecording rec = RecordAndDecodeForTest(RecordValgrind, options);
   ASSERT_FALSE(rec.dir.empty());
   // The recording ended after the daemon did: its output is there already.

@@ -27,13 +27,8 @@ struct Recorded : DecodedRecording {
 };
 
 RecordOptions SlowCallOptions(const TempDir& tmp) {
-  RecordOptions options;
   // "sleep": the slow call sleeps (single-stepping a long loop would take minutes).
-  options.command = {Program("ptd_prog_slow_call"), "sleep"};
-  options.output_dir = tmp.Sub("trace.dir");
-  options.emulate = true;
-  options.emulator = "ptrace";
-  options.quiet = true;
+  RecordOptions options = EmulatedRecordOptions({Program("ptd_prog_slow_call"), "sleep"}, tmp.path(), "ptrace");
   options.trigger_symbol = kSlowFunction;
   return options;
 }

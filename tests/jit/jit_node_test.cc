@@ -24,6 +24,7 @@ namespace {
 
 using ::ptd::testing::DecodedTrace;
 using ::ptd::testing::DecodeForTest;
+using ::ptd::testing::EmulatedRecordOptions;
 using ::ptd::testing::TempDir;
 
 constexpr char kScript[] = R"(function hotFunction(x) { let s = 0; for (let i = 0; i < 10; i++) s += (x * i) % 7; return s; }
@@ -48,14 +49,10 @@ DecodedTrace RecordNode(const std::vector<std::string>& flags, std::string* dir_
   EXPECT_TRUE(MakeDirs(work).ok());
   const std::string script = work + "/hot.js";
   EXPECT_TRUE(WriteFileAtomic(script, std::string_view(kScript)).ok());
-  RecordOptions options;
-  options.command = {FindNode()};
-  options.command.insert(options.command.end(), flags.begin(), flags.end());
-  options.command.push_back(script);
-  options.output_dir = work + "/trace.dir";
-  options.emulate = true;
-  options.emulator = "valgrind";
-  options.quiet = true;
+  std::vector<std::string> command = {FindNode()};
+  command.insert(command.end(), flags.begin(), flags.end());
+  command.push_back(script);
+  const RecordOptions options = EmulatedRecordOptions(command, work, "valgrind");
   char cwd[4096];
   EXPECT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
   EXPECT_EQ(chdir(work.c_str()), 0);

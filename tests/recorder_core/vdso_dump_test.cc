@@ -27,6 +27,16 @@ std::vector<uint8_t> OwnVdso(uint64_t* start) {
   return {};
 }
 
+// An r-x mapping of [start, end) named `path` ("" : anonymous), as /proc/PID/maps gives it.
+ProcMapping ExecutableMapping(uint64_t start, uint64_t end, const std::string& path) {
+  ProcMapping m;
+  m.start = start;
+  m.end = end;
+  m.prot = 5;
+  m.path = path;
+  return m;
+}
+
 TEST(VdsoDumpTest, OwnVdsoIsAValidElf) {
   uint64_t start = 0;
   std::vector<uint8_t> vdso = OwnVdso(&start);
@@ -119,11 +129,8 @@ TEST(VdsoDumpTest, UnreadableVdsoOfAnotherSizeIsAnErrorThatSaysWhy) {
   testing::TempDir tmp;
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(tmp.Sub("t.dir"), false);
   ASSERT_TRUE(dir.ok());
-  std::vector<ProcMapping> maps(1);
-  maps[0].start = 0x7fff0000;
-  maps[0].end = 0x7fff1000;  // one page: not this process's image (a 32-bit target's)
-  maps[0].prot = 5;
-  maps[0].path = "[vdso]";
+  // One page: not this process's image (a 32-bit target's).
+  const std::vector<ProcMapping> maps = {ExecutableMapping(0x7fff0000, 0x7fff1000, "[vdso]")};
   uint64_t start = 0;
   ASSERT_NE(OwnVdso(&start).size(), 0x1000u);
   absl::StatusOr<SpecialMemoryDump> dump = DumpSpecialMemory(getpid(), maps, *dir, Refused);
@@ -137,10 +144,7 @@ TEST(VdsoDumpTest, NotesAnonymousExecutableMemoryAndMissingVdso) {
   testing::TempDir tmp;
   absl::StatusOr<TraceDirWriter> dir = TraceDirWriter::Create(tmp.Sub("t.dir"), false);
   ASSERT_TRUE(dir.ok());
-  std::vector<ProcMapping> maps(1);
-  maps[0].start = 0x10000;
-  maps[0].end = 0x12000;
-  maps[0].prot = 5;  // r-x, anonymous
+  const std::vector<ProcMapping> maps = {ExecutableMapping(0x10000, 0x12000, "")};  // anonymous
   absl::StatusOr<SpecialMemoryDump> dump = DumpSpecialMemory(getpid(), maps, *dir);
   ASSERT_TRUE(dump.ok()) << dump.status();
   EXPECT_TRUE(dump->images.empty());

@@ -130,12 +130,7 @@ TEST(DebuginfodTest, NamesComeFromTheServersDebugFileAndAStoppedServerGivesOneWa
   ASSERT_TRUE(ready) << "debuginfod did not serve the debug file within 30 s: "
                      << ReadFileToString(tmp.Sub("server.log")).value_or("");
 
-  RecordOptions options;
-  options.command = {tmp.Sub("prog")};
-  options.output_dir = tmp.Sub("trace.dir");
-  options.emulate = true;
-  options.emulator = "valgrind";
-  options.quiet = true;
+  RecordOptions options = EmulatedRecordOptions({tmp.Sub("prog")}, tmp.path(), "valgrind");
   DecodedRecording rec = RecordForTest(RecordValgrind, options);
   ASSERT_FALSE(rec.dir.empty());
   // record --debuginfod: the debug file fetched into the trace directory, for decoding

@@ -33,9 +33,8 @@ struct Counts {
 
 // Each test runs in a process of its own (ctest): it records what it needs once and
 // checks the CLI and the library on the same recordings.
-class DiffTest : public ::testing::Test {
+class DiffTest : public ValgrindRecordingTest<> {
  protected:
-  void SetUp() override { SkipUnlessValgrindRecords(); }
   // `program` recorded under Valgrind into DIR, and the library's summary of it.
   std::string Record(const std::string& program, const std::string& dir, TraceSummary* summary) {
     const std::string trace = tmp_.Sub(dir);
@@ -85,7 +84,6 @@ class DiffTest : public ::testing::Test {
     }
     return out;
   }
-  TempDir tmp_;
 };
 
 TEST_F(DiffTest, TwoBuildsDifferInExactlyTheChangedFunction) {

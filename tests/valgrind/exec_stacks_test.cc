@@ -88,12 +88,7 @@ class ExecStacksTest : public ::testing::Test {
   // Records `command` with `backend` ("valgrind" or "ptrace") and decodes it into log_
   // (--jobs 1), the sideband's execs into execs_.
   void Record(const std::vector<std::string>& command, const std::string& backend) {
-    RecordOptions options;
-    options.command = command;
-    options.output_dir = tmp_.Sub("trace.dir");
-    options.emulate = true;
-    options.emulator = backend;
-    options.quiet = true;
+    const RecordOptions options = EmulatedRecordOptions(command, tmp_.path(), backend);
     DecodedRecording rec = RecordForTest(backend == "valgrind" ? RecordValgrind : RecordEmulated, options);
     ASSERT_FALSE(rec.dir.empty());
     dir_ = rec.dir;
@@ -172,13 +167,14 @@ class ExecStacksTest : public ::testing::Test {
     }
   }
 
-  // `program` (under Valgrind) starts a child that execs ptd_prog_calls: that exec ends
-  // the child's inherited frames, and ptd_prog_calls runs from an empty stack.
-  void ExpectAChildExecsProgCalls(const std::string& program) {
-    Record({Program(program)}, "valgrind");
+  // `program` (recorded by `backend`) starts a child that execs ptd_prog_calls: that exec
+  // ends the child's inherited frames, and ptd_prog_calls runs from an empty stack.
+  // `exact`: the trace's times are the sideband's (ExpectExecEndsTheOldProgram).
+  void ExpectAChildExecsProgCalls(const std::string& program, const std::string& backend, bool exact) {
+    Record({Program(program)}, backend);
     if (HasFatalFailure()) return;
     ASSERT_EQ(execs_.size(), 1u);
-    ExpectExecEndsTheOldProgram(execs_[0], /*exact=*/true);
+    ExpectExecEndsTheOldProgram(execs_[0], exact);
     ExpectNothingNestsUnderExecve();
     ExpectProgCallsRanIn(execs_[0].pid);
     ExpectSameInParallel();
@@ -253,11 +249,11 @@ TEST_F(ValgrindExecStacksTest, AShellsExecEndsTheShellAndStartsTheNewProgramAtDe
 }
 
 TEST_F(ValgrindExecStacksTest, AForkedChildsExecEndsTheFramesItInherited) {
-  ExpectAChildExecsProgCalls("ptd_prog_fork_exec");
+  ExpectAChildExecsProgCalls("ptd_prog_fork_exec", "valgrind", /*exact=*/true);
 }
 
 TEST_F(ValgrindExecStacksTest, APosixSpawnedChildStartsOutsideSpawniChild) {
-  ExpectAChildExecsProgCalls("ptd_prog_posix_spawn");
+  ExpectAChildExecsProgCalls("ptd_prog_posix_spawn", "valgrind", /*exact=*/true);
 }
 
 // The reader thread dies at the exec: none of its slices outlives it.
@@ -282,13 +278,7 @@ TEST_F(ValgrindExecStacksTest, AnExecEndsTheOtherThreadsOfTheProcess) {
 
 // The ptrace backend follows the clone(CLONE_VM | CLONE_VFORK) child and its exec.
 TEST_F(ExecStacksTest, PtraceBackendPosixSpawnedChildStartsOutsideSpawniChild) {
-  Record({Program("ptd_prog_posix_spawn")}, "ptrace");
-  if (HasFatalFailure()) return;
-  ASSERT_EQ(execs_.size(), 1u);
-  ExpectExecEndsTheOldProgram(execs_[0], /*exact=*/false);
-  ExpectNothingNestsUnderExecve();
-  ExpectProgCallsRanIn(execs_[0].pid);
-  ExpectSameInParallel();
+  ExpectAChildExecsProgCalls("ptd_prog_posix_spawn", "ptrace", /*exact=*/false);
 }
 
 }  // namespace

@@ -20,15 +20,11 @@
 namespace ptd::testing {
 namespace {
 
-class FunctionIdentityTest : public ::testing::Test {
+class FunctionIdentityTest : public ValgrindRecordingTest<> {
  protected:
-  void SetUp() override { SkipUnlessValgrindRecords(); }
-
   DecodedRecording Record(const std::string& program) {
     return RecordUnderValgrindForTest({Program(program)}, tmp_.path());
   }
-
-  TempDir tmp_;
 };
 
 TEST_F(FunctionIdentityTest, CallsThroughPltGotStubsAreCallsOfTheirTarget) {

@@ -16,15 +16,11 @@
 namespace ptd::testing {
 namespace {
 
-class LanguageNamesTest : public ::testing::Test {
+class LanguageNamesTest : public ValgrindRecordingTest<> {
  protected:
-  void SetUp() override { SkipUnlessValgrindRecords(); }
-
   DecodedRecording Record(const std::string& program) {
     return RecordUnderValgrindForTest({program}, tmp_.path());
   }
-
-  TempDir tmp_;
 };
 
 // Every function of the program named as in its source, called as often as callgrind

@@ -59,12 +59,7 @@ bool IsUnnamedText(const std::string& name) {
 }
 
 TEST_P(LinkerLayoutTest, EveryFunctionIsNamedAndCalledAsOftenAsCallgrindCounts) {
-  RecordOptions options;
-  options.command = {program_};
-  options.output_dir = tmp_.Sub("trace.dir");
-  options.emulate = true;
-  options.emulator = "valgrind";
-  options.quiet = true;
+  RecordOptions options = EmulatedRecordOptions({program_}, tmp_.path(), "valgrind");
   DecodedRecording rec = RecordAndDecodeForTest(RecordValgrind, options);
   ASSERT_FALSE(rec.dir.empty());
   EXPECT_EQ(rec.decoded.errors, 0u);

@@ -16,24 +16,17 @@ namespace {
 
 constexpr uint64_t kSleepNs = 300'000'000;  // the 7th call's nanosleep
 
-class SyscallTimeTest : public ::testing::TestWithParam<bool> {
+class SyscallTimeTest : public ValgrindRecordingTest<::testing::TestWithParam<bool>> {
  protected:
-  void SetUp() override { SkipUnlessValgrindRecords(); }
   // ptd_prog_slow_call sleep, recorded until a call of handle_request longer than 250 ms
   // returns; the clock is the wall clock with GetParam().
   DecodedRecording RecordTheSlowCall() {
-    RecordOptions options;
-    options.command = {Program("ptd_prog_slow_call"), "sleep"};
-    options.output_dir = tmp_.Sub("trace.dir");
-    options.emulate = true;
-    options.emulator = "valgrind";
-    options.quiet = true;
+    RecordOptions options = EmulatedRecordOptions({Program("ptd_prog_slow_call"), "sleep"}, tmp_.path(), "valgrind");
     options.wall_clock = GetParam();
     options.trigger_symbol = "handle_request";
     options.trigger_slower_than = "250ms";
     return RecordForTest(RecordValgrind, options);
   }
-  TempDir tmp_;
 };
 
 TEST_P(SyscallTimeTest, ACallThatSleepsLastsAsLongAsItSlept) {

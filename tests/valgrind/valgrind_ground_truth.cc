@@ -200,14 +200,19 @@ DecodedRecording RecordAndDecodeForTest(const EmulatedRecorder& record, const Re
   return rec;
 }
 
-DecodedRecording RecordUnderValgrindForTest(const std::vector<std::string>& command, const std::string& dir) {
+RecordOptions EmulatedRecordOptions(const std::vector<std::string>& command, const std::string& dir,
+                                    const std::string& emulator) {
   RecordOptions options;
   options.command = command;
   options.output_dir = dir + "/trace.dir";
   options.emulate = true;
-  options.emulator = "valgrind";
+  options.emulator = emulator;
   options.quiet = true;
-  DecodedRecording rec = RecordAndDecodeForTest(RecordValgrind, options);
+  return options;
+}
+
+DecodedRecording RecordUnderValgrindForTest(const std::vector<std::string>& command, const std::string& dir) {
+  DecodedRecording rec = RecordAndDecodeForTest(RecordValgrind, EmulatedRecordOptions(command, dir, "valgrind"));
   EXPECT_EQ(rec.decoded.errors, 0u);
   return rec;
 }

@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
 #include "common/trace_meta.h"
 #include "recorder/session/emulated_record_summary.h"
 #include "recorder/session/record_options.h"
+#include "tests/testing/test_util.h"
 
 namespace ptd::testing {
 
@@ -68,6 +70,11 @@ struct DecodedRecording {
   DecodedTrace decoded;
 };
 
+// `record --emulate=EMULATOR -q -o DIR/trace.dir -- command`: what a test's recording
+// starts from.
+RecordOptions EmulatedRecordOptions(const std::vector<std::string>& command, const std::string& dir,
+                                    const std::string& emulator);
+
 // Records with `record` (RecordEmulated, RecordValgrind) and reads meta.json back (not
 // decoded); then also decodes, watching `watch`. What fails is a test failure, and leaves
 // the rest empty (`dir` empty: the recording failed).
@@ -83,6 +90,15 @@ DecodedRecording RecordUnderValgrindForTest(const std::vector<std::string>& comm
 // Marks the running test skipped, saying why, when the Valgrind backend cannot record on
 // this machine (call from SetUp or the test; code after it checks IsSkipped()).
 void SkipUnlessValgrindRecords();
+
+// The fixture of a test that records under Valgrind (`Base`: ::testing::Test or a
+// TestWithParam): skipped, saying why, where Valgrind cannot record; recordings go to tmp_.
+template <typename Base = ::testing::Test>
+class ValgrindRecordingTest : public Base {
+ protected:
+  void SetUp() override { SkipUnlessValgrindRecords(); }
+  TempDir tmp_;
+};
 
 // The calls of `function` in a map of calls per function (0 when absent).
 uint64_t CallsOf(const std::map<std::string, uint64_t>& calls, const std::string& function);

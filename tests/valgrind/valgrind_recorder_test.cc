@@ -33,22 +33,11 @@ namespace {
 
 using Recorded = DecodedRecording;
 
-// `record --emulate=valgrind -q -o tmp/trace.dir -- command`.
-RecordOptions ValgrindOptions(const TempDir& tmp, const std::vector<std::string>& command) {
-  RecordOptions options;
-  options.command = command;
-  options.output_dir = tmp.Sub("trace.dir");
-  options.emulate = true;
-  options.emulator = "valgrind";
-  options.quiet = true;
-  return options;
-}
-
 // `watch`: a function whose slices the decode lists (DecodedTrace::watched).
 Recorded RecordAndDecode(const TempDir& tmp, const std::vector<std::string>& command,
                          const std::function<void(RecordOptions&)>& tweak = nullptr,
                          const std::string& watch = "") {
-  RecordOptions options = ValgrindOptions(tmp, command);
+  RecordOptions options = EmulatedRecordOptions(command, tmp.path(), "valgrind");
   if (tweak) tweak(options);
   return RecordAndDecodeForTest(RecordValgrind, options, watch);
 }
@@ -63,17 +52,14 @@ void ExpectCleanDecode(const Recorded& rec) {
 }
 
 // Skips where Valgrind cannot run; a test's recordings go to tmp_.
-class ValgrindRecorderTest : public ::testing::Test {
+class ValgrindRecorderTest : public ValgrindRecordingTest<> {
  protected:
-  void SetUp() override { SkipUnlessValgrindRecords(); }
   // `command` recorded and decoded, with the checks every clean recording passes.
   Recorded RecordCleanly(const std::vector<std::string>& command) {
     Recorded rec = RecordAndDecode(tmp_, command);
     ExpectCleanDecode(rec);
     return rec;
   }
-
-  TempDir tmp_;
 };
 
 // The recorder catches SIGINT, SIGTERM and SIGUSR2 and its control thread blocks every
@@ -476,7 +462,7 @@ TEST_F(ValgrindRecorderTest, TrimKeepsTheSlowCallAndDropsTheStart) {
 }
 
 TEST_F(ValgrindRecorderTest, TriggerSymbolNotInTheProgramIsAnErrorBeforeRecording) {
-  RecordOptions options = ValgrindOptions(tmp_, {Program("ptd_prog_slow_call"), "loop"});
+  RecordOptions options = EmulatedRecordOptions({Program("ptd_prog_slow_call"), "loop"}, tmp_.path(), "valgrind");
   options.trigger_symbol = "handle_requets";
   options.trigger_slower_than = "5ms";
   absl::StatusOr<EmulatedRecordSummary> summary = RecordValgrind(options);

@@ -14,8 +14,11 @@
 
    Options: --ptd-out=DIR (required): where the stream files go, one per instance,
    named <pid>-<n>.vgpt; --ptd-follow-forks=no: forked children run untraced;
-   --ptd-stamp-blocks=N: a wall time stamp every N blocks (1024; 0: at flushes only). */
+   --ptd-stamp-blocks=N: a wall time stamp every N blocks (1024; 0: at flushes only).
 
+   Its parts: ptdtrace_stream.c (the buffer and the stream file), ptdtrace_instrument.c
+   (superblocks), and this file (the core's events: memory, threads, signals, system calls,
+   forks and execs; the options, start and end). */
 #include "pub_tool_basics.h"
 #include "pub_tool_tooliface.h"
 #include "pub_tool_aspacemgr.h"
@@ -34,11 +37,8 @@
 #include "pub_tool_vkiscnums.h"
 
 #include "vgpt_stream.h"
+#include "ptdtrace.h"
 
-/* Not in the tool API, but exported by libcoregrind (which a tool links statically):
-   moves an fd into the range Valgrind reserves for itself, which the program can
-   neither see nor close (programs close every fd before exec, as subprocess does). */
-extern Int VG_(safe_fd)(Int oldfd);
 /* Likewise: the core's guard against discarding translations from inside a translation.
    A fork's child callback runs in the scheduler, between translations, as client
    requests do (the one place the core sets it). */
@@ -49,239 +49,12 @@ extern Bool VG_(ok_to_discard_translations);
 extern Bool VG_(clo_trace_children);
 extern Int VG_(check_executable)(/*OUT*/ Bool* is_setuid, const HChar* f, Bool allow_setuid);
 
-#define BUF_WORDS (256 * 1024)
-#define FLUSH_AT_SYSCALL_WORDS (16 * 1024)
-/* Blocks between two VGPT_TIME stamps at most (--ptd-stamp-blocks; 0: stamps only at
-   flushes, for measuring what they cost): a superblock holds at most 50 guest
-   instructions (VEX's default --vex-guest-max-insns), so with 1024 a stamp comes at least
-   every 51,200 instructions (the wall clock of --time=wall places CPU work by them). */
-static Long clo_stamp_blocks = 1024;
-
-static UInt buf[BUF_WORDS + 64];
-/* The instrumented code stores a block id at *buf_pos and advances it; the guarded
-   helper runs once buf_pos reaches stamp_limit: it stamps the time, and flushes at
-   buf + BUF_WORDS. */
-static UInt* buf_pos = buf;
-static UInt* stamp_limit = buf + 1024;
-
-/* Where the next stamp is due, with the buffer at `pos`. */
-static UInt* next_stamp_limit(UInt* pos) {
-  if (clo_stamp_blocks <= 0 || pos + clo_stamp_blocks >= buf + BUF_WORDS) return buf + BUF_WORDS;
-  return pos + clo_stamp_blocks;
-}
-
-static const HChar* clo_out_dir = NULL;
-static Bool clo_follow_forks = True;
-static Long clo_recorder_pid = 0; /* the recorder reading the streams (0: not watched) */
-static HChar out_path[4096];      /* this instance's stream file */
-static Int out_fd = -1;
-static Bool write_failed = False;
-static UInt next_block_id = 1;
 static UInt fork_seq = 0;          /* forks started by this process */
-static UInt hello_fork_seq = 0;    /* the parent's fork this process came from */
-static UInt out_instance = 0;      /* <n> of this instance's file <pid>-<n>.vgpt */
-static UInt hello_parent_instance = 0; /* <n> of the parent's file that holds that fork */
-static Int hello_parent_pid = 0;     /* the process that forked this one (0: none traced) */
 static Bool is_fork_child = False;
 static ThreadId last_tid = VG_INVALID_THREADID;
 #define MAX_TIDS 4096 /* Valgrind's ThreadIds are small (--max-threads, 500 by default) */
 static Int os_tid_of[MAX_TIDS];
 static Bool alive[MAX_TIDS];
-
-/* ---- output ---------------------------------------------------------------- */
-
-static ULong clock_ns(vki_clockid_t clock) {
-  struct vki_timespec ts;
-  VG_(clock_gettime)(&ts, clock);
-  return (ULong)ts.tv_sec * 1000000000ull + (ULong)ts.tv_nsec;
-}
-static ULong monotonic_ns(void) { return clock_ns(VKI_CLOCK_MONOTONIC); }
-
-static ULong out_offset = 0; /* bytes written to the current file */
-
-/* Never write past RLIMIT_FSIZE: the write that tried would raise SIGXFSZ, which kills
-   the program. At the limit the stream just ends (the recorder marks the trace partial). */
-static SizeT room_under_file_limit(SizeT len) {
-  struct vki_rlimit limit;
-  if (VG_(getrlimit)(1 /* RLIMIT_FSIZE */, &limit) != 0 || limit.rlim_cur == VKI_RLIM_INFINITY) return len;
-  if (out_offset >= limit.rlim_cur) return 0;
-  return len < limit.rlim_cur - out_offset ? len : (SizeT)(limit.rlim_cur - out_offset);
-}
-
-static void write_all(const void* data, SizeT len) {
-  const UChar* p = data;
-  const SizeT room = room_under_file_limit(len);
-  const Bool at_limit = room < len;
-  len = room;
-  while (len > 0 && !write_failed) {
-    Int n = VG_(write)(out_fd, p, len > (1 << 30) ? (1 << 30) : (Int)len);
-    if (n <= 0) {
-      /* Disk full or the recorder gone: stop writing, keep running the program. The
-         recorder sees the file end without an exit record and says so. */
-      write_failed = True;
-      VG_(umsg)("ptdtrace: cannot write the trace stream; recording of pid %d stops here\n",
-                VG_(getpid)());
-      return;
-    }
-    p += n;
-    len -= n;
-    out_offset += n;
-  }
-  if (at_limit && !write_failed) {
-    write_failed = True;
-    VG_(umsg)("ptdtrace: the trace stream reached the file size limit; recording of pid %d stops here\n",
-              VG_(getpid)());
-  }
-}
-
-/* Is the recorder still there to read the streams? Its /proc/PID/stat, not kill(pid, 0):
-   a program that drops privileges may not signal it but still reads that; and a killed
-   recorder not yet reaped (state Z) is gone too. */
-static Bool recorder_alive(void) {
-  if (clo_recorder_pid <= 0) return True;
-  HChar path[64];
-  HChar stat[512];
-  VG_(snprintf)(path, sizeof(path), "/proc/%lld/stat", clo_recorder_pid);
-  SysRes r = VG_(open)(path, VKI_O_RDONLY, 0);
-  if (sr_isError(r)) return False;
-  const Int fd = (Int)sr_Res(r);
-  const Int n = VG_(read)(fd, stat, sizeof(stat) - 1);
-  VG_(close)(fd);
-  if (n <= 0) return False;
-  stat[n] = 0;
-  const HChar* end_of_name = VG_(strrchr)(stat, ')'); /* "pid (comm) S ..." */
-  return end_of_name == NULL || end_of_name[1] != ' ' || (end_of_name[2] != 'Z' && end_of_name[2] != 'X');
-}
-
-/* The recorder unlinks a stream file when it stops reading it (recording stopped while
-   the program runs on): then the program goes on untraced. A recorder that died
-   (SIGKILL) cannot: the stream would grow with nobody to read it until the disk is full,
-   so the tool removes it itself and the program goes on untraced. */
-static void stop_if_abandoned(void) {
-  struct vg_stat st;
-  const Bool unlinked = VG_(fstat)(out_fd, &st) == 0 && st.nlink == 0;
-  if (!unlinked && recorder_alive()) return;
-  if (!unlinked) VG_(unlink)(out_path);
-  VG_(close)(out_fd);
-  out_fd = -1;
-  write_failed = True;
-}
-
-/* What ran up to here ran by now (a VGPT_TIME record; the buffer's slack past
-   BUF_WORDS holds it). */
-static void stamp(void) {
-  if (buf_pos > buf && buf_pos + 4 <= buf + BUF_WORDS + 64) {
-    const ULong now = monotonic_ns();
-    *buf_pos++ = VGPT_TAG_BASE | VGPT_TIME;
-    *buf_pos++ = 2;
-    *buf_pos++ = (UInt)now;
-    *buf_pos++ = (UInt)(now >> 32);
-  }
-  stamp_limit = next_stamp_limit(buf_pos);
-}
-
-static void flush(void) {
-  if (write_failed) {
-    buf_pos = buf; /* untraced: drop what the instrumented code stored */
-    stamp_limit = next_stamp_limit(buf);
-    return;
-  }
-  if (out_fd < 0) return; /* before post_clo_init: keep buffering */
-  stamp();
-  SizeT words = buf_pos - buf;
-  if (words > 0) write_all(buf, words * sizeof(UInt));
-  buf_pos = buf;
-  stamp_limit = next_stamp_limit(buf);
-  if (!write_failed) stop_if_abandoned();
-}
-
-/* One clock read per --ptd-stamp-blocks blocks; the write once the buffer is full. */
-static VG_REGPARM(0) void at_stamp_limit(void) {
-  if (buf_pos >= buf + BUF_WORDS) {
-    flush();
-  } else if (out_fd >= 0 && !write_failed) {
-    stamp();
-  } else {
-    stamp_limit = buf + BUF_WORDS;
-  }
-}
-
-/* Room for a control record of `words` words. */
-static void reserve(SizeT words) {
-  tl_assert(words < BUF_WORDS);
-  if ((SizeT)(buf + BUF_WORDS - buf_pos) < words) flush();
-}
-
-static void put32(UInt w) { *buf_pos++ = w; }
-static void put64(ULong w) {
-  put32((UInt)w);
-  put32((UInt)(w >> 32));
-}
-static SizeT string_words(const HChar* s) { return (VG_(strlen)(s) + 1 + 3) / 4; }
-static void put_string(const HChar* s) {
-  SizeT words = string_words(s);
-  buf_pos[words - 1] = 0;
-  VG_(memcpy)(buf_pos, s, VG_(strlen)(s) + 1);
-  buf_pos += words;
-}
-static void put_bytes(const void* data, SizeT len) {
-  SizeT words = (len + 3) / 4;
-  if (words > 0) buf_pos[words - 1] = 0;
-  VG_(memcpy)(buf_pos, data, len);
-  buf_pos += words;
-}
-static void begin(UInt kind, SizeT payload_words) {
-  reserve(payload_words + 2);
-  put32(VGPT_TAG_BASE | kind);
-  put32((UInt)payload_words);
-}
-
-static void open_output(void) {
-  HChar path[4096];
-  Int pid = VG_(getpid)();
-  struct vg_stat st;
-  VG_(snprintf)(path, sizeof(path), "%s/stop", clo_out_dir);
-  if (!sr_isError(VG_(stat)(path, &st))) {
-    /* The recording has stopped: this program (a child, an exec) runs untraced. */
-    write_failed = True;
-    return;
-  }
-  if (!recorder_alive()) {
-    write_failed = True;
-    return;
-  }
-  for (Int n = 0; n < 10000; ++n) {
-    VG_(snprintf)(path, sizeof(path), "%s/%d-%d.vgpt", clo_out_dir, pid, n);
-    SysRes r = VG_(open)(path, VKI_O_WRONLY | VKI_O_CREAT | VKI_O_EXCL, 0600);
-    if (!sr_isError(r)) {
-      VG_(strncpy)(out_path, path, sizeof(out_path) - 1);
-      /* Out of the program's way: programs close or dup2 over low fds. */
-      out_fd = VG_(safe_fd)(sr_Res(r));
-      out_offset = 0;
-      out_instance = (UInt)n;
-      return;
-    }
-    if (sr_Err(r) != VKI_EEXIST) break;
-  }
-  /* The recorder is gone (its directory removed): run untraced. */
-  write_failed = True;
-}
-
-static void put_hello(UInt flags) {
-  if (write_failed) return;
-  const HChar* exe = VG_(args_the_exename) ? VG_(args_the_exename) : "";
-  begin(VGPT_HELLO, 7 + string_words(exe));
-  put32(VGPT_VERSION);
-  put32((UInt)VG_(getpid)());
-  /* The forking process, known before the fork: getppid() names init or a subreaper
-     once that process has exited (a daemon's double fork). */
-  put32((UInt)(hello_parent_pid != 0 ? hello_parent_pid : VG_(getppid)()));
-  put32(flags);
-  put32(hello_fork_seq);
-  put32(out_instance);
-  put32(hello_parent_instance);
-  put_string(exe);
-}
 
 /* ---- memory map ---------------------------------------------------------- */
 
@@ -295,7 +68,7 @@ static Bool is_valgrinds_file(const HChar* name) {
 }
 
 /* Is `a` in code that Valgrind, not the program, brought into the process? */
-static Bool is_valgrinds_code(Addr a) {
+Bool is_valgrinds_code(Addr a) {
   NSegment const* seg = VG_(am_find_nsegment)(a);
   if (seg == NULL || seg->kind != SkFileC) return False;
   const HChar* fn = VG_(am_get_filename)(seg);
@@ -358,7 +131,7 @@ static Addr vdso_start = 0, vdso_end = 0;
 
 /* Does the block at `a` run from memory no file backs (JIT code)? Its bytes go to the
    recorder, which captures them for the decoder. */
-static Bool is_jit_code(Addr a) {
+Bool is_jit_code(Addr a) {
   NSegment const* seg = VG_(am_find_nsegment)(a);
   if (seg == NULL || (a >= vdso_start && a < vdso_end)) return False;
   if (seg->kind == SkFileC) return seg->hasW;
@@ -541,204 +314,6 @@ static void child_fork(ThreadId tid) {
   VG_(discard_translations_safely)(0, ~(SizeT)0, "ptdtrace fork");
   VG_(ok_to_discard_translations) = False;
   (void)tid;
-}
-
-/* ---- instrumentation ------------------------------------------------------- */
-
-static Bool is_client_request_preamble(Addr a, UInt len) {
-  /* rol rdi,3; rol rdi,13; rol rdi,61; rol rdi,51; xchg r,r: VEX makes one IMark of
-     the five instructions the CPU runs. */
-  static const UChar preamble[4] = {0x48, 0xc1, 0xc7, 0x03};
-  return len == 19 && VG_(memcmp)((const void*)a, preamble, 4) == 0;
-}
-
-/* What the CPU sees in the last instruction of a block. Direct and indirect transfers
-   are told apart by the opcode, not by whether VEX knows the target: VEX folds constants
-   (`mov $f,%rax; call *%rax` has a constant next), PT still writes a TIP for it; and a
-   jcc whose condition VEX folded away still costs a TNT bit. */
-enum { OP_OTHER, OP_JCC, OP_JMP, OP_CALL, OP_IJMP, OP_ICALL, OP_RET, OP_REP_STRING };
-
-static UInt decode_last(Addr a, UInt len, Addr end, ULong* target) {
-  const UChar* p = (const UChar*)a;
-  const UChar* stop = p + len;
-  Bool rep = False;
-  while (p < stop) {
-    UChar b = *p;
-    if (b == 0xf2 || b == 0xf3) {
-      rep = True;
-      ++p;
-    } else if (b == 0xf0 || b == 0x2e || b == 0x36 || b == 0x3e || b == 0x26 || b == 0x64 ||
-               b == 0x65 || b == 0x66 || b == 0x67 || (b >= 0x40 && b <= 0x4f)) {
-      ++p;
-    } else {
-      break;
-    }
-  }
-  if (p >= stop) return OP_OTHER;
-  UChar op = p[0];
-  if ((op >= 0x70 && op <= 0x7f) || (op >= 0xe0 && op <= 0xe3)) {
-    if (p + 2 > stop) return OP_OTHER;
-    *target = end + (Long)(Char)p[1];
-    return OP_JCC;
-  }
-  if (op == 0x0f && p + 6 <= stop && p[1] >= 0x80 && p[1] <= 0x8f) {
-    Int rel;
-    VG_(memcpy)(&rel, p + 2, 4);
-    *target = end + (Long)rel;
-    return OP_JCC;
-  }
-  if ((op == 0xe8 || op == 0xe9) && p + 5 <= stop) {
-    Int rel;
-    VG_(memcpy)(&rel, p + 1, 4);
-    *target = end + (Long)rel;
-    return op == 0xe8 ? OP_CALL : OP_JMP;
-  }
-  if (op == 0xeb && p + 2 <= stop) {
-    *target = end + (Long)(Char)p[1];
-    return OP_JMP;
-  }
-  if (op == 0xff && p + 2 <= stop) {
-    UInt reg = (p[1] >> 3) & 7;
-    if (reg == 2) return OP_ICALL;
-    if (reg == 4) return OP_IJMP;
-  }
-  if (op == 0xc3 || op == 0xc2) return OP_RET;
-  if (rep && ((op >= 0xa4 && op <= 0xa7) || (op >= 0xaa && op <= 0xaf) || (op >= 0x6c && op <= 0x6f)))
-    return OP_REP_STRING;
-  return OP_OTHER;
-}
-
-static UInt classify(IRSB* sb, Addr last_ip, Addr end, ULong* target) {
-  *target = 0;
-  switch (sb->jumpkind) {
-    case Ijk_Sys_syscall:
-    case Ijk_Sys_int128:
-    case Ijk_Sys_int129:
-    case Ijk_Sys_int130:
-    case Ijk_Sys_int145:
-    case Ijk_Sys_int210:
-    case Ijk_Sys_sysenter:
-      *target = end;
-      return VGPT_KIND_SYSCALL;
-    case Ijk_SigTRAP:
-    case Ijk_SigILL:
-    case Ijk_SigSEGV:
-    case Ijk_SigBUS:
-    case Ijk_SigFPE:
-    case Ijk_SigFPE_IntDiv:
-    case Ijk_SigFPE_IntOvf:
-    case Ijk_NoDecode:
-      return VGPT_KIND_TRAP;
-    default:
-      break;
-  }
-  switch (decode_last(last_ip, (UInt)(end - last_ip), end, target)) {
-    case OP_JCC: return VGPT_KIND_COND;
-    case OP_JMP: return VGPT_KIND_JUMP;
-    case OP_CALL: return VGPT_KIND_CALL;
-    case OP_IJMP: return VGPT_KIND_IJUMP;
-    case OP_ICALL: return VGPT_KIND_ICALL;
-    case OP_RET: return VGPT_KIND_RET;
-    case OP_REP_STRING:
-      *target = last_ip;
-      return VGPT_KIND_REP;
-    default:
-      /* Falls through: VEX cut the block, or a client request, pause, cpuid... */
-      *target = end;
-      return VGPT_KIND_NONE;
-  }
-}
-
-static IRSB* instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayout* layout,
-                        const VexGuestExtents* vge, const VexArchInfo* archinfo,
-                        IRType gWordTy, IRType hWordTy) {
-  (void)closure;
-  (void)layout;
-  (void)vge;
-  (void)archinfo;
-  if (gWordTy != Ity_I64 || hWordTy != Ity_I64) VG_(tool_panic)("ptdtrace: amd64 only");
-
-  /* Describe the block: its instructions and how it ends. */
-  UChar lengths[512];
-  UInt n = 0;
-  Addr start = 0, last_ip = 0, end = 0;
-  for (Int i = 0; i < in->stmts_used; ++i) {
-    IRStmt* st = in->stmts[i];
-    if (st->tag != Ist_IMark) continue;
-    Addr a = st->Ist.IMark.addr;
-    UInt len = st->Ist.IMark.len;
-    if (n == 0) start = a;
-    if (is_client_request_preamble(a, len) && n + 5 < sizeof(lengths)) {
-      lengths[n++] = 4;
-      lengths[n++] = 4;
-      lengths[n++] = 4;
-      lengths[n++] = 4;
-      lengths[n++] = 3;
-    } else if (n < sizeof(lengths)) {
-      lengths[n++] = (UChar)len;
-    }
-    last_ip = a;
-    end = a + len;
-  }
-  if (n == 0) return in; /* nothing the CPU would run */
-  if (is_client_request_preamble(last_ip, (UInt)(end - last_ip))) last_ip = end - 3;
-
-  ULong target = 0;
-  UInt kind = classify(in, last_ip, end, &target);
-  UInt id = next_block_id++;
-  tl_assert(id < VGPT_TAG_BASE);
-  begin(VGPT_BLOCK, 12 + (n + 3) / 4);
-  put32(id);
-  put64(start);
-  put64(end);
-  put64(last_ip);
-  put64(target);
-  put32(kind);
-  put32(n);
-  put32(is_valgrinds_code(start) ? VGPT_BLOCK_HIDDEN : 0);
-  put_bytes(lengths, n);
-  if (is_jit_code(start) && !is_valgrinds_code(start) && end - start < 4 * BUF_WORDS / 2) {
-    begin(VGPT_CODE, 4 + (UInt)((end - start + 3) / 4));
-    put32(id);
-    put64(start);
-    put32((UInt)(end - start));
-    put_bytes((const void*)start, end - start);
-  }
-
-  /* Copy the statements, storing the id at the first instruction: after any
-     self-check preamble, which may discard the block before it runs. */
-  IRSB* out = deepCopyIRSBExceptStmts(in);
-  Bool stored = False;
-  for (Int i = 0; i < in->stmts_used; ++i) {
-    IRStmt* st = in->stmts[i];
-    if (!stored && st->tag == Ist_IMark) {
-      stored = True;
-      IRTemp pos = newIRTemp(out->tyenv, Ity_I64);
-      IRTemp next_pos = newIRTemp(out->tyenv, Ity_I64);
-      IRTemp full = newIRTemp(out->tyenv, Ity_I1);
-      addStmtToIRSB(out, st);
-      addStmtToIRSB(out, IRStmt_WrTmp(pos, IRExpr_Load(Iend_LE, Ity_I64,
-                                                       mkIRExpr_HWord((HWord)&buf_pos))));
-      addStmtToIRSB(out, IRStmt_Store(Iend_LE, IRExpr_RdTmp(pos),
-                                      IRExpr_Const(IRConst_U32(id))));
-      addStmtToIRSB(out, IRStmt_WrTmp(next_pos, IRExpr_Binop(Iop_Add64, IRExpr_RdTmp(pos),
-                                                             IRExpr_Const(IRConst_U64(4)))));
-      addStmtToIRSB(out, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&buf_pos),
-                                      IRExpr_RdTmp(next_pos)));
-      IRTemp limit = newIRTemp(out->tyenv, Ity_I64);
-      addStmtToIRSB(out, IRStmt_WrTmp(limit, IRExpr_Load(Iend_LE, Ity_I64,
-                                                         mkIRExpr_HWord((HWord)&stamp_limit))));
-      addStmtToIRSB(out, IRStmt_WrTmp(full, IRExpr_Binop(Iop_CmpLE64U, IRExpr_RdTmp(limit),
-                                                         IRExpr_RdTmp(next_pos))));
-      IRDirty* di = unsafeIRDirty_0_N(0, "ptdtrace_at_stamp_limit",
-                                      VG_(fnptr_to_fnentry)(&at_stamp_limit), mkIRExprVec_0());
-      di->guard = IRExpr_RdTmp(full);
-      addStmtToIRSB(out, IRStmt_Dirty(di));
-      continue;
-    }
-    addStmtToIRSB(out, st);
-  }
-  return out;
 }
 
 /* ---- start and end ----------------------------------------------------------- */
