@@ -32,6 +32,8 @@ struct Arg {
   absl::string_view string_value;
   // Set: `name` is this handle's text, which the writer looks up through it.
   StringHandle* name_handle = nullptr;
+  // Set: `string_value` is this handle's text (the same for the value).
+  StringHandle* value_handle = nullptr;
 
   static Arg Null(absl::string_view name) { return Arg{name, ArgType::kNull, 0, 0, {}, nullptr}; }
   static Arg Int32(absl::string_view name, int32_t v) {
@@ -47,9 +49,14 @@ struct Arg {
   static Arg String(absl::string_view name, absl::string_view v) {
     return Arg{name, ArgType::kString, 0, 0, v, nullptr};
   }
+  // Name and value as handles: a string arg written with record after record.
+  static Arg String(StringHandle& name, StringHandle& v) {
+    return Arg{name.text(), ArgType::kString, 0, 0, v.text(), &name, &v};
+  }
   static Arg Pointer(absl::string_view name, uint64_t v) { return Arg{name, ArgType::kPointer, v, 0, {}, nullptr}; }
   static Arg Koid(absl::string_view name, uint64_t v) { return Arg{name, ArgType::kKoid, v, 0, {}, nullptr}; }
   static Arg Bool(absl::string_view name, bool v) { return Arg{name, ArgType::kBool, v ? 1u : 0u, 0, {}, nullptr}; }
+  static Arg Bool(StringHandle& name, bool v) { return Arg{name.text(), ArgType::kBool, v ? 1u : 0u, 0, {}, &name}; }
 
   int32_t int32_value() const { return static_cast<int32_t>(static_cast<uint32_t>(bits)); }
   int64_t int64_value() const { return static_cast<int64_t>(bits); }

@@ -114,9 +114,9 @@ void FtfWriter::WriteThread(uint64_t pid, uint64_t tid, absl::string_view name) 
 }
 
 // Inline into each public method: their constants (type, trailer) fold away.
-template <typename Category>
+template <typename Category, typename Name>
 [[gnu::always_inline]] inline void FtfWriter::WriteEvent(EventType type, uint64_t pid, uint64_t tid, uint64_t ts, Category& category,
-                           absl::string_view name, absl::Span<const Arg> args, bool has_trailer,
+                           Name& name, absl::Span<const Arg> args, bool has_trailer,
                            uint64_t trailer) {
   if (!status_.ok() || closed_) return;
   strings_.NextRecord();
@@ -158,7 +158,13 @@ void FtfWriter::DurationBegin(uint64_t pid, uint64_t tid, uint64_t ts, StringHan
 
 void FtfWriter::DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
                             absl::Span<const Arg> args) {
-  WriteEvent(EventType::kDurationEnd, pid, tid, ts, category, {}, args, false, 0);
+  absl::string_view no_name;
+  WriteEvent(EventType::kDurationEnd, pid, tid, ts, category, no_name, args, false, 0);
+}
+
+void FtfWriter::DurationBegin(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category, StringHandle& name,
+                              absl::Span<const Arg> args) {
+  WriteEvent(EventType::kDurationBegin, pid, tid, ts, category, name, args, false, 0);
 }
 
 void FtfWriter::DurationComplete(uint64_t pid, uint64_t tid, uint64_t ts, uint64_t end_ts,
@@ -210,7 +216,8 @@ void FtfWriter::WriteKernelObject(uint8_t obj_type, uint64_t koid, absl::string_
         header |= (arg.bits & 0xffffffffu) << 32;
         break;
       case ArgType::kString:
-        header |= uint64_t{StringRef(arg.string_value)} << 32;
+        header |= uint64_t{arg.value_handle != nullptr ? StringRef(*arg.value_handle) : StringRef(arg.string_value)}
+                  << 32;
         break;
       case ArgType::kBool:
         header |= uint64_t{arg.bits != 0} << 32;

@@ -87,6 +87,10 @@ class FtfWriter {
                      absl::string_view name);
   void DurationEnd(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category,
                    absl::Span<const Arg> args);
+  // A Begin with category, name and args all handles (Arg::String and Arg::Bool take
+  // handles too): no string looked up by value.
+  void DurationBegin(uint64_t pid, uint64_t tid, uint64_t ts, StringHandle& category, StringHandle& name,
+                     absl::Span<const Arg> args);
   void DurationComplete(uint64_t pid, uint64_t tid, uint64_t ts, uint64_t end_ts,
                         absl::string_view category, absl::string_view name,
                         absl::Span<const Arg> args = {});
@@ -110,10 +114,10 @@ class FtfWriter {
   FtfWriter(std::unique_ptr<ByteSink> sink, std::string name, const FtfWriterOptions& options);
 
   void WritePreamble(absl::string_view provider_name);
-  // `Category`: absl::string_view or StringHandle.
-  template <typename Category>
+  // `Category`, `Name`: absl::string_view or StringHandle.
+  template <typename Category, typename Name>
   void WriteEvent(EventType type, uint64_t pid, uint64_t tid, uint64_t ts, Category& category,
-                  absl::string_view name, absl::Span<const Arg> args, bool has_trailer,
+                  Name& name, absl::Span<const Arg> args, bool has_trailer,
                   uint64_t trailer);
   void WriteKernelObject(uint8_t obj_type, uint64_t koid, absl::string_view name,
                          absl::Span<const Arg> args);

@@ -4,6 +4,7 @@
 #include <elfutils/libdw.h>
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "image/demangle.h"
@@ -12,7 +13,7 @@
 namespace ptd::image {
 
 struct InlineTable::Unit {
-  Dwarf_Die die;
+  Dwarf_Off die_offset = 0;  // of the unit's DIE, read with the unit
   bool read = false;
   std::vector<Interval> intervals;  // sorted, non-overlapping
   // Those whose frame is inlined, neighbours with the same frame merged (HasInlinedIn:
@@ -56,17 +57,49 @@ absl::StatusOr<std::unique_ptr<InlineTable>> InlineTable::Open(const std::string
   absl::StatusOr<std::unique_ptr<DwarfFile>> file = DwarfFile::Open(debug_path);
   if (!file.ok()) return file.status();
   table->dwarf_ = *std::move(file);
-  Dwarf_CU* cu = nullptr;
-  Dwarf_Die cu_die;
+  Dwarf* dwarf = table->dwarf_->dwarf();
+  // .debug_aranges maps addresses to units in one small section (GCC writes it; clang
+  // only with -gdwarf-aranges). The units it does not name, found by their headers
+  // alone, give their ranges from their DIEs: a walk that reads every such unit's
+  // abbreviations and attributes.
+  absl::flat_hash_map<Dwarf_Off, Unit*> units_by_die;
+  auto unit_at = [&](Dwarf_Off die_offset) {
+    Unit*& unit = units_by_die[die_offset];
+    if (unit == nullptr) {
+      table->units_.push_back(std::make_unique<Unit>());
+      unit = table->units_.back().get();
+      unit->die_offset = die_offset;
+    }
+    return unit;
+  };
+  Dwarf_Aranges* aranges = nullptr;
+  size_t arange_count = 0;
+  if (dwarf_getaranges(dwarf, &aranges, &arange_count) != 0) arange_count = 0;
+  for (size_t i = 0; i < arange_count; ++i) {
+    Dwarf_Addr start = 0;
+    Dwarf_Word length = 0;
+    Dwarf_Off die_offset = 0;
+    if (dwarf_getarangeinfo(dwarf_onearange(aranges, i), &start, &length, &die_offset) != 0 || length == 0) continue;
+    table->unit_ranges_.push_back(UnitRange{start, start + length, unit_at(die_offset)});
+  }
+  Dwarf_Off offset = 0;
+  Dwarf_Off next = 0;
+  size_t header_size = 0;
   uint8_t unit_type = 0;
-  while (dwarf_get_units(table->dwarf_->dwarf(), cu, &cu, nullptr, &unit_type, &cu_die, nullptr) == 0) {
-    if (unit_type != DW_UT_compile && unit_type != DW_UT_partial) continue;
-    auto unit = std::make_unique<Unit>();
-    unit->die = cu_die;
-    ForEachRange(&cu_die, [&](uint64_t start, uint64_t end) {
-      table->unit_ranges_.push_back(UnitRange{start, end, unit.get()});
+  while (dwarf_next_unit(dwarf, offset, &next, &header_size, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) ==
+         0) {
+    const Dwarf_Off die_offset = offset + header_size;
+    offset = next;
+    if (units_by_die.contains(die_offset)) continue;
+    Dwarf_Die die;
+    if (dwarf_offdie(dwarf, die_offset, &die) == nullptr) continue;
+    if (dwarf_cu_info(die.cu, nullptr, &unit_type, nullptr, nullptr, nullptr, nullptr, nullptr) != 0 ||
+        (unit_type != DW_UT_compile && unit_type != DW_UT_partial)) {
+      continue;
+    }
+    ForEachRange(&die, [&](uint64_t start, uint64_t end) {
+      table->unit_ranges_.push_back(UnitRange{start, end, unit_at(die_offset)});
     });
-    table->units_.push_back(std::move(unit));
   }
   std::sort(table->unit_ranges_.begin(), table->unit_ranges_.end(),
             [](const UnitRange& a, const UnitRange& b) { return a.start < b.start; });
@@ -80,11 +113,13 @@ absl::string_view InlineTable::Intern(absl::string_view text) const {
 
 void InlineTable::ReadUnit(Unit& unit) const {
   unit.read = true;
+  Dwarf_Die unit_die;
+  if (dwarf_offdie(dwarf_->dwarf(), unit.die_offset, &unit_die) == nullptr) return;
   Dwarf_Files* files = nullptr;
   size_t file_count = 0;
-  if (dwarf_getsrcfiles(&unit.die, &files, &file_count) != 0) files = nullptr;
+  if (dwarf_getsrcfiles(&unit_die, &files, &file_count) != 0) files = nullptr;
   auto absolute_fn = [&](const char* name) -> absl::string_view {
-    return Intern(AbsoluteSourcePath(&unit.die, name));
+    return Intern(AbsoluteSourcePath(&unit_die, name));
   };
   auto file_name_at = [&](Dwarf_Word index) -> absl::string_view {
     if (files == nullptr || index >= file_count) return {};
@@ -165,7 +200,7 @@ void InlineTable::ReadUnit(Unit& unit) const {
     }
   };
   Walk walk{this, file_name_at, absolute_fn, ranges};
-  walk.Children(&unit.die, nullptr);
+  walk.Children(&unit_die, nullptr);
 
   // Each elementary interval between range bounds belongs to the deepest range over it:
   // ranges painted outermost first, inner ones over them.

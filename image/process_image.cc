@@ -193,6 +193,7 @@ absl::string_view ProcessImage::Intern(std::string name) {
 void ProcessImage::ForgetResolved() {
   resolved_.clear();
   source_runs_.clear();
+  recent_runs_.Clear();
   recent_resolved_.Clear();
 }
 
@@ -320,9 +321,14 @@ const SourceFrame* ProcessImage::SourceFrameAt(uint64_t address, uint64_t* end) 
 }
 
 bool ProcessImage::SourceFramesAlong(uint64_t start, uint64_t last, const std::vector<SourceFrameChange>** changes) {
+  if (const RecentRun* recent = recent_runs_.Find(start); recent != nullptr && recent->last == last) {
+    *changes = &recent->run->changes;
+    return recent->run->ok;
+  }
   auto [it, inserted] = source_runs_.try_emplace(std::make_pair(start, last));
   RunChanges& run = it->second;
   *changes = &run.changes;
+  recent_runs_.Put(start, RecentRun{last, &run});
   if (!inserted) return run.ok;
   const SourceFrame* current = nullptr;
   uint64_t frame_end = 0;

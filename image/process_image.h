@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "common/recent_by_address.h"
@@ -174,7 +175,15 @@ class ProcessImage {
     bool ok = false;
     std::vector<SourceFrameChange> changes;
   };
-  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, RunChanges> source_runs_;
+  // Node map: recent_runs_ points into it.
+  absl::node_hash_map<std::pair<uint64_t, uint64_t>, RunChanges> source_runs_;
+  // The last runs looked up, by start, direct-mapped in front of source_runs_ (one per
+  // event in a function with inlined calls).
+  struct RecentRun {
+    uint64_t last = 0;
+    const RunChanges* run = nullptr;
+  };
+  RecentByAddress<RecentRun, 1024> recent_runs_;
   // The last ones resolved, direct-mapped in front of resolved_ (a call-heavy trace
   // resolves each call's target: ~4 % of a Python recording's decode went to the probe).
   RecentByAddress<FunctionInfo, 1024> recent_resolved_;

@@ -3,17 +3,14 @@
 #include <intel-pt.h>
 
 #include <algorithm>
-#include <concepts>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/pt_psb.h"
+#include "decoder/flow/flow_step_api.h"
+#include "decoder/flow/pt_stream_sync.h"
 
 namespace ptd::decoder {
-namespace {
-
-}  // namespace
 
 PacketQuery::Scan ScanPacketsForQuery(const uint8_t* padded, size_t size, int threads) {
   pt_config c;
@@ -35,125 +32,10 @@ PtStreamDecoder::PtStreamDecoder(const PtDecodeConfig& config, image::ProcessIma
       traps_(image),
       clock_(config.axis, config.conversion, consumer) {}
 
-// On the time axis an event's time is known only at the next timing update: the single
-// decoder hands out the clock's ticket (its events wait in the clock), a piece logs the
-// sample and hands out its index (the stitcher replays the log through a clock).
-uint64_t PtStreamDecoder::Now() {
-  // Cycles axis: the cycle count (a piece's is relative to its buffer: the stitcher
-  // makes it absolute and uses it as the time).
-  if (config_.axis == TimeAxis::kCycles) [[unlikely]] {
-    return piece_ == nullptr ? clock_.Now(cycles_.last()) : cycles_.last();
-  }
-  SettleBranchSample();
-  return TimeSample(instructions_);
-}
-
-// The time when `instructions` had executed (time or instruction axis). On the time axis:
-// the clock's ticket, or in a piece the index of the logged step.
-uint64_t PtStreamDecoder::TimeSample(uint64_t instructions) {
-  if (piece_ == nullptr) {
-    return config_.axis == TimeAxis::kTime ? clock_.Sample(instructions) : clock_.Now(instructions);
-  }
-  return PieceTimeSample(instructions);
-}
-
-// Out of line: inlined, its vector growth made every sample save more registers.
-uint64_t PtStreamDecoder::PieceTimeSample(uint64_t instructions) {
-  if (config_.axis == TimeAxis::kInstructions) {
-    piece_->sampled_time = true;
-    piece_->last_sample = instructions;
-    return instructions;
-  }
-  return piece_->time_steps->AddSample(instructions);
-}
-
-// Most branches are jumps the filter drops, so a branch's time is sampled late: just
-// before the clock is used again (another sample, or a new timing update). Taken then,
-// it lies between the same two updates as at the branch. A sample's time depends only on
-// its instruction count and those two updates, so extra samples (pieces settle at their
-// borders too) change nothing.
-void PtStreamDecoder::SettleBranchSample() {
-  if (!unsampled_) return;
-  unsampled_ = false;
-  uint64_t time = TimeSample(unsampled_at_);
-  if (!pending_.timed) {  // the newest branch (being flushed, or still pending)
-    pending_.time = time;
-    pending_.timed = true;
-  }
-}
-
-// `at_event`: the time of an event's own packet in a stream with CYC, a timing point even
-// when the TSC did not move since the last update (the instructions since then took no
-// time the packets saw: a syscall's TIP.PGD right after the branch before it).
-// A piece's first PSB+: the single decoder passes that PSB in flight and takes its TSC
-// only where it next reads the time, so for the stitcher this is a time to start from
-// when no piece before gave one (TimeSteps::kSeed), not a timing point; the piece's own
-// later read of the same TSC is the point, as in the single decoder.
-void PtStreamDecoder::SeedPieceTime(uint64_t tsc) {
-  if (tsc == 0) return;
-  SettleBranchSample();
-  piece_->time_steps->AddUpdate(tsc, instructions_, /*at_event=*/false, /*seed=*/true);
-}
-
-void PtStreamDecoder::UpdateTime(uint64_t tsc, bool at_event) {
-  if (config_.axis != TimeAxis::kTime || tsc == 0 || (tsc == last_update_tsc_ && !at_event)) return;
-  last_update_tsc_ = tsc;
-  SettleBranchSample();
-  if (piece_ == nullptr) {
-    clock_.Update(tsc, instructions_, PendingTicket(), at_event);
-  } else {
-    piece_->time_steps->AddUpdate(tsc, instructions_, at_event);
-  }
-}
-
-// The image as of an event's time (the timing packets before the event's packet): code
-// decoded after the event ran after that time, so mappings made before it are in and
-// mappings replaced before it are gone. Not libipt's time after a block: it reads ahead
-// (past an execve's TIP.PGD to the TSC of the re-enable, while the block before the
-// syscall is still to be decoded). On every time axis: the instruction and cycles axes
-// decode replaced code with the bytes of its time too. Pieces stamp each event with
-// this time (FlowEvent::image_tsc), so the models see the same image at every event as
-// with one decoder (output stays identical with --jobs N).
-void PtStreamDecoder::AdvanceImage(uint64_t tsc) {
-  if (tsc == 0) return;
-  image_tsc_ = std::max(image_tsc_, tsc);
-  uint64_t ns = config_.conversion.TscToNs(tsc);
-  if (ns >= next_image_change_) {
-    fast_cache_.FlushRuns();  // counted in the image as it was
-    image::ProcessImage* image = image_clock_->AdvanceTo(ns);
-    next_image_change_ = std::max(image_clock_->next_change(), ns + 1);
-    if (image != image_ || image_clock_->version() != image_version_) {
-      image_version_ = image_clock_->version();
-      UseImage(image);
-    }
-  }
-  // Now ns < next_image_change_: the same TSC again changes nothing while that and
-  // image_tsc_ stay (ImageUnchangedAt).
-  advanced_tsc_ = tsc;
-  advanced_next_change_ = next_image_change_;
-}
-
 // True when AdvanceImage(tsc) would change nothing: it was just done for this TSC (a
 // syscall's three events carry the same one) and nothing it reads has moved since.
 [[gnu::always_inline]] inline bool PtStreamDecoder::ImageUnchangedAt(uint64_t tsc) const {
   return tsc == advanced_tsc_ && next_image_change_ == advanced_next_change_ && tsc <= image_tsc_;
-}
-
-void PtStreamDecoder::UseImage(image::ProcessImage* image) {
-  // Even the same image may hold other code now: what was cached by address goes.
-  image_ = image;
-  classifier_.SetImage(image);
-  traps_.SetImage(image);
-  pending_range_ = image::FunctionRange();
-  ranges_.Clear();
-  fast_cache_.Clear();
-  if (fast_ != nullptr) fast_->SetImage(image);
-  if (image->libipt_image() != libipt_image_) {
-    libipt_image_ = image->libipt_image();
-    // libipt checks its cached section against the image on every read, so the decoder
-    // may switch (or the image change) between two blocks.
-    if (set_libipt_image_) set_libipt_image_(libipt_image_);
-  }
 }
 
 void PtStreamDecoder::Emit(FlowKind kind, uint64_t target, bool known, uint64_t offset,
@@ -177,17 +59,6 @@ void PtStreamDecoder::Deliver(FlowEvent& event) {
   } else {
     clock_.Deliver(event);
   }
-}
-
-// The clock's ticket the pending branch holds (time axis, single decoder), if any.
-uint64_t PtStreamDecoder::PendingTicket() const {
-  return pending_.valid && pending_.timed ? pending_.time : TimeInterpolator::kNoTicket;
-}
-
-[[gnu::noinline]] void PtStreamDecoder::RecordInPiece(FlowEvent& event) {
-  event.image_tsc = image_tsc_;
-  piece_->errors += event.kind == FlowKind::kError ? 1 : 0;
-  piece_->events->push_back(event);
 }
 
 void PtStreamDecoder::MarkLostData(uint64_t offset) {
@@ -355,154 +226,10 @@ void PtStreamDecoder::HandleEvent(const pt_event& event) {
 
 namespace {
 
-// pt_config for one chunk: errata from the recording CPU, timing from meta.json.
-pt_config MakeConfig(const PtDecodeConfig& config, const uint8_t* begin, size_t size, bool* errata_ok) {
-  pt_config c;
-  pt_config_init(&c);
-  c.begin = const_cast<uint8_t*>(begin);
-  c.end = c.begin + size;
-  if (config.cpu.vendor == "intel") {
-    c.cpu.vendor = pcv_intel;
-    c.cpu.family = static_cast<uint16_t>(config.cpu.family);
-    c.cpu.model = static_cast<uint8_t>(config.cpu.model);
-    c.cpu.stepping = static_cast<uint8_t>(config.cpu.stepping);
-    if (pt_cpu_errata(&c.errata, &c.cpu) < 0) {
-      // 2.0.5 does not know newer models: decode without errata.
-      std::memset(&c.errata, 0, sizeof c.errata);
-      *errata_ok = false;
-    }
-  }
-  c.cpuid_0x15_eax = config.pt.cpuid_0x15_eax;
-  c.cpuid_0x15_ebx = config.pt.cpuid_0x15_ebx;
-  c.nom_freq = static_cast<uint8_t>(config.pt.nom_freq);
-  c.mtc_freq = static_cast<uint8_t>(config.pt.mtc_freq);
-  // A union: these bits mean other things (tick events) to the instruction decoder.
-  if (config.kind != DecoderKind::kInsn) {
-    c.flags.variant.block.end_on_call = 1;
-    c.flags.variant.block.end_on_jump = 1;
-  }
-  return c;
-}
-
-// Where to resynchronize after an error: the first PSB at or after the position of the
-// call before the failing one (2.0.5's sync_forward would start after its read-ahead and
-// can skip a whole good segment), but always past the last sync point.
-bool NextSyncPoint(const std::vector<uint64_t>& psbs, uint64_t previous_call, uint64_t last_sync,
-                   bool synced_once, uint64_t* out) {
-  uint64_t from = previous_call;
-  if (synced_once && from <= last_sync) from = last_sync + 1;
-  auto it = std::lower_bound(psbs.begin(), psbs.end(), from);
-  if (it == psbs.end()) return false;
-  *out = *it;
-  return true;
-}
-
-// A PSB+ status update bound to the IP where the PSB was taken (tracing on): the single
-// decoder has run every instruction before that PSB when it reports it.
-bool IsPsbAnchor(const pt_event& event) {
-  if (!event.status_update) return false;
-  switch (event.type) {
-    case ptev_exec_mode:
-    case ptev_async_paging:
-    case ptev_async_vmcs:
-      return true;
-    case ptev_tsx:
-      return !event.ip_suppressed;
-    default:
-      return false;
-  }
-}
-
 // How often (in loop steps) the cancel flag is looked at (and progress reported).
 constexpr uint32_t kCancelCheckInterval = 4096;
 
 }  // namespace
-
-// The flow decoders (libipt's block and instruction decoders, the fast one) differ only
-// in their function names and in what one step yields (a block or an instruction); the
-// loop around them is written once, in RunWith, against this interface.
-template <class Api>
-concept FlowDecoderApi = requires(typename Api::Decoder* d, const typename Api::Decoder* cd, PtStreamDecoder* self,
-                                  const pt_config* c, pt_image* image, uint64_t* u64, uint32_t* u32, pt_event* ev) {
-  { Api::Alloc(self, c) } -> std::same_as<typename Api::Decoder*>;
-  Api::Free(d);
-  { Api::SetImage(d, image) } -> std::same_as<int>;
-  { Api::SyncForward(d) } -> std::same_as<int>;
-  { Api::SyncSet(d, uint64_t{0}) } -> std::same_as<int>;
-  { Api::SyncContinue(d, uint64_t{0}) } -> std::same_as<int>;
-  { Api::GetOffset(cd, u64) } -> std::same_as<int>;
-  { Api::GetSyncOffset(cd, u64) } -> std::same_as<int>;
-  { Api::Time(d, u64, u32, u32) } -> std::same_as<int>;
-  { Api::Event(d, ev) } -> std::same_as<int>;
-  { Api::Next(self, d) } -> std::same_as<int>;
-};
-
-// libipt's block and instruction decoders: the same calls under other names.
-template <class D, D* (*kAlloc)(const pt_config*), void (*kFree)(D*), int (*kSetImage)(D*, pt_image*),
-          int (*kSyncForward)(D*), int (*kSyncSet)(D*, uint64_t), int (*kGetOffset)(const D*, uint64_t*),
-          int (*kGetSyncOffset)(const D*, uint64_t*), int (*kTime)(D*, uint64_t*, uint32_t*, uint32_t*),
-          int (*kEvent)(D*, pt_event*, size_t)>
-struct LibiptApi {
-  using Decoder = D;
-  static Decoder* Alloc(PtStreamDecoder*, const pt_config* c) { return kAlloc(c); }
-  static void Free(Decoder* d) { kFree(d); }
-  static int SetImage(Decoder* d, pt_image* image) { return kSetImage(d, image); }
-  static int SyncForward(Decoder* d) { return kSyncForward(d); }
-  static int SyncSet(Decoder* d, uint64_t offset) { return kSyncSet(d, offset); }
-  // libipt's decoders cannot take a calibration: they start it afresh.
-  static int SyncContinue(Decoder* d, uint64_t offset) { return kSyncSet(d, offset); }
-  static int GetOffset(const Decoder* d, uint64_t* offset) { return kGetOffset(d, offset); }
-  static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return kGetSyncOffset(d, offset); }
-  static int Time(Decoder* d, uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
-    return kTime(d, tsc, lost_mtc, lost_cyc);
-  }
-  static int Event(Decoder* d, pt_event* event) { return kEvent(d, event, sizeof *event); }
-};
-
-struct BlockApi : LibiptApi<pt_block_decoder, pt_blk_alloc_decoder, pt_blk_free_decoder, pt_blk_set_image,
-                            pt_blk_sync_forward, pt_blk_sync_set, pt_blk_get_offset, pt_blk_get_sync_offset,
-                            pt_blk_time, pt_blk_event> {
-  static int Next(PtStreamDecoder* self, Decoder* d) { return self->NextBlock(d); }
-  static constexpr const char* kAllocName = "pt_blk_alloc_decoder";
-};
-
-struct InsnApi : LibiptApi<pt_insn_decoder, pt_insn_alloc_decoder, pt_insn_free_decoder, pt_insn_set_image,
-                           pt_insn_sync_forward, pt_insn_sync_set, pt_insn_get_offset, pt_insn_get_sync_offset,
-                           pt_insn_time, pt_insn_event> {
-  static int Next(PtStreamDecoder* self, Decoder* d) { return self->NextInsn(d); }
-  static constexpr const char* kAllocName = "pt_insn_alloc_decoder";
-};
-
-struct FastApi {
-  using Decoder = FastBlockDecoder;
-  static Decoder* Alloc(PtStreamDecoder* self, const pt_config* c) {
-    auto* d = new FastBlockDecoder(*c, &self->fast_cache_, self->image_,
-                                   PacketQuery::Accepts(*c, self->packet_scan_) ? &self->packet_scan_ : nullptr,
-                                   self->config_.section_blocks);
-    if (!d->ok()) {
-      delete d;
-      return nullptr;
-    }
-    self->fast_ = d;
-    return d;
-  }
-  // The decoder reads code through the ProcessImage (UseImage hands it the new one).
-  static int SetImage(Decoder*, pt_image*) { return 0; }
-  static int SyncForward(Decoder* d) { return d->SyncForward(); }
-  static int SyncSet(Decoder* d, uint64_t offset) { return d->SyncSet(offset); }
-  static int SyncContinue(Decoder* d, uint64_t offset) { return d->SyncContinue(offset); }
-  static int GetOffset(const Decoder* d, uint64_t* offset) { return d->GetOffset(offset); }
-  static int GetSyncOffset(const Decoder* d, uint64_t* offset) { return d->GetSyncOffset(offset); }
-  static int Time(Decoder* d, uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) {
-    return d->Time(tsc, lost_mtc, lost_cyc);
-  }
-  static int Event(Decoder* d, pt_event* event) { return d->Event(event); }
-  static int Next(PtStreamDecoder* self, Decoder* d) { return self->NextFastBlock(d); }
-  static void Free(Decoder* d) { delete d; }
-  static constexpr const char* kAllocName = "pt_qry_alloc_decoder";
-};
-
-static_assert(FlowDecoderApi<BlockApi> && FlowDecoderApi<InsnApi> && FlowDecoderApi<FastApi>);
 
 // A run that (re)starts tracing is timed where it starts: how far the query decoder
 // reads ahead for the block depends on libipt's block cache, which differs between the
@@ -861,62 +588,6 @@ absl::Status PtStreamDecoder::DecodeChunk(const uint8_t* padded, size_t size, ui
 
 absl::Status PtStreamDecoder::DecodeWatched(const PtBuffer& buffer, const DecodeStart& start, PsbWatcher* watcher) {
   return Run(buffer, start, watcher);
-}
-
-void PtStreamDecoder::BeginPiece(PieceRecording* recording, const CycleIndex* cycle_index, bool continuing,
-                                 bool need_enable) {
-  piece_ = recording;
-  piece_seeded_ = false;
-  instructions_ = 0;
-  last_update_tsc_ = 0;
-  image_tsc_ = 0;
-  need_enable_ = true;
-  need_enable_carried_ = false;
-  pending_.valid = false;
-  pending_.timed = true;
-  unsampled_ = false;
-  run_start_ = 0;  // the piece's own first instruction starts its first run
-  raise_emitted_ = false;
-  cycles_.Clear();
-  if (config_.cycles && cycle_index != nullptr) cycles_.Start(cycle_index, 0);
-  if (continuing) {
-    need_enable_ = need_enable;
-    need_enable_carried_ = true;
-    // The previous piece's last branch, whatever it is: kUnknown marks it.
-    pending_.valid = true;
-    pending_.klass = InsnClass::kUnknown;
-  }
-}
-
-void PtStreamDecoder::EndPiece() { piece_ = nullptr; }
-
-void PtStreamDecoder::RestartPieceHere() {
-  piece_->events->clear();
-  piece_->errors = 0;
-  piece_->time_steps->clear();
-  last_update_tsc_ = 0;
-  image_tsc_ = 0;
-  instructions_ = 0;
-  // The stitcher holds the branch pending here, sampled where the piece before ended.
-  if (pending_.valid) pending_.klass = InsnClass::kUnknown;
-  pending_.timed = true;
-  unsampled_ = false;
-  // What the part before did with a branch carried into it, or sampled, is not this
-  // piece's (a redo may start at an earlier piece's PSB, carrying a branch too).
-  piece_->carried_flush = false;
-  piece_->sampled_time = false;
-  piece_->last_sample = 0;
-}
-
-FlowState PtStreamDecoder::SaveState() const {
-  return FlowState{instructions_, stats_, need_enable_, pending_};
-}
-
-void PtStreamDecoder::RestoreState(const FlowState& state) {
-  instructions_ = state.instructions;
-  stats_ = state.stats;
-  need_enable_ = state.need_enable;
-  pending_ = state.pending;
 }
 
 namespace {

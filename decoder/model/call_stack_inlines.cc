@@ -10,6 +10,11 @@ namespace ptd::decoder {
 
 void CallStackModel::SetInlineChain(const image::SourceFrame* innermost, uint64_t index, uint64_t count,
                                     const FlowEvent& event) {
+  // The open slices are always one whole chain, so the same innermost inlined frame
+  // means the same chain: the common case (every run's first instruction) ends here.
+  const image::SourceFrame* innermost_inlined = innermost != nullptr && innermost->inlined ? innermost : nullptr;
+  const Frame& current = frames_.back();
+  if (innermost_inlined == (current.inline_open > 0 ? open_inlines_.back().frame : nullptr)) return;
   chain_.clear();
   for (const image::SourceFrame* f = innermost; f != nullptr && f->inlined; f = f->parent) chain_.push_back(f);
   std::reverse(chain_.begin(), chain_.end());

@@ -28,18 +28,29 @@ void FtfSliceSink::BeginWithSource(uint64_t time, absl::string_view name, const 
   if (!write) return;
   ++slices_;
   auto [it, inserted] = source_args_.try_emplace(&source);
+  SourceArgs& made = it->second;
   if (inserted) {
-    it->second.source = image::DefinitionLocation(source);
-    if (source.inlined) it->second.call_site = absl::StrCat(source.call_file, ":", source.call_line);
+    made.source = image::DefinitionLocation(source);
+    if (source.inlined) made.call_site = absl::StrCat(source.call_file, ":", source.call_line);
+    made.name = std::string(name);
+    made.source_handle = ftf::StringHandle(made.source);
+    made.call_site_handle = ftf::StringHandle(made.call_site);
+    made.name_handle = ftf::StringHandle(made.name);
   }
   ftf::Arg args[3];
   size_t n = 0;
-  if (!it->second.source.empty()) args[n++] = ftf::Arg::String("source", it->second.source);
+  if (!made.source.empty()) args[n++] = ftf::Arg::String(source_, made.source_handle);
   if (source.inlined) {
-    args[n++] = ftf::Arg::Bool("inlined", true);
-    args[n++] = ftf::Arg::String("call_site", it->second.call_site);
+    args[n++] = ftf::Arg::Bool(inlined_, true);
+    args[n++] = ftf::Arg::String(call_site_, made.call_site_handle);
   }
-  writer_->DurationBegin(pid_, tid_, time, category_.text(), name, absl::MakeConstSpan(args, n));
+  // The name is the frame's each time but for a symbol the DWARF does not name (then
+  // the caller's, which may differ between calls): compared, not assumed.
+  if (name == made.name) {
+    writer_->DurationBegin(pid_, tid_, time, category_, made.name_handle, absl::MakeConstSpan(args, n));
+  } else {
+    writer_->DurationBegin(pid_, tid_, time, category_.text(), name, absl::MakeConstSpan(args, n));
+  }
 }
 
 void FtfSliceSink::End(uint64_t time, const SliceCounts& counts) {

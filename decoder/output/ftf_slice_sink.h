@@ -45,9 +45,19 @@ class FtfSliceSink : public SliceSink {
   uint64_t tid_;
   uint64_t window_begin_;
   uint64_t window_end_;
+  ftf::StringHandle source_{"source"};
+  ftf::StringHandle inlined_{"inlined"};
+  ftf::StringHandle call_site_{"call_site"};
+  // Per source frame, its slices' strings and their handles (node map: the handles'
+  // texts stay where they are).
   struct SourceArgs {
     std::string source;
     std::string call_site;
+    std::string name;  // of its first slice
+    // Over the three strings once they are set.
+    ftf::StringHandle source_handle{""};
+    ftf::StringHandle call_site_handle{""};
+    ftf::StringHandle name_handle{""};
   };
   absl::node_hash_map<const image::SourceFrame*, SourceArgs> source_args_;
   std::vector<uint8_t> written_;  // per open slice: was its Begin written (not vector<bool>: per event)

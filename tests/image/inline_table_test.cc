@@ -12,6 +12,7 @@
 #include "image/insn_classifier.h"
 #include "image/mapped_file.h"
 #include "tests/testing/addr2line.h"
+#include "tests/testing/test_util.h"
 
 namespace ptd::image {
 namespace {
@@ -99,6 +100,38 @@ TEST(InlineTableTest, IntervalEndIsWhereTheChainChanges) {
     EXPECT_EQ((*table)->InnermostAt(end - 1), innermost);
     EXPECT_NE((*table)->InnermostAt(end), innermost);
   }
+}
+
+// GCC writes .debug_aranges (Open maps addresses to units through it); clang does not
+// unless asked (Open then finds the units by their headers and reads their DIEs' ranges).
+// The same program without the section gives the same chain at every instruction.
+TEST(InlineTableTest, UnitsWithoutArangesGiveTheSameChains) {
+  absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(kProgram);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ptd::testing::CommandResult sections = ptd::testing::RunCommand({"readelf", "-S", "-W", kProgram});
+  ASSERT_EQ(sections.exit_code, 0) << sections.err;
+  if (sections.out.find(".debug_aranges") == std::string::npos) {
+    GTEST_SKIP() << kProgram << " has no .debug_aranges (its compiler wrote none): both tables would be read alike";
+  }
+  ptd::testing::TempDir tmp;
+  const std::string stripped = tmp.Sub("no_aranges");
+  ptd::testing::CommandResult copy =
+      ptd::testing::RunCommand({"objcopy", "--remove-section=.debug_aranges", kProgram, stripped});
+  ASSERT_EQ(copy.exit_code, 0) << copy.err;
+
+  absl::StatusOr<std::unique_ptr<InlineTable>> with = InlineTable::Open(kProgram);
+  absl::StatusOr<std::unique_ptr<InlineTable>> without = InlineTable::Open(stripped);
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE(without.ok()) << without.status();
+  std::vector<uint64_t> addresses = InstructionAddresses(**file, {"_Z4worki", "_Z4flati", "_Z7guardedi", "main"});
+  ASSERT_GT(addresses.size(), 40u);
+  size_t inlined = 0;
+  for (uint64_t a : addresses) {
+    std::vector<Addr2lineFrame> chain = ChainOf(**with, a);
+    EXPECT_EQ(ChainOf(**without, a), chain) << absl::StrCat("at 0x", absl::Hex(a));
+    inlined += chain.size() > 1 ? 1 : 0;
+  }
+  EXPECT_GT(inlined, 0u);
 }
 
 TEST(InlineTableTest, FileWithoutDwarfIsAnError) {
