@@ -1,7 +1,8 @@
 // The coverage collector (decoder/coverage/collector.h) on a recorded program: the runs
 // the fast decoder counts on its multi-block path give the blocks and counts that
 // reporting every run as it is decoded gives, the executed instructions libipt's block
-// decoder gives, and the collector's size follows the code that ran, not how often.
+// decoder gives, pieces decoded in parallel count what one decoder counts, and the
+// collector's size follows the code that ran, not how often.
 #include "decoder/coverage/collector.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "decoder/coverage/drcov.h"
+#include "decoder/coverage/lcov.h"
+#include "decoder/coverage/text.h"
 #include "decoder/trace_decoder.h"
 #include "image/insn_classifier.h"
 #include "image/mapped_file.h"
@@ -43,21 +47,33 @@ struct Coverage {
   // Every executed instruction's address in its module and how often it ran: the same
   // whatever the decoder's runs were.
   std::map<std::pair<std::string, uint64_t>, uint64_t> instruction_hits;
+  uint64_t jobs = 0;  // threads that decoded
+  uint64_t pieces = 0;
+  std::string drcov, lcov, text;  // the files `coverage` writes
 };
 
-Coverage Collect(const std::string& trace, DecoderKind kind, bool counted_runs) {
+Coverage Collect(const std::string& trace, DecoderKind kind, bool counted_runs, int jobs = 1,
+                 uint64_t piece_bytes = 0) {
   Coverage out;
   CoverageCollector collector(counted_runs);
   DecodeOptions options;
   options.decoder = kind;
   options.coverage = &collector;
+  options.jobs = jobs;
+  options.piece_bytes = piece_bytes;
   absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace, "", options);
   if (!result.ok()) {
     out.error = std::string(result.status().message());
     return out;
   }
   out.instructions = result->stats[Stat::kInstructions];
+  out.jobs = result->stats[Stat::kJobs];
+  out.pieces = result->stats[Stat::kPieces];
   out.unresolved_runs = collector.unresolved_runs();
+  out.drcov = CoverageDrcov(collector);
+  std::vector<std::string> notes;
+  out.lcov = CoverageLcov(collector, &notes);
+  out.text = CoverageText(collector);
   for (const CoveredBlock& b : collector.Blocks()) {
     const CoverageModule& module = collector.modules()[b.module];
     out.blocks[{module.name, b.offset, b.size}] = {b.instructions, collector.functions()[b.function], b.hits};
@@ -141,6 +157,32 @@ TEST_F(CoverageCollectorTest, CountedRunsGiveTheBlocksOfEveryRunReportedInOrderA
     }
   }
   EXPECT_EQ(differ, 0u);
+}
+
+// --jobs N: pieces cut small (many, their seams checked, some decoded again) count the
+// blocks and runs one decoder counts, and the drcov, lcov and text files are the same.
+TEST_F(CoverageCollectorTest, PiecesDecodedInParallelCountWhatOneDecoderCounts) {
+  const Coverage pieces = Collect(short_trace_, DecoderKind::kFast, true, 2, 1);  // a piece per PSB
+  ASSERT_EQ(pieces.error, "");
+  EXPECT_EQ(pieces.jobs, 2u);
+  EXPECT_GE(pieces.pieces, 3u);  // the trace has 3 PSBs
+  EXPECT_EQ(pieces.instructions, short_.instructions);
+  EXPECT_EQ(pieces.unresolved_runs, 0u);
+  EXPECT_EQ(pieces.blocks.size(), short_.blocks.size());
+  size_t differ = 0;
+  for (const auto& [key, figures] : short_.blocks) {
+    auto it = pieces.blocks.find(key);
+    if ((it == pieces.blocks.end() || !(it->second == figures)) && ++differ <= 5) {
+      ADD_FAILURE() << std::get<0>(key) << "+0x" << std::hex << std::get<1>(key) << std::dec << " ("
+                    << figures.function << "): " << figures.hits << " runs with one decoder, "
+                    << (it == pieces.blocks.end() ? "absent" : absl::StrCat(it->second.hits, " runs")) << " in pieces";
+    }
+  }
+  EXPECT_EQ(differ, 0u);
+  EXPECT_TRUE(pieces.drcov == short_.drcov);
+  EXPECT_EQ(pieces.lcov, short_.lcov);
+  EXPECT_EQ(pieces.text, short_.text);
+  EXPECT_NE(short_.lcov.find("/prog_coverage.c"), std::string::npos) << short_.lcov.substr(0, 500);
 }
 
 TEST_F(CoverageCollectorTest, SizeFollowsTheCodeThatRanNotHowOftenItRan) {
