@@ -786,7 +786,11 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   }
   size_t finished = 0;  // streams whose routers are finished
   const int jobs = DecodeJobs(options_.jobs, total_bytes_, std::thread::hardware_concurrency());
-  const bool in_pieces = jobs > 1 && options_.block_observer == nullptr && options_.flow_observer == nullptr;
+  // Coverage's blocks come from the runs its decoders report, and libipt's block decoder
+  // ends runs where its own block cache says, which differs between the pieces' decoders
+  // and one decoder's: coverage with it decodes on one thread.
+  const bool in_pieces = jobs > 1 && options_.block_observer == nullptr && options_.flow_observer == nullptr &&
+                         (options_.coverage == nullptr || options_.decoder != DecoderKind::kBlock);
   result_.stats.Set(Stat::kJobs, in_pieces ? static_cast<uint64_t>(jobs) : 1);
   const uint64_t decode_started = ThreadCpuNs();
   result_.stats.Set(Stat::kSetupCpuNs, decode_started - setup_started);
