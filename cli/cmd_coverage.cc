@@ -88,8 +88,8 @@ void RegisterCoverageCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("--format", args->format, "drcov (default: module table and basic blocks), lcov (source lines) or text");
   cmd->add_option("--decoder", args->decoder, "fast (default), libipt-block or libipt-insn: as decode's");
   cmd->add_option("--jobs,-j", args->jobs,
-                  "Decoding threads, as decode's (default 0: one per core for traces of 2 MiB of PT or more); "
-                  "the output is the same for any number");
+                  "Decoding threads, as decode's (default: one per core for traces of 2 MiB of PT or more; "
+                  "--decoder libipt-block: one); the output is the same for any number");
   cmd->add_option("--piece-bytes", args->piece_bytes,
                   "Parallel decoding: PT bytes per piece (default: from the trace size and --jobs)");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress bar or summary line");
