@@ -120,24 +120,42 @@ class CoverageCollectorTest : public ::testing::Test {
   Coverage short_;
 };
 
-TEST_F(CoverageCollectorTest, CountedRunsGiveTheBlocksOfEveryRunReportedInOrderAndLibiptsInstructionCounts) {
-  const Coverage run_by_run = Collect(short_trace_, DecoderKind::kFast, false);
-  ASSERT_EQ(run_by_run.error, "");
-  EXPECT_EQ(run_by_run.instructions, short_.instructions);
-  EXPECT_EQ(run_by_run.blocks.size(), short_.blocks.size());
+// The same blocks with the same counts in `expected` (counted by one fast decoder) and
+// `actual` (`how` it was counted).
+void ExpectSameBlocks(const Coverage& expected, const Coverage& actual, const std::string& how) {
+  EXPECT_EQ(actual.error, "") << how;
+  EXPECT_EQ(actual.instructions, expected.instructions) << how;
+  EXPECT_EQ(actual.unresolved_runs, 0u) << how;
+  EXPECT_EQ(actual.blocks.size(), expected.blocks.size()) << how;
   size_t differ = 0;
-  for (const auto& [key, figures] : run_by_run.blocks) {
-    auto it = short_.blocks.find(key);
-    if (it == short_.blocks.end() || !(it->second == figures)) {
-      if (++differ <= 5) {
-        ADD_FAILURE() << std::get<0>(key) << "+0x" << std::hex << std::get<1>(key) << std::dec << " ("
-                      << std::get<2>(key) << " bytes, " << figures.function << "): " << figures.hits
-                      << " runs reported in order, "
-                      << (it == short_.blocks.end() ? "absent" : absl::StrCat(it->second.hits, " runs")) << " counted";
-      }
+  for (const auto& [key, figures] : expected.blocks) {
+    auto it = actual.blocks.find(key);
+    if ((it == actual.blocks.end() || !(it->second == figures)) && ++differ <= 5) {
+      ADD_FAILURE() << std::get<0>(key) << "+0x" << std::hex << std::get<1>(key) << std::dec << " ("
+                    << std::get<2>(key) << " bytes, " << figures.function << "): " << figures.hits << " runs counted, "
+                    << (it == actual.blocks.end() ? "absent" : absl::StrCat(it->second.hits, " runs")) << " " << how;
     }
   }
-  EXPECT_EQ(differ, 0u);
+  EXPECT_EQ(differ, 0u) << how;
+}
+
+// One recording, three ways to count it: every run reported in order, and pieces cut
+// small (--jobs 2, a piece per PSB: their seams checked, the overlap past each stop
+// decoded and dropped) give the blocks and counts the fast decoder's counted runs give,
+// and the pieces the same drcov, lcov and text files; libipt's decoder the same
+// instructions.
+TEST_F(CoverageCollectorTest, CountedRunsGiveTheBlocksOfRunsReportedInOrderOrInPiecesAndLibiptsInstructions) {
+  ExpectSameBlocks(short_, Collect(short_trace_, DecoderKind::kFast, false), "reported in order");
+
+  const Coverage pieces = Collect(short_trace_, DecoderKind::kFast, true, 2, 1);
+  ASSERT_EQ(pieces.error, "");
+  EXPECT_EQ(pieces.jobs, 2u);
+  EXPECT_GE(pieces.pieces, 3u);  // the trace has 3 PSBs
+  ExpectSameBlocks(short_, pieces, "in pieces");
+  EXPECT_TRUE(pieces.drcov == short_.drcov);
+  EXPECT_EQ(pieces.lcov, short_.lcov);
+  EXPECT_EQ(pieces.text, short_.text);
+  EXPECT_NE(short_.lcov.find("/prog_coverage.c"), std::string::npos) << short_.lcov.substr(0, 500);
 
   // libipt ends some runs elsewhere (its own block cache), so its blocks may be cut
   // differently; every instruction's count is the same.
@@ -147,7 +165,7 @@ TEST_F(CoverageCollectorTest, CountedRunsGiveTheBlocksOfEveryRunReportedInOrderA
   EXPECT_EQ(libipt.unresolved_runs, 0u);
   ASSERT_GT(short_.instruction_hits.size(), 1000u);
   EXPECT_EQ(libipt.instruction_hits.size(), short_.instruction_hits.size());
-  differ = 0;
+  size_t differ = 0;
   for (const auto& [at, hits] : libipt.instruction_hits) {
     auto it = short_.instruction_hits.find(at);
     const uint64_t fast = it == short_.instruction_hits.end() ? 0 : it->second;
@@ -157,32 +175,6 @@ TEST_F(CoverageCollectorTest, CountedRunsGiveTheBlocksOfEveryRunReportedInOrderA
     }
   }
   EXPECT_EQ(differ, 0u);
-}
-
-// --jobs N: pieces cut small (many, their seams checked, some decoded again) count the
-// blocks and runs one decoder counts, and the drcov, lcov and text files are the same.
-TEST_F(CoverageCollectorTest, PiecesDecodedInParallelCountWhatOneDecoderCounts) {
-  const Coverage pieces = Collect(short_trace_, DecoderKind::kFast, true, 2, 1);  // a piece per PSB
-  ASSERT_EQ(pieces.error, "");
-  EXPECT_EQ(pieces.jobs, 2u);
-  EXPECT_GE(pieces.pieces, 3u);  // the trace has 3 PSBs
-  EXPECT_EQ(pieces.instructions, short_.instructions);
-  EXPECT_EQ(pieces.unresolved_runs, 0u);
-  EXPECT_EQ(pieces.blocks.size(), short_.blocks.size());
-  size_t differ = 0;
-  for (const auto& [key, figures] : short_.blocks) {
-    auto it = pieces.blocks.find(key);
-    if ((it == pieces.blocks.end() || !(it->second == figures)) && ++differ <= 5) {
-      ADD_FAILURE() << std::get<0>(key) << "+0x" << std::hex << std::get<1>(key) << std::dec << " ("
-                    << figures.function << "): " << figures.hits << " runs with one decoder, "
-                    << (it == pieces.blocks.end() ? "absent" : absl::StrCat(it->second.hits, " runs")) << " in pieces";
-    }
-  }
-  EXPECT_EQ(differ, 0u);
-  EXPECT_TRUE(pieces.drcov == short_.drcov);
-  EXPECT_EQ(pieces.lcov, short_.lcov);
-  EXPECT_EQ(pieces.text, short_.text);
-  EXPECT_NE(short_.lcov.find("/prog_coverage.c"), std::string::npos) << short_.lcov.substr(0, 500);
 }
 
 TEST_F(CoverageCollectorTest, SizeFollowsTheCodeThatRanNotHowOftenItRan) {
