@@ -23,6 +23,8 @@ struct CoverageArgs {
   std::string output;
   std::string format = "drcov";
   std::string decoder = "fast";
+  int jobs = 0;              // 0: one per core (as decode's)
+  uint64_t piece_bytes = 0;  // 0: automatic
   std::vector<std::string> buildid_dirs;
   bool verbose = false;
   bool quiet = false;
@@ -39,6 +41,9 @@ absl::Status RunCoverage(const CoverageArgs& args) {
   absl::StatusOr<decoder::DecoderKind> kind = decoder::ParseDecoderKind(args.decoder);
   if (!kind.ok()) return kind.status();
   options.decoder = *kind;
+  if (args.jobs < 0) return absl::InvalidArgumentError("--jobs must be 1 or more (0: one per core)");
+  options.jobs = args.jobs;
+  options.piece_bytes = args.piece_bytes;
   options.coverage = &coverage;
   options.progress = !args.quiet;
   options.progress_label = "coverage";
@@ -82,6 +87,11 @@ void RegisterCoverageCommand(CLI::App& app, CliContext& ctx) {
   cmd->add_option("-o,--output", args->output, "File to write")->required();
   cmd->add_option("--format", args->format, "drcov (default: module table and basic blocks), lcov (source lines) or text");
   cmd->add_option("--decoder", args->decoder, "fast (default), libipt-block or libipt-insn: as decode's");
+  cmd->add_option("--jobs,-j", args->jobs,
+                  "Decoding threads, as decode's (default: one per core for traces of 2 MiB of PT or more; "
+                  "--decoder libipt-block: one); the output is the same for any number");
+  cmd->add_option("--piece-bytes", args->piece_bytes,
+                  "Parallel decoding: PT bytes per piece (default: from the trace size and --jobs)");
   cmd->add_flag("-q,--quiet", args->quiet, "No progress bar or summary line");
   AddMissingBinaryOptions(cmd, &args->buildid_dirs, &args->verbose);
 }

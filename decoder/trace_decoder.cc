@@ -224,8 +224,11 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
   }
   size_t finished = 0;  // streams whose routers are finished
   const int jobs = DecodeJobs(options_.jobs, total_bytes_, std::thread::hardware_concurrency());
+  // Coverage's blocks come from the runs its decoders report, and libipt's block decoder
+  // ends runs where its own block cache says, which differs between the pieces' decoders
+  // and one decoder's: coverage with it decodes on one thread.
   const bool in_pieces = jobs > 1 && options_.block_observer == nullptr && options_.flow_observer == nullptr &&
-                         options_.coverage == nullptr;
+                         (options_.coverage == nullptr || options_.decoder != DecoderKind::kBlock);
   result_.stats.Set(Stat::kJobs, in_pieces ? static_cast<uint64_t>(jobs) : 1);
   const uint64_t decode_started = ThreadCpuNs();
   result_.stats.Set(Stat::kSetupCpuNs, decode_started - setup_started);
@@ -239,7 +242,13 @@ absl::StatusOr<DecodeResult> Decoding::Run() {
     result_.stats.Set(Stat::kSerialCpuNs, ThreadCpuNs() - decode_started);
   } else {
     std::vector<StreamJob*> stream_jobs;
-    for (auto& state : streams) stream_jobs.push_back(&state->job);
+    for (auto& state : streams) {
+      if (options_.coverage != nullptr) {
+        CoverageCollector* coverage = options_.coverage;
+        state->job.make_run_observer = [coverage](ImageClock* clock) { return coverage->ForPieces(clock); };
+      }
+      stream_jobs.push_back(&state->job);
+    }
     ParallelOptions parallel;
     parallel.jobs = jobs;
     parallel.piece_bytes = options_.piece_bytes;

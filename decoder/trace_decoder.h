@@ -74,7 +74,8 @@ struct DecodeOptions {
   // When set, sees every slice at full detail (before `detail`): --summary.
   ftf::FunctionStatsBuilder* function_stats = nullptr;
   // When set, counts every instruction run of every stream, in the image it ran in
-  // (`coverage`; forces jobs 1, as block_observer does, which it replaces).
+  // (`coverage`; with jobs > 1 each piece's runs, for the pieces used; one thread with
+  // DecoderKind::kBlock). Replaces block_observer.
   CoverageCollector* coverage = nullptr;
 };
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "common/recent_by_address.h"
-#include "decoder/flow/fast_block_decoder.h"
+#include "decoder/flow/fast_block_cache.h"
 #include "image/insn_classifier.h"
 #include "image/process_image.h"
 
@@ -84,10 +84,23 @@ bool Walk(const image::ProcessImage& image, uint64_t ip, uint64_t end_ip, uint32
 
 }  // namespace
 
-class CoverageCollector::StreamObserver : public BlockObserver {
+// A piece's counts, for the parallel decode to add once it uses the piece.
+class CoverageCollector::PieceBlocks : public PieceRuns {
  public:
-  StreamObserver(CoverageCollector* collector, ImageClock* clock, image::ProcessImage* image)
-      : collector_(collector), clock_(clock), image_(image) {}
+  PieceBlocks(CoverageCollector* collector, Tally tally) : collector_(collector), tally_(std::move(tally)) {}
+  void Use() override { collector_->Add(tally_); }
+
+ private:
+  CoverageCollector* collector_;
+  Tally tally_;
+};
+
+// One decoder's observer: with one decoder per stream (ForStream) it counts into the
+// collector; a parallel worker's (ForPieces) counts each piece apart.
+class CoverageCollector::StreamObserver : public PieceRunObserver {
+ public:
+  StreamObserver(CoverageCollector* collector, ImageClock* clock, image::ProcessImage* image, bool pieces)
+      : collector_(collector), clock_(clock), image_(image), pieces_(pieces) {}
 
   void OnBlock(uint64_t ip, uint64_t end_ip, uint32_t count) override { OnBlocks(ip, end_ip, count, 1); }
   bool counts_runs() const override { return collector_->counted_runs_; }
@@ -115,14 +128,41 @@ class CoverageCollector::StreamObserver : public BlockObserver {
       recent_.Put(ip, RecentRun{end_ip, count, run});
     }
     const std::vector<uint32_t>& blocks = run_blocks_[run];
-    if (blocks.empty()) collector_->unresolved_runs_ += times;
-    for (uint32_t block : blocks) collector_->blocks_[block].hits += times;
+    if (!pieces_) {
+      // The only decoder running: no other thread touches the counts.
+      if (blocks.empty()) collector_->unresolved_runs_ += times;
+      for (uint32_t block : blocks) collector_->blocks_[block].hits += times;
+      return;
+    }
+    Tally& tally = marked_ ? since_mark_ : piece_;
+    if (blocks.empty()) tally.unresolved_runs += times;
+    for (uint32_t block : blocks) tally.hits[block] += times;
+  }
+
+  void BeginPiece() override { ForgetRuns(); }
+  void ForgetRuns() override {
+    piece_ = Tally();
+    since_mark_ = Tally();
+    marked_ = false;
+  }
+  void MarkRuns() override {
+    piece_.Add(since_mark_);
+    since_mark_ = Tally();
+    marked_ = true;
+  }
+  void ForgetRunsSinceMark() override { since_mark_ = Tally(); }
+  std::unique_ptr<PieceRuns> EndPiece() override {
+    piece_.Add(since_mark_);
+    auto blocks = std::make_unique<PieceBlocks>(collector_, std::move(piece_));
+    ForgetRuns();
+    return blocks;
   }
 
  private:
   CoverageCollector* collector_;
   ImageClock* clock_;
   image::ProcessImage* image_;
+  const bool pieces_;
   image::ProcessImage* last_image_ = nullptr;
   uint64_t last_version_ = 0;
   // Each distinct run (ip, end_ip, count) once: its blocks, with the last runs looked
@@ -135,13 +175,32 @@ class CoverageCollector::StreamObserver : public BlockObserver {
   absl::flat_hash_map<std::tuple<uint64_t, uint64_t, uint32_t>, uint32_t> runs_;
   std::vector<std::vector<uint32_t>> run_blocks_;
   RecentByAddress<RecentRun, 1024> recent_;
+  // Piece mode: the piece's counts, and those since the mark (past its stop, maybe).
+  Tally piece_;
+  Tally since_mark_;
+  bool marked_ = false;
 };
 
 CoverageCollector::CoverageCollector(bool counted_runs) : counted_runs_(counted_runs) {}
 CoverageCollector::~CoverageCollector() = default;
 
 std::unique_ptr<BlockObserver> CoverageCollector::ForStream(ImageClock* clock, image::ProcessImage* image) {
-  return std::make_unique<StreamObserver>(this, clock, image);
+  return std::make_unique<StreamObserver>(this, clock, image, false);
+}
+
+std::unique_ptr<PieceRunObserver> CoverageCollector::ForPieces(ImageClock* clock) {
+  return std::make_unique<StreamObserver>(this, clock, nullptr, true);
+}
+
+void CoverageCollector::Tally::Add(const Tally& other) {
+  for (const auto& [block, hits] : other.hits) this->hits[block] += hits;
+  unresolved_runs += other.unresolved_runs;
+}
+
+void CoverageCollector::Add(const Tally& tally) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [block, hits] : tally.hits) blocks_[block].hits += hits;
+  unresolved_runs_ += tally.unresolved_runs;
 }
 
 std::vector<uint32_t> CoverageCollector::Resolve(image::ProcessImage& image, uint64_t ip, uint64_t end_ip,
@@ -149,34 +208,51 @@ std::vector<uint32_t> CoverageCollector::Resolve(image::ProcessImage& image, uin
   std::vector<Piece> pieces;
   std::vector<uint32_t> blocks;
   if (count == 0 || !Walk(image, ip, end_ip, count, 0, &pieces)) return blocks;
+  std::lock_guard<std::mutex> lock(mutex_);
   for (const Piece& p : pieces) blocks.push_back(BlockOf(image, p.start, p.end, p.instructions));
   return blocks;
 }
 
-uint32_t CoverageCollector::BlockOf(image::ProcessImage& image, uint64_t start, uint64_t end, uint32_t instructions) {
-  image::ProcessImage::SectionBytes section;
-  image.SectionBytesAt(start, &section);
+uint32_t CoverageCollector::ModuleOf(const image::ProcessImage::SectionBytes& section) {
   const uint64_t base = section.start - section.file_offset;
   const std::string name(section.name);
-  auto [module_it, new_module] = module_index_.try_emplace(std::make_tuple(name, base), modules_.size());
+  auto [module_it, new_module] = module_index_.try_emplace(std::make_tuple(name, base), 0);
   if (new_module) {
+    // In order of base, then name: the order does not depend on which decoder met the
+    // module first. The blocks and indices after it move up one.
+    const auto at = std::find_if(modules_.begin(), modules_.end(), [&](const CoverageModule& m) {
+      return std::tie(base, name) < std::tie(m.base, m.name);
+    });
+    const uint32_t index = static_cast<uint32_t>(at - modules_.begin());
+    for (auto& [key, i] : module_index_) i += i >= index ? 1 : 0;
+    for (CoveredBlock& b : blocks_) b.module += b.module >= index ? 1 : 0;
+    module_it->second = index;
     CoverageModule module;
     module.name = name;
     module.file = section.module != nullptr && *section.module != nullptr ? (*section.module)->path : name;
     module.base = base;
     if (section.module != nullptr) module.module = *section.module;
-    modules_.push_back(std::move(module));
+    modules_.insert(modules_.begin() + index, std::move(module));
   }
   CoverageModule& module = modules_[module_it->second];
   module.end = std::max(module.end, section.end);
+  return module_it->second;
+}
+
+uint32_t CoverageCollector::BlockOf(image::ProcessImage& image, uint64_t start, uint64_t end, uint32_t instructions) {
+  image::ProcessImage::SectionBytes section;
+  image.SectionBytesAt(start, &section);
+  const uint32_t module = ModuleOf(section);
+  const uint64_t offset = start - modules_[module].base;
   const uint32_t size = static_cast<uint32_t>(end - start);
-  auto [block_it, new_block] =
-      block_index_.try_emplace(std::make_tuple(module_it->second, start - base, size), blocks_.size());
+  // Blocks are keyed by their module's name and base: its index may move.
+  auto [block_it, new_block] = block_index_.try_emplace(
+      std::make_tuple(modules_[module].name, modules_[module].base, offset, size), blocks_.size());
   if (new_block) {
     const std::string function(image.Resolve(start).name);
     auto [function_it, new_function] = function_index_.try_emplace(function, functions_.size());
     if (new_function) functions_.push_back(function);
-    blocks_.push_back(CoveredBlock{module_it->second, start - base, size, instructions, function_it->second, 0});
+    blocks_.push_back(CoveredBlock{module, offset, size, instructions, function_it->second, 0});
   }
   return block_it->second;
 }

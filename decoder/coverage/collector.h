@@ -7,20 +7,23 @@
 // and reports each distinct run with its count (FastBlockCache::CountRuns), so coverage
 // decodes at nearly decode's speed. Memory grows with the code executed, not with the
 // trace: one entry per distinct run and per block, whatever the number of executions.
+// With --jobs N each piece's decoder counts the blocks of its piece apart (ForPieces),
+// and the counts of the pieces the decode uses are summed: the same blocks and counts
+// as one decoder's. Modules are numbered by base address (then name), whatever the
+// order the decoders met them in.
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "decoder/flow/flow_decoder.h"
+#include "decoder/parallel/parallel_decode.h"
 #include "image/module_cache.h"
-
-namespace ptd::image {
-class ProcessImage;
-}
+#include "image/process_image.h"
 
 namespace ptd::decoder {
 
@@ -55,6 +58,11 @@ class CoverageCollector {
   // The observer of one stream's decoder. `clock` (may be null) supplies the image the
   // decoder runs on and says when it changed; without one, `image` is the stream's only one.
   std::unique_ptr<BlockObserver> ForStream(ImageClock* clock, image::ProcessImage* image);
+  // --jobs N: the observer of one worker thread's decoder of a stream (`clock`: the
+  // worker's images), for the parallel decode (StreamJob::make_run_observer). Workers
+  // resolve runs into the collector's blocks concurrently; each piece's counts are added
+  // when the decode uses the piece.
+  std::unique_ptr<PieceRunObserver> ForPieces(ImageClock* clock);
 
   const std::vector<CoverageModule>& modules() const { return modules_; }
   const std::vector<std::string>& functions() const { return functions_; }
@@ -65,17 +73,32 @@ class CoverageCollector {
 
  private:
   class StreamObserver;
+  class PieceBlocks;
+  // Hits by block index, and runs that could not be walked.
+  struct Tally {
+    absl::flat_hash_map<uint32_t, uint64_t> hits;
+    uint64_t unresolved_runs = 0;
+    void Add(const Tally& other);
+  };
   // The blocks of the run [ip .. end_ip] of `count` instructions in `image`; empty when
   // it cannot be walked.
   std::vector<uint32_t> Resolve(image::ProcessImage& image, uint64_t ip, uint64_t end_ip, uint32_t count);
+  // Under mutex_.
   uint32_t BlockOf(image::ProcessImage& image, uint64_t start, uint64_t end, uint32_t instructions);
+  uint32_t ModuleOf(const image::ProcessImage::SectionBytes& section);
+  void Add(const Tally& tally);
+
+  // Guards the tables below while parallel pieces' decoders add to them (blocks and
+  // modules) and the stitching thread adds counts.
+  std::mutex mutex_;
 
   std::vector<CoverageModule> modules_;
   absl::flat_hash_map<std::tuple<std::string, uint64_t>, uint32_t> module_index_;  // (name, base)
   std::vector<std::string> functions_;
   absl::flat_hash_map<std::string, uint32_t> function_index_;
   std::vector<CoveredBlock> blocks_;
-  absl::flat_hash_map<std::tuple<uint32_t, uint64_t, uint32_t>, uint32_t> block_index_;  // (module, offset, size)
+  // (module name, module base, offset, size)
+  absl::flat_hash_map<std::tuple<std::string, uint64_t, uint64_t, uint32_t>, uint32_t> block_index_;
   uint64_t unresolved_runs_ = 0;
   bool counted_runs_ = true;
 };

@@ -57,6 +57,14 @@ class BlockObserver {
   // False: every run, in order (what the tests compare). True: order does not matter
   // (coverage), and the fast decoder keeps its multi-block path.
   virtual bool counts_runs() const { return false; }
+  // Piece mode (--jobs N, piece_decoder.h): a piece's runs are those decoded from its
+  // start to its stop, as its events are. Its decoder hands over the runs it counted,
+  // then says that what was observed so far is not the piece's (a redo decodes from an
+  // earlier PSB: ForgetRuns), where the stop is (MarkRuns), and that what followed the
+  // mark is not the piece's either (decoded past the stop for the tail digest).
+  virtual void ForgetRuns() {}
+  virtual void MarkRuns() {}
+  virtual void ForgetRunsSinceMark() {}
 };
 
 // Keeps a decoder's code image in step with the trace's time (every time axis, when the
@@ -266,6 +274,10 @@ class FlowDecoder {
   virtual void SettleBranchSample() = 0;
   virtual FlowState SaveState() const = 0;
   virtual void RestoreState(const FlowState& state) = 0;
+  // The block observer's piece mode: the stop is here (MarkRuns); back to it
+  // (ForgetRunsSinceMark).
+  virtual void MarkObservedRuns() = 0;
+  virtual void ForgetRunsSinceMark() = 0;
 };
 
 std::unique_ptr<FlowDecoder> MakeFlowDecoder(const PtDecodeConfig& config, image::ProcessImage* image,

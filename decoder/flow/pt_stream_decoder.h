@@ -70,6 +70,8 @@ class PtStreamDecoder : public FlowDecoder {
   void SettleBranchSample() override;
   FlowState SaveState() const override;
   void RestoreState(const FlowState& state) override;
+  void MarkObservedRuns() override;
+  void ForgetRunsSinceMark() override;
 
  protected:
   // The loop with one kind of step (one implementation each).

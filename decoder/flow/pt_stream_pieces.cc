@@ -38,6 +38,10 @@ void PtStreamDecoder::BeginPiece(PieceRecording* recording, const CycleIndex* cy
 void PtStreamDecoder::EndPiece() { piece_ = nullptr; }
 
 void PtStreamDecoder::RestartPieceHere() {
+  if (observer_ != nullptr) {
+    fast_cache_.FlushRuns();
+    observer_->ForgetRuns();
+  }
   piece_->events->clear();
   piece_->errors = 0;
   piece_->time_steps->clear();
@@ -64,6 +68,18 @@ void PtStreamDecoder::RestoreState(const FlowState& state) {
   stats_ = state.stats;
   need_enable_ = state.need_enable;
   pending_ = state.pending;
+}
+
+void PtStreamDecoder::MarkObservedRuns() {
+  if (observer_ == nullptr) return;
+  fast_cache_.FlushRuns();
+  observer_->MarkRuns();
+}
+
+void PtStreamDecoder::ForgetRunsSinceMark() {
+  if (observer_ == nullptr) return;
+  fast_cache_.FlushRuns();
+  observer_->ForgetRunsSinceMark();
 }
 
 }  // namespace ptd::decoder

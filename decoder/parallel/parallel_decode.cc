@@ -78,17 +78,23 @@ struct Piece {
   TimeSteps steps;
   PieceOutcome outcome;
   std::vector<std::string> warnings;
+  std::unique_ptr<PieceRuns> runs;  // what it ran (coverage): added if it is used
 };
 
 // A decoder per stream and thread, with images of its own (the worker is at its own
 // time), so the classifier's cache and libipt's block cache are reused from piece to piece.
 struct ThreadStream {
-  ThreadStream(const PtDecodeConfig& config, std::unique_ptr<ImageClock> own_clock)
-      : clock(std::move(own_clock)), decoder(MakeFlowDecoder(config, clock->image(), nullptr)) {
+  explicit ThreadStream(const StreamJob& job)
+      : clock(job.make_clock()), decoder(MakeFlowDecoder(job.config, clock->image(), nullptr)) {
     decoder->set_image_clock(clock.get());
+    if (job.make_run_observer) {
+      runs = job.make_run_observer(clock.get());
+      decoder->set_block_observer(runs.get());
+    }
   }
   std::unique_ptr<ImageClock> clock;
   std::unique_ptr<FlowDecoder> decoder;
+  std::unique_ptr<PieceRunObserver> runs;  // null: no coverage
 };
 
 // Turns pieces back into the single decoder's event sequence for one stream.
@@ -345,7 +351,7 @@ uint64_t Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoder
   std::unique_ptr<ThreadStream>& ts = (*decoders)[piece->stream];
   if (ts == nullptr) {
     const uint64_t before_start = ThreadCpuNs();
-    ts = std::make_unique<ThreadStream>(job.config, job.make_clock());
+    ts = std::make_unique<ThreadStream>(job);
     ts->decoder->set_cancel_flag(options_.cancel);
     start_cpu_ns = ThreadCpuNs() - before_start;
   }
@@ -374,9 +380,11 @@ uint64_t Engine::Decode(std::map<size_t, std::unique_ptr<ThreadStream>>* decoder
   piece->load_cpu_ns += ThreadCpuNs() - before_load;
   const PtBuffer buffer{padded, piece->buffer->size, piece->buffer->file_offset, &piece->buffer->psbs,
                         piece->buffer->packet_scan, piece->buffer->times};
+  if (ts->runs != nullptr) ts->runs->BeginPiece();
   absl::StatusOr<PieceOutcome> outcome =
       DecodePiece(ts->decoder.get(), buffer, job.config.cycles ? &piece->buffer->cycles : nullptr, spec,
                   &piece->events, &piece->steps);
+  if (ts->runs != nullptr) piece->runs = ts->runs->EndPiece();
   piece->ran = spec;
   piece->status = outcome.status();
   if (outcome.ok()) piece->outcome = *outcome;
@@ -495,6 +503,7 @@ absl::Status Engine::Run() {
         }
         if (use) {
           stitcher.Append(piece);
+          if (piece.runs != nullptr) piece.runs->Use();
           job.stats.Merge(piece.outcome.stats);
           for (const std::string& w : piece.warnings) {
             if (warned.insert(w).second) job.warnings.push_back(w);
@@ -526,6 +535,7 @@ absl::Status Engine::Run() {
         piece.events = {};
         piece.steps = {};
         piece.buffer.reset();
+        piece.runs.reset();
         bytes_done += piece.bytes;
         {
           std::lock_guard<std::mutex> lock(mutex_);

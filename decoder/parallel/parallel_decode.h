@@ -27,6 +27,25 @@
 
 namespace ptd::decoder {
 
+// What one piece's decoder ran (coverage with --jobs N), kept until the stitcher knows
+// whether it uses the piece: a piece decoded again, or past the part of the buffer a
+// redo decoded, adds nothing.
+class PieceRuns {
+ public:
+  virtual ~PieceRuns() = default;
+  // Adds the piece's runs to the result: on the stitching thread, in stream order.
+  virtual void Use() = 0;
+};
+
+// The block observer of one worker thread's decoder of a stream: it keeps each piece's
+// runs apart, those the decoder keeps in piece mode (BlockObserver::ForgetRuns, ...).
+class PieceRunObserver : public BlockObserver {
+ public:
+  // What it observes from now on is a new piece's.
+  virtual void BeginPiece() = 0;
+  virtual std::unique_ptr<PieceRuns> EndPiece() = 0;
+};
+
 // One stream to decode: its bytes, its chunks, and where its events go.
 struct StreamJob {
   PtDecodeConfig config;
@@ -39,6 +58,9 @@ struct StreamJob {
   // Required: images of its own for every worker's decoder (timed or not; workers are at
   // other times, and libipt sections shared between threads contend on their locks).
   std::function<std::unique_ptr<ImageClock>()> make_clock;
+  // Optional (coverage): the observer of the runs a worker's decoder decodes, given the
+  // worker's clock (the image each run ran in).
+  std::function<std::unique_ptr<PieceRunObserver>(ImageClock* clock)> make_run_observer;
   std::shared_ptr<const image::MappedFile> file;
   std::vector<PtChunk> chunks;       // already checked to lie inside the file
   // Results, once the stream is done.

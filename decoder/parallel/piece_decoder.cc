@@ -65,6 +65,7 @@ class PieceWatcher : public PsbWatcher {
     if (stopped_ || in_overlap_) {
       // Back to the stop: the overlap was only looked at.
       if (in_overlap_) {
+        decoder_->ForgetRunsSinceMark();
         recording_->events->TruncateTo(stop_.events);
         recording_->errors = stop_.errors;
         recording_->time_steps->words.resize(stop_.steps);
@@ -102,6 +103,7 @@ class PieceWatcher : public PsbWatcher {
   }
 
   void MarkStop(const SyncState& sync) {
+    decoder_->MarkObservedRuns();
     stop_.events = recording_->events->mark();
     stop_.errors = recording_->errors;
     stop_.steps = recording_->time_steps->size();

@@ -1,7 +1,8 @@
 // The coverage collector (decoder/coverage/collector.h) on a recorded program: the runs
 // the fast decoder counts on its multi-block path give the blocks and counts that
 // reporting every run as it is decoded gives, the executed instructions libipt's block
-// decoder gives, and the collector's size follows the code that ran, not how often.
+// decoder gives, pieces decoded in parallel count what one decoder counts, and the
+// collector's size follows the code that ran, not how often.
 #include "decoder/coverage/collector.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "decoder/coverage/drcov.h"
+#include "decoder/coverage/lcov.h"
+#include "decoder/coverage/text.h"
 #include "decoder/trace_decoder.h"
 #include "image/insn_classifier.h"
 #include "image/mapped_file.h"
@@ -43,21 +47,33 @@ struct Coverage {
   // Every executed instruction's address in its module and how often it ran: the same
   // whatever the decoder's runs were.
   std::map<std::pair<std::string, uint64_t>, uint64_t> instruction_hits;
+  uint64_t jobs = 0;  // threads that decoded
+  uint64_t pieces = 0;
+  std::string drcov, lcov, text;  // the files `coverage` writes
 };
 
-Coverage Collect(const std::string& trace, DecoderKind kind, bool counted_runs) {
+Coverage Collect(const std::string& trace, DecoderKind kind, bool counted_runs, int jobs = 1,
+                 uint64_t piece_bytes = 0) {
   Coverage out;
   CoverageCollector collector(counted_runs);
   DecodeOptions options;
   options.decoder = kind;
   options.coverage = &collector;
+  options.jobs = jobs;
+  options.piece_bytes = piece_bytes;
   absl::StatusOr<DecodeResult> result = DecodeTraceToFtf(trace, "", options);
   if (!result.ok()) {
     out.error = std::string(result.status().message());
     return out;
   }
   out.instructions = result->stats[Stat::kInstructions];
+  out.jobs = result->stats[Stat::kJobs];
+  out.pieces = result->stats[Stat::kPieces];
   out.unresolved_runs = collector.unresolved_runs();
+  out.drcov = CoverageDrcov(collector);
+  std::vector<std::string> notes;
+  out.lcov = CoverageLcov(collector, &notes);
+  out.text = CoverageText(collector);
   for (const CoveredBlock& b : collector.Blocks()) {
     const CoverageModule& module = collector.modules()[b.module];
     out.blocks[{module.name, b.offset, b.size}] = {b.instructions, collector.functions()[b.function], b.hits};
@@ -104,24 +120,42 @@ class CoverageCollectorTest : public ::testing::Test {
   Coverage short_;
 };
 
-TEST_F(CoverageCollectorTest, CountedRunsGiveTheBlocksOfEveryRunReportedInOrderAndLibiptsInstructionCounts) {
-  const Coverage run_by_run = Collect(short_trace_, DecoderKind::kFast, false);
-  ASSERT_EQ(run_by_run.error, "");
-  EXPECT_EQ(run_by_run.instructions, short_.instructions);
-  EXPECT_EQ(run_by_run.blocks.size(), short_.blocks.size());
+// The same blocks with the same counts in `expected` (counted by one fast decoder) and
+// `actual` (`how` it was counted).
+void ExpectSameBlocks(const Coverage& expected, const Coverage& actual, const std::string& how) {
+  EXPECT_EQ(actual.error, "") << how;
+  EXPECT_EQ(actual.instructions, expected.instructions) << how;
+  EXPECT_EQ(actual.unresolved_runs, 0u) << how;
+  EXPECT_EQ(actual.blocks.size(), expected.blocks.size()) << how;
   size_t differ = 0;
-  for (const auto& [key, figures] : run_by_run.blocks) {
-    auto it = short_.blocks.find(key);
-    if (it == short_.blocks.end() || !(it->second == figures)) {
-      if (++differ <= 5) {
-        ADD_FAILURE() << std::get<0>(key) << "+0x" << std::hex << std::get<1>(key) << std::dec << " ("
-                      << std::get<2>(key) << " bytes, " << figures.function << "): " << figures.hits
-                      << " runs reported in order, "
-                      << (it == short_.blocks.end() ? "absent" : absl::StrCat(it->second.hits, " runs")) << " counted";
-      }
+  for (const auto& [key, figures] : expected.blocks) {
+    auto it = actual.blocks.find(key);
+    if ((it == actual.blocks.end() || !(it->second == figures)) && ++differ <= 5) {
+      ADD_FAILURE() << std::get<0>(key) << "+0x" << std::hex << std::get<1>(key) << std::dec << " ("
+                    << std::get<2>(key) << " bytes, " << figures.function << "): " << figures.hits << " runs counted, "
+                    << (it == actual.blocks.end() ? "absent" : absl::StrCat(it->second.hits, " runs")) << " " << how;
     }
   }
-  EXPECT_EQ(differ, 0u);
+  EXPECT_EQ(differ, 0u) << how;
+}
+
+// One recording, three ways to count it: every run reported in order, and pieces cut
+// small (--jobs 2, a piece per PSB: their seams checked, the overlap past each stop
+// decoded and dropped) give the blocks and counts the fast decoder's counted runs give,
+// and the pieces the same drcov, lcov and text files; libipt's decoder the same
+// instructions.
+TEST_F(CoverageCollectorTest, CountedRunsGiveTheBlocksOfRunsReportedInOrderOrInPiecesAndLibiptsInstructions) {
+  ExpectSameBlocks(short_, Collect(short_trace_, DecoderKind::kFast, false), "reported in order");
+
+  const Coverage pieces = Collect(short_trace_, DecoderKind::kFast, true, 2, 1);
+  ASSERT_EQ(pieces.error, "");
+  EXPECT_EQ(pieces.jobs, 2u);
+  EXPECT_GE(pieces.pieces, 3u);  // the trace has 3 PSBs
+  ExpectSameBlocks(short_, pieces, "in pieces");
+  EXPECT_TRUE(pieces.drcov == short_.drcov);
+  EXPECT_EQ(pieces.lcov, short_.lcov);
+  EXPECT_EQ(pieces.text, short_.text);
+  EXPECT_NE(short_.lcov.find("/prog_coverage.c"), std::string::npos) << short_.lcov.substr(0, 500);
 
   // libipt ends some runs elsewhere (its own block cache), so its blocks may be cut
   // differently; every instruction's count is the same.
@@ -131,7 +165,7 @@ TEST_F(CoverageCollectorTest, CountedRunsGiveTheBlocksOfEveryRunReportedInOrderA
   EXPECT_EQ(libipt.unresolved_runs, 0u);
   ASSERT_GT(short_.instruction_hits.size(), 1000u);
   EXPECT_EQ(libipt.instruction_hits.size(), short_.instruction_hits.size());
-  differ = 0;
+  size_t differ = 0;
   for (const auto& [at, hits] : libipt.instruction_hits) {
     auto it = short_.instruction_hits.find(at);
     const uint64_t fast = it == short_.instruction_hits.end() ? 0 : it->second;
