@@ -36,8 +36,7 @@ absl::Status RunImportRaw(const ImportRawArgs& args) {
   if (!args.maps.empty()) {
     absl::StatusOr<std::string> text = ReadFileToString(args.maps);
     if (!text.ok()) return text.status();
-    size_t slash = args.maps.rfind('/');
-    std::string base = slash == std::string::npos ? "." : args.maps.substr(0, slash);
+    std::string base = Dirname(args.maps);
     absl::StatusOr<std::vector<image::MapSpec>> specs = image::ParseMapsText(*text, args.maps, base);
     if (!specs.ok()) return specs.status();
     options.maps = *std::move(specs);

@@ -24,6 +24,11 @@ absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 absl::Status WriteFileAtomic(const std::string& path, absl::Span<const uint8_t> data);
 absl::Status WriteFileAtomic(const std::string& path, std::string_view data);
 
+// The last component of `path`: all of it when it has no '/'.
+absl::string_view Basename(absl::string_view path);
+// Everything before the last '/' of `path`; "." when it has none.
+std::string Dirname(absl::string_view path);
+
 bool PathExists(const std::string& path);
 // Size in bytes of the file at `path` (symlinks followed); -1 when it cannot be stat'ed.
 int64_t FileSize(const std::string& path);

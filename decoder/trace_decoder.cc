@@ -18,11 +18,6 @@
 namespace ptd::decoder {
 namespace {
 
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // DecodeOptions::flow_observer first, then the stream's own consumer.
 class FlowTee : public FlowConsumer {
  public:
@@ -71,7 +66,7 @@ ThreadState* Decoding::Thread(int pid, int tid, bool has_cycles) {
     thread_name = sideband_->threads.LastName(tid);
     process_name = sideband_->threads.LastName(pid);
   }
-  std::string fallback = meta_.command.empty() ? "trace" : Basename(meta_.command[0]);
+  std::string fallback = meta_.command.empty() ? "trace" : std::string(Basename(meta_.command[0]));
   if (thread_name.empty()) thread_name = fallback;
   if (process_name.empty()) process_name = fallback;
   // A container's threads: the track also shows the tid inside its pid namespace.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/container/flat_hash_map.h"
 #include "common/elf_build_id.h"
+#include "common/file_util.h"
 #include "image/insn_classifier.h"
 
 namespace ptd::image {
@@ -387,8 +388,7 @@ std::string DebugFileForBuildId(const std::string& build_id, const std::string& 
 std::vector<std::string> DebugFilesForDebuglink(const std::string& path, const std::string& debuglink,
                                                 const std::string& debug_root) {
   if (debuglink.empty()) return {};
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string dir = Dirname(path);
   return {absl::StrCat(dir, "/", debuglink), absl::StrCat(dir, "/.debug/", debuglink),
           absl::StrCat(debug_root, dir[0] == '/' ? "" : "/", dir, "/", debuglink)};
 }

@@ -230,8 +230,7 @@ void AppendJitCodeLoad(const JitCodeEvent& load, absl::Span<const uint8_t> code,
 }
 
 bool IsJitDumpName(const std::string& path, int* pid) {
-  absl::string_view base = path;
-  if (size_t slash = base.rfind('/'); slash != absl::string_view::npos) base.remove_prefix(slash + 1);
+  absl::string_view base = Basename(path);
   if (!absl::ConsumePrefix(&base, "jit-") || !absl::ConsumeSuffix(&base, ".dump")) return false;
   int value = 0;
   if (base.empty() || !absl::c_all_of(base, absl::ascii_isdigit) || !absl::SimpleAtoi(base, &value)) return false;

@@ -290,9 +290,7 @@ FunctionInfo ProcessImage::ResolveUncached(uint64_t address) {
     }
     return info;
   }
-  absl::string_view base = region->name;
-  size_t slash = base.rfind('/');
-  if (slash != absl::string_view::npos) base = base.substr(slash + 1);
+  absl::string_view base = Basename(region->name);
   uint64_t offset;
   if (region->memory_dump) {
     uint64_t lowest = region->start;

@@ -29,11 +29,6 @@ struct DumpPiece {
   std::string name;
 };
 
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 }  // namespace
 
 absl::StatusOr<CpuId> ParseCpuTriple(absl::string_view text) {

@@ -118,7 +118,6 @@ absl::Status CopyFile(const std::string& from, const std::string& to) {
   return status;
 }
 
-std::string Parent(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
 // `file` holds the build-id `id` and is `size` bytes long: a usable cached copy.
 bool IsCopyOf(const std::string& file, const std::string& id, uint64_t size) {
@@ -134,7 +133,7 @@ std::string CachedCopy(const std::string& cache_dir, const std::string& source, 
   if (cache_dir.empty()) return "";
   const std::string cached = absl::StrCat(cache_dir, "/", kArchiveSubdir, "/", id.substr(0, 2), "/", id.substr(2));
   if (IsCopyOf(cached, id, size)) return cached;
-  if (!MakeDirs(Parent(cached)).ok() || !CopyFile(source, cached).ok()) return "";
+  if (!MakeDirs(Dirname(cached)).ok() || !CopyFile(source, cached).ok()) return "";
   return IsCopyOf(cached, id, size) ? cached : "";
 }
 
@@ -262,7 +261,7 @@ ArchiveStats ArchiveMappedFiles(const TraceDirWriter& dir, const ArchiveOptions&
     const std::string relative =
         absl::StrCat(kImagesSubdir, "/", kArchiveSubdir, "/", id->substr(0, 2), "/", id->substr(2));
     const std::string target = dir.FilePath(relative);
-    absl::Status status = MakeDirs(Parent(target));
+    absl::Status status = MakeDirs(Dirname(target));
     const std::string cached = status.ok() ? CachedCopy(cache_dir, *source, *id, size) : "";
     if (status.ok() && !cached.empty() && ::link(cached.c_str(), target.c_str()) == 0) {
       ++stats.linked;

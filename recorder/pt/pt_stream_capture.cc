@@ -20,11 +20,6 @@ absl::Status WriteAll(std::FILE* file, const std::string& bytes, const std::stri
   return absl::OkStatus();
 }
 
-std::string Dirname(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 }  // namespace
 
 PtStreamCapture::PtStreamCapture(std::unique_ptr<PtRingSource> ring, StreamFiles files,

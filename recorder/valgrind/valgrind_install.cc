@@ -22,7 +22,7 @@ std::string SelfDir() {
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return "";
   std::string path(buf, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/'));
+  return Dirname(path);
 }
 
 bool IsExecutableFile(const std::string& path) { return access(path.c_str(), X_OK) == 0 && !IsDirectory(path); }

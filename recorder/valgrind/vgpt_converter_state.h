@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/file_util.h"
 #include "recorder/valgrind/tool/vgpt_stream.h"
 #include "recorder/valgrind/vgpt_converter.h"
 
@@ -19,8 +20,7 @@ inline constexpr uint32_t kNoBlock = 0;
 
 // A program's comm: its file name cut as the kernel cuts it.
 inline std::string CommOf(const std::string& exe) {
-  const size_t slash = exe.rfind('/');
-  std::string base = slash == std::string::npos ? exe : exe.substr(slash + 1);
+  std::string base(Basename(exe));
   if (base.size() > 15) base.resize(15);  // TASK_COMM_LEN - 1, as the kernel cuts it
   return base;
 }
