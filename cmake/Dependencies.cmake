@@ -117,6 +117,12 @@ function(ptd_test name)
   target_link_libraries(${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_precompile_headers(${name} REUSE_FROM ptd_test_pch)
   ptd_test_definitions(${name})
+  if(PTD_UNITY_TESTS)
+    set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
+  if(PTD_TEST_LINKER)
+    target_link_options(${name} PRIVATE -fuse-ld=${PTD_TEST_LINKER})
+  endif()
   # Recordings archive their binaries in a shared cache (recorder/images/trace_archive.h): the
   # tests' goes in the build tree, not in the home directory.
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${T_LABELS}"

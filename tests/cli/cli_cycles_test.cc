@@ -36,15 +36,15 @@ uint64_t LastTimestamp(const std::string& dump) {
   return last;
 }
 
-struct Decoded {
+struct DecodedOnAxis {
   int exit_code = -1;
   std::string err;
   std::string stats;
   std::string dump;
 };
 
-Decoded Decode(const CliRecording& rec, const std::string& axis) {
-  Decoded d;
+DecodedOnAxis Decode(const CliRecording& rec, const std::string& axis) {
+  DecodedOnAxis d;
   std::string out = rec.tmp.Sub(absl::StrCat("out-", axis, ".ftf"));
   std::string stats = rec.tmp.Sub(absl::StrCat("stats-", axis, ".json"));
   auto r = RunCli({"decode", rec.trace, "-o", out, "--time-axis", axis, "--stats-json", stats, "-q"});
@@ -58,7 +58,7 @@ Decoded Decode(const CliRecording& rec, const std::string& axis) {
 TEST(CliCyclesTest, CyclesAxisCountsCycPayloads) {
   std::unique_ptr<CliRecording> rec = RecordCalls("normal");
   ASSERT_TRUE(rec->error.empty()) << rec->error;
-  Decoded cycles = Decode(*rec, "cycles");
+  DecodedOnAxis cycles = Decode(*rec, "cycles");
   ASSERT_EQ(cycles.exit_code, 0) << cycles.err;
   EXPECT_THAT(cycles.err, Not(HasSubstr("CYC")));
   int64_t total = JsonNumber(cycles.stats, "cycles");
@@ -67,7 +67,7 @@ TEST(CliCyclesTest, CyclesAxisCountsCycPayloads) {
   // The last slice ends at the stream's last cycle, as the instruction axis's ends at
   // its last instruction.
   EXPECT_EQ(LastTimestamp(cycles.dump), static_cast<uint64_t>(total));
-  Decoded instructions = Decode(*rec, "instructions");
+  DecodedOnAxis instructions = Decode(*rec, "instructions");
   ASSERT_EQ(instructions.exit_code, 0) << instructions.err;
   EXPECT_EQ(JsonNumber(instructions.stats, "cycles"), total);
   EXPECT_EQ(LastTimestamp(instructions.dump), static_cast<uint64_t>(JsonNumber(instructions.stats, "instructions")));
@@ -77,7 +77,7 @@ TEST(CliCyclesTest, CyclesAxisCountsCycPayloads) {
 TEST(CliCyclesTest, WithoutCycWarnsAndCountsInstructions) {
   std::unique_ptr<CliRecording> rec = RecordCalls("low");
   ASSERT_TRUE(rec->error.empty()) << rec->error;
-  Decoded cycles = Decode(*rec, "cycles");
+  DecodedOnAxis cycles = Decode(*rec, "cycles");
   ASSERT_EQ(cycles.exit_code, 0) << cycles.err;
   EXPECT_THAT(cycles.err, HasSubstr("aux/"));
   EXPECT_THAT(cycles.err, HasSubstr("no CYC packets: its time axis counts instructions"));

@@ -43,13 +43,13 @@ std::string Stream(uint64_t base) {
   return s + std::string(16, '\0');
 }
 
-struct Decoded {
+struct ImportedDecode {
   int64_t instructions = -1;
   std::string ftf;
 };
 
 // `kallsyms`: a /proc/kallsyms-style text given to import with --kallsyms ("" for none).
-Decoded ImportAndDecode(const TempDir& tmp, const std::string& name, uint64_t base, const std::string& kallsyms = "") {
+ImportedDecode ImportAndDecode(const TempDir& tmp, const std::string& name, uint64_t base, const std::string& kallsyms = "") {
   std::string page = "\x90\x90\x90\xeb\x7b";  // nop; nop; nop; jmp base+0x80
   page.resize(4096, '\0');
   EXPECT_TRUE(WriteFileAtomic(tmp.Sub(name + ".pt"), Stream(base)).ok());
@@ -95,11 +95,11 @@ TEST(RawKernelImportTest, KallsymsNamesKernelFunctions) {
       "ffffffff81000000 T entry_SYSCALL_64\n"
       "ffffffff81000040 t helper_after\t[some_module]\n"
       "0000000000000000 T hidden_by_kptr_restrict\n";
-  const Decoded named = ImportAndDecode(tmp, "named", 0xffffffff81000000ull, kallsyms);
+  const ImportedDecode named = ImportAndDecode(tmp, "named", 0xffffffff81000000ull, kallsyms);
   EXPECT_EQ(named.instructions, 12);
   EXPECT_NE(named.ftf.find("entry_SYSCALL_64"), std::string::npos);
   EXPECT_EQ(named.ftf.find("some_data"), std::string::npos);
-  const Decoded unnamed = ImportAndDecode(tmp, "unnamed", 0xffffffff81000000ull);
+  const ImportedDecode unnamed = ImportAndDecode(tmp, "unnamed", 0xffffffff81000000ull);
   EXPECT_EQ(unnamed.ftf.find("entry_SYSCALL_64"), std::string::npos);
 }
 

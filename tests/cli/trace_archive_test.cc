@@ -39,7 +39,7 @@ void Overwrite(const std::string& from, const std::string& to) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
-struct Decoded {
+struct ArchiveDecode {
   int exit_code = -1;
   std::string err;
   int64_t instructions = -1, calls = -1, returns = -1, errors = -1;
@@ -66,8 +66,8 @@ class TraceArchiveTest : public ::testing::Test {
     return trace;
   }
 
-  Decoded Decode(const std::string& trace) {
-    Decoded d;
+  ArchiveDecode Decode(const std::string& trace) {
+    ArchiveDecode d;
     std::string out = tmp_.Sub(absl::StrCat("out", ++decodes_, ".ftf"));
     std::string stats = tmp_.Sub(absl::StrCat("stats", decodes_, ".json"));
     auto r = RunCli({"decode", trace, "-o", out, "--stats-json", stats, "-q"});
@@ -95,7 +95,7 @@ class TraceArchiveTest : public ::testing::Test {
     return {};
   }
 
-  void ExpectSameDecode(const Decoded& got, const Decoded& want) {
+  void ExpectSameDecode(const ArchiveDecode& got, const ArchiveDecode& want) {
     EXPECT_EQ(got.exit_code, 0) << got.err;
     EXPECT_EQ(got.instructions, want.instructions);
     EXPECT_EQ(got.calls, want.calls);
@@ -112,17 +112,17 @@ class TraceArchiveTest : public ::testing::Test {
 TEST_F(TraceArchiveTest, ReplacedBinaryDecodesAsRecorded) {
   const std::string trace = Record("trace", "ptrace");
   const std::string plain = Record("plain", "ptrace", /*archive=*/false);
-  const Decoded before = Decode(trace);
+  const ArchiveDecode before = Decode(trace);
   ASSERT_EQ(before.exit_code, 0) << before.err;
   ASSERT_GT(before.instructions, 10000);
   ASSERT_EQ(before.errors, 0);
   EXPECT_THAT(before.err, Not(HasSubstr("warning")));
-  const Decoded plain_before = Decode(plain);
+  const ArchiveDecode plain_before = Decode(plain);
 
   Overwrite(Program("ptd_prog_vdso"), prog_);
   ExpectSameDecode(Decode(trace), before);
   // Without the archive the same change breaks the decode: the test is not hollow.
-  const Decoded plain_after = Decode(plain);
+  const ArchiveDecode plain_after = Decode(plain);
   EXPECT_THAT(plain_after.err, HasSubstr("no longer matches the traced file"));
   EXPECT_NE(plain_after.ftf, plain_before.ftf);
 
@@ -143,7 +143,7 @@ TEST_F(TraceArchiveTest, ReplacedBinaryDecodesAsRecorded) {
 
 TEST_F(TraceArchiveTest, MovedTraceDecodesTheSame) {
   const std::string trace = Record("trace", "ptrace");
-  const Decoded before = Decode(trace);
+  const ArchiveDecode before = Decode(trace);
   ASSERT_EQ(before.errors, 0) << before.err;
   const std::string moved = tmp_.Sub("elsewhere/moved.trace");
   ASSERT_TRUE(MakeDirs(tmp_.Sub("elsewhere")).ok());
@@ -156,7 +156,7 @@ TEST_F(TraceArchiveTest, ValgrindBackendArchivesToo) {
   auto probe = RunCli({"record", "--emulate=valgrind", "-q", "-o", tmp_.Sub("probe"), "--", "/bin/true"});
   if (probe.exit_code != 0) GTEST_SKIP() << "the Valgrind backend cannot run here: " << probe.err;
   const std::string trace = Record("trace", "valgrind");
-  const Decoded before = Decode(trace);
+  const ArchiveDecode before = Decode(trace);
   ASSERT_EQ(before.errors, 0) << before.err;
   EXPECT_FALSE(ProgramEntry(trace).file.empty());
   Overwrite(Program("ptd_prog_vdso"), prog_);
@@ -219,7 +219,7 @@ TEST_F(TraceArchiveTest, ValgrindArchivesTheFileAsMappedWhenReplacedDuringTheRec
   absl::StatusOr<TraceMeta> meta = ReadTraceMeta(trace);
   ASSERT_TRUE(meta.ok()) << meta.status();
   EXPECT_EQ(meta->build_ids[prog_], *original_id);
-  const Decoded decoded = Decode(trace);
+  const ArchiveDecode decoded = Decode(trace);
   EXPECT_EQ(decoded.exit_code, 0) << decoded.err;
   EXPECT_EQ(decoded.errors, 0) << decoded.err;
   EXPECT_GT(decoded.calls, 1000);
@@ -230,7 +230,7 @@ TEST_F(TraceArchiveTest, ValgrindArchivesTheFileAsMappedWhenReplacedDuringTheRec
 // is read, and everything decodes.
 TEST_F(TraceArchiveTest, DamagedEntriesWarnAndFallBackToThePath) {
   const std::string trace = Record("trace", "ptrace");
-  const Decoded before = Decode(trace);
+  const ArchiveDecode before = Decode(trace);
   ASSERT_EQ(before.errors, 0) << before.err;
   const ArchivedFile entry = ProgramEntry(trace);
   const std::string copy = ResolveTracePath(trace, entry.file);
@@ -240,7 +240,7 @@ TEST_F(TraceArchiveTest, DamagedEntriesWarnAndFallBackToThePath) {
   // Truncated: the build-id note survives (it is near the start), the code does not.
   ASSERT_EQ(::unlink(copy.c_str()), 0);  // never write through the cache's hard link
   ASSERT_TRUE(WriteFileAtomic(copy, std::string_view(*bytes).substr(0, bytes->size() / 2)).ok());
-  Decoded truncated = Decode(trace);
+  ArchiveDecode truncated = Decode(trace);
   EXPECT_THAT(truncated.err, HasSubstr(absl::StrCat("archived copy of ", prog_, " is damaged")));
   EXPECT_THAT(truncated.err, HasSubstr("truncated"));
   ExpectSameDecode(truncated, before);
@@ -248,7 +248,7 @@ TEST_F(TraceArchiveTest, DamagedEntriesWarnAndFallBackToThePath) {
   // Another program under this build-id's name.
   ASSERT_EQ(::unlink(copy.c_str()), 0);
   Overwrite(Program("ptd_prog_vdso"), copy);
-  Decoded wrong = Decode(trace);
+  ArchiveDecode wrong = Decode(trace);
   EXPECT_THAT(wrong.err, HasSubstr(absl::StrCat("archived copy of ", prog_, " is damaged")));
   EXPECT_THAT(wrong.err, HasSubstr(absl::StrCat("expected ", entry.build_id)));
   ExpectSameDecode(wrong, before);
@@ -256,17 +256,17 @@ TEST_F(TraceArchiveTest, DamagedEntriesWarnAndFallBackToThePath) {
   // Not an ELF file at all, and missing.
   ASSERT_EQ(::unlink(copy.c_str()), 0);
   ASSERT_TRUE(WriteFileAtomic(copy, std::string_view("junk")).ok());
-  Decoded junk = Decode(trace);
+  ArchiveDecode junk = Decode(trace);
   EXPECT_THAT(junk.err, HasSubstr("is damaged"));
   ExpectSameDecode(junk, before);
   ASSERT_EQ(::unlink(copy.c_str()), 0);
-  Decoded missing = Decode(trace);
+  ArchiveDecode missing = Decode(trace);
   EXPECT_THAT(missing.err, HasSubstr("is damaged"));
   ExpectSameDecode(missing, before);
 
   // The cache was never touched: the next recording links its intact copy again.
   const std::string again = Record("again", "ptrace");
-  const Decoded decoded_again = Decode(again);
+  const ArchiveDecode decoded_again = Decode(again);
   EXPECT_EQ(decoded_again.exit_code, 0) << decoded_again.err;
   EXPECT_EQ(decoded_again.errors, 0);
   EXPECT_THAT(decoded_again.err, Not(HasSubstr("damaged")));

@@ -20,15 +20,15 @@ namespace {
 using ::ptd::testing::Addr2lineChains;
 using ::ptd::testing::Addr2lineFrame;
 
-const std::string kProgram = absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_inline");
+const std::string kInlineProgram = absl::StrCat(PTD_BINARY_DIR, "/tests/programs/ptd_prog_inline");
 
 // Every instruction address of the functions named `names` (ELF symbols, parts split
 // off them included: guarded.cold).
 std::vector<uint64_t> InstructionAddresses(const MappedFile& file, const std::set<std::string>& names) {
-  absl::StatusOr<ElfInfo> info = ReadElfInfo(file.bytes(), kProgram);
+  absl::StatusOr<ElfInfo> info = ReadElfInfo(file.bytes(), kInlineProgram);
   EXPECT_TRUE(info.ok()) << info.status();
   std::map<uint64_t, uint64_t> ranges;  // start → end
-  EXPECT_TRUE(ForEachElfSymbol(file.bytes(), kProgram, [&](const ElfSymbol& s) {
+  EXPECT_TRUE(ForEachElfSymbol(file.bytes(), kInlineProgram, [&](const ElfSymbol& s) {
                 std::string name(s.name.substr(0, s.name.find('.')));
                 if (names.count(name) && s.size > 0) ranges[s.value] = s.value + s.size;
               }).ok());
@@ -57,15 +57,15 @@ std::vector<Addr2lineFrame> ChainOf(const InlineTable& table, uint64_t address) 
 }
 
 TEST(InlineTableTest, ChainsOfEveryInstructionEqualEuAddr2lines) {
-  absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(kProgram);
+  absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(kInlineProgram);
   ASSERT_TRUE(file.ok()) << file.status();
   std::vector<uint64_t> addresses = InstructionAddresses(**file, {"_Z4worki", "_Z4flati", "_Z7guardedi", "main"});
   ASSERT_GT(addresses.size(), 40u);
   std::string error;
-  std::map<uint64_t, std::vector<Addr2lineFrame>> expected = Addr2lineChains(kProgram, addresses, &error);
+  std::map<uint64_t, std::vector<Addr2lineFrame>> expected = Addr2lineChains(kInlineProgram, addresses, &error);
   ASSERT_EQ(expected.size(), addresses.size()) << error;
 
-  absl::StatusOr<std::unique_ptr<InlineTable>> table = InlineTable::Open(kProgram);
+  absl::StatusOr<std::unique_ptr<InlineTable>> table = InlineTable::Open(kInlineProgram);
   ASSERT_TRUE(table.ok()) << table.status();
   size_t deepest = 0;
   std::set<std::string> inlined_names;
@@ -86,9 +86,9 @@ TEST(InlineTableTest, ChainsOfEveryInstructionEqualEuAddr2lines) {
 }
 
 TEST(InlineTableTest, IntervalEndIsWhereTheChainChanges) {
-  absl::StatusOr<std::unique_ptr<InlineTable>> table = InlineTable::Open(kProgram);
+  absl::StatusOr<std::unique_ptr<InlineTable>> table = InlineTable::Open(kInlineProgram);
   ASSERT_TRUE(table.ok()) << table.status();
-  absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(kProgram);
+  absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(kInlineProgram);
   ASSERT_TRUE(file.ok());
   std::vector<uint64_t> addresses = InstructionAddresses(**file, {"_Z4worki"});
   ASSERT_FALSE(addresses.empty());

@@ -20,7 +20,7 @@ using ::ptd::testing::RunCommand;
 using ::ptd::testing::TempDir;
 
 // A local C function (in .symtab only) and an assembly label without type or size.
-constexpr char kProgram[] = R"(
+constexpr char kProgramSource[] = R"(
 static int __attribute__((noinline)) ptd_local_function(int x) { return x * 3 + 1; }
 __asm__(".text\n.globl ptd_asm_label\nptd_asm_label:\n  nop\n  nop\n  ret\n");
 int main(int argc, char** argv) { (void)argv; return ptd_local_function(argc); }
@@ -34,7 +34,7 @@ class SymbolSourcesTest : public ::testing::Test {
         GTEST_SKIP() << tool << " is not installed (scripts/setup installs build-essential)";
       }
     }
-    ASSERT_TRUE(WriteFileAtomic(dir_.Sub("prog.c"), std::string_view(kProgram)).ok());
+    ASSERT_TRUE(WriteFileAtomic(dir_.Sub("prog.c"), std::string_view(kProgramSource)).ok());
     Run({"cc", "-O1", "-g0", "-Wl,--build-id", "-o", program(), dir_.Sub("prog.c")});
     ASSERT_TRUE(ForEachElfSymbol(Bytes(program()), program(), [this](const ElfSymbol& s) {
                   original_[std::string(s.name)] = s.value;

@@ -17,17 +17,18 @@
 #include "perfdata/perf_data_reader.h"
 #include "perfdata/perf_format.h"
 #include "tests/perfdata/perf_report_oracle.h"
+#include "tests/perfdata/quipper_samples.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::perfdata {
 namespace {
 
+using ::ptd::testing::kQuipperFileMode;
+using ::ptd::testing::kQuipperPipeMode;
 using ::ptd::testing::OraclePacket;
 using ::ptd::testing::PerfReportDump;
 using ::testing::HasSubstr;
 
-constexpr char kFileMode[] = "/quipper_perfdata/perf.data.intel_pt-4.14";
-constexpr char kPipeMode[] = "/quipper_perfdata/perf.data.piped.intel_pt-4.14";
 constexpr char kOracle[] = "/oracle_outputs/quipper_perf6.1_report_D.txt.gz";
 
 std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
@@ -175,7 +176,7 @@ void ExpectAgreesWithPerf(const PerfData& data, const PerfReportDump& oracle, bo
 
 TEST(PerfDataReaderTest, FileModeRecordsMatchPerfReportDump) {
   PTD_REQUIRE_SAMPLES(samples);
-  PerfData data = ReadOrDie(samples + kFileMode);
+  PerfData data = ReadOrDie(samples + kQuipperFileMode);
   PerfReportDump oracle = ::ptd::testing::ParsePerfReportDump(::ptd::testing::ReadMaybeGzip(samples + kOracle));
   ASSERT_FALSE(oracle.records.empty());
   EXPECT_FALSE(data.pipe_mode);
@@ -223,7 +224,7 @@ TEST(PerfDataReaderTest, FileModeRecordsMatchPerfReportDump) {
 
 TEST(PerfDataReaderTest, FileModeHeaderMatchesPerfHeaderOnly) {
   PTD_REQUIRE_SAMPLES(samples);
-  PerfData data = ReadOrDie(samples + kFileMode);
+  PerfData data = ReadOrDie(samples + kQuipperFileMode);
   // Values as `perf report --header-only` (perf 6.1) prints them for this file.
   EXPECT_EQ(data.features.hostname, "localhost");
   EXPECT_EQ(data.features.os_release, "4.14.18");
@@ -251,7 +252,7 @@ TEST(PerfDataReaderTest, FileModeHeaderMatchesPerfHeaderOnly) {
   EXPECT_TRUE(data.attrs[0].sample_id_all);
 
   // Build-ids agree with the .buildids listing published next to the file (perf buildid-list).
-  std::string listing = ::ptd::testing::ReadMaybeGzip(samples + kFileMode + std::string(".buildids"));
+  std::string listing = ::ptd::testing::ReadMaybeGzip(samples + kQuipperFileMode + std::string(".buildids"));
   ASSERT_FALSE(listing.empty());
   size_t lines = 0;
   for (char c : listing) lines += c == '\n';
@@ -266,7 +267,7 @@ TEST(PerfDataReaderTest, FileModeHeaderMatchesPerfHeaderOnly) {
 TEST(PerfDataReaderTest, PipeModeMatchesLivePerfReportDump) {
   PTD_REQUIRE_SAMPLES(samples);
   if (access("/usr/bin/perf", X_OK) != 0) GTEST_SKIP() << "/usr/bin/perf (linux-perf) not installed";
-  const std::string path = samples + kPipeMode;
+  const std::string path = samples + kQuipperPipeMode;
   ::ptd::testing::CommandResult perf = ::ptd::testing::RunCommand({"/usr/bin/perf", "report", "-D", "-i", path});
   ASSERT_EQ(perf.exit_code, 0) << perf.err;
   PerfReportDump oracle = ::ptd::testing::ParsePerfReportDump(perf.out);
@@ -302,10 +303,10 @@ TEST(PerfDataReaderTest, PipeModeMatchesLivePerfReportDump) {
 
 TEST(PerfDataReaderTest, TruncationIsAnErrorNamingFileOffsetAndRecord) {
   PTD_REQUIRE_SAMPLES(samples);
-  PerfData data = ReadOrDie(samples + kFileMode);
+  PerfData data = ReadOrDie(samples + kQuipperFileMode);
   ASSERT_FALSE(data.aux_buffers.empty());
   // Cut the pipe file in the middle of an AUXTRACE payload.
-  PerfData pipe = ReadOrDie(samples + kPipeMode);
+  PerfData pipe = ReadOrDie(samples + kQuipperPipeMode);
   ASSERT_FALSE(pipe.aux_buffers.empty());
   const AuxtraceBuffer& b = pipe.aux_buffers[0];
   std::vector<uint8_t> cut(pipe.bytes.begin(), pipe.bytes.begin() + b.payload_offset + b.size / 2);

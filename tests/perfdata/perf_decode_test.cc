@@ -16,15 +16,15 @@
 #include "common/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/perfdata/quipper_samples.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::perfdata {
 namespace {
 
+using ::ptd::testing::kQuipperFileMode;
+using ::ptd::testing::kQuipperPipeMode;
 using ::testing::HasSubstr;
-
-constexpr char kFileMode[] = "/quipper_perfdata/perf.data.intel_pt-4.14";
-constexpr char kPipeMode[] = "/quipper_perfdata/perf.data.piped.intel_pt-4.14";
 
 std::string ReadText(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFileToString(path);
@@ -85,19 +85,19 @@ void ExpectDirectDecodeEqualsImportThenDecode(const std::string& perf_data) {
 
 TEST(PerfDecodeTest, FileModePerfDataDecodesLikeImportThenDecode) {
   PTD_REQUIRE_SAMPLES(samples);
-  ExpectDirectDecodeEqualsImportThenDecode(samples + kFileMode);
+  ExpectDirectDecodeEqualsImportThenDecode(samples + kQuipperFileMode);
 }
 
 TEST(PerfDecodeTest, PipeModePerfDataDecodesLikeImportThenDecode) {
   PTD_REQUIRE_SAMPLES(samples);
-  ExpectDirectDecodeEqualsImportThenDecode(samples + kPipeMode);
+  ExpectDirectDecodeEqualsImportThenDecode(samples + kQuipperPipeMode);
 }
 
 TEST(PerfDecodeTest, DirectDecodeReadsEveryPtByteAndNamesMissingBinaries) {
   PTD_REQUIRE_SAMPLES(samples);
   ::ptd::testing::TempDir tmp;
   ASSERT_TRUE(MakeDirs(tmp.Sub("scratch")).ok());
-  auto direct = RunCli(tmp, {"decode", samples + kFileMode, "-o", tmp.Sub("out.ftf"), "--stats-json",
+  auto direct = RunCli(tmp, {"decode", samples + kQuipperFileMode, "-o", tmp.Sub("out.ftf"), "--stats-json",
                              tmp.Sub("stats.json"), "--buildid-dir", tmp.Sub("no-such-cache"), "--verbose"});
   ASSERT_EQ(direct.exit_code, 0) << direct.err;
 
@@ -115,7 +115,7 @@ TEST(PerfDecodeTest, DirectDecodeReadsEveryPtByteAndNamesMissingBinaries) {
   // published build-id list is named with its build-id, and the searched directory is named.
   EXPECT_THAT(direct.err, HasSubstr("66 binaries not found"));
   EXPECT_THAT(direct.err, HasSubstr(tmp.Sub("no-such-cache")));
-  std::istringstream buildids(ReadText(samples + kFileMode + std::string(".buildids")));
+  std::istringstream buildids(ReadText(samples + kQuipperFileMode + std::string(".buildids")));
   int named = 0;
   for (std::string id, path; buildids >> id >> path;) {
     if (path.rfind("/lib64/", 0) != 0 && path.rfind("/usr/", 0) != 0) continue;
@@ -131,7 +131,7 @@ TEST(PerfDecodeTest, QuipperDecodePrintsAtMostFifteenLines) {
   PTD_REQUIRE_SAMPLES(samples);
   ::ptd::testing::TempDir tmp;
   ASSERT_TRUE(MakeDirs(tmp.Sub("scratch")).ok());
-  auto r = RunCli(tmp, {"decode", samples + kFileMode, "-o", tmp.Sub("out.ftf")});
+  auto r = RunCli(tmp, {"decode", samples + kQuipperFileMode, "-o", tmp.Sub("out.ftf")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string all = r.out + r.err;
   EXPECT_LE(std::count(all.begin(), all.end(), '\n'), 15) << all;
@@ -145,7 +145,7 @@ TEST(PerfDecodeTest, CorruptPerfDataIsAnErrorNamingTheFile) {
   PTD_REQUIRE_SAMPLES(samples);
   ::ptd::testing::TempDir tmp;
   ASSERT_TRUE(MakeDirs(tmp.Sub("scratch")).ok());
-  const std::string whole = ReadText(samples + kFileMode);
+  const std::string whole = ReadText(samples + kQuipperFileMode);
   ASSERT_GT(whole.size(), 0x8000u);
   const std::string cut = tmp.Sub("cut.perf.data");
   ASSERT_TRUE(WriteFileAtomic(cut, whole.substr(0, 0x8000)).ok());

@@ -20,15 +20,15 @@
 #include "perfdata/perf_format.h"
 #include "perfdata/perf_importer.h"
 #include "perfdata/sample_id.h"
+#include "tests/perfdata/quipper_samples.h"
 #include "tests/testing/test_util.h"
 
 namespace ptd::perfdata {
 namespace {
 
+using ::ptd::testing::kQuipperFileMode;
+using ::ptd::testing::kQuipperPipeMode;
 using ::testing::HasSubstr;
-
-constexpr char kFileMode[] = "/quipper_perfdata/perf.data.intel_pt-4.14";
-constexpr char kPipeMode[] = "/quipper_perfdata/perf.data.piped.intel_pt-4.14";
 
 // quipper_auxtrace_info.txt was written by samples/tools/perf_aux_extract.py, an
 // independent Python walk of the same file: record counts by type and AUX bytes per CPU.
@@ -83,7 +83,7 @@ uint64_t CountRecords(const std::string& path, uint64_t sample_type, bool sample
 // Reads the file-mode quipper sample into *data and imports it into `trace_dir`.
 void ImportQuipper(const std::string& samples, const std::string& trace_dir, PerfData* data,
                    PerfImportResult* result = nullptr) {
-  absl::StatusOr<PerfData> read = PerfDataReader::ReadFile(samples + kFileMode);
+  absl::StatusOr<PerfData> read = PerfDataReader::ReadFile(samples + kQuipperFileMode);
   ASSERT_TRUE(read.ok()) << read.status();
   *data = *std::move(read);
   PerfImportOptions options;
@@ -172,7 +172,7 @@ TEST(PerfImportTest, QuipperImportKeepsPtBytesSettingsAndSideband) {
 TEST(PerfImportTest, CliImportsPipeModeAndRejectsCorruptInput) {
   PTD_REQUIRE_SAMPLES(samples);
   ::ptd::testing::TempDir tmp;
-  auto ok = ::ptd::testing::RunCommand({PTD_CLI_PATH, "import", "perf", samples + kPipeMode, "-o", tmp.Sub("pipe")});
+  auto ok = ::ptd::testing::RunCommand({PTD_CLI_PATH, "import", "perf", samples + kQuipperPipeMode, "-o", tmp.Sub("pipe")});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_THAT(ok.out, HasSubstr("2 PT streams"));
   EXPECT_THAT(ok.err, HasSubstr("not found"));  // binaries of the recording are absent here
@@ -181,7 +181,7 @@ TEST(PerfImportTest, CliImportsPipeModeAndRejectsCorruptInput) {
   EXPECT_EQ(meta->pt.pmu_type, 6);
 
   // A truncated copy: exit status 1 and a message naming the file.
-  absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(samples + kFileMode);
+  absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(samples + kQuipperFileMode);
   ASSERT_TRUE(bytes.ok());
   bytes->resize(bytes->size() / 2);
   const std::string cut = tmp.Sub("cut.data");
@@ -239,7 +239,7 @@ TEST(PerfExportTest, QuipperRoundTripDecodesToTheSameBranchesInPerf) {
   }
 
   if (access("/usr/bin/perf", X_OK) != 0) GTEST_SKIP() << "/usr/bin/perf (linux-perf) not installed";
-  auto theirs = PerfScriptBranches(samples + kFileMode, "");
+  auto theirs = PerfScriptBranches(samples + kQuipperFileMode, "");
   auto ours = PerfScriptBranches(options.output, result->buildid_dir);
   ASSERT_EQ(ours.exit_code, 0) << ours.err;
   ASSERT_EQ(theirs.exit_code, 0) << theirs.err;

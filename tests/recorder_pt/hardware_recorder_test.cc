@@ -45,7 +45,7 @@ using testing::FakePtKernel;
 using testing::FakePtSysfs;
 using testing::FakeRingFactory;
 
-std::string Str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+std::string AsText(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
 class HardwareRecorderTest : public ::testing::Test {
  protected:
@@ -152,7 +152,7 @@ TEST_F(HardwareRecorderTest, LaunchSnapshotAtExitWritesEveryRingAndTheConfig) {
     ASSERT_EQ(s.chunks.size(), 1u) << s.file;
     EXPECT_EQ(s.chunks[0].reason, "exit");
     EXPECT_TRUE(s.chunks[0].overwrite);
-    EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(5000, 100 + s.cpu))) << s.file;
+    EXPECT_EQ(Chunk(s, 0), AsText(testing::TraceBytes(5000, 100 + s.cpu))) << s.file;
   }
   EXPECT_EQ(meta.sideband.size(), static_cast<size_t>(cpus));
   bool vdso = false;
@@ -229,8 +229,8 @@ TEST_F(HardwareRecorderTest, ControlFifoSnapshotsAreSeparateChunks) {
   ASSERT_EQ(s.chunks.size(), 2u);
   EXPECT_EQ(s.chunks[0].reason, "control");
   EXPECT_EQ(s.chunks[1].reason, "control");
-  EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(3000, 1)));
-  EXPECT_EQ(Chunk(s, 1), Str(testing::TraceBytes(7000, 2)));
+  EXPECT_EQ(Chunk(s, 0), AsText(testing::TraceBytes(3000, 1)));
+  EXPECT_EQ(Chunk(s, 1), AsText(testing::TraceBytes(7000, 2)));
   EXPECT_EQ(s.chunks[1].aux_offset, 3000u);
   EXPECT_EQ(factory_.requests()[0].attr.inherit, 0u);  // per-thread rings cannot inherit
 }
@@ -251,7 +251,7 @@ TEST_F(HardwareRecorderTest, LinearModeTruncationReachesMetaJson) {
   ASSERT_GE(s.chunks.size(), 1u);
   EXPECT_TRUE(s.chunks[0].truncated);  // read back from meta.json, not from memory
   EXPECT_FALSE(s.chunks[0].overwrite);
-  EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(3 * ring, 3)).substr(0, ring));
+  EXPECT_EQ(Chunk(s, 0), AsText(testing::TraceBytes(3 * ring, 3)).substr(0, ring));
   EXPECT_GE(summary->lost_chunks, 1u);
 }
 
@@ -273,7 +273,7 @@ TEST_F(HardwareRecorderTest, LinearModeStopReadsTheTraceBelowTheWatermark) {
   ASSERT_EQ(meta.streams.size(), 1u);
   const PtStream& s = meta.streams[0];
   ASSERT_EQ(s.chunks.size(), 1u);
-  EXPECT_EQ(Chunk(s, 0), Str(testing::TraceBytes(5000, 7)));
+  EXPECT_EQ(Chunk(s, 0), AsText(testing::TraceBytes(5000, 7)));
 }
 
 TEST_F(HardwareRecorderTest, AttachEnablesEventsAndSynthesizesExistingMappings) {
@@ -447,7 +447,7 @@ TEST_F(HardwareTrimTest, TrimCutsTheStreamAtItsLastPsbBeforeTheTriggersEntry) {
   // The file starts exactly at the second PSB; the chunk is re-based on it.
   auto file = ReadFileBytes(options_.output_dir + "/" + s.file);
   ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_EQ(Str(*file), Str(written_[0]).substr(cut));
+  EXPECT_EQ(AsText(*file), AsText(written_[0]).substr(cut));
   ASSERT_EQ(s.chunks.size(), 1u);
   EXPECT_EQ(s.chunks[0].file_offset, 0u);
   EXPECT_EQ(s.chunks[0].size, written_[0].size() - cut);
@@ -477,7 +477,7 @@ TEST_F(HardwareTrimTest, PerCpuStreamsWithNoPsbBeforeTheEntryAreKeptWhole) {
     EXPECT_GE(s.cpu, 0);
     auto file = ReadFileBytes(options_.output_dir + "/" + s.file);
     ASSERT_TRUE(file.ok()) << file.status();
-    EXPECT_EQ(Str(*file), Str(written_[i])) << s.file;
+    EXPECT_EQ(AsText(*file), AsText(written_[i])) << s.file;
     ASSERT_EQ(s.chunks.size(), 1u);
     EXPECT_EQ(s.chunks[0].file_offset, 0u);
     EXPECT_EQ(s.chunks[0].size, written_[i].size());
@@ -502,7 +502,7 @@ TEST_F(HardwareTrimTest, WithoutATscConversionTheStreamsAreKeptWholeAndSaySo) {
   ASSERT_EQ(meta.streams.size(), 1u);
   auto file = ReadFileBytes(options_.output_dir + "/" + meta.streams[0].file);
   ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_EQ(Str(*file), Str(written_[0]));
+  EXPECT_EQ(AsText(*file), AsText(written_[0]));
   EXPECT_THAT(meta.notes, Contains(HasSubstr("cap_user_time_zero 0")));
 }
 
@@ -560,7 +560,7 @@ TEST_F(HardwareRecorderTest, PerThreadModeFollowsThreadsCreatedAfterStart) {
   const PtStream& added = meta.streams[1];
   EXPECT_EQ(added.tid, static_cast<int>(kNewTid));
   ASSERT_EQ(added.chunks.size(), 1u);
-  EXPECT_EQ(Chunk(added, 0), Str(testing::TraceBytes(2000, 6)));
+  EXPECT_EQ(Chunk(added, 0), AsText(testing::TraceBytes(2000, 6)));
   EXPECT_THAT(meta.notes, Contains(HasSubstr("was created while recording")));
 }
 
