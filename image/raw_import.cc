@@ -81,7 +81,7 @@ absl::StatusOr<RawImportResult> ImportRaw(const RawImportOptions& options) {
       for (uint64_t p = 0; p < pages; ++p) {
         uint64_t vaddr;
         std::memcpy(&vaddr, addr_bytes.data() + 8 * p, 8);
-        pieces.push_back(DumpPiece{*source, p * spec.page_size, spec.page_size, vaddr, i, Basename(spec.path)});
+        pieces.push_back(DumpPiece{*source, p * spec.page_size, spec.page_size, vaddr, i, std::string(Basename(spec.path))});
       }
       continue;
     }
@@ -108,7 +108,7 @@ absl::StatusOr<RawImportResult> ImportRaw(const RawImportOptions& options) {
                                          ImageKind::kFile, elf->build_id});
       }
     }
-    if (!reference) pieces.push_back(DumpPiece{*source, spec.file_offset, size, spec.vaddr, i, Basename(spec.path)});
+    if (!reference) pieces.push_back(DumpPiece{*source, spec.file_offset, size, spec.vaddr, i, std::string(Basename(spec.path))});
   }
   result.pieces = pieces.size() + file_images.size();
 

@@ -106,20 +106,20 @@ TEST(InlineTableTest, IntervalEndIsWhereTheChainChanges) {
 // unless asked (Open then finds the units by their headers and reads their DIEs' ranges).
 // The same program without the section gives the same chain at every instruction.
 TEST(InlineTableTest, UnitsWithoutArangesGiveTheSameChains) {
-  absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(kProgram);
+  absl::StatusOr<std::shared_ptr<const MappedFile>> file = MappedFile::Open(kInlineProgram);
   ASSERT_TRUE(file.ok()) << file.status();
-  ptd::testing::CommandResult sections = ptd::testing::RunCommand({"readelf", "-S", "-W", kProgram});
+  ptd::testing::CommandResult sections = ptd::testing::RunCommand({"readelf", "-S", "-W", kInlineProgram});
   ASSERT_EQ(sections.exit_code, 0) << sections.err;
   if (sections.out.find(".debug_aranges") == std::string::npos) {
-    GTEST_SKIP() << kProgram << " has no .debug_aranges (its compiler wrote none): both tables would be read alike";
+    GTEST_SKIP() << kInlineProgram << " has no .debug_aranges (its compiler wrote none): both tables would be read alike";
   }
   ptd::testing::TempDir tmp;
   const std::string stripped = tmp.Sub("no_aranges");
   ptd::testing::CommandResult copy =
-      ptd::testing::RunCommand({"objcopy", "--remove-section=.debug_aranges", kProgram, stripped});
+      ptd::testing::RunCommand({"objcopy", "--remove-section=.debug_aranges", kInlineProgram, stripped});
   ASSERT_EQ(copy.exit_code, 0) << copy.err;
 
-  absl::StatusOr<std::unique_ptr<InlineTable>> with = InlineTable::Open(kProgram);
+  absl::StatusOr<std::unique_ptr<InlineTable>> with = InlineTable::Open(kInlineProgram);
   absl::StatusOr<std::unique_ptr<InlineTable>> without = InlineTable::Open(stripped);
   ASSERT_TRUE(with.ok()) << with.status();
   ASSERT_TRUE(without.ok()) << without.status();
