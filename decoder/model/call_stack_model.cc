@@ -32,14 +32,8 @@ CallStackModel::Frame CallStackModel::MakeFrame(uint64_t address, bool target_kn
   Frame frame = FrameBeginningAt(event);
   if (target_known) {
     FunctionInfo info = resolver_->Resolve(address);
-    frame.fn_start = info.start;
-    frame.fn_end = info.end;
-    frame.name = info.name;
-    frame.source = info.source;
+    TakeFunction(frame, info);
     frame.plt_pending = info.plt;
-    frame.symbol = info.symbol;
-    frame.inlines = info.inlines;
-    frame.home = HomeOf(info);
     frame.go_role = GoRoleOf(info.name);
   } else {
     frame.name = kUntracedName;
@@ -307,6 +301,16 @@ size_t CallStackModel::AncestorHolding(uint64_t address, bool mid_function) {
   return kept->frame;
 }
 
+void CallStackModel::TakeFunction(Frame& frame, const FunctionInfo& info) {
+  frame.fn_start = info.start;
+  frame.fn_end = info.end;
+  frame.name = info.name;
+  frame.source = info.source;
+  frame.symbol = info.symbol;
+  frame.inlines = info.inlines;
+  frame.home = HomeOf(info);
+}
+
 bool CallStackModel::MoveWithinFunction(Frame& frame, const FunctionInfo& info) {
   if (frame.kind != FrameKind::kFunction || !frame.symbol || !info.symbol || frame.home != HomeOf(info)) {
     return false;
@@ -475,13 +479,7 @@ void CallStackModel::OnJump(const FlowEvent& event) {
   if (top.plt_pending && !top.begun) {
     // Still inside the PLT (PLT0, lazy binding) or leaving it: the slice takes the
     // name of where the stub goes.
-    top.fn_start = info.start;
-    top.fn_end = info.end;
-    top.name = info.name;
-    top.source = info.source;
-    top.symbol = info.symbol;
-    top.inlines = info.inlines;
-    top.home = HomeOf(info);
+    TakeFunction(top, info);
     top.serial = ++last_serial_;
     if (!info.plt) MaterializeTop();
     return;

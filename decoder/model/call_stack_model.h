@@ -162,6 +162,9 @@ class CallStackModel {
   void EndSegment(const FlowEvent& event, const char* what);
   static Frame FrameBeginningAt(const FlowEvent& event);  // only the begin_* fields set
   Frame MakeFrame(uint64_t address, bool target_known, const FlowEvent& event);
+  // `frame` becomes a frame of `info`'s function (a new frame, or a PLT stub's frame named
+  // after where the stub goes).
+  static void TakeFunction(Frame& frame, const FunctionInfo& info);
   void Push(const Frame& frame);
   // A "[syscall]" (returns to the syscall's fallthrough) or "[untraced]" frame.
   void PushMarker(FrameKind kind, const FlowEvent& event);

@@ -61,13 +61,18 @@ TEST(CycleIndexTest, NoCycNoEntries) {
   EXPECT_FALSE(StreamHasCyc(absl::MakeConstSpan(w.data(), w.size())));
 }
 
-TEST(CycleIndexTest, FindsCycForTheProbe) {
-  testing::PacketWriter w;
+// A PSB+, then two taken branches, 9 cycles and a TIP: the smallest stream with a CYC.
+void WriteOneCyc(testing::PacketWriter& w) {
   w.Psb();
   w.PsbEnd();
   w.Tnt(2, 0b11);
   w.Cyc(9);
   w.Tip(0x401000);
+}
+
+TEST(CycleIndexTest, FindsCycForTheProbe) {
+  testing::PacketWriter w;
+  WriteOneCyc(w);
   EXPECT_TRUE(StreamHasCyc(absl::MakeConstSpan(w.data(), w.size())));
   // Beyond the probe's limit it is not seen.
   EXPECT_FALSE(StreamHasCyc(absl::MakeConstSpan(w.data(), w.size()), 8));
@@ -77,11 +82,7 @@ TEST(CycleIndexTest, FindsCycForTheProbe) {
 // head, here 1 MiB of PADs) are no packets to look at.
 TEST(CycleIndexTest, TheProbeLooksFromTheFirstPsb) {
   testing::PacketWriter w;
-  w.Psb();
-  w.PsbEnd();
-  w.Tnt(2, 0b11);
-  w.Cyc(9);
-  w.Tip(0x401000);
+  WriteOneCyc(w);
   std::vector<uint8_t> bytes(size_t{1} << 20, 0);
   bytes.insert(bytes.end(), w.data(), w.data() + w.size() + kPtPadding);
   const auto stream = absl::MakeConstSpan(bytes.data(), bytes.size() - kPtPadding);
